@@ -1,0 +1,129 @@
+/* The compute-backend boundary: every op the forward pass needs, in plain C types.
+ * Pointers passed to ops are backend memory (host memory for cpu, device memory for cuda).
+ * Each backend fills a struct backend_ops; the runner picks one at run time. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    DTYPE_F32 = 0,
+    DTYPE_INT8 = 1, /* weight-only INT8, one float scale per output channel (row) */
+    DTYPE_BF16 = 2,
+    DTYPE_F16 = 3,
+} dtype;
+
+size_t dtype_size(dtype type);
+const char *dtype_name(dtype type);
+
+/* A weight matrix of shape (rows, cols), row-major, used as y = x @ W^T (PyTorch Linear layout).
+ * rows is the output dimension. For DTYPE_INT8, value = data[r][c] * scale[r]. */
+typedef struct {
+    dtype type;
+    const void *data;   // (rows, cols) of `type`
+    const float *scale; // (rows) for DTYPE_INT8, NULL otherwise
+} weight_view;
+
+/* One layer's KV cache for the sequences a rank holds, for its local heads.
+ * contiguous: k, v are (batch, heads, max_ctx, head_dim).
+ * paged:      k, v are pools (num_blocks, heads, block_size, head_dim) and block_table is
+ *             (batch, max_ctx / block_size) block ids, so a sequence's keys are scattered. */
+typedef struct {
+    float *k;
+    float *v;
+    const int32_t *block_table; // NULL when contiguous
+    int block_size;             // positions per block (paged only)
+    int blocks_per_seq;         // columns of block_table (paged only)
+    int max_ctx;
+    int heads;
+    int head_dim;
+} kv_view;
+
+typedef struct backend_ops {
+    const char *name;
+
+    /* memory: alloc returns zeroed backend memory of at least bytes, aligned to 64 */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*release)(void *ctx, void *ptr);
+    void (*copy_to_device)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*copy_to_host)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*memset_zero)(void *ctx, void *dst, size_t bytes);
+    /* waits for all work queued on the compute stream */
+    void (*synchronize)(void *ctx);
+    /* peak backend memory in bytes so far (host RSS for cpu, device bytes for cuda) */
+    size_t (*peak_memory)(void *ctx);
+
+    /* out[r] = (tok in [vocab_begin, vocab_end) ? wte[tok - vocab_begin] : 0)
+     *        + (wpe ? wpe[positions[r]] : 0)
+     * out (rows, C); wte (vocab_end - vocab_begin, C); wpe (ctx, C) or NULL.
+     * Vocab-parallel: each TP rank adds its shard; an all-reduce completes the sum. */
+    void (*embed)(void *ctx, float *out, const int32_t *tokens, const int32_t *positions,
+                  const float *wte, const float *wpe, int rows, int C, int vocab_begin,
+                  int vocab_end);
+
+    /* out = LayerNorm(in) * gamma + beta over the last dim; out, in (rows, C) */
+    void (*layernorm)(void *ctx, float *out, const float *in, const float *gamma,
+                      const float *beta, int rows, int C, float eps);
+
+    /* residual += delta, then norm_out = LayerNorm(residual); all (rows, C). Fused so the
+     * residual stream is read once. norm_out may be NULL (add only). */
+    void (*residual_layernorm)(void *ctx, float *residual, float *norm_out, const float *delta,
+                               const float *gamma, const float *beta, int rows, int C,
+                               float eps);
+
+    /* out (rows, out_dim) = in (rows, in_dim) @ W^T + bias; W is (out_dim, in_dim); bias may be
+     * NULL. Any weight dtype; fp32 accumulate. */
+    void (*matmul)(void *ctx, float *out, const float *in, weight_view w, const float *bias,
+                   int rows, int in_dim, int out_dim);
+
+    /* inout (rows, cols) = gelu_tanh(inout + bias); bias (cols) may be NULL */
+    void (*bias_gelu)(void *ctx, float *inout, const float *bias, int rows, int cols);
+
+    /* Appends the new keys/values of qkv to the cache, then causal attention for the new
+     * queries. qkv (batch * n_new, 3 * heads * head_dim) laid out [q | k | v], heads
+     * contiguous within each; out (batch * n_new, heads * head_dim). The new tokens of
+     * sequence b sit at positions pos0 .. pos0 + n_new - 1 of cache row seq0 + b, and query i
+     * attends to positions 0 .. pos0 + i. */
+    void (*attention)(void *ctx, float *out, const float *qkv, kv_view cache, int seq0,
+                      int batch, int n_new, int pos0);
+
+    /* For each row, the largest value and its column (first on ties). logits (rows, cols);
+     * max_val, max_idx (rows) in backend memory. */
+    void (*argmax)(void *ctx, float *max_val, int32_t *max_idx, const float *logits, int rows,
+                   int cols);
+
+    /* Timing marks on the compute stream, for the phase timer. mark() records "now" as the
+     * stream will see it into slot; mark_seconds() returns that time in seconds on the host's
+     * monotonic clock once the stream has passed it (synchronising if needed). */
+    void (*mark)(void *ctx, int slot);
+    double (*mark_seconds)(void *ctx, int slot);
+} backend_ops;
+
+typedef struct {
+    const backend_ops *ops;
+    void *ctx;
+} backend;
+
+typedef struct {
+    int threads;     /* cpu: BLAS threads (0 = cores per node / ranks per node) */
+    int device;      /* cuda: device ordinal */
+    int allow_tf32;  /* cuda: TF32 tensor cores for fp32 products */
+    int max_marks;   /* timing slots to preallocate */
+} backend_options;
+
+/* Each returns 0 on success, or non-zero with error_message() set (e.g. no CUDA device). */
+int backend_cpu_init(backend *be, const backend_options *opt);
+void backend_cpu_free(backend *be);
+int backend_cuda_init(backend *be, const backend_options *opt);
+void backend_cuda_free(backend *be);
+/* Number of usable CUDA devices; 0 when CUDA is not built in or no device is present. */
+int backend_cuda_device_count(void);
+/* PCI bus id of a device ("0000:3b:00.0"), or "" when unavailable. */
+void backend_cuda_pci_bus_id(int device, char *out, int len);
+
+#ifdef __cplusplus
+}
+#endif
