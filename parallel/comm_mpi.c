@@ -1,0 +1,107 @@
+/* The MPI comm backend: host buffers, MPI collectives and non-blocking point-to-point.
+ * Progress of non-blocking collectives is driven by MPI_Test calls that the forward pass
+ * makes between chunks (docs/design.md explains why not a progress thread). */
+#include <stdlib.h>
+
+#include "check.h"
+#include "comm.h"
+
+size_t comm_type_size(comm_type type) {
+    switch (type) {
+    case COMM_FLOAT: return sizeof(float);
+    case COMM_INT32: return sizeof(int);
+    case COMM_BYTE: return 1;
+    }
+    return 1;
+}
+
+static MPI_Datatype mpi_type(comm_type type) {
+    switch (type) {
+    case COMM_FLOAT: return MPI_FLOAT;
+    case COMM_INT32: return MPI_INT;
+    case COMM_BYTE: return MPI_BYTE;
+    }
+    return MPI_BYTE;
+}
+
+static MPI_Comm group(void *ctx) { return *(MPI_Comm *)ctx; }
+
+/* MPI counts are int; tripar's largest message (a 256 MiB commbench buffer) fits. */
+static int count_int(size_t count) {
+    CHECK(count <= 0x7fffffff, "message of %zu elements exceeds MPI's int count", count);
+    return (int)count;
+}
+
+static void mpi_allreduce_sum(void *ctx, float *buf, size_t count) {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count_int(count), MPI_FLOAT, MPI_SUM, group(ctx)));
+}
+
+static void mpi_iallreduce_sum(void *ctx, float *buf, size_t count, comm_req *req) {
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count_int(count), MPI_FLOAT, MPI_SUM, group(ctx),
+                             &req->mpi));
+    req->active = 1;
+}
+
+static void mpi_allgather(void *ctx, void *recv, const void *send, size_t count, comm_type type) {
+    MPI_CHECK(MPI_Allgather(send, count_int(count), mpi_type(type), recv, count_int(count),
+                            mpi_type(type), group(ctx)));
+}
+
+static void mpi_bcast(void *ctx, void *buf, size_t count, comm_type type, int root) {
+    MPI_CHECK(MPI_Bcast(buf, count_int(count), mpi_type(type), root, group(ctx)));
+}
+
+static void mpi_isend(void *ctx, const void *buf, size_t count, comm_type type, int peer, int tag,
+                      comm_req *req) {
+    MPI_CHECK(MPI_Isend(buf, count_int(count), mpi_type(type), peer, tag, group(ctx), &req->mpi));
+    req->active = 1;
+}
+
+static void mpi_irecv(void *ctx, void *buf, size_t count, comm_type type, int peer, int tag,
+                      comm_req *req) {
+    MPI_CHECK(MPI_Irecv(buf, count_int(count), mpi_type(type), peer, tag, group(ctx), &req->mpi));
+    req->active = 1;
+}
+
+static int mpi_test(void *ctx, comm_req *req) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    if (done) req->active = 0;
+    return done;
+}
+
+static void mpi_wait(void *ctx, comm_req *req) {
+    MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
+    req->active = 0;
+}
+
+static void mpi_barrier(void *ctx) { MPI_CHECK(MPI_Barrier(group(ctx))); }
+
+static const comm_ops mpi_ops = {
+    .name = "mpi",
+    .allreduce_sum = mpi_allreduce_sum,
+    .iallreduce_sum = mpi_iallreduce_sum,
+    .allgather = mpi_allgather,
+    .bcast = mpi_bcast,
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
+    .test = mpi_test,
+    .wait = mpi_wait,
+    .barrier = mpi_barrier,
+};
+
+void comm_mpi_init(comm *c, MPI_Comm mpi_comm) {
+    MPI_Comm *ctx = xmalloc(sizeof *ctx);
+    *ctx = mpi_comm;
+    c->ops = &mpi_ops;
+    c->ctx = ctx;
+    c->mpi = mpi_comm;
+    MPI_CHECK(MPI_Comm_size(mpi_comm, &c->size));
+    MPI_CHECK(MPI_Comm_rank(mpi_comm, &c->rank));
+}
+
+void comm_mpi_free(comm *c) {
+    free(c->ctx);
+    c->ctx = NULL;
+    c->ops = NULL;
+}

@@ -1,0 +1,42 @@
+/* tripar's command line: dispatches to the subcommands. MPI is initialised here for every
+ * command that runs on a mesh; the file tools run serially. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "run.h"
+#include "timing.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tripar COMMAND [ARGS]   (tripar COMMAND --help for details)\n"
+            "  run JOB.yaml [--set K=V]... [--out RUN.h5]   generate under mpirun/srun\n"
+            "  import-hf DIR --out CKPT.h5                   import a Hugging Face GPT-2\n"
+            "  report RUN.h5...                              tables from run files\n"
+            "  diff A.h5 B.h5                                compare tokens and activations\n"
+            "  trace RUN.h5 -o trace.json                    Chrome/Perfetto trace\n"
+            "  commbench [...]                               communication benchmark\n"
+            "  --version\n");
+}
+
+int main(int argc, char **argv) {
+    double process_start = timer_host_seconds();
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? TRIPAR_EXIT_USAGE : TRIPAR_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("tripar %s\n", TRIPAR_VERSION);
+        return TRIPAR_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "run")) {
+        MPI_CHECK(MPI_Init(&argc, &argv));
+        int rc = run_main(argc - 1, argv + 1, process_start);
+        MPI_Finalize();
+        return rc;
+    }
+    fprintf(stderr, "tripar: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return TRIPAR_EXIT_USAGE;
+}
