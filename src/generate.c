@@ -334,7 +334,6 @@ int engine_generate(engine *e, int iteration, int capture) {
     int stopped = 0;
     e->stop_req = MPI_REQUEST_NULL;
     e->tm->iteration = iteration;
-    e->capture = capture;
     e->first_token_time = 0.0;
     memset(send_req, 0, sizeof send_req);
     for (int mb = 0; mb < e->n_micro; mb++) {
@@ -348,6 +347,7 @@ int engine_generate(engine *e, int iteration, int capture) {
 
     for (int step = 0; step < steps; step++) {
         const int n_new = step == 0 ? T : 1, pos0 = step == 0 ? 0 : T + step - 1;
+        e->capture = capture && step == 0; /* activations are recorded for the prefill only */
         for (int mb = 0; mb < e->n_micro; mb++) {
             const int nb = e->mb_size[mb];
             int ev_step = timer_begin(e->tm, PHASE_STEP, step, mb, TIMER_NO_LAYER);

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "checkpoint.h"
 #include "run.h"
+#include "tools.h"
 #include "timing.h"
 
 static void usage(FILE *f) {
@@ -36,6 +38,18 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return rc;
     }
+    /* The file tools read run files serially and need no MPI. */
+    static const struct {
+        const char *name;
+        int (*entry)(int, char **);
+    } tools[] = {
+        {"report", report_main},
+        {"diff", diff_main},
+        {"trace", trace_main},
+        {"import-hf", import_hf_main},
+    };
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)
+        if (!strcmp(argv[1], tools[i].name)) return tools[i].entry(argc - 1, argv + 1);
     fprintf(stderr, "tripar: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return TRIPAR_EXIT_USAGE;
