@@ -12,6 +12,15 @@ extern "C" {
 
 #define JOB_PATH_MAX 1024
 #define JOB_MAX_ACTIVATIONS 64
+#define JOB_MAX_KEYS 128
+
+/* Where a dotted key was set, so checks made after loading can point at it: line in the job
+ * file, or the --set text (truncated) when an override set it. */
+typedef struct {
+    char key[48];
+    int line;
+    char set[104];
+} job_key_where;
 
 typedef enum { NORM_PRE = 0, NORM_POST = 1 } norm_kind;
 typedef enum { PRECISION_FP32 = 0, PRECISION_INT8W, PRECISION_BF16, PRECISION_FP16 } precision_kind;
@@ -78,6 +87,8 @@ typedef struct {
     /* provenance, for error messages after loading */
     char source[JOB_PATH_MAX];     /* the job file path */
     char *yaml;                    /* the resolved job as YAML (job_dump), owned */
+    job_key_where keys[JOB_MAX_KEYS]; /* for job_key_line and error messages */
+    int n_keys;
 } job;
 
 /* Loads path, applies overrides ("section.key=value", parsed as YAML scalars or flow
@@ -98,10 +109,21 @@ void job_dump(const job *j, FILE *out);
 /* Same, into a newly allocated string. */
 char *job_dump_string(const job *j);
 
+/* Fills tokens (batch, prompt_len) of an input.synthetic job once the vocab is known:
+ * token[i] = mix64(input_seed + 0x9E3779B97F4A7C15 * (i + 1)) % vocab, i the flat index.
+ * job_load calls it for synthetic models; for checkpoints the runner calls it. */
+void job_fill_synthetic_tokens(job *j, int vocab);
+
+/* 1 when record.activations asks for this point ("embed", "layer.3.mlp", ...), "all" included. */
+int job_records_activation(const job *j, const char *point);
+
 const char *norm_kind_name(norm_kind k);
 const char *precision_kind_name(precision_kind k);
 const char *kv_cache_kind_name(kv_cache_kind k);
 const char *backend_kind_name(backend_kind k);
+const char *comm_kind_name(comm_kind k);
+const char *sampling_kind_name(sampling_kind k);
+const char *timings_level_name(timings_level k);
 
 #ifdef __cplusplus
 }
