@@ -17,3 +17,40 @@ void backend_cuda_pci_bus_id(int device, char *out, int len) {
     (void)device;
     if (len > 0) out[0] = '\0';
 }
+
+/* No-op versions of kernels/cuda_extra.h: without CUDA there is no stream and no graph. */
+#include "cuda_extra.h"
+
+void *backend_cuda_stream(const backend *be) {
+    (void)be;
+    return NULL;
+}
+
+int backend_cuda_graph_begin(backend *be) {
+    (void)be;
+    error_set("backend: cuda: CUDA graphs need a build with CUDA");
+    return -1;
+}
+
+int backend_cuda_graph_end_and_launch(backend *be, void **graph_exec) {
+    (void)be;
+    *graph_exec = NULL;
+    error_set("backend: cuda: CUDA graphs need a build with CUDA");
+    return -1;
+}
+
+void backend_cuda_graph_launch(backend *be, void *graph_exec) {
+    (void)be;
+    (void)graph_exec;
+}
+
+void backend_cuda_graph_destroy(backend *be, void *graph_exec) {
+    (void)be;
+    (void)graph_exec;
+}
+
+void backend_cuda_memory_info(const backend *be, size_t *free_bytes, size_t *total_bytes) {
+    (void)be;
+    *free_bytes = 0;
+    *total_bytes = 0;
+}

@@ -34,6 +34,11 @@ typedef enum {
 } phase;
 
 const char *phase_name(phase p);
+/* The phase with this name, or -1. */
+int phase_from_name(const char *name);
+/* Whether the phase counts as compute (gemm, attention, norm, embed, head, sample). */
+int phase_is_compute(phase p);
+/* timings_level_name() is declared in job.h. */
 
 /* Layer value for events that are not inside a layer. */
 #define TIMER_NO_LAYER (-1)
@@ -58,6 +63,10 @@ typedef struct {
     double clock_offset;     /* add to local monotonic seconds to get rank 0's clock */
     double clock_uncertainty;/* half the best round trip, seconds */
     double run_start;        /* rank 0's clock at the run's start */
+    long max_marks;          /* backend mark slots usable (event i uses 2i, 2i+1); events past
+                                max_marks / 2 fall back to the host clock. timer_init sets
+                                2 * capacity: lower it if the backend has fewer slots */
+    long resolved;           /* events before this index hold final times */
 } timer;
 
 /* Monotonic seconds on this host. */

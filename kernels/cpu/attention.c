@@ -1,0 +1,140 @@
+/* Causal multi-head attention on the CPU over a contiguous or paged KV cache. The new keys and
+ * values go into the cache first; then each (sequence, head) attends over positions 0..pos.
+ * Prefill (n_new > 1) uses two sgemm per head (Q K^T and P V); decode (n_new == 1) walks the
+ * cache one contiguous run at a time, which is memory-bound and needs no gather. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "check.h"
+
+/* Address of (seq, head, position) in a cache tensor (k or v) of the view. */
+static float *kv_at(const kv_view *c, float *base, int seq, int h, int p) {
+    if (!c->block_table) return base + (((long)seq * c->heads + h) * c->max_ctx + p) * c->head_dim;
+    int blk = c->block_table[(long)seq * c->blocks_per_seq + p / c->block_size];
+    CHECK(blk >= 0, "attention: sequence %d has no block for position %d", seq, p);
+    return base + (((long)blk * c->heads + h) * c->block_size + p % c->block_size) * c->head_dim;
+}
+
+/* Positions p.. stored contiguously: up to the end of p's block, and not past T. */
+static int kv_run(const kv_view *c, int p, int T) {
+    int bs = c->block_table ? c->block_size : c->max_ctx;
+    int n = bs - p % bs;
+    return n < T - p ? n : T - p;
+}
+
+/* In-place softmax of x[0..valid), zeroing x[valid..n) so a product over all n is causal. */
+static void softmax_causal(float *x, int valid, int n) {
+    float maxv = x[0];
+    for (int j = 1; j < valid; j++) maxv = x[j] > maxv ? x[j] : maxv;
+    float sum = 0.0f;
+    for (int j = 0; j < valid; j++) {
+        x[j] = expf(x[j] - maxv); // subtracting the max keeps expf finite
+        sum += x[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < valid; j++) x[j] *= inv;
+    for (int j = valid; j < n; j++) x[j] = 0.0f;
+}
+
+/* One query (row of length hd) against positions 0..T-1 of (seq, h). scores (T). */
+static void attention_decode_head(float *o, const float *q, const kv_view *c, int seq, int h, int T,
+                                  float scale, float *scores) {
+    const int hd = c->head_dim;
+    for (int p = 0; p < T;) {
+        int n = kv_run(c, p, T);
+        const float *k = kv_at(c, c->k, seq, h, p);
+        for (int j = 0; j < n; j++) {
+            float dot = 0.0f;
+            for (int d = 0; d < hd; d++) dot += q[d] * k[(long)j * hd + d];
+            scores[p + j] = dot * scale;
+        }
+        p += n;
+    }
+    softmax_causal(scores, T, T);
+    for (int d = 0; d < hd; d++) o[d] = 0.0f;
+    for (int p = 0; p < T;) {
+        int n = kv_run(c, p, T);
+        const float *v = kv_at(c, c->v, seq, h, p);
+        for (int j = 0; j < n; j++) {
+            float w = scores[p + j];
+            for (int d = 0; d < hd; d++) o[d] += w * v[(long)j * hd + d];
+        }
+        p += n;
+    }
+}
+
+/* Copies positions 0..T-1 of (seq, h) from a paged cache tensor into dst (T, hd). */
+static void kv_gather(float *dst, const kv_view *c, float *base, int seq, int h, int T) {
+    for (int p = 0; p < T;) {
+        int n = kv_run(c, p, T);
+        memcpy(dst + (long)p * c->head_dim, kv_at(c, base, seq, h, p),
+               sizeof(float) * (size_t)n * (size_t)c->head_dim);
+        p += n;
+    }
+}
+
+void cpu_attention(void *vctx, float *out, const float *qkv, kv_view cache, int seq0, int batch,
+                   int n_new, int pos0) {
+    cpu_ctx *ctx = vctx;
+    const int H = cache.heads, hd = cache.head_dim, T = pos0 + n_new;
+    const long C = (long)H * hd, ld_qkv = 3 * C;
+    const int paged = cache.block_table != NULL;
+    CHECK(H > 0 && hd > 0 && batch >= 0 && n_new > 0 && pos0 >= 0 && seq0 >= 0,
+          "attention: bad shape heads %d head_dim %d batch %d n_new %d pos0 %d", H, hd, batch,
+          n_new, pos0);
+    CHECK(T <= cache.max_ctx, "attention: position %d beyond the cache (max_ctx %d)", T - 1,
+          cache.max_ctx);
+    CHECK(!paged || (cache.block_size > 0 &&
+                     (long)cache.block_size * cache.blocks_per_seq >= cache.max_ctx),
+          "attention: paged cache with block_size %d x %d blocks < max_ctx %d", cache.block_size,
+          cache.blocks_per_seq, cache.max_ctx);
+
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < n_new; i++) {
+            const float *row = qkv + ((long)b * n_new + i) * ld_qkv;
+            for (int h = 0; h < H; h++) {
+                size_t bytes = sizeof(float) * (size_t)hd;
+                memcpy(kv_at(&cache, cache.k, seq0 + b, h, pos0 + i), row + C + (long)h * hd,
+                       bytes);
+                memcpy(kv_at(&cache, cache.v, seq0 + b, h, pos0 + i), row + 2 * C + (long)h * hd,
+                       bytes);
+            }
+        }
+
+    // Scores for decode need up to max_ctx floats: reserving that at the first call means
+    // later decode steps, whose T grows, never allocate.
+    size_t score_floats = (size_t)n_new * (size_t)T;
+    if (score_floats < (size_t)cache.max_ctx) score_floats = (size_t)cache.max_ctx;
+    size_t gather_floats = paged && n_new > 1 ? 2 * (size_t)T * (size_t)hd : 0;
+    float *scores = cpu_scratch_reserve(ctx, &ctx->attn, score_floats + gather_floats);
+    float *kbuf = scores + score_floats, *vbuf = kbuf + (size_t)T * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+
+    for (int b = 0; b < batch; b++)
+        for (int h = 0; h < H; h++) {
+            const int seq = seq0 + b;
+            const float *q = qkv + (long)b * n_new * ld_qkv + (long)h * hd; // (n_new, hd), ld 3C
+            float *o = out + (long)b * n_new * C + (long)h * hd;            // (n_new, hd), ld C
+            if (n_new == 1) {
+                attention_decode_head(o, q, &cache, seq, h, T, scale, scores);
+                continue;
+            }
+            const float *k, *v; // (T, hd)
+            if (paged) {
+                kv_gather(kbuf, &cache, cache.k, seq, h, T);
+                kv_gather(vbuf, &cache, cache.v, seq, h, T);
+                k = kbuf;
+                v = vbuf;
+            } else {
+                k = kv_at(&cache, cache.k, seq, h, 0);
+                v = kv_at(&cache, cache.v, seq, h, 0);
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_new, T, hd, scale, q,
+                        (int)ld_qkv, k, hd, 0.0f, scores, T);
+            for (int i = 0; i < n_new; i++) softmax_causal(scores + (long)i * T, pos0 + i + 1, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_new, hd, T, 1.0f, scores, T, v,
+                        hd, 0.0f, o, (int)C);
+        }
+}

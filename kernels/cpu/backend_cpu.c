@@ -1,0 +1,126 @@
+/* The CPU compute backend: host memory, OpenBLAS threads, timing marks on the monotonic clock,
+ * and the ops table that gathers the kernels of kernels/cpu/. Work is synchronous, so the
+ * "stream" has always passed every mark. */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend_cpu.h"
+#include "check.h"
+
+float *cpu_scratch_reserve(cpu_ctx *ctx, cpu_scratch *s, size_t floats) {
+    if (floats <= s->cap) return s->data;
+    free(s->data);
+    void *p = NULL;
+    CHECK(posix_memalign(&p, 64, floats * sizeof(float)) == 0,
+          "cpu backend: cannot allocate %zu bytes of scratch", floats * sizeof(float));
+    s->data = p;
+    s->cap = floats;
+    ctx->grow_count++;
+    return s->data;
+}
+
+long backend_cpu_grow_count(const backend *be) { return ((const cpu_ctx *)be->ctx)->grow_count; }
+
+static void *cpu_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
+    void *p = NULL;
+    CHECK(posix_memalign(&p, 64, rounded) == 0, "cpu backend: cannot allocate %zu bytes", bytes);
+    memset(p, 0, rounded);
+    return p;
+}
+
+static void cpu_release(void *ctx, void *ptr) {
+    (void)ctx;
+    free(ptr);
+}
+
+static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static void cpu_memset_zero(void *ctx, void *dst, size_t bytes) {
+    (void)ctx;
+    if (bytes) memset(dst, 0, bytes);
+}
+
+static void cpu_synchronize(void *ctx) { (void)ctx; }
+
+/* Peak resident set (VmHWM): the weights, arena and BLAS buffers all live in host memory. */
+static size_t cpu_peak_memory(void *ctx) {
+    (void)ctx;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+static void cpu_mark(void *vctx, int slot) {
+    cpu_ctx *ctx = vctx;
+    CHECK(slot >= 0 && slot < ctx->max_marks, "cpu backend: mark slot %d outside [0, %d)", slot,
+          ctx->max_marks);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ctx->marks[slot] = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double cpu_mark_seconds(void *vctx, int slot) {
+    cpu_ctx *ctx = vctx;
+    CHECK(slot >= 0 && slot < ctx->max_marks, "cpu backend: mark slot %d outside [0, %d)", slot,
+          ctx->max_marks);
+    return ctx->marks[slot];
+}
+
+static const backend_ops cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .copy_to_device = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .memset_zero = cpu_memset_zero,
+    .synchronize = cpu_synchronize,
+    .peak_memory = cpu_peak_memory,
+    .embed = cpu_embed,
+    .layernorm = cpu_layernorm,
+    .residual_layernorm = cpu_residual_layernorm,
+    .matmul = cpu_matmul,
+    .bias_gelu = cpu_bias_gelu,
+    .attention = cpu_attention,
+    .argmax = cpu_argmax,
+    .mark = cpu_mark,
+    .mark_seconds = cpu_mark_seconds,
+};
+
+int backend_cpu_init(backend *be, const backend_options *opt) {
+    cpu_ctx *ctx = xcalloc(1, sizeof *ctx);
+    // 0 leaves OpenBLAS's own default (OPENBLAS_NUM_THREADS or all cores); the runner passes
+    // cores per node / ranks per node so co-located ranks do not oversubscribe.
+    if (opt && opt->threads > 0) openblas_set_num_threads(opt->threads);
+    ctx->max_marks = opt && opt->max_marks > 0 ? opt->max_marks : 1;
+    ctx->marks = xcalloc((unsigned long)ctx->max_marks, sizeof(double));
+    cpu_scratch_reserve(ctx, &ctx->tile, CPU_MATMUL_TILE_FLOATS);
+    ctx->grow_count = 0; // counts growth after init only
+    be->ops = &cpu_ops;
+    be->ctx = ctx;
+    return 0;
+}
+
+void backend_cpu_free(backend *be) {
+    if (!be || !be->ctx) return;
+    cpu_ctx *ctx = be->ctx;
+    free(ctx->tile.data);
+    free(ctx->attn.data);
+    free(ctx->marks);
+    free(ctx);
+    be->ctx = NULL;
+    be->ops = NULL;
+}

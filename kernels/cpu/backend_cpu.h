@@ -1,0 +1,47 @@
+/* Private to the CPU backend: its context and the ops of each kernel file, gathered into the
+ * ops table by backend_cpu.c. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* Matmul tile budget in floats (512 KiB, about an L2), allocated at init: widths up to 8192
+ * fit MATMUL_TILE_MIN_ROWS rows in it; wider ones grow it once. */
+enum { CPU_MATMUL_TILE_FLOATS = 128 * 1024 };
+
+/* Scratch buffers grow at the first call with a bigger shape and never shrink, so the decode
+ * loop (same or smaller shapes than the prefill before it) allocates nothing. */
+typedef struct {
+    float *data;
+    size_t cap; // floats
+} cpu_scratch;
+
+typedef struct {
+    double *marks; // (max_marks) CLOCK_MONOTONIC seconds
+    int max_marks;
+    cpu_scratch tile; // matmul: a tile of weight rows expanded to fp32
+    cpu_scratch attn; // attention: scores, and gathered K/V for paged prefill
+    long grow_count;  // scratch (re)allocations since init, for the no-allocation test
+} cpu_ctx;
+
+/* Returns scratch of at least floats floats, growing it if needed. */
+float *cpu_scratch_reserve(cpu_ctx *ctx, cpu_scratch *s, size_t floats);
+
+/* Number of scratch allocations made by a CPU backend since init (tests use it to check that
+ * steady-state calls allocate nothing). */
+long backend_cpu_grow_count(const backend *be);
+
+void cpu_embed(void *ctx, float *out, const int32_t *tokens, const int32_t *positions,
+               const float *wte, const float *wpe, int rows, int C, int vocab_begin, int vocab_end);
+void cpu_layernorm(void *ctx, float *out, const float *in, const float *gamma, const float *beta,
+                   int rows, int C, float eps);
+void cpu_residual_layernorm(void *ctx, float *residual, float *norm_out, const float *delta,
+                            const float *gamma, const float *beta, int rows, int C, float eps);
+void cpu_matmul(void *ctx, float *out, const float *in, weight_view w, const float *bias, int rows,
+                int in_dim, int out_dim);
+void cpu_bias_gelu(void *ctx, float *inout, const float *bias, int rows, int cols);
+void cpu_attention(void *ctx, float *out, const float *qkv, kv_view cache, int seq0, int batch,
+                   int n_new, int pos0);
+void cpu_argmax(void *ctx, float *max_val, int32_t *max_idx, const float *logits, int rows,
+                int cols);

@@ -1,0 +1,25 @@
+/* Token + position embedding on the CPU, vocab-parallel: a rank adds only the rows of its
+ * vocabulary shard, and an all-reduce completes the sum. */
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "check.h"
+
+void cpu_embed(void *ctx, float *out, const int32_t *tokens, const int32_t *positions,
+               const float *wte, const float *wpe, int rows, int C, int vocab_begin,
+               int vocab_end) {
+    (void)ctx;
+    CHECK(rows >= 0 && C > 0 && vocab_begin <= vocab_end, "embed: bad shape rows %d C %d", rows, C);
+    for (int r = 0; r < rows; r++) {
+        float *o = out + (long)r * C;
+        int tok = tokens[r];
+        if (tok >= vocab_begin && tok < vocab_end)
+            memcpy(o, wte + (long)(tok - vocab_begin) * C, sizeof(float) * (size_t)C);
+        else
+            memset(o, 0, sizeof(float) * (size_t)C);
+        if (wpe) {
+            const float *p = wpe + (long)positions[r] * C;
+            for (int c = 0; c < C; c++) o[c] += p[c];
+        }
+    }
+}

@@ -1,0 +1,18 @@
+/* Bias add + GELU (tanh approximation, as GPT-2) on the CPU, in place. */
+#include <math.h>
+
+#include "backend_cpu.h"
+#include "check.h"
+
+void cpu_bias_gelu(void *ctx, float *inout, const float *bias, int rows, int cols) {
+    (void)ctx;
+    CHECK(rows >= 0 && cols > 0, "bias_gelu: bad shape rows %d cols %d", rows, cols);
+    const float k = 0.7978845608028654f; // sqrt(2 / pi)
+    for (int r = 0; r < rows; r++) {
+        float *x = inout + (long)r * cols;
+        for (int c = 0; c < cols; c++) {
+            float v = x[c] + (bias ? bias[c] : 0.0f);
+            x[c] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+        }
+    }
+}

@@ -1,0 +1,379 @@
+/* The CUDA compute backend: device selection, the compute stream, cuBLAS, memory, timing marks
+ * and the ops table. The op kernels live one family per file beside this one; CUDA-graph
+ * capture of decode steps is exposed through kernels/cuda_extra.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_common.cuh"
+#include "cuda_extra.h"
+
+/* cuBLAS gets a fixed workspace so it never allocates inside a captured graph. */
+#define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+static double host_monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void bytes_add(cuda_ctx *ctx, size_t bytes) {
+    ctx->bytes_now += bytes;
+    if (ctx->bytes_now > ctx->bytes_peak) ctx->bytes_peak = ctx->bytes_now;
+}
+
+static void *device_alloc(cuda_ctx *ctx, size_t bytes) {
+    void *ptr = NULL;
+    if (bytes == 0) bytes = 1;
+    cudaError_t rc = cudaMalloc(&ptr, bytes);
+    if (rc != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        (void)cudaGetLastError(); // clear the sticky-free error so MemGetInfo reports
+        cudaMemGetInfo(&free_b, &total_b);
+        tripar_dief(__FILE__, __LINE__,
+                    "backend: cuda: cudaMalloc of %zu bytes failed on device %d (%s); %zu of "
+                    "%zu bytes free, %zu allocated by tripar",
+                    bytes, ctx->device, cudaGetErrorString(rc), free_b, total_b, ctx->bytes_now);
+    }
+    bytes_add(ctx, bytes);
+    return ptr;
+}
+
+void *cuda_workspace_reserve(cuda_ctx *ctx, cuda_workspace *ws, size_t bytes) {
+    if (bytes <= ws->bytes) return ws->ptr;
+    CHECK(!ctx->capturing,
+          "backend: cuda: a workspace must grow to %zu bytes inside a CUDA-graph capture; run "
+          "the same shapes once before capturing",
+          bytes);
+    if (ws->ptr) {
+        // the old buffer may still be read by queued kernels
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        CUDA_CHECK(cudaFree(ws->ptr));
+        ctx->bytes_now -= ws->bytes;
+    }
+    // round up so a slowly growing shape does not reallocate at every call
+    size_t rounded = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    ws->ptr = device_alloc(ctx, rounded);
+    ws->bytes = rounded;
+    return ws->ptr;
+}
+
+/* --- memory ops --------------------------------------------------------------------------- */
+
+static void *cuda_alloc(void *vctx, size_t bytes) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    void *ptr = device_alloc(ctx, bytes);
+    CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    if (ctx->n_allocs == ctx->cap_allocs) {
+        int cap = ctx->cap_allocs ? 2 * ctx->cap_allocs : 64;
+        cuda_allocation *grown =
+            (cuda_allocation *)realloc(ctx->allocs, sizeof(cuda_allocation) * (size_t)cap);
+        CHECK(grown != NULL, "backend: cuda: out of host memory tracking allocations");
+        ctx->allocs = grown;
+        ctx->cap_allocs = cap;
+    }
+    ctx->allocs[ctx->n_allocs].ptr = ptr;
+    ctx->allocs[ctx->n_allocs].bytes = bytes ? bytes : 1;
+    ctx->n_allocs++;
+    return ptr;
+}
+
+static void cuda_release(void *vctx, void *ptr) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (!ptr) return;
+    for (int i = 0; i < ctx->n_allocs; i++) {
+        if (ctx->allocs[i].ptr != ptr) continue;
+        ctx->bytes_now -= ctx->allocs[i].bytes;
+        ctx->allocs[i] = ctx->allocs[--ctx->n_allocs];
+        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+        CUDA_CHECK(cudaFree(ptr));
+        return;
+    }
+    tripar_dief(__FILE__, __LINE__, "backend: cuda: release of %p, which alloc did not return",
+                ptr);
+}
+
+/* Default copy kind: UVA tells host from device, so a device-to-device copy also works. */
+static void cuda_copy_to_device(void *vctx, void *dst, const void *src, size_t bytes) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx->stream));
+    // src is pageable host memory the caller may free or reuse on return
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+}
+
+static void cuda_copy_to_host(void *vctx, void *dst, const void *src, size_t bytes) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx->stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+}
+
+static void cuda_memset_zero(void *vctx, void *dst, size_t bytes) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, ctx->stream));
+}
+
+static void cuda_synchronize(void *vctx) {
+    CUDA_CHECK(cudaStreamSynchronize(((cuda_ctx *)vctx)->stream));
+}
+
+static size_t cuda_peak_memory(void *vctx) { return ((cuda_ctx *)vctx)->bytes_peak; }
+
+/* --- ops: thin adapters from the table to the launchers ----------------------------------- */
+
+static void cuda_embed(void *vctx, float *out, const int32_t *tokens, const int32_t *positions,
+                       const float *wte, const float *wpe, int rows, int C, int vocab_begin,
+                       int vocab_end) {
+    embed_forward(out, tokens, positions, wte, wpe, rows, C, vocab_begin, vocab_end,
+                  ((cuda_ctx *)vctx)->stream);
+}
+
+static void cuda_layernorm(void *vctx, float *out, const float *in, const float *gamma,
+                           const float *beta, int rows, int C, float eps) {
+    layernorm_forward(out, in, gamma, beta, rows, C, eps, ((cuda_ctx *)vctx)->stream);
+}
+
+static void cuda_residual_layernorm(void *vctx, float *residual, float *norm_out,
+                                    const float *delta, const float *gamma, const float *beta,
+                                    int rows, int C, float eps) {
+    residual_layernorm_forward(residual, norm_out, delta, gamma, beta, rows, C, eps,
+                               ((cuda_ctx *)vctx)->stream);
+}
+
+static void cuda_matmul(void *vctx, float *out, const float *in, weight_view w,
+                        const float *bias, int rows, int in_dim, int out_dim) {
+    matmul_forward((cuda_ctx *)vctx, out, in, w, bias, rows, in_dim, out_dim);
+}
+
+static void cuda_bias_gelu(void *vctx, float *inout, const float *bias, int rows, int cols) {
+    bias_gelu_forward(inout, bias, rows, cols, ((cuda_ctx *)vctx)->stream);
+}
+
+static void cuda_attention(void *vctx, float *out, const float *qkv, kv_view cache, int seq0,
+                           int batch, int n_new, int pos0) {
+    cudaStream_t stream = ((cuda_ctx *)vctx)->stream;
+    kv_append_forward(cache, qkv, seq0, batch, n_new, pos0, stream);
+    attention_forward(out, qkv, cache, seq0, batch, n_new, pos0, stream);
+}
+
+static void cuda_argmax(void *vctx, float *max_val, int32_t *max_idx, const float *logits,
+                        int rows, int cols) {
+    argmax_forward(max_val, max_idx, logits, rows, cols, ((cuda_ctx *)vctx)->stream);
+}
+
+/* --- timing marks -------------------------------------------------------------------------- */
+
+static void cuda_mark(void *vctx, int slot) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    CHECK(slot >= 0 && slot < ctx->max_marks, "backend: cuda: mark slot %d outside [0, %d)", slot,
+          ctx->max_marks);
+    // inside a capture a plain record only orders streams; External makes it a graph node
+    if (ctx->capturing)
+        CUDA_CHECK(cudaEventRecordWithFlags(ctx->marks[slot], ctx->stream, cudaEventRecordExternal));
+    else
+        CUDA_CHECK(cudaEventRecord(ctx->marks[slot], ctx->stream));
+}
+
+static double cuda_mark_seconds(void *vctx, int slot) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    CHECK(slot >= 0 && slot < ctx->max_marks, "backend: cuda: mark slot %d outside [0, %d)", slot,
+          ctx->max_marks);
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventSynchronize(ctx->marks[slot]));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, ctx->anchor, ctx->marks[slot]));
+    return ctx->anchor_host + 1e-3 * (double)ms;
+}
+
+static const backend_ops cuda_ops = {
+    "cuda",
+    cuda_alloc,
+    cuda_release,
+    cuda_copy_to_device,
+    cuda_copy_to_host,
+    cuda_memset_zero,
+    cuda_synchronize,
+    cuda_peak_memory,
+    cuda_embed,
+    cuda_layernorm,
+    cuda_residual_layernorm,
+    cuda_matmul,
+    cuda_bias_gelu,
+    cuda_attention,
+    cuda_argmax,
+    cuda_mark,
+    cuda_mark_seconds,
+};
+
+/* --- init / free --------------------------------------------------------------------------- */
+
+extern "C" int backend_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); // no driver or no device: not an error on a CPU machine
+        return 0;
+    }
+    return n;
+}
+
+extern "C" void backend_cuda_pci_bus_id(int device, char *out, int len) {
+    if (len <= 0) return;
+    out[0] = '\0';
+    if (cudaDeviceGetPCIBusId(out, len, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        out[0] = '\0';
+    }
+}
+
+extern "C" int backend_cuda_init(backend *be, const backend_options *opt) {
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        error_set("backend: cuda: no CUDA device is visible (cudaGetDeviceCount: %s)",
+                  rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+        return -1;
+    }
+    if (opt->device < 0 || opt->device >= n) {
+        error_set("backend: cuda: device %d requested but %d CUDA device%s visible (check "
+                  "CUDA_VISIBLE_DEVICES)",
+                  opt->device, n, n == 1 ? " is" : "s are");
+        return -1;
+    }
+    CUDA_CHECK(cudaSetDevice(opt->device));
+
+    cuda_ctx *ctx = (cuda_ctx *)xcalloc(1, sizeof(cuda_ctx));
+    ctx->device = opt->device;
+    ctx->allow_tf32 = opt->allow_tf32;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasCreate(&ctx->cublas));
+    CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream));
+    ctx->cublas_ws_bytes = CUBLAS_WORKSPACE_BYTES;
+    ctx->cublas_ws = device_alloc(ctx, ctx->cublas_ws_bytes);
+    CUBLAS_CHECK(cublasSetWorkspace(ctx->cublas, ctx->cublas_ws, ctx->cublas_ws_bytes));
+    // default math: TF32 is chosen per call through the compute type (matmul.cu), so fp32
+    // products stay exact fp32 unless allow_tf32 was asked for
+    CUBLAS_CHECK(cublasSetMathMode(ctx->cublas, CUBLAS_DEFAULT_MATH));
+
+    ctx->max_marks = opt->max_marks > 0 ? opt->max_marks : 1;
+    ctx->marks = (cudaEvent_t *)xcalloc((unsigned long)ctx->max_marks, sizeof(cudaEvent_t));
+    for (int i = 0; i < ctx->max_marks; i++) CUDA_CHECK(cudaEventCreate(&ctx->marks[i]));
+    CUDA_CHECK(cudaEventCreate(&ctx->anchor));
+    // the anchor pairs stream time with host time: record, wait for it, read the host clock
+    CUDA_CHECK(cudaEventRecord(ctx->anchor, ctx->stream));
+    CUDA_CHECK(cudaEventSynchronize(ctx->anchor));
+    ctx->anchor_host = host_monotonic_seconds();
+
+    be->ops = &cuda_ops;
+    be->ctx = ctx;
+    return 0;
+}
+
+extern "C" void backend_cuda_free(backend *be) {
+    cuda_ctx *ctx = (cuda_ctx *)be->ctx;
+    if (!ctx) return;
+    CUDA_CHECK(cudaSetDevice(ctx->device));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    for (int i = 0; i < ctx->n_allocs; i++) CUDA_CHECK(cudaFree(ctx->allocs[i].ptr));
+    free(ctx->allocs);
+    if (ctx->convert.ptr) CUDA_CHECK(cudaFree(ctx->convert.ptr));
+    for (int i = 0; i < ctx->max_marks; i++) CUDA_CHECK(cudaEventDestroy(ctx->marks[i]));
+    free(ctx->marks);
+    CUDA_CHECK(cudaEventDestroy(ctx->anchor));
+    CUBLAS_CHECK(cublasDestroy(ctx->cublas));
+    CUDA_CHECK(cudaFree(ctx->cublas_ws));
+    CUDA_CHECK(cudaStreamDestroy(ctx->stream));
+    free(ctx);
+    be->ctx = NULL;
+    be->ops = NULL;
+}
+
+/* --- extras: stream and CUDA graphs (kernels/cuda_extra.h) --------------------------------- */
+
+/* NULL for a backend that is not this one (the cpu backend's ctx is no cuda_ctx). */
+static cuda_ctx *cuda_ctx_of(const backend *be) {
+    return be && be->ops == &cuda_ops ? (cuda_ctx *)be->ctx : NULL;
+}
+
+extern "C" void *backend_cuda_stream(const backend *be) {
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    return ctx ? (void *)ctx->stream : NULL;
+}
+
+extern "C" int backend_cuda_graph_begin(backend *be) {
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    if (!ctx) {
+        error_set("backend: CUDA graphs need backend: cuda");
+        return -1;
+    }
+    // ThreadLocal: other threads (an MPI progress thread) may still call unsafe CUDA APIs
+    cudaError_t rc = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        error_set("backend: cuda: cudaStreamBeginCapture: %s", cudaGetErrorString(rc));
+        return -1;
+    }
+    ctx->capturing = 1;
+    return 0;
+}
+
+extern "C" int backend_cuda_graph_end_and_launch(backend *be, void **graph_exec) {
+    cuda_ctx *ctx = (cuda_ctx *)be->ctx;
+    cudaGraph_t graph = NULL;
+    ctx->capturing = 0;
+    cudaError_t rc = cudaStreamEndCapture(ctx->stream, &graph);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        error_set("backend: cuda: cudaStreamEndCapture: %s (an op synchronised or used another "
+                  "stream without joining it back)",
+                  cudaGetErrorString(rc));
+        return -1;
+    }
+    cudaGraphExec_t exec = (cudaGraphExec_t)*graph_exec;
+    if (exec) {
+        // same topology, new kernel arguments (e.g. the next decode position): cheap update
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(exec, graph, &info) != cudaSuccess) {
+            (void)cudaGetLastError();
+            CUDA_CHECK(cudaGraphExecDestroy(exec));
+            exec = NULL;
+        }
+    }
+    if (!exec) {
+        rc = cudaGraphInstantiate(&exec, graph, 0);
+        if (rc != cudaSuccess) {
+            (void)cudaGetLastError();
+            cudaGraphDestroy(graph);
+            *graph_exec = NULL;
+            error_set("backend: cuda: cudaGraphInstantiate: %s", cudaGetErrorString(rc));
+            return -1;
+        }
+    }
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    *graph_exec = (void *)exec;
+    CUDA_CHECK(cudaGraphLaunch(exec, ctx->stream));
+    return 0;
+}
+
+extern "C" void backend_cuda_graph_launch(backend *be, void *graph_exec) {
+    cuda_ctx *ctx = cuda_ctx_of(be);
+    CHECK(ctx && graph_exec, "backend: cuda: graph launch without a cuda backend or graph");
+    CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph_exec, ctx->stream));
+}
+
+extern "C" void backend_cuda_graph_destroy(backend *be, void *graph_exec) {
+    if (!graph_exec) return;
+    cuda_ctx *ctx = (cuda_ctx *)be->ctx;
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)graph_exec));
+}
+
+extern "C" void backend_cuda_memory_info(const backend *be, size_t *free_bytes,
+                                         size_t *total_bytes) {
+    (void)be;
+    *free_bytes = 0;
+    *total_bytes = 0;
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) (void)cudaGetLastError();
+}

@@ -1,0 +1,50 @@
+/* Small HDF5 helpers shared by the run file writer and the tools that read run files:
+ * string types, attributes written identically by every rank, and checked serial reads. */
+#pragma once
+#include <hdf5.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A fixed-length, NUL-terminated C string type of size bytes (caller closes it). */
+hid_t h5_string_type(size_t size);
+
+/* The HDF5 enum of phase names (values = enum phase) and the in-memory compound type of a
+ * timing_event (timing.h). Reading with these converts by enum name, so stored values may
+ * differ from this build's as long as the names match. Caller closes. */
+hid_t h5_phase_enum_type(void);
+hid_t h5_timing_event_type(void);
+
+/* Opens the group at path under loc, creating it when absent (collective in parallel mode). */
+hid_t h5_group_open_or_create(hid_t loc, const char *path);
+
+/* Attribute writers: create or overwrite. In parallel mode every rank calls them with the same
+ * value (HDF5 requires identical metadata on every rank). */
+void h5_attr_write_string(hid_t obj, const char *name, const char *value);
+void h5_attr_write_strings(hid_t obj, const char *name, const char *const *values, int n,
+                           size_t width);
+void h5_attr_write_int(hid_t obj, const char *name, long long value);
+void h5_attr_write_double(hid_t obj, const char *name, double value);
+void h5_attr_write_doubles(hid_t obj, const char *name, const double *values, long n);
+void h5_attr_write_longs(hid_t obj, const char *name, const long long *values, long n);
+
+/* Attribute readers for the tools. Return 0 on success, -1 when absent or of the wrong kind
+ * (no HDF5 error is printed). read_string copies at most len-1 bytes. */
+int h5_attr_read_string(hid_t obj, const char *name, char *out, size_t len);
+/* Returns a malloc'ed copy of a string attribute of any length, or NULL. */
+char *h5_attr_read_string_alloc(hid_t obj, const char *name);
+int h5_attr_read_long(hid_t obj, const char *name, long long *out);
+int h5_attr_read_double(hid_t obj, const char *name, double *out);
+/* Reads a 1-D double attribute into a malloc'ed array; *n gets its length. NULL when absent. */
+double *h5_attr_read_doubles(hid_t obj, const char *name, long *n);
+
+/* Whether a link path exists under loc (every intermediate group checked; no error printed). */
+int h5_exists(hid_t loc, const char *path);
+
+/* Opens a file read-only with the serial (sec2) driver; returns -1 with error_message() set. */
+hid_t h5_open_read(const char *path);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,20 @@
+/* Summary statistics over samples, matching numpy's defaults so reports agree with scripts. */
+#pragma once
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* q-th percentile (q in [0, 100]) of n ascending samples, by linear interpolation between the
+ * closest ranks (numpy.percentile's default "linear" method). NAN when n == 0. */
+double stats_percentile(const double *sorted, long n, double q);
+
+/* Sorts values ascending in place. */
+void stats_sort(double *values, long n);
+
+/* Arithmetic mean; NAN when n == 0. */
+double stats_mean(const double *values, long n);
+
+#ifdef __cplusplus
+}
+#endif

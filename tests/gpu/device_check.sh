@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Runs on a lent GPU machine against a bundle made here by tests/gpu/bundle_libs.sh: reports the
+# GPU and any missing shared library, runs the gpu-labelled tests, then the benchmarks. Logs go
+# into $OUT as at most 6 files (the device tool returns 8). Everything ends within BUDGET seconds.
+#
+#   tests/gpu/device_check.sh            # from the repository root; carry build-gpu.tar.xz
+#   BUDGET=300 SKIP_BENCH=1 tests/gpu/device_check.sh
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$PWD
+OUT=${OUT:-$ROOT/out-gpu}
+BUNDLE=${BUNDLE:-build-gpu}
+BUDGET=${BUDGET:-480} # 8 minutes, under the device tool's 10-minute command limit
+T0=$SECONDS
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+ENVLOG=$OUT/env.log
+TESTLOG=$OUT/tests.log
+BENCHLOG=$OUT/bench.log
+: >"$SUMMARY"
+
+say() { echo "$*" | tee -a "$SUMMARY"; }
+left() { echo $((BUDGET - (SECONDS - T0))); }
+
+# step LOG LIMIT NAME CMD...: runs CMD under a timeout that also respects the global budget,
+# appends its output to LOG and one line to the summary.
+step() {
+    local logf=$1 limit=$2 name=$3
+    shift 3
+    local l
+    l=$(($(left) - 10))
+    ((limit > l)) && limit=$l
+    if ((limit < 5)); then
+        say "SKIP    $name (out of time)"
+        return 0
+    fi
+    local t=$SECONDS
+    echo "=== $name: $*" >>"$logf"
+    timeout -k 5 "$limit" "$@" >>"$logf" 2>&1
+    local rc=$?
+    local verdict=PASS
+    ((rc == 77)) && verdict=SKIPPED
+    ((rc == 124 || rc == 137)) && verdict=TIMEOUT
+    ((rc != 0 && rc != 77 && rc != 124 && rc != 137)) && verdict=FAIL
+    say "$(printf '%-7s %s (rc %d, %ds)' "$verdict" "$name" "$rc" $((SECONDS - t)))"
+    return 0
+}
+
+# --- (a) the machine -------------------------------------------------------------------------
+{
+    echo "=== date: $(date -u)"
+    echo "=== uname: $(uname -a)"
+    nvidia-smi || echo "nvidia-smi failed"
+    nvidia-smi topo -m 2>/dev/null
+    nvcc --version 2>/dev/null | tail -2
+} >"$ENVLOG" 2>&1
+say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+
+if [[ ! -d $BUNDLE && -f $BUNDLE.tar.xz ]]; then
+    tar -xJf "$BUNDLE.tar.xz" || say "FAIL    unpacking $BUNDLE.tar.xz"
+fi
+if [[ ! -x $BUNDLE/bin/tripar ]]; then
+    say "FAIL    no $BUNDLE/bin/tripar: run tests/gpu/bundle_libs.sh here and carry $BUNDLE.tar.xz"
+    exit 1
+fi
+B=$(cd "$BUNDLE" && pwd)
+
+# --- (b) libraries: the bundle, then the CUDA libraries this machine has ----------------------
+# cuBLAS, cuBLASLt and NCCL are not carried (too large): look in the toolkit and in the Python
+# nvidia-* wheels (nvidia-cublas, nvidia-nccl-cu13), which the image has.
+cuda_dirs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -d $d ]] && cuda_dirs="$cuda_dirs:$d"
+done
+for py in python3 /opt/torch/.venv/bin/python3; do
+    dirs=$(timeout 20 "$py" -c 'import nvidia, glob, os
+print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + "/*/lib/*.so*")})))' 2>/dev/null) || continue
+    [[ -n $dirs ]] && cuda_dirs="$cuda_dirs:$dirs" && break
+done
+export LD_LIBRARY_PATH="$B/libs${cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# Open MPI relocated into the bundle: OPAL_PREFIX moves bindir, plugins and help files.
+export OPAL_PREFIX=$B/ompi
+plugdir=$(find "$OPAL_PREFIX" -name 'mca_*.so' -print -quit 2>/dev/null)
+[[ -n $plugdir ]] && export OMPI_MCA_mca_base_component_path=${plugdir%/*}
+[[ -d $B/pmix ]] && export PMIX_MCA_mca_base_component_path=$B/pmix
+export PATH=$B/bin:$OPAL_PREFIX/bin:$PATH
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+# one node, no fabric: shared memory only, and quiet about fabric plugins that cannot load
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl='^ofi,psm,psm2' OMPI_MCA_osc='^ucx'
+export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_rmaps_base_oversubscribe=1
+export TRIPAR_SOURCE_DIR=$ROOT TRIPAR_BIN=$B/bin/tripar OPENBLAS_NUM_THREADS=1
+
+{
+    echo "=== LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    echo "=== OPAL_PREFIX=$OPAL_PREFIX"
+    for exe in "$B"/bin/*; do
+        [[ -f $exe && -x $exe ]] || continue
+        echo "--- ldd $exe"
+        ldd "$exe" 2>&1 | grep -E 'not found|cuda|cublas|nccl|mpi|hdf5|openblas'
+    done
+} >>"$ENVLOG" 2>&1
+missing=$(for exe in "$B"/bin/*; do [[ -f $exe ]] && ldd "$exe" 2>/dev/null; done |
+    awk '/not found/{print $1}' | sort -u | tr '\n' ' ')
+if [[ -n $missing ]]; then say "FAIL    missing libraries: $missing"; else say "PASS    every library resolves"; fi
+
+step "$ENVLOG" 30 "mpirun -n 2 (relocated Open MPI)" mpirun --oversubscribe -n 2 hostname
+step "$ENVLOG" 20 "tripar --version" "$B/bin/tripar" --version
+
+# --- (c) tests ---------------------------------------------------------------------------------
+# The bundle's manifest, not ctest: the build tree's CTest files hold this machine's paths.
+# Set CTEST_DIR to a build configured on this machine to use ctest instead.
+if [[ -n ${CTEST_DIR:-} && -d ${CTEST_DIR:-} ]]; then
+    step "$TESTLOG" 300 "ctest -L gpu" ctest --test-dir "$CTEST_DIR" -L gpu --output-on-failure
+else
+    while IFS=$'\t' read -r name cmd; do
+        [[ -n $name ]] || continue
+        # word splitting of cmd is intended: the manifest holds simple space-separated commands
+        # shellcheck disable=SC2086
+        step "$TESTLOG" 240 "test $name" bash -c "cd '$B' && exec $cmd"
+    done <"$B/gpu_tests.tsv"
+fi
+
+# --- (d) benchmarks ------------------------------------------------------------------------------
+# TODO(lead): fill in the exact `tripar run` lines once the job keys are final. Intended runs,
+# each with a short bench section so all of them fit the budget (GPT-2 124M: 12 layers, 12 heads,
+# embd 768, vocab 50257, ctx 1024; "1.3B": 24 layers, 16 heads (or 32), embd 2048):
+#   bench gpt2-124m-fp32  run jobs/gpu_gpt2_124m.yaml --set backend=cuda --set model.precision=fp32
+#   bench gpt2-124m-bf16  run jobs/gpu_gpt2_124m.yaml --set backend=cuda --set model.precision=bf16
+#   bench gpt-1.3b-fp32   run jobs/gpu_gpt_1p3b.yaml  --set backend=cuda --set model.precision=fp32
+#   bench gpt-1.3b-bf16   run jobs/gpu_gpt_1p3b.yaml  --set backend=cuda --set model.precision=bf16
+#   bench tokens-vs-cpu   (tiny job, backend cpu then cuda, then `tripar diff` of the two runs)
+# with --set bench.warmup=1 --set bench.iterations=3 --set record.timings=phase and
+# --out "$RUNS/<name>.h5"; then `tripar report "$RUNS"/*.h5` into the bench log.
+RUNS=$OUT/runs
+mkdir -p "$RUNS"
+bench() { # bench NAME tripar-args...
+    local name=$1
+    shift
+    step "$BENCHLOG" 150 "bench $name" "$B/bin/tripar" "$@" --out "$RUNS/$name.h5"
+}
+if [[ -z ${SKIP_BENCH:-} ]]; then
+    # TODO(lead): replace with the intended lines above.
+    bench tiny-cuda run jobs/tiny.yaml --set backend=cuda
+    ls "$RUNS"/*.h5 >/dev/null 2>&1 && step "$BENCHLOG" 30 "report" "$B/bin/tripar" report "$RUNS"/*.h5
+fi
+# The device tool returns at most 8 files: pack the run files into one.
+if ls "$RUNS"/*.h5 >/dev/null 2>&1; then
+    tar -C "$OUT" -czf "$OUT/runs.tar.gz" runs && rm -rf "$RUNS"
+else
+    rmdir "$RUNS" 2>/dev/null
+fi
+
+say "done in $((SECONDS - T0))s of $BUDGET"
+grep -q -E '^(FAIL|TIMEOUT)' "$SUMMARY" && exit 1
+exit 0

@@ -1,0 +1,261 @@
+#!/usr/bin/python3
+"""Plots from tripar run files (docs/schema.md): a per-rank timeline, phase breakdowns across
+strategies, and throughput/efficiency scaling over a study folder.
+
+  plot.py timeline RUN.h5 -o timeline.png [--iteration N]
+  plot.py phases RUN1.h5 RUN2.h5 ... -o phases.png
+  plot.py scaling STUDY_DIR -o scaling.png
+"""
+import argparse
+import glob
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import h5py  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+# Phases that enclose others; drawn as a thin band, never stacked with the work inside them.
+SPANS = ("iteration", "step", "weight_init")
+COMM = ("tp_allreduce", "pp_send", "dp_gather")
+WAIT = ("tp_wait", "pp_recv_wait")
+PHASE_COLORS = {
+    "embed": "#8c564b", "norm": "#bcbd22", "qkv_gemm": "#1f77b4", "attention": "#17becf",
+    "attn_out_gemm": "#aec7e8", "mlp_gemm": "#2ca02c", "head": "#9467bd", "sample": "#c5b0d5",
+    "tp_allreduce": "#ff7f0e", "tp_wait": "#d62728", "pp_send": "#ffbb78",
+    "pp_recv_wait": "#e377c2", "dp_gather": "#7f7f7f",
+    "step": "#dddddd", "iteration": "#bbbbbb", "weight_init": "#999999",
+}
+
+
+def attr_str(obj, name, default=""):
+    v = obj.attrs.get(name, default)
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def label_of(f):
+    a = f.attrs
+    return "dp%d-tp%d-pp%d m%d%s" % (a.get("dp", 1), a.get("tp", 1), a.get("pp", 1),
+                                     a.get("microbatches", 1),
+                                     " overlap" if a.get("overlap", 0) else "")
+
+
+def phase_names(dataset):
+    """Enum value -> phase name, from the file's own enum type."""
+    mapping = h5py.check_enum_dtype(dataset.dtype["phase"])
+    return {v: k for k, v in mapping.items()} if mapping else {}
+
+
+def read_events(f):
+    """Per rank: list of (phase name, t_start, t_end, iteration) arrays."""
+    out = []
+    world = int(f.attrs["world_size"])
+    for r in range(world):
+        path = "timings/rank_%05d/events" % r
+        if path not in f:
+            out.append(None)
+            continue
+        d = f[path]
+        ev = d[...]
+        names = phase_names(d)
+        out.append({"phase": np.array([names.get(int(p), "?") for p in ev["phase"]]),
+                    "t_start": ev["t_start"], "t_end": ev["t_end"],
+                    "iteration": ev["iteration"]})
+    return out
+
+
+def rank_labels(f):
+    world = int(f.attrs["world_size"])
+    if "mesh" not in f:
+        return ["rank %d" % r for r in range(world)]
+    m = f["mesh"][...]
+    return ["rank %d  dp%d tp%d pp%d" % (row["rank"], row["dp_rank"], row["tp_rank"],
+                                         row["pp_rank"]) for row in m]
+
+
+def cmd_timeline(args):
+    with h5py.File(args.run, "r") as f:
+        events = read_events(f)
+        labels = rank_labels(f)
+        title = "%s  (%s)" % (label_of(f), os.path.basename(args.run))
+        complete = int(f.attrs.get("complete", 0))
+    world = len(events)
+    fig_h = max(2.5, 0.55 * world + 1.6)
+    fig, ax = plt.subplots(figsize=(13, fig_h))
+    seen = []
+    t_max = 0.0
+    for r, ev in enumerate(events):
+        if ev is None or len(ev["phase"]) == 0:
+            continue
+        keep = np.ones(len(ev["phase"]), bool)
+        if args.iteration is not None:
+            keep = ev["iteration"] == args.iteration
+        y = world - 1 - r  # rank 0 on top
+        for name in np.unique(ev["phase"][keep]):
+            sel = keep & (ev["phase"] == name)
+            starts, ends = ev["t_start"][sel], ev["t_end"][sel]
+            t_max = max(t_max, float(ends.max()))
+            if name in SPANS:
+                band = (y + 0.36, 0.08)  # thin band on top: where steps begin and end
+            elif name in COMM or name in WAIT:
+                band = (y - 0.4, 0.3)    # lower lane: communication (overlaps compute)
+            else:
+                band = (y - 0.08, 0.42)  # main lane: compute
+            ax.broken_barh(list(zip(starts, ends - starts)), band,
+                           facecolors=PHASE_COLORS.get(name, "#333333"),
+                           edgecolor="white" if name in SPANS else "none", linewidth=0.3)
+            if name not in seen:
+                seen.append(name)
+    ax.set_yticks([world - 1 - r for r in range(world)])
+    ax.set_yticklabels(labels, fontsize=9)
+    ax.set_ylim(-0.6, world - 0.4)
+    ax.set_xlim(0, t_max * 1.01 if t_max > 0 else 1)
+    ax.set_xlabel("time since run start (s, rank 0 clock)")
+    ax.set_title(title + ("" if complete else "  [INCOMPLETE]"))
+    ax.grid(axis="x", alpha=0.3)
+    order = [p for p in PHASE_COLORS if p in seen] + [p for p in seen if p not in PHASE_COLORS]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=PHASE_COLORS.get(p, "#333333")) for p in order]
+    ax.legend(handles, order, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+              title="phase (top band: spans; middle: compute; bottom: comm)",
+              title_fontsize=7, frameon=False)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print("%s: timeline of %d ranks" % (args.out, world))
+
+
+def phase_means(path):
+    """Mean over ranks of each phase's total seconds (measured iterations when marked)."""
+    with h5py.File(path, "r") as f:
+        events = read_events(f)
+        label = label_of(f)
+    totals = {}
+    ranks = 0
+    measured = any(ev is not None and (ev["iteration"] >= 0).any() for ev in events)
+    for ev in events:
+        if ev is None:
+            continue
+        ranks += 1
+        keep = ev["iteration"] >= 0 if measured else np.ones(len(ev["phase"]), bool)
+        for name in np.unique(ev["phase"][keep]):
+            sel = keep & (ev["phase"] == name)
+            totals[name] = totals.get(name, 0.0) + float((ev["t_end"][sel] -
+                                                          ev["t_start"][sel]).sum())
+    return label, {k: v / max(ranks, 1) for k, v in totals.items()}
+
+
+def cmd_phases(args):
+    runs = [phase_means(p) for p in args.runs]
+    labels = [label for label, _ in runs]
+    # identical strategies (repeats) are told apart by file name
+    runs = [(label + "\n" + os.path.basename(path) if labels.count(label) > 1 else label, t)
+            for (label, t), path in zip(runs, args.runs)]
+    names = [p for p in PHASE_COLORS if p not in SPANS and any(p in t for _, t in runs)]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs) + 4), 5.5))
+    x = np.arange(len(runs))
+    bottom = np.zeros(len(runs))
+    for name in names:
+        h = np.array([t.get(name, 0.0) for _, t in runs])
+        ax.bar(x, h, 0.6, bottom=bottom, color=PHASE_COLORS[name], label=name)
+        bottom += h
+    steps = [t.get("step", 0.0) for _, t in runs]
+    if any(steps):
+        ax.scatter(x, steps, marker="_", s=900, color="black", zorder=3,
+                   label="step wall time")
+    ax.set_xticks(x)
+    ax.set_xticklabels([label for label, _ in runs], rotation=20, ha="right", fontsize=9)
+    ax.set_ylabel("seconds per rank (mean across ranks)")
+    ax.set_title("time per phase by strategy")
+    handles, names_shown = ax.get_legend_handles_labels()
+    # top of the stack first, as the bars read
+    ax.legend(handles[::-1], names_shown[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              fontsize=8, frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print("%s: %d runs" % (args.out, len(runs)))
+
+
+def strategy_group(dp, tp, pp):
+    parts = [n for n, v in (("dp", dp), ("tp", tp), ("pp", pp)) if v > 1]
+    return "+".join(parts) if parts else "single"
+
+
+def cmd_scaling(args):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(args.study, "*.h5"))):
+        try:
+            with h5py.File(path, "r") as f:
+                if attr_str(f, "format") != "tripar-run" or "metrics" not in f:
+                    continue
+                a = f.attrs
+                tps = float(f["metrics"].attrs.get("tokens_per_s", np.nan))
+                rows.append((int(a["world_size"]), int(a.get("dp", 1)), int(a.get("tp", 1)),
+                             int(a.get("pp", 1)), tps))
+        except OSError:
+            print("skipping unreadable %s" % path, file=sys.stderr)
+    if not rows:
+        sys.exit("plot.py scaling: no run files with /metrics in %s" % args.study)
+    single = [r[4] for r in rows if r[0] == 1]
+    groups = {}
+    for world, dp, tp, pp, tps in rows:
+        groups.setdefault(strategy_group(dp, tp, pp), []).append((world, tps))
+    base = float(np.mean(single)) if single else None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for name, pts in sorted(groups.items()):
+        if name == "single":
+            continue
+        pts = sorted(pts + ([(1, base)] if base else []))
+        w = np.array([p[0] for p in pts], float)
+        t = np.array([p[1] for p in pts], float)
+        ax1.plot(w, t, "o-", label=name)
+        ref = base if base else t[0] / w[0]  # without a 1-rank run, the smallest run's per-rank
+        ax2.plot(w, t / (w * ref), "o-", label=name)
+    if base and len(groups) == 1:
+        ax1.plot([1], [base], "ko", label="single rank")
+    ax1.set_xlabel("ranks")
+    ax1.set_ylabel("throughput (generated tokens/s)")
+    ax1.set_title("throughput")
+    ax2.axhline(1.0, color="gray", lw=0.8, ls="--")
+    ax2.set_xlabel("ranks")
+    ax2.set_ylabel("efficiency = tokens/s / (ranks x 1-rank tokens/s)")
+    ax2.set_title("scaling efficiency")
+    worlds = sorted({r[0] for r in rows} | ({1} if base else set()))
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(worlds)
+        ax.set_xticklabels([str(w) for w in worlds])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=9)
+    fig.suptitle("scaling: %s" % os.path.abspath(args.study), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print("%s: %d runs in %d groups" % (args.out, len(rows), len(groups)))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("timeline", help="Gantt chart of phases per rank")
+    t.add_argument("run")
+    t.add_argument("-o", "--out", required=True)
+    t.add_argument("--iteration", type=int, default=None, help="only this iteration's events")
+    t.set_defaults(fn=cmd_timeline)
+    ph = sub.add_parser("phases", help="stacked phase bars per run")
+    ph.add_argument("runs", nargs="+")
+    ph.add_argument("-o", "--out", required=True)
+    ph.set_defaults(fn=cmd_phases)
+    s = sub.add_parser("scaling", help="throughput and efficiency vs ranks")
+    s.add_argument("study")
+    s.add_argument("-o", "--out", required=True)
+    s.set_defaults(fn=cmd_scaling)
+    args = p.parse_args(argv)
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
