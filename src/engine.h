@@ -110,6 +110,16 @@ int engine_generate(engine *e, int iteration, int capture);
  * (last stage) final norm and head. Exposed for tests. */
 void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int pos0);
 
+/* Limits the following generations to the first global_active prompts of the batch, split
+ * over the replicas (arrival-rate mode forms batches from the requests that have arrived).
+ * engine_init starts with the whole batch active. Collective in effect: every rank must set
+ * the same value. */
+void engine_set_active(engine *e, int global_active);
+
+/* The stage forward as the schedule runs it: engine_stage_forward directly, or on the CUDA
+ * backend with backend.cuda_graphs a decode step replayed from a captured graph (graph.c). */
+void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int pos0);
+
 /* Writes outputs and activations to the run file (collective). */
 struct runfile;
 void engine_write_outputs(engine *e, struct runfile *rf);

@@ -83,6 +83,25 @@ static void points_init(engine *e) {
     }
 }
 
+/* Splits this replica's first `active` sequences into at most parallel.microbatches
+ * micro-batches of balanced size. */
+static void split_microbatches(engine *e, int active) {
+    e->n_micro = e->j->microbatches < active ? e->j->microbatches : active;
+    CHECK(e->n_micro <= ENGINE_MAX_MICRO, "at most %d micro-batches", ENGINE_MAX_MICRO);
+    for (int i = 0; i < e->n_micro; i++) {
+        e->mb_begin[i] = split_begin(active, e->n_micro, i);
+        e->mb_size[i] = split_count(active, e->n_micro, i);
+    }
+}
+
+void engine_set_active(engine *e, int global_active) {
+    const int dp = MESH_DP(e->mesh), dp_rank = e->mesh->coord[AXIS_DP];
+    CHECK(global_active >= 0 && global_active <= e->j->batch, "active sequences %d out of [0, %d]",
+          global_active, e->j->batch);
+    int local = split_count(global_active, dp, dp_rank);
+    split_microbatches(e, local < e->batch_local ? local : e->batch_local);
+}
+
 void engine_init(engine *e, const job *j, model *m, const backend *be, mesh *mesh, timer *tm) {
     memset(e, 0, sizeof *e);
     e->j = j;
@@ -99,13 +118,9 @@ void engine_init(engine *e, const job *j, model *m, const backend *be, mesh *mes
     e->seq_global_begin = split_begin(j->batch, dp, dp_rank);
     e->batch_local = split_count(j->batch, dp, dp_rank);
     CHECK(e->batch_local >= 1, "replica %d has no prompts", dp_rank);
-    e->n_micro = j->microbatches < e->batch_local ? j->microbatches : e->batch_local;
-    CHECK(e->n_micro <= ENGINE_MAX_MICRO, "at most %d micro-batches", ENGINE_MAX_MICRO);
-    for (int i = 0; i < e->n_micro; i++) {
-        e->mb_begin[i] = split_begin(e->batch_local, e->n_micro, i);
-        e->mb_size[i] = split_count(e->batch_local, e->n_micro, i);
+    split_microbatches(e, e->batch_local);
+    for (int i = 0; i < e->n_micro; i++)
         if (e->mb_size[i] > e->mb_max) e->mb_max = e->mb_size[i];
-    }
     e->prompt_len = j->prompt_len;
     e->new_tokens = j->new_tokens;
     e->total_len = j->prompt_len + j->new_tokens;
@@ -365,7 +380,7 @@ int engine_generate(engine *e, int iteration, int capture) {
                 wait_timed(e, ppc, &e->recv_req[mb], PHASE_PP_RECV_WAIT, step, mb);
             }
 
-            engine_stage_forward(e, x, mb, step, n_new, pos0);
+            engine_step_forward(e, x, mb, step, n_new, pos0);
 
             if (!g->last_stage) {
                 ops->synchronize(e->be->ctx);

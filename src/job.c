@@ -49,7 +49,7 @@ static const char *const INPUT_KEYS[] = {"tokens",    "tokens_file", "text",
 static const char *const INPUT_SYNTHETIC_KEYS[] = {"batch", "length", "seed", NULL};
 static const char *const GENERATE_KEYS[] = {"new_tokens", "sampling", "temperature",
                                             "top_k",      "seed",     NULL};
-static const char *const BENCH_KEYS[] = {"warmup", "iterations", NULL};
+static const char *const BENCH_KEYS[] = {"warmup", "iterations", "roofline", NULL};
 static const char *const RECORD_KEYS[] = {"out", "activations", "timings", "flush_every", NULL};
 
 /* Values of these keys are strings taken verbatim from --set (a text may hold ": "). */
@@ -657,6 +657,7 @@ static int job_walk_bench(job_loader *L, const jnode *m, const jnode *m_key) {
     TRY(job_section_check(m, m_key, "bench", BENCH_KEYS));
     TRY(job_get_int(L, m, "bench", "warmup", 0, 1 << 24, &j->warmup));
     TRY(job_get_int(L, m, "bench", "iterations", 1, 1 << 24, &j->iterations));
+    TRY(job_get_bool(L, m, "bench", "roofline", &j->roofline));
     return STATUS_OK;
 }
 

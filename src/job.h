@@ -76,6 +76,7 @@ typedef struct {
 
     /* bench */
     int warmup, iterations;
+    int roofline;                  /* also measure sgemm and memory-bandwidth ceilings */
 
     /* record */
     char out[JOB_PATH_MAX];

@@ -115,7 +115,8 @@ void job_dump(const job *j, FILE *out) {
             "  seed: %" PRIu64 "\n",
             j->new_tokens, sampling_kind_name(j->sampling),
             job_dump_float(j->temperature, temp, sizeof temp), j->top_k, j->sample_seed);
-    fprintf(out, "bench:\n  warmup: %d\n  iterations: %d\n", j->warmup, j->iterations);
+    fprintf(out, "bench:\n  warmup: %d\n  iterations: %d\n  roofline: %s\n", j->warmup,
+            j->iterations, j->roofline ? "true" : "false");
     fputs("record:\n  out: ", out);
     job_dump_quoted(out, j->out);
     fputs("\n  activations: [", out);

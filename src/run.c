@@ -11,9 +11,11 @@
 
 #include "check.h"
 #include "checkpoint.h"
+#include "comm_setup.h"
 #include "engine.h"
 #include "mesh.h"
 #include "model.h"
+#include "roofline.h"
 #include "runfile.h"
 #include "stats.h"
 #include "timing.h"
@@ -220,6 +222,8 @@ int run_main(int argc, char **argv, double process_start) {
         }
         j.layers = ck.layers, j.heads = ck.heads, j.embd = ck.embd, j.vocab = ck.vocab;
         j.ctx = ck.ctx, j.mlp = ck.mlp, j.ln_eps = ck.ln_eps, j.norm = ck.norm;
+        free(j.yaml); /* the resolved job records the shape the checkpoint gave */
+        j.yaml = job_dump_string(&j);
     }
     if (j.synthetic_input) job_fill_synthetic_tokens(&j, j.vocab);
     if (j.batch == 0) {
@@ -254,7 +258,6 @@ int run_main(int argc, char **argv, double process_start) {
 
     mesh mesh;
     mesh_init(&mesh, MPI_COMM_WORLD, j.dp, j.tp, j.pp, j.order);
-    mesh_attach_mpi(&mesh);
 
     backend be;
     backend_options bopt = {.threads = j.threads > 0 ? j.threads : default_threads(&mesh),
@@ -274,6 +277,12 @@ int run_main(int argc, char **argv, double process_start) {
         mesh_free(&mesh);
         job_free(&j);
         return TRIPAR_EXIT_USAGE;
+    }
+
+    if (comm_setup(&mesh, &j, &be) != 0) {
+        int code = user_error(world_rank);
+        MPI_Finalize();
+        exit(code);
     }
 
     timer tm;
@@ -374,6 +383,18 @@ int run_main(int argc, char **argv, double process_start) {
     } else {
         runfile_finish(rf);
         if (world_rank == 0) print_table(&j, &cfg, &mesh, &e, &rm, out_path, first_row);
+        if (j.roofline && world_rank == 0) {
+            roofline r;
+            double model_bytes = 0; /* a decode step streams every weight of every stage */
+            for (int i = 0; i < m.n_tensors; i++) {
+                const tensor_desc *t = &m.tensors[i];
+                model_bytes += (double)tensor_global_elems(t) *
+                               (t->is_matrix ? (double)dtype_size(m.weight_dtype) : 4.0);
+            }
+            roofline_measure(&r, &cfg, j.batch, j.prompt_len, model_bytes);
+            roofline_print(&r, &rm, j.batch, j.prompt_len, j.new_tokens);
+        }
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     }
 
     free(first_row);
@@ -385,6 +406,7 @@ int run_main(int argc, char **argv, double process_start) {
     model_free(&m, &be);
     if (j.backend == BACKEND_CUDA) backend_cuda_free(&be);
     else backend_cpu_free(&be);
+    comm_teardown(&mesh);
     mesh_free(&mesh);
     job_free(&j);
     return exit_code;

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine: install packages, build, and run the demo or
+# the whole test suite. The README's two commands call this.
+#   tools/setup.sh demo   install, build, run jobs/demo.yaml on 4 CPU ranks, print the table
+#   tools/setup.sh test   install, build (plus an ASan+UBSan build), run every test via CTest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${TRIPAR_BUILD_DIR:-build}
+JOBS=$(nproc)
+
+install_packages() {
+    local packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev
+        libhdf5-openmpi-dev hdf5-tools libopenblas-dev libyaml-dev libcmocka-dev libjansson-dev
+        libpcre2-dev python3 python3-h5py python3-matplotlib python3-numpy clang
+        libclang-rt-14-dev slurm-wlm slurmctld slurmd slurm-client munge)
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${packages[@]}"
+}
+
+# Open MPI refuses root and spins when oversubscribed unless told otherwise.
+mpi_environment() {
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_rmaps_base_oversubscribe=1
+}
+
+build() {
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release
+    cmake --build "$BUILD" -j"$JOBS"
+}
+
+case "${1:-}" in
+demo)
+    install_packages
+    build
+    mpi_environment
+    mkdir -p out
+    mpirun -n 4 --oversubscribe --bind-to none "$BUILD/tripar" run jobs/demo.yaml --out out/demo.h5
+    ;;
+test)
+    install_packages
+    build
+    mpi_environment
+    (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
+    # The unit tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+    cmake -S . -B "$BUILD-asan" -DCMAKE_BUILD_TYPE=Debug -DTRIPAR_SANITIZE=ON -DTRIPAR_CUDA=OFF
+    cmake --build "$BUILD-asan" -j"$JOBS"
+    (cd "$BUILD-asan" && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$JOBS" -L unit)
+    ;;
+*)
+    echo "usage: tools/setup.sh demo|test" >&2
+    exit 2
+    ;;
+esac
