@@ -12,7 +12,9 @@ void cpu_bias_gelu(void *ctx, float *inout, const float *bias, int rows, int col
         float *x = inout + (long)r * cols;
         for (int c = 0; c < cols; c++) {
             float v = x[c] + (bias ? bias[c] : 0.0f);
-            x[c] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+            // 0.5 v (1 + tanh(u)) == v * sigmoid(2u): one expf instead of tanhf, which is
+            // several times slower, and no cancellation for negative u.
+            x[c] = v / (1.0f + expf(-2.0f * k * (v + 0.044715f * v * v * v)));
         }
     }
 }
