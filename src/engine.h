@@ -87,6 +87,7 @@ typedef struct {
 
     /* run file for periodic timing flushes, and the signal flag polled between steps */
     struct runfile *rf;
+    const struct tokenizer *tok; /* decodes /output/text when the checkpoint has one */
     volatile sig_atomic_t *stop_flag;
     int stop_local, stop_global;
     MPI_Request stop_req;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "prompt.h"
 #include "engine.h"
 #include "runfile.h"
 #include "sample.h"
@@ -439,6 +440,14 @@ void engine_write_outputs(engine *e, struct runfile *rf) {
     int writer = g->last_stage && g->tp_rank == 0;
     runfile_write_tokens(rf, e->tokens, e->seq_global_begin, writer ? e->batch_local : 0,
                          e->j->batch, e->total_len);
+    if (e->tok) {
+        long rows = writer ? e->batch_local : 0;
+        char **texts = xcalloc((size_t)(rows > 0 ? rows : 1), sizeof(char *));
+        prompt_decode_rows(e->tok, e->tokens, rows, e->total_len, texts);
+        runfile_write_text(rf, (const char *const *)texts, e->seq_global_begin, rows, e->j->batch);
+        for (long r = 0; r < rows; r++) free(texts[r]);
+        free(texts);
+    }
     for (int p = 0; p < e->n_points; p++) {
         activation_point *pt = &e->points[p];
         runfile_write_activation(rf, pt->name, 3, pt->dims, pt->start, pt->count, pt->host);

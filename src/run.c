@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "mesh.h"
 #include "model.h"
+#include "prompt.h"
 #include "roofline.h"
 #include "runfile.h"
 #include "stats.h"
@@ -200,6 +201,12 @@ static void print_table(const job *j, const model_config *cfg, const mesh *m, co
     for (int i = 0; i < e->total_len && i < 48; i++)
         printf("%s%d", i == j->prompt_len ? " | " : " ", first_row[i]);
     printf("%s\n", e->total_len > 48 ? " ..." : "");
+    if (e->tok) {
+        size_t len = 0;
+        char *text = tokenizer_decode(e->tok, first_row, e->total_len, &len);
+        printf("  %-13s %.*s\n", "text 0", (int)(len < 400 ? len : 400), text);
+        free(text);
+    }
 }
 
 int run_main(int argc, char **argv, double process_start) {
@@ -226,13 +233,13 @@ int run_main(int argc, char **argv, double process_start) {
         j.yaml = job_dump_string(&j);
     }
     if (j.synthetic_input) job_fill_synthetic_tokens(&j, j.vocab);
-    if (j.batch == 0) {
-        error_set("%s: input.text needs a tokenizer, which comes with a checkpoint imported by "
-                  "tripar import-hf (model.checkpoint)", j.source);
+    tokenizer *tok = NULL;
+    if (prompt_tokenize(&j, &tok) != STATUS_OK) {
         job_free(&j);
         return user_error(world_rank);
     }
     if (job_validate_model(&j) != STATUS_OK || mesh_fits_model(&j) != 0) {
+        tokenizer_free(tok);
         job_free(&j);
         return user_error(world_rank);
     }
@@ -243,11 +250,13 @@ int run_main(int argc, char **argv, double process_start) {
             job_dump(&j, stdout);
             print_memory_plan(&j, &cfg);
         }
+        tokenizer_free(tok);
         job_free(&j);
         return TRIPAR_EXIT_OK;
     }
     if (mesh_validate(world_size, j.dp, j.tp, j.pp, j.order) != 0) {
         error_set("%s:%d: %s", j.source, job_key_line(&j, "parallel.dp"), error_message());
+        tokenizer_free(tok);
         job_free(&j);
         return user_error(world_rank);
     }
@@ -316,6 +325,7 @@ int run_main(int argc, char **argv, double process_start) {
     runfile *rf = runfile_create(out_path, &j, &mesh);
     CHECK(rf != NULL, "cannot create run file %s: %s", out_path, error_message());
     e.rf = rf;
+    e.tok = tok;
     e.stop_flag = &stop_requested;
 
     run_metrics rm;
@@ -408,6 +418,7 @@ int run_main(int argc, char **argv, double process_start) {
     else backend_cpu_free(&be);
     comm_teardown(&mesh);
     mesh_free(&mesh);
+    tokenizer_free(tok);
     job_free(&j);
     return exit_code;
 }
