@@ -45,3 +45,27 @@ assert (tokens == ref_tokens).all(), "greedy tokens differ from the reference"
 if "output/text" in f:
     print("text:", f["output/text"][0])
 EOF2
+# Text in, text out: the prompt's text comes back byte for byte at the start of /output/text.
+# A checkpoint imported without vocab.json/merges.txt must refuse text input with exit 2.
+text_run() {
+    "$MPIEXEC" -n "$np" --oversubscribe "$TRIPAR_BIN" run "$work/$name.yaml" --out "$work/$name-text.h5" \
+        --set "input.text=Hi wörld	🚀!" --set generate.new_tokens=2 >"$work/$name-text.log" 2>&1
+}
+if [ ! -f "$fixture/vocab.json" ]; then
+    rc=0; text_run || rc=$?
+    [ $rc -eq 2 ] && grep -q "has no tokenizer" "$work/$name-text.log" ||
+        { echo "expected exit 2 for text without a tokenizer, got $rc"; cat "$work/$name-text.log"; exit 1; }
+    echo "text input refused without a tokenizer, as it should be"
+    exit 0
+fi
+text_run || { cat "$work/$name-text.log"; exit 1; }
+$PY - "$work/$name-text.h5" <<'EOF2'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+text = f["output/text"][0]
+text = text.decode() if isinstance(text, bytes) else text
+want = "Hi wörld\t🚀!"
+print("generated text:", repr(text))
+assert text.startswith(want), f"prompt text not preserved: {text!r}"
+assert f["output/tokens"].shape[1] > 2
+EOF2
