@@ -49,7 +49,8 @@ static const char *const INPUT_KEYS[] = {"tokens",    "tokens_file", "text",
 static const char *const INPUT_SYNTHETIC_KEYS[] = {"batch", "length", "seed", NULL};
 static const char *const GENERATE_KEYS[] = {"new_tokens", "sampling", "temperature",
                                             "top_k",      "seed",     NULL};
-static const char *const BENCH_KEYS[] = {"warmup", "iterations", "roofline", NULL};
+static const char *const BENCH_KEYS[] = {"warmup",       "iterations", "roofline",
+                                          "arrival_rate", "duration",   "arrival_seed", NULL};
 static const char *const RECORD_KEYS[] = {"out", "activations", "timings", "flush_every", NULL};
 
 /* Values of these keys are strings taken verbatim from --set (a text may hold ": "). */
@@ -106,6 +107,17 @@ static const job_key_where *job_key_find(const job *j, const char *key) {
 int job_key_line(const job *j, const char *key) {
     const job_key_where *w = job_key_find(j, key);
     return w ? w->line : 0;
+}
+
+const char *job_key_origin(const job *j, const char *key, char *buf, size_t len) {
+    const job_key_where *w = job_key_find(j, key);
+    if (w && w->set[0])
+        snprintf(buf, len, "%s", w->set);
+    else if (w && w->line > 0)
+        snprintf(buf, len, "%s:%d", j->source, w->line);
+    else
+        snprintf(buf, len, "%s", j->source[0] ? j->source : "job");
+    return buf;
 }
 
 /* Reports at the first of the NULL-terminated keys that was set, else at the file. */
@@ -658,6 +670,15 @@ static int job_walk_bench(job_loader *L, const jnode *m, const jnode *m_key) {
     TRY(job_get_int(L, m, "bench", "warmup", 0, 1 << 24, &j->warmup));
     TRY(job_get_int(L, m, "bench", "iterations", 1, 1 << 24, &j->iterations));
     TRY(job_get_bool(L, m, "bench", "roofline", &j->roofline));
+    j->arrival_rate = 0.0f, j->duration = 10.0f, j->arrival_seed = 1;
+    /* lo = -1 lets 0 (off) through; a negative rate is refused below with its own words */
+    TRY(job_get_float(L, m, "bench", "arrival_rate", -1.0, &j->arrival_rate));
+    if (j->arrival_rate < 0)
+        return job_fail_at(j, KEYS("bench.arrival_rate"),
+                           "bench.arrival_rate = %g is out of range; allowed: 0 (off) or a rate "
+                           "> 0 in requests/s", (double)j->arrival_rate);
+    TRY(job_get_float(L, m, "bench", "duration", 0.0, &j->duration));
+    TRY(job_get_u64(L, m, "bench", "arrival_seed", &j->arrival_seed));
     return STATUS_OK;
 }
 

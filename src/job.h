@@ -77,6 +77,9 @@ typedef struct {
     /* bench */
     int warmup, iterations;
     int roofline;                  /* also measure sgemm and memory-bandwidth ceilings */
+    float arrival_rate;            /* requests/s of the Poisson arrival stream; 0 = off */
+    float duration;                /* seconds over which requests arrive */
+    uint64_t arrival_seed;         /* seed of the arrival times */
 
     /* record */
     char out[JOB_PATH_MAX];
@@ -101,6 +104,10 @@ void job_free(job *j);
 /* Checks the parts that need the final model shape (which may come from a checkpoint):
  * prompt_len + new_tokens <= ctx, token ids < vocab, heads divide embd. Same error format. */
 int job_validate_model(const job *j);
+
+/* Where a dotted key was set, for messages: "FILE:LINE", "--set KEY=VALUE", or "FILE" when
+ * the key took its default. Writes into buf and returns it. */
+const char *job_key_origin(const job *j, const char *key, char *buf, size_t len);
 
 /* The line in the job file where a dotted key ("parallel.tp") was set, or 0. */
 int job_key_line(const job *j, const char *key);

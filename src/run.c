@@ -12,13 +12,16 @@
 #include "check.h"
 #include "checkpoint.h"
 #include "comm_setup.h"
+#include "device.h"
 #include "engine.h"
 #include "mesh.h"
 #include "model.h"
 #include "prompt.h"
 #include "roofline.h"
 #include "runfile.h"
+#include "serve.h"
 #include "stats.h"
+#include "sweep.h"
 #include "timing.h"
 
 #define MAX_OVERRIDES 256
@@ -30,16 +33,26 @@ typedef struct {
     const char *out;
     const char *save_checkpoint;
     int dry_run;
+    sweep sweep;
 } run_args;
+
+/* What a sweep's summary table shows of one point (rank 0's values). */
+typedef struct {
+    char out[JOB_PATH_MAX + 512];
+    double ttft_p50, tpot_p50, latency_p50, tokens_per_s, peak_memory_max;
+} run_point;
 
 static volatile sig_atomic_t stop_requested = 0;
 static void on_stop_signal(int sig) { stop_requested = sig; }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: tripar run JOB.yaml [--set SECTION.KEY=VALUE]... [--out RUN.h5]\n"
-               "                  [--dry-run] [--save-checkpoint CKPT.h5]\n"
+               "                  [--sweep KEY=V1,V2,...]... [--dry-run] [--save-checkpoint CKPT.h5]\n"
                "Runs the job under mpirun/srun: dp x tp x pp must equal the number of ranks.\n"
                "  --set K=V            override any job key (repeatable), e.g. --set parallel.tp=2\n"
+               "  --sweep K=V1,V2      run every point of the cross product of the swept keys in\n"
+               "                       this one mpirun; point files are OUT-STEM.K=V[.K2=V2].h5\n"
+               "                       (repeatable; see docs/benchmarks.md)\n"
                "  --out RUN.h5         run file (default: record.out of the job)\n"
                "  --dry-run            print the resolved job and the memory per rank; compute nothing\n"
                "  --save-checkpoint F  write the synthetic model to F as a tripar checkpoint\n"
@@ -48,6 +61,7 @@ static void usage(FILE *f) {
 
 static int parse_args(run_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
+    sweep_init(&a->sweep);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -67,6 +81,8 @@ static int parse_args(run_args *a, int argc, char **argv) {
             a->save_checkpoint = argv[++i];
         } else if (!strcmp(arg, "--dry-run")) {
             a->dry_run = 1;
+        } else if ((!strcmp(arg, "--sweep") && i + 1 < argc) || !strncmp(arg, "--sweep=", 8)) {
+            if (sweep_add(&a->sweep, arg[7] == '=' ? arg + 8 : argv[++i]) != STATUS_OK) return -1;
         } else if (arg[0] == '-') {
             error_set("tripar run: unknown or incomplete option '%s' (see tripar run --help)", arg);
             return -1;
@@ -87,23 +103,23 @@ static int parse_args(run_args *a, int argc, char **argv) {
 /* Mesh checks that depend on the model and the batch; the world-size check is separate so
  * --dry-run can plan a mesh larger than the processes it runs on. */
 static int mesh_fits_model(const job *j) {
+    char where[256];
     if (j->heads % j->tp != 0) {
-        error_set("%s:%d: parallel.tp = %d does not divide model heads = %d; tensor parallelism "
-                  "splits whole heads (try tp in {%s})",
-                  j->source, job_key_line(j, "parallel.tp"), j->tp, j->heads,
-                  j->heads % 2 == 0 ? "1, 2, ... divisors of heads" : "1 or a divisor of heads");
+        error_set("%s: parallel.tp = %d does not divide model heads = %d; tensor parallelism "
+                  "splits whole heads",
+                  job_key_origin(j, "parallel.tp", where, sizeof where), j->tp, j->heads);
         return -1;
     }
     if (j->layers < j->pp) {
-        error_set("%s:%d: parallel.pp = %d stages but the model has only %d layers; each stage "
+        error_set("%s: parallel.pp = %d stages but the model has only %d layers; each stage "
                   "needs at least one layer",
-                  j->source, job_key_line(j, "parallel.pp"), j->pp, j->layers);
+                  job_key_origin(j, "parallel.pp", where, sizeof where), j->pp, j->layers);
         return -1;
     }
     if (j->batch < j->dp) {
-        error_set("%s:%d: parallel.dp = %d replicas but the input has only %d prompts; each "
+        error_set("%s: parallel.dp = %d replicas but the input has only %d prompts; each "
                   "replica needs at least one",
-                  j->source, job_key_line(j, "parallel.dp"), j->dp, j->batch);
+                  job_key_origin(j, "parallel.dp", where, sizeof where), j->dp, j->batch);
         return -1;
     }
     return 0;
@@ -172,7 +188,8 @@ static double percentile_of(const double *values, int n, double q) {
 }
 
 static void print_table(const job *j, const model_config *cfg, const mesh *m, const engine *e,
-                        const run_metrics *rm, const char *out_path, const int32_t *first_row) {
+                        const run_metrics *rm, const char *out_path, const int32_t *first_row,
+                        const double *peak) {
     int n = rm->iterations;
     double ttft = percentile_of(rm->ttft, n, 50), lat = percentile_of(rm->latency, n, 50);
     double tpot = percentile_of(rm->tpot, n, 50);
@@ -196,7 +213,27 @@ static void print_table(const job *j, const model_config *cfg, const mesh *m, co
                tpot > 0 ? j->batch / tpot : 0.0);
     printf("  %-13s TTFT p50 %.3f ms | TPOT p50 %.3f ms | latency p50 %.3f ms p99 %.3f ms\n",
            "latency", ttft * 1e3, tpot * 1e3, lat * 1e3, percentile_of(rm->latency, n, 99) * 1e3);
-    printf("  %-13s %.3f s (process start to first token)\n", "cold start", rm->cold_start_seconds);
+    int world = m->world_size, replicas = MESH_DP(m);
+    double toks = lat > 0 ? (double)rm->generated_tokens / lat : 0.0;
+    double reqs = lat > 0 ? (double)rm->requests / lat : 0.0;
+    printf("  %-13s %.1f tokens/s, %.3f requests/s at latency p50 | per rank (/%d) %.1f "
+           "tokens/s %.3f req/s | per replica (/%d) %.1f tokens/s\n",
+           "throughput", toks, reqs, world, toks / world, reqs / world, replicas, toks / replicas);
+    static const char *const names[] = {"TTFT", "TPOT", "latency"};
+    const double *series[] = {rm->ttft, rm->tpot, rm->latency};
+    for (int k = 0; k < 3; k++)
+        printf("  %-13s %-7s p50 %9.3f  p90 %9.3f  p99 %9.3f ms\n", k ? "" : "percentiles",
+               names[k], percentile_of(series[k], n, 50) * 1e3, percentile_of(series[k], n, 90) * 1e3,
+               percentile_of(series[k], n, 99) * 1e3);
+    double pmin = peak[0], pmax = peak[0];
+    for (int r = 1; r < world; r++) pmin = fmin(pmin, peak[r]), pmax = fmax(pmax, peak[r]);
+    printf("  %-13s max %.2f MiB, min %.2f MiB over %d rank(s)", "peak memory", pmax / 1048576.0,
+           pmin / 1048576.0, world);
+    for (int r = 0; r < world && world > 1 && world <= 8; r++)
+        printf("%s%.2f", r ? " " : " [MiB per rank: ", peak[r] / 1048576.0);
+    printf("%s\n", world > 1 && world <= 8 ? "]" : "");
+    printf("  %-13s %.3f s (process start to first token) | warm start (TTFT p50) %.3f ms\n",
+           "cold start", rm->cold_start_seconds, ttft * 1e3);
     printf("  %-13s", "prompt 0");
     for (int i = 0; i < e->total_len && i < 48; i++)
         printf("%s%d", i == j->prompt_len ? " | " : " ", first_row[i]);
@@ -209,17 +246,27 @@ static void print_table(const job *j, const model_config *cfg, const mesh *m, co
     }
 }
 
-int run_main(int argc, char **argv, double process_start) {
-    run_args args;
+/* One run: the job with the --set overrides and then those of sweep point `point`, written to
+ * that point's run file. start is when this run began (the process start for the first run),
+ * for the cold-start time. With check_only it stops once the job and mesh are known to be
+ * valid, so a sweep reports a bad point before computing any. MPI stays initialised. */
+static int run_job(const run_args *a, long point, double process_start, int check_only,
+                   run_point *result) {
     int world_rank = 0, world_size = 1;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
-    int rc = parse_args(&args, argc, argv);
-    if (rc > 0) return TRIPAR_EXIT_OK;
-    if (rc < 0) return user_error(world_rank);
+
+    const char *overrides[MAX_OVERRIDES + SWEEP_MAX_KEYS];
+    char point_sets[SWEEP_MAX_KEYS][SWEEP_TEXT_MAX];
+    int n_overrides = 0;
+    for (int i = 0; i < a->n_overrides; i++) overrides[n_overrides++] = a->overrides[i];
+    for (int k = 0; k < a->sweep.n_axes; k++) { /* the point's values win over --set */
+        sweep_override(&a->sweep, point, k, point_sets[k], sizeof point_sets[k]);
+        overrides[n_overrides++] = point_sets[k];
+    }
 
     job j;
-    if (job_load(&j, args.job_path, args.overrides, args.n_overrides) != STATUS_OK)
+    if (job_load(&j, a->job_path, overrides, n_overrides) != STATUS_OK)
         return user_error(world_rank);
     if (j.checkpoint[0]) {
         model_config ck;
@@ -245,7 +292,7 @@ int run_main(int argc, char **argv, double process_start) {
     }
     model_config cfg;
     model_config_from_job(&cfg, &j);
-    if (args.dry_run) {
+    if (a->dry_run) {
         if (world_rank == 0) {
             job_dump(&j, stdout);
             print_memory_plan(&j, &cfg);
@@ -255,13 +302,25 @@ int run_main(int argc, char **argv, double process_start) {
         return TRIPAR_EXIT_OK;
     }
     if (mesh_validate(world_size, j.dp, j.tp, j.pp, j.order) != 0) {
-        error_set("%s:%d: %s", j.source, job_key_line(&j, "parallel.dp"), error_message());
+        char reason[1024], where[256];
+        snprintf(reason, sizeof reason, "%s", error_message());
+        error_set("%s: %s", job_key_origin(&j, "parallel.dp", where, sizeof where), reason);
         tokenizer_free(tok);
         job_free(&j);
         return user_error(world_rank);
     }
 
-    const char *out_path = args.out ? args.out : j.out;
+    char out_path[JOB_PATH_MAX + 512];
+    if (sweep_point_path(&a->sweep, point, a->out ? a->out : j.out, out_path,
+                         sizeof out_path) != 0) {
+        error_set("run file name of sweep point %ld is too long", point);
+        job_free(&j);
+        return user_error(world_rank);
+    }
+    if (check_only) {
+        job_free(&j);
+        return TRIPAR_EXIT_OK;
+    }
     signal(SIGTERM, on_stop_signal);
     signal(SIGINT, on_stop_signal);
 
@@ -270,10 +329,13 @@ int run_main(int argc, char **argv, double process_start) {
 
     backend be;
     backend_options bopt = {.threads = j.threads > 0 ? j.threads : default_threads(&mesh),
-                            .device = j.device, .allow_tf32 = j.allow_tf32, .max_marks = 0};
+                            .device = j.backend == BACKEND_CUDA ? device_select(&mesh, j.device) : -1,
+                            .allow_tf32 = j.allow_tf32, .max_marks = 0};
     long steps = j.new_tokens > 0 ? j.new_tokens : 1;
     long per_step = (long)(j.microbatches) * ((long)j.layers * 16 + 16);
-    long capacity = 64 + (long)(j.warmup + j.iterations) * steps * per_step;
+    /* an arrival stream may run up to one generation per request */
+    long stream = j.arrival_rate > 0 ? (long)(2.0 * j.arrival_rate * j.duration) + 64 : 0;
+    long capacity = 64 + (long)(j.warmup + j.iterations + stream) * steps * per_step;
     if (capacity > 4000000) capacity = 4000000; /* beyond this, events are counted as dropped */
     bopt.max_marks = (int)(2 * capacity);
     int bad = j.backend == BACKEND_CUDA ? backend_cuda_init(&be, &bopt) : backend_cpu_init(&be, &bopt);
@@ -288,6 +350,7 @@ int run_main(int argc, char **argv, double process_start) {
         return TRIPAR_EXIT_USAGE;
     }
 
+    if (j.backend == BACKEND_CUDA) device_record(&mesh, bopt.device); /* /mesh; warns if shared */
     if (comm_setup(&mesh, &j, &be) != 0) {
         int code = user_error(world_rank);
         MPI_Finalize();
@@ -314,10 +377,10 @@ int run_main(int argc, char **argv, double process_start) {
         model_fill_synthetic(&m, &be, j.seed, &mesh.axis[AXIS_TP]);
     }
     timer_add_host(&tm, PHASE_WEIGHT_INIT, -1, -1, TIMER_NO_LAYER, w0, timer_host_seconds());
-    if (args.save_checkpoint) {
-        if (checkpoint_save(&m, j.seed, args.save_checkpoint, &mesh) != STATUS_OK)
-            CHECK(0, "could not write checkpoint %s: %s", args.save_checkpoint, error_message());
-        if (world_rank == 0) printf("tripar: wrote checkpoint %s\n", args.save_checkpoint);
+    if (a->save_checkpoint) {
+        if (checkpoint_save(&m, j.seed, a->save_checkpoint, &mesh) != STATUS_OK)
+            CHECK(0, "could not write checkpoint %s: %s", a->save_checkpoint, error_message());
+        if (world_rank == 0) printf("tripar: wrote checkpoint %s\n", a->save_checkpoint);
     }
 
     engine e;
@@ -334,9 +397,22 @@ int run_main(int argc, char **argv, double process_start) {
     rm.latency = xcalloc((size_t)j.iterations, sizeof(double));
     rm.ttft = xcalloc((size_t)j.iterations, sizeof(double));
     rm.tpot = xcalloc((size_t)j.iterations, sizeof(double));
-    int stopped = 0;
+    int stopped = 0, cold_done = 0;
+    serve_result stream_result;
+    memset(&stream_result, 0, sizeof stream_result);
     for (int it = 0; it < j.warmup + j.iterations && !stopped; it++) {
         int measured = it - j.warmup;
+        if (measured == 0 && j.arrival_rate > 0) {
+            /* the arrival stream runs warm, after the warm-up and before the measured
+             * iterations, so the output tokens still come from whole-batch generations */
+            stopped = serve_run(&e, &j, &stream_result);
+            if (!cold_done && stream_result.batches > 0) {
+                rm.cold_start_seconds = stream_result.first_token_time - process_start;
+                MPI_CHECK(MPI_Bcast(&rm.cold_start_seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+                cold_done = 1;
+            }
+            if (stopped) break;
+        }
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         double t0 = timer_host_seconds();
         int ev = timer_begin(&tm, PHASE_ITERATION, -1, -1, TIMER_NO_LAYER);
@@ -345,10 +421,11 @@ int run_main(int argc, char **argv, double process_start) {
         double local[2] = {e.end_time - t0, m.geom.last_stage ? e.first_token_time - t0 : 0.0};
         double global[2];
         MPI_CHECK(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-        if (it == 0) {
+        if (!cold_done) {
             double first = m.geom.last_stage ? e.first_token_time : 0.0, latest = 0.0;
             MPI_CHECK(MPI_Allreduce(&first, &latest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
             rm.cold_start_seconds = latest - process_start;
+            cold_done = 1;
         }
         if (measured >= 0 && !stopped) {
             rm.latency[measured] = global[0];
@@ -375,6 +452,9 @@ int run_main(int argc, char **argv, double process_start) {
     rm.generated_tokens = (long)j.batch * j.new_tokens;
     rm.requests = j.batch;
     rm.peak_memory_bytes = (double)be.ops->peak_memory(be.ctx);
+    double *peak = xcalloc((size_t)world_size, sizeof(double));
+    MPI_CHECK(MPI_Gather(&rm.peak_memory_bytes, 1, MPI_DOUBLE, peak, 1, MPI_DOUBLE, 0,
+                         MPI_COMM_WORLD));
     if (j.iterations > 0) {
         rm.prefill_seconds = rm.ttft[j.iterations - 1];
         rm.decode_seconds = rm.latency[j.iterations - 1] - rm.ttft[j.iterations - 1];
@@ -383,6 +463,7 @@ int run_main(int argc, char **argv, double process_start) {
     engine_write_outputs(&e, rf);
     runfile_write_events(rf, &tm);
     runfile_write_metrics(rf, &rm);
+    if (j.arrival_rate > 0) serve_write_metrics(rf, &stream_result);
     int exit_code = TRIPAR_EXIT_OK;
     if (stopped) {
         runfile_close_incomplete(rf);
@@ -392,7 +473,22 @@ int run_main(int argc, char **argv, double process_start) {
         exit_code = TRIPAR_EXIT_RUNTIME;
     } else {
         runfile_finish(rf);
-        if (world_rank == 0) print_table(&j, &cfg, &mesh, &e, &rm, out_path, first_row);
+        if (world_rank == 0) {
+            print_table(&j, &cfg, &mesh, &e, &rm, out_path, first_row, peak);
+            if (j.arrival_rate > 0) serve_print(&stream_result, j.new_tokens);
+        }
+        if (result && world_rank == 0) {
+            int n = rm.iterations;
+            snprintf(result->out, sizeof result->out, "%s", out_path);
+            result->ttft_p50 = percentile_of(rm.ttft, n, 50);
+            result->tpot_p50 = percentile_of(rm.tpot, n, 50);
+            result->latency_p50 = percentile_of(rm.latency, n, 50);
+            result->tokens_per_s = result->latency_p50 > 0
+                                       ? (double)rm.generated_tokens / result->latency_p50 : 0;
+            result->peak_memory_max = 0;
+            for (int r = 0; r < world_size; r++)
+                result->peak_memory_max = fmax(result->peak_memory_max, peak[r]);
+        }
         if (j.roofline && world_rank == 0) {
             roofline r;
             double model_bytes = 0; /* a decode step streams every weight of every stage */
@@ -408,9 +504,12 @@ int run_main(int argc, char **argv, double process_start) {
     }
 
     free(first_row);
+    free(peak);
+    serve_result_free(&stream_result);
     free(rm.latency);
     free(rm.ttft);
     free(rm.tpot);
+    engine_graphs_free(&e);
     engine_free(&e);
     timer_free(&tm);
     model_free(&m, &be);
@@ -421,4 +520,64 @@ int run_main(int argc, char **argv, double process_start) {
     tokenizer_free(tok);
     job_free(&j);
     return exit_code;
+}
+
+int run_main(int argc, char **argv, double process_start) {
+    run_args args;
+    int world_rank = 0;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    int rc = parse_args(&args, argc, argv);
+    if (rc != 0) {
+        sweep_free(&args.sweep);
+        return rc > 0 ? TRIPAR_EXIT_OK : user_error(world_rank);
+    }
+    long points = sweep_points(&args.sweep);
+    if (args.sweep.n_axes == 0) {
+        rc = run_job(&args, 0, process_start, 0, NULL);
+        sweep_free(&args.sweep);
+        return rc;
+    }
+    /* every point is checked before any computes, so a bad value costs no compute */
+    for (long p = 0; p < points && !args.dry_run; p++)
+        if ((rc = run_job(&args, p, process_start, 1, NULL)) != TRIPAR_EXIT_OK) {
+            sweep_free(&args.sweep);
+            return rc;
+        }
+    run_point *results = xcalloc((size_t)points, sizeof(run_point));
+    long done = 0;
+    for (long p = 0; p < points; p++, done++) {
+        char label[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX] = "";
+        for (int k = 0; k < args.sweep.n_axes; k++) {
+            char set[SWEEP_TEXT_MAX];
+            sweep_override(&args.sweep, p, k, set, sizeof set);
+            snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s", k ? " " : "", set);
+        }
+        if (world_rank == 0) printf("%s== sweep point %ld/%ld: %s\n", p ? "\n" : "", p + 1, points, label);
+        fflush(stdout);
+        /* later points start with MPI and the process warm: their cold start counts from the
+         * point's own start (weights included) */
+        rc = run_job(&args, p, p == 0 ? process_start : timer_host_seconds(), 0, &results[p]);
+        if (rc != TRIPAR_EXIT_OK) break;
+    }
+    if (world_rank == 0 && !args.dry_run && done > 0) {
+        printf("\n== sweep: %ld of %ld point(s)\n", done, points);
+        printf("  %-40s %10s %10s %10s %11s %10s  %s\n", "point", "TTFT(ms)", "TPOT(ms)",
+               "lat(ms)", "tokens/s", "peak(MiB)", "file");
+        for (long p = 0; p < done; p++) {
+            char label[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX] = "";
+            for (int k = 0; k < args.sweep.n_axes; k++) {
+                char set[SWEEP_TEXT_MAX];
+                sweep_override(&args.sweep, p, k, set, sizeof set);
+                snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s", k ? " " : "",
+                         set);
+            }
+            const run_point *r = &results[p];
+            printf("  %-40s %10.3f %10.4f %10.3f %11.1f %10.2f  %s\n", label, r->ttft_p50 * 1e3,
+                   r->tpot_p50 * 1e3, r->latency_p50 * 1e3, r->tokens_per_s,
+                   r->peak_memory_max / 1048576.0, r->out);
+        }
+    }
+    free(results);
+    sweep_free(&args.sweep);
+    return rc;
 }

@@ -14,8 +14,8 @@ extra=()
 for kv in "$@"; do extra+=(--set "$kv"); done
 mkdir -p "$work"
 base="$work/base.h5"
-# The baseline: one rank, one micro-batch, no overlap.
-"$MPIEXEC" -n 1 --oversubscribe "$TRIPAR_BIN" run "$job" --out "$base" \
+# The baseline: one rank, one micro-batch, no overlap, the same model and input.
+"$MPIEXEC" -n 1 --oversubscribe "$TRIPAR_BIN" run "$job" --out "$base" "${extra[@]}" \
     --set parallel.microbatches=1 --set parallel.overlap=false >"$work/base.log" 2>&1 ||
     { cat "$work/base.log"; exit 1; }
 fail=0 count=0
