@@ -34,6 +34,12 @@ void backend_cuda_graph_destroy(backend *be, void *graph_exec);
  * every process and library (NCCL, cuBLAS), unlike peak_memory which counts tripar's allocs. */
 void backend_cuda_memory_info(const backend *be, size_t *free_bytes, size_t *total_bytes);
 
+/* Page-locked host memory (cudaHostAlloc), zeroed, for staging device buffers through MPI:
+ * copies from it run at full PCIe/NVLink speed. Plain zeroed host memory without CUDA. Set-up
+ * paths only; free with backend_cuda_host_free (NULL is fine). */
+void *backend_cuda_host_alloc(size_t bytes);
+void backend_cuda_host_free(void *ptr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,7 @@
 /* Selected instead of kernels/cuda/ when the build has no CUDA toolkit: backend: cuda then
  * fails with a clear message rather than at link time. */
+#include <stdlib.h>
+
 #include "backend.h"
 #include "check.h"
 
@@ -54,3 +56,7 @@ void backend_cuda_memory_info(const backend *be, size_t *free_bytes, size_t *tot
     *free_bytes = 0;
     *total_bytes = 0;
 }
+
+/* Without CUDA there is nothing to pin: ordinary zeroed host memory. */
+void *backend_cuda_host_alloc(size_t bytes) { return xcalloc(1, bytes ? bytes : 1); }
+void backend_cuda_host_free(void *ptr) { free(ptr); }

@@ -46,6 +46,9 @@ typedef struct {
     MPI_Comm mpi; /* the MPI communicator of the group, always present */
     int size;
     int rank;
+    /* 1 when operations are ordered on the compute stream (NCCL): callers then neither
+     * synchronise the backend before a call nor poll comm_test for progress */
+    int stream_ordered;
 } comm;
 
 /* Wraps an MPI communicator (not duplicated; the mesh owns it). */

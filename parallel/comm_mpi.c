@@ -96,6 +96,7 @@ void comm_mpi_init(comm *c, MPI_Comm mpi_comm) {
     c->ops = &mpi_ops;
     c->ctx = ctx;
     c->mpi = mpi_comm;
+    c->stream_ordered = 0; /* host-blocking: the caller synchronises the backend first */
     MPI_CHECK(MPI_Comm_size(mpi_comm, &c->size));
     MPI_CHECK(MPI_Comm_rank(mpi_comm, &c->rank));
 }

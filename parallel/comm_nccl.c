@@ -192,6 +192,7 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
     lane_init(&ctx->p2p);
     c->ops = &nccl_ops;
     c->ctx = ctx;
+    c->stream_ordered = 1; /* queued on the compute stream's order: no host sync needed */
     return 0;
 }
 

@@ -29,6 +29,8 @@ typedef struct {
     MPI_Comm axis_mpi[AXIS_COUNT]; /* ranks that differ only along that axis */
     MPI_Comm node_mpi;
     comm axis[AXIS_COUNT];         /* the comm backend over each axis communicator */
+    comm pp_host;                  /* MPI over axis_mpi[AXIS_PP] for host buffers (pipeline
+                                      tokens); set by comm_setup, unset (ops NULL) otherwise */
 } mesh;
 
 #define MESH_TP(m) ((m)->size[AXIS_TP])

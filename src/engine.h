@@ -92,6 +92,9 @@ typedef struct {
     int stop_local, stop_global;
     MPI_Request stop_req;
 
+    /* CUDA-graph executables of decode steps (graph.c); NULL until the first capture */
+    struct graph_cache *graphs;
+
     /* per-iteration results on this rank */
     double first_token_time, end_time;
 } engine;
@@ -120,6 +123,15 @@ void engine_set_active(engine *e, int global_active);
 /* The stage forward as the schedule runs it: engine_stage_forward directly, or on the CUDA
  * backend with backend.cuda_graphs a decode step replayed from a captured graph (graph.c). */
 void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int pos0);
+/* Destroys the captured graphs (call before engine_free and before the backend is freed). */
+void engine_graphs_free(engine *e);
+
+/* The comm for host-side pipeline messages (tokens sent from the last stage to the first):
+ * plain MPI over the PP axis even when e->pp is NCCL or staged, which take backend buffers.
+ * Meshes set up without comm_setup (tests: MPI only) use pp itself. */
+static inline comm *engine_pp_host(engine *e) {
+    return e->mesh->pp_host.ops ? &e->mesh->pp_host : e->pp;
+}
 
 /* Writes outputs and activations to the run file (collective). */
 struct runfile;

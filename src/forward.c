@@ -30,7 +30,7 @@ static void capture_point(engine *e, int kind, int layer, const float *x, int mb
 static void tp_allreduce_blocking(engine *e, float *buf, size_t count, int step, int mb,
                                   int layer) {
     if (e->tp->size == 1) return;
-    e->be->ops->synchronize(e->be->ctx);
+    if (!e->tp->stream_ordered) e->be->ops->synchronize(e->be->ctx); /* MPI reads the buffer now */
     double t0 = timer_host_seconds();
     comm_allreduce_sum(e->tp, buf, count);
     double t1 = timer_host_seconds();
@@ -62,11 +62,13 @@ static void row_parallel_allreduce(engine *e, float *out, const float *in, weigh
         ops->matmul(e->be->ctx, out + (size_t)r0 * out_dim, in + (size_t)r0 * in_dim, w, bias_once,
                     rn, in_dim, out_dim);
         timer_end(e->tm, ev);
-        ops->synchronize(e->be->ctx);
+        if (!e->tp->stream_ordered) ops->synchronize(e->be->ctx);
         started[i] = timer_host_seconds();
         comm_iallreduce_sum(e->tp, out + (size_t)r0 * out_dim, (size_t)rn * out_dim,
                             &e->chunk_req[i]);
-        for (int k = 0; k < i; k++)
+        /* stream-ordered comms (NCCL) progress on their own; polling them is a host round trip
+         * and is not allowed inside a CUDA-graph capture */
+        for (int k = 0; k < i && !e->tp->stream_ordered; k++)
             if (e->chunk_req[k].active && comm_test(e->tp, &e->chunk_req[k]))
                 finished[k] = timer_host_seconds();
     }

@@ -289,7 +289,7 @@ static void embed_microbatch(engine *e, float *x, int mb, int step, int n_new, i
                       g->vocab_begin + g->vocab_local);
     timer_end(e->tm, ev);
     if (e->tp->size > 1) {
-        e->be->ops->synchronize(e->be->ctx);
+        if (!e->tp->stream_ordered) e->be->ops->synchronize(e->be->ctx);
         double t0 = timer_host_seconds();
         comm_allreduce_sum(e->tp, x, (size_t)rows * e->m->cfg.embd);
         double t1 = timer_host_seconds();
@@ -311,7 +311,7 @@ static void drain_pending(engine *e, comm_req send_req[][2]) {
     for (int mb = 0; mb < e->n_micro; mb++) {
         comm_wait(e->pp, &send_req[mb][0]);
         comm_wait(e->pp, &send_req[mb][1]);
-        comm_wait(e->pp, &e->tok_send_req[mb]);
+        comm_wait(engine_pp_host(e), &e->tok_send_req[mb]);
         comm_req *pending[2] = {&e->recv_req[mb], &e->tok_recv_req[mb]};
         for (int k = 0; k < 2; k++)
             if (pending[k]->active) {
@@ -344,6 +344,7 @@ int engine_generate(engine *e, int iteration, int capture) {
     const int steps = e->new_tokens > 0 ? e->new_tokens : 1;
     const int prev = g->pp_rank - 1, next = g->pp_rank + 1, last = pp - 1;
     comm *ppc = e->pp;
+    comm *tokc = engine_pp_host(e); /* tokens are host data: plain MPI even when pp is NCCL */
     int slot[ENGINE_MAX_MICRO];
     comm_req send_req[ENGINE_MAX_MICRO][2];
 
@@ -370,7 +371,7 @@ int engine_generate(engine *e, int iteration, int capture) {
             float *x = e->stage_buf[mb][slot[mb]];
             if (g->first_stage) {
                 if (step > 0 && pp > 1) { /* this micro-batch's tokens from the last stage */
-                    wait_timed(e, ppc, &e->tok_recv_req[mb], PHASE_PP_RECV_WAIT, step, mb);
+                    wait_timed(e, tokc, &e->tok_recv_req[mb], PHASE_PP_RECV_WAIT, step, mb);
                     for (int b = 0; b < nb; b++)
                         e->tokens[(size_t)(e->mb_begin[mb] + b) * e->total_len + pos0] =
                             e->tok_recv[mb][b];
@@ -384,7 +385,7 @@ int engine_generate(engine *e, int iteration, int capture) {
             engine_step_forward(e, x, mb, step, n_new, pos0);
 
             if (!g->last_stage) {
-                ops->synchronize(e->be->ctx);
+                if (!ppc->stream_ordered) ops->synchronize(e->be->ctx);
                 int ev = timer_begin(e->tm, PHASE_PP_SEND, step, mb, TIMER_NO_LAYER);
                 ppc->ops->isend(ppc->ctx, x, (size_t)nb * n_new * C, COMM_FLOAT, next, mb,
                                 &send_req[mb][slot[mb]]);
@@ -397,8 +398,8 @@ int engine_generate(engine *e, int iteration, int capture) {
                                 prev, mb, &e->recv_req[mb]);
             }
             if (g->first_stage && pp > 1 && step + 1 < steps)
-                ppc->ops->irecv(ppc->ctx, e->tok_recv[mb], (size_t)nb, COMM_INT32, last,
-                                TAG_TOKENS + mb, &e->tok_recv_req[mb]);
+                tokc->ops->irecv(tokc->ctx, e->tok_recv[mb], (size_t)nb, COMM_INT32, last,
+                                 TAG_TOKENS + mb, &e->tok_recv_req[mb]);
             if (g->last_stage) {
                 int ev = timer_begin(e->tm, PHASE_SAMPLE, step, mb, TIMER_NO_LAYER);
                 int32_t *chosen = e->tok_host;
@@ -408,10 +409,10 @@ int engine_generate(engine *e, int iteration, int capture) {
                     for (int b = 0; b < nb; b++)
                         e->tokens[(size_t)(e->mb_begin[mb] + b) * e->total_len + T + step] = chosen[b];
                 if (pp > 1 && step + 1 < steps) {
-                    wait_timed(e, ppc, &e->tok_send_req[mb], PHASE_PP_SEND, step, mb);
+                    wait_timed(e, tokc, &e->tok_send_req[mb], PHASE_PP_SEND, step, mb);
                     memcpy(e->tok_send[mb], chosen, (size_t)nb * sizeof(int32_t));
-                    ppc->ops->isend(ppc->ctx, e->tok_send[mb], (size_t)nb, COMM_INT32, 0,
-                                    TAG_TOKENS + mb, &e->tok_send_req[mb]);
+                    tokc->ops->isend(tokc->ctx, e->tok_send[mb], (size_t)nb, COMM_INT32, 0,
+                                     TAG_TOKENS + mb, &e->tok_send_req[mb]);
                 }
                 if (step == 0 && mb == e->n_micro - 1) e->first_token_time = timer_host_seconds();
             }

@@ -115,8 +115,13 @@ void job_dump(const job *j, FILE *out) {
             "  seed: %" PRIu64 "\n",
             j->new_tokens, sampling_kind_name(j->sampling),
             job_dump_float(j->temperature, temp, sizeof temp), j->top_k, j->sample_seed);
-    fprintf(out, "bench:\n  warmup: %d\n  iterations: %d\n  roofline: %s\n", j->warmup,
-            j->iterations, j->roofline ? "true" : "false");
+    char rate[32], duration[32];
+    fprintf(out,
+            "bench:\n  warmup: %d\n  iterations: %d\n  roofline: %s\n  arrival_rate: %s\n"
+            "  duration: %s\n  arrival_seed: %" PRIu64 "\n",
+            j->warmup, j->iterations, j->roofline ? "true" : "false",
+            job_dump_float(j->arrival_rate, rate, sizeof rate),
+            job_dump_float(j->duration, duration, sizeof duration), j->arrival_seed);
     fputs("record:\n  out: ", out);
     job_dump_quoted(out, j->out);
     fputs("\n  activations: [", out);

@@ -18,7 +18,7 @@ static void usage(FILE *f) {
             "  report RUN.h5...                              tables from run files\n"
             "  diff A.h5 B.h5                                compare tokens and activations\n"
             "  trace RUN.h5 -o trace.json                    Chrome/Perfetto trace\n"
-            "  commbench [...]                               communication benchmark\n"
+            "  commbench [JOB.yaml] [--sizes 8:256M] [...]  communication benchmark (mpirun)\n"
             "  --version\n");
 }
 
@@ -32,9 +32,10 @@ int main(int argc, char **argv) {
         printf("tripar %s\n", TRIPAR_VERSION);
         return TRIPAR_EXIT_OK;
     }
-    if (!strcmp(argv[1], "run")) {
+    if (!strcmp(argv[1], "run") || !strcmp(argv[1], "commbench")) {
         MPI_CHECK(MPI_Init(&argc, &argv));
-        int rc = run_main(argc - 1, argv + 1, process_start);
+        int rc = !strcmp(argv[1], "run") ? run_main(argc - 1, argv + 1, process_start)
+                                         : commbench_main(argc - 1, argv + 1);
         MPI_Finalize();
         return rc;
     }

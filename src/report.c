@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "h5util.h"
 #include "runread.h"
+#include "score.h"
 #include "stats.h"
 #include "tools.h"
 
@@ -255,14 +257,107 @@ static int write_json(const char *path, const run_summary *s, int n) {
     return rc;
 }
 
+/* A whole dataset read serially into a new buffer of the given memory type; NULL when absent. */
+static void *dataset_read_all(hid_t file, const char *path, hid_t mtype, size_t elem, int *ndims,
+                              hsize_t dims[4]) {
+    if (!h5_exists(file, path)) return NULL;
+    hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
+    if (d < 0) return NULL;
+    hid_t space = H5Dget_space(d);
+    *ndims = H5Sget_simple_extent_ndims(space);
+    void *buf = NULL;
+    if (*ndims >= 1 && *ndims <= 4) {
+        H5Sget_simple_extent_dims(space, dims, NULL);
+        size_t n = 1;
+        for (int i = 0; i < *ndims; i++) n *= (size_t)dims[i];
+        buf = xcalloc(n ? n : 1, elem);
+        herr_t err;
+        H5E_BEGIN_TRY { err = H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); } H5E_END_TRY;
+        if (err < 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    H5Sclose(space);
+    H5Dclose(d);
+    return buf;
+}
+
+/* The prompt length of a run: input.synthetic.length or the tokens in the resolved job; we
+ * read it back as the columns minus generate.new_tokens, both in the job text. */
+static long run_prompt_len(hid_t file, long cols) {
+    char *yaml = h5_attr_read_string_alloc(file, "job");
+    long new_tokens = -1;
+    const char *p = yaml ? strstr(yaml, "\ngenerate:\n  new_tokens: ") : NULL;
+    if (p) new_tokens = strtol(p + strlen("\ngenerate:\n  new_tokens: "), NULL, 10);
+    free(yaml);
+    return new_tokens >= 0 && new_tokens <= cols ? cols - new_tokens : 0;
+}
+
+/* Accuracy of each run against the baseline, and the composite score (score.h). */
+static int print_baseline(FILE *out, const run_summary *base, const run_summary *s, int n) {
+    int ndb = 0, ndl = 0;
+    hsize_t tdb[4] = {0}, ldb[4] = {0};
+    int32_t *tok_b = dataset_read_all(base->run.file, "output/tokens", H5T_NATIVE_INT32,
+                                      sizeof(int32_t), &ndb, tdb);
+    float *log_b = dataset_read_all(base->run.file, "activations/logits", H5T_NATIVE_FLOAT,
+                                    sizeof(float), &ndl, ldb);
+    if (!tok_b) {
+        error_set("%s: no /output/tokens to compare against", base->run.path);
+        free(log_b);
+        return STATUS_BAD_INPUT;
+    }
+    long prompt_len = run_prompt_len(base->run.file, (long)tdb[1]);
+    const run_headline *bm = &base->run.metrics;
+    score_inputs bi = {bm->latency_p50, bm->tokens_per_s, 1.0};
+    fprintf(out, "\nagainst baseline %s (%s): score = 0.4*lat_base/lat + 0.3*thr/thr_base + "
+                 "0.3*agree/agree_base (latency p50, tokens/s; baseline = 1)\n",
+            base->run.path, base->label);
+    fprintf(out, "%-40s %9s %12s %12s %11s %11s %7s\n", "file", "tok_agree", "logit_maxrel",
+            "logit_KL", "p50(s)", "tokens/s", "score");
+    for (int i = 0; i < n; i++) {
+        int ndt = 0, nd2 = 0;
+        hsize_t tdr[4] = {0}, ldr[4] = {0};
+        int32_t *tok = dataset_read_all(s[i].run.file, "output/tokens", H5T_NATIVE_INT32,
+                                        sizeof(int32_t), &ndt, tdr);
+        float *lg = dataset_read_all(s[i].run.file, "activations/logits", H5T_NATIVE_FLOAT,
+                                     sizeof(float), &nd2, ldr);
+        double agree = NAN, max_rel = NAN, kl = NAN;
+        if (tok && ndt == 2 && tdr[0] == tdb[0] && tdr[1] == tdb[1])
+            agree = score_token_agreement(tok_b, tok, (long)tdb[0], (long)tdb[1], prompt_len);
+        if (log_b && lg && nd2 == 3 && ndl == 3 && !memcmp(ldr, ldb, 3 * sizeof(hsize_t)))
+            score_logit_error(log_b, lg, (long)(ldb[0] * ldb[1]), (long)ldb[2], &max_rel, &kl);
+        const run_headline *m = &s[i].run.metrics;
+        score_inputs ri = {m->latency_p50, m->tokens_per_s, agree};
+        fprintf(out, "%-40s %9.4f %12.3e %12.3e %11.5f %11.1f %7.3f\n", s[i].run.path, agree,
+                max_rel, kl, m->latency_p50, m->tokens_per_s, score_composite(&bi, &ri));
+        if (!tok || isnan(agree))
+            fprintf(out, "  (tokens: %s)\n", tok ? "shape differs from the baseline's"
+                                                 : "no /output/tokens in this file");
+        if (isnan(kl))
+            fprintf(out, "  (logits: %s; record them with record.activations: [logits])\n",
+                    !log_b ? "absent in the baseline"
+                    : !lg  ? "absent in this run"
+                           : "shapes differ from the baseline's");
+        free(tok);
+        free(lg);
+    }
+    free(tok_b);
+    free(log_b);
+    return STATUS_OK;
+}
+
 static void report_usage(FILE *out) {
     fprintf(out, "usage: tripar report RUN.h5 [RUN2.h5 ...] [--csv FILE] [--json FILE]\n"
+                 "                     [--baseline BASE.h5]\n"
                  "  Headline metrics and per-phase breakdown; several files give a comparison "
-                 "table.\n");
+                 "table.\n"
+                 "  --baseline BASE.h5: token agreement, logit error (max relative, mean KL) and\n"
+                 "  the composite score of each run against BASE (docs/benchmarks.md).\n");
 }
 
 int report_main(int argc, char **argv) {
-    const char *csv = NULL, *json = NULL;
+    const char *csv = NULL, *json = NULL, *baseline = NULL;
     const char **files = xcalloc((unsigned long)argc, sizeof(char *));
     int n = 0;
     for (int i = 1; i < argc; i++) {
@@ -273,6 +368,8 @@ int report_main(int argc, char **argv) {
         } else if ((!strcmp(argv[i], "--csv") || !strcmp(argv[i], "--json")) && i + 1 < argc) {
             *(argv[i][2] == 'c' ? &csv : &json) = argv[i + 1];
             i++;
+        } else if (!strcmp(argv[i], "--baseline") && i + 1 < argc) {
+            baseline = argv[++i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "tripar report: unknown or incomplete option %s\n", argv[i]);
             report_usage(stderr);
@@ -304,6 +401,15 @@ int report_main(int argc, char **argv) {
         if (n > 1) {
             printf("\n");
             print_comparison(stdout, s, n);
+        }
+        if (baseline) {
+            run_summary base;
+            if (summary_load(&base, baseline) != STATUS_OK) {
+                rc = TRIPAR_EXIT_USAGE;
+            } else {
+                if (print_baseline(stdout, &base, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
+                summary_free(&base);
+            }
         }
         if (csv && write_csv(csv, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
         if (json && write_json(json, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;

@@ -3,3 +3,6 @@
 #pragma once
 
 int run_main(int argc, char **argv, double process_start);
+
+/* `tripar commbench` (commbench.c), under mpirun like run. */
+int commbench_main(int argc, char **argv);

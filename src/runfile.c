@@ -35,7 +35,10 @@ struct runfile {
     char partial[JOB_PATH_MAX + 32];
     mesh_row *rows;      /* (size), identical on every rank */
     long long *event_rows; /* (size) rows in each rank's events table so far */
+    long *deferred;        /* this rank's events open at an earlier flush, written once ended */
+    long n_deferred, cap_deferred;
     int events_created;
+    int dp;              /* replicas, for the per-replica rates of /metrics */
 };
 
 static hid_t mesh_row_type(void) {
@@ -229,6 +232,7 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     rf->rows = xcalloc((unsigned long)rf->size, sizeof(mesh_row));
     MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, rf->rows, sizeof mine, MPI_BYTE, comm));
     rf->event_rows = xcalloc((unsigned long)rf->size, sizeof(long long));
+    rf->dp = MESH_DP(m);
 
     root_attrs_write(rf, j, m);
     mesh_write(rf);
@@ -313,13 +317,55 @@ static void events_create_all(runfile *rf, hid_t ftype) {
     rf->events_created = 1;
 }
 
+static void deferred_push(runfile *rf, long i) {
+    if (rf->n_deferred == rf->cap_deferred) {
+        rf->cap_deferred = rf->cap_deferred ? 2 * rf->cap_deferred : 8;
+        long *grown = realloc(rf->deferred, (size_t)rf->cap_deferred * sizeof(long));
+        CHECK(grown != NULL, "out of memory keeping %ld open events", rf->cap_deferred);
+        rf->deferred = grown;
+    }
+    rf->deferred[rf->n_deferred++] = i;
+}
+
+/* The events to append now: those open at an earlier flush that have ended since, then every
+ * event since the last flush that has ended. An event still open (the iteration enclosing the
+ * steps of a flush_every flush, say) is kept back for a later flush instead of holding back
+ * everything after it, so periodic flushes write the steps as they finish. Returns the rows
+ * (t->events itself when nothing is kept back, else *staged, which the caller frees). */
+static const timing_event *events_collect(runfile *rf, timer *t, long long *n,
+                                          timing_event **staged) {
+    timer_resolve(t);
+    *staged = NULL;
+    int any_open = rf->n_deferred > 0;
+    for (long i = t->flushed; i < t->count && !any_open; i++) any_open = timer_event_open(t, i);
+    if (!any_open) { /* the common case: one contiguous run of ended events */
+        *n = t->count - t->flushed;
+        const timing_event *rows = t->events + t->flushed;
+        t->flushed = t->count;
+        return rows;
+    }
+    *staged = xmalloc((size_t)(rf->n_deferred + t->count - t->flushed + 1) * sizeof(timing_event));
+    long k = 0, kept = 0;
+    for (long d = 0; d < rf->n_deferred; d++) {
+        long i = rf->deferred[d];
+        if (timer_event_open(t, i)) rf->deferred[kept++] = i;
+        else (*staged)[k++] = t->events[i];
+    }
+    rf->n_deferred = kept;
+    for (long i = t->flushed; i < t->count; i++) {
+        if (timer_event_open(t, i)) deferred_push(rf, i);
+        else (*staged)[k++] = t->events[i];
+    }
+    t->flushed = t->count;
+    *n = k;
+    return *staged;
+}
+
 void runfile_write_events(runfile *rf, timer *t) {
     if (!rf || rf->file < 0) return;
     long long fresh = 0;
-    if (t) {
-        timer_resolve(t);
-        fresh = t->resolved - t->flushed; /* only whole events: an open one waits */
-    }
+    timing_event *staged = NULL;
+    const timing_event *rows = t ? events_collect(rf, t, &fresh, &staged) : NULL;
     long long *counts = xcalloc((unsigned long)rf->size, sizeof(long long));
     MPI_CHECK(MPI_Allgather(&fresh, 1, MPI_LONG_LONG, counts, 1, MPI_LONG_LONG, rf->comm));
 
@@ -341,14 +387,14 @@ void runfile_write_events(runfile *rf, timer *t) {
             hsize_t start[1] = {(hsize_t)rf->event_rows[r]}, count[1] = {(hsize_t)fresh};
             H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
             hid_t mspace = H5Screate_simple(1, count, NULL);
-            H5_CHECK(H5Dwrite(d, mtype, mspace, fspace, rf->dxpl_indep, t->events + t->flushed));
+            H5_CHECK(H5Dwrite(d, mtype, mspace, fspace, rf->dxpl_indep, rows));
             H5Sclose(mspace);
             H5Sclose(fspace);
         }
         H5Dclose(d);
         rf->event_rows[r] += counts[r];
     }
-    if (t) t->flushed += fresh;
+    free(staged);
     H5Tclose(ftype);
     H5Tclose(mtype);
     free(counts);
@@ -375,6 +421,9 @@ void runfile_write_events(runfile *rf, timer *t) {
     h5_attr_write_string(timings, "level", timings_level_name((timings_level)level0));
     H5Gclose(timings);
     mesh_write(rf);
+    /* Without a flush the superblock and the metadata stay in memory, and a job killed
+     * (SIGKILL, node loss) leaves a file no reader can open: flush_every would keep nothing. */
+    H5_CHECK(H5Fflush(rf->file, H5F_SCOPE_GLOBAL));
     free(all);
     free(offsets);
     free(uncert);
@@ -441,6 +490,39 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     double requests_per_s = n > 0 && mean_latency > 0 ? scalars[5] / mean_latency : 0;
     h5_attr_write_double(g, "tokens_per_s", tokens_per_s);
     h5_attr_write_double(g, "requests_per_s", requests_per_s);
+    /* Per rank divides by the world size, per replica by dp: the rate one GPU (or one model
+     * copy) contributes. The percentiles are the rates at the latency percentiles, so p99 is
+     * the slow tail: tokens_per_s_p99 = generated_tokens / latency_p99. */
+    double replicas = rf->dp > 0 ? rf->dp : 1;
+    h5_attr_write_int(g, "replicas", (long long)replicas);
+    h5_attr_write_double(g, "tokens_per_s_per_rank", tokens_per_s / rf->size);
+    h5_attr_write_double(g, "requests_per_s_per_rank", requests_per_s / rf->size);
+    h5_attr_write_double(g, "tokens_per_s_per_replica", tokens_per_s / replicas);
+    h5_attr_write_double(g, "requests_per_s_per_replica", requests_per_s / replicas);
+    {
+        double *sorted = xcalloc((unsigned long)(n > 0 ? n : 1), sizeof(double));
+        if (n > 0) memcpy(sorted, series, (size_t)n * sizeof(double));
+        stats_sort(sorted, n);
+        static const struct { const char *suffix; double q; } tails[] = {
+            {"p50", 50}, {"p90", 90}, {"p99", 99}};
+        for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+            double lat = stats_percentile(sorted, n, tails[i].q);
+            char attr[64];
+            snprintf(attr, sizeof attr, "tokens_per_s_%s", tails[i].suffix);
+            h5_attr_write_double(g, attr, n > 0 && lat > 0 ? scalars[4] / lat : 0);
+            snprintf(attr, sizeof attr, "requests_per_s_%s", tails[i].suffix);
+            h5_attr_write_double(g, attr, n > 0 && lat > 0 ? scalars[5] / lat : 0);
+        }
+        free(sorted);
+    }
+    /* warm start: the first token of a measured (warm) iteration, next to cold_start_seconds */
+    {
+        double *sorted = xcalloc((unsigned long)(n > 0 ? n : 1), sizeof(double));
+        if (n > 0) memcpy(sorted, series + n, (size_t)n * sizeof(double));
+        stats_sort(sorted, n);
+        h5_attr_write_double(g, "warm_start_seconds", stats_percentile(sorted, n, 50));
+        free(sorted);
+    }
     double peak_max = 0;
     for (int r = 0; r < rf->size; r++) peak_max = peak[r] > peak_max ? peak[r] : peak_max;
     h5_attr_write_double(g, "peak_memory_bytes_max", peak_max);
@@ -449,11 +531,28 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     free(peak);
 }
 
+void runfile_write_series(runfile *rf, const char *path, const double *values, long n) {
+    if (!rf || rf->file < 0) return;
+    long long count = rf->rank == 0 ? n : 0;
+    MPI_CHECK(MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, rf->comm));
+    write_rank0_1d(rf, path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, (long)count,
+                   rf->rank == 0 ? values : NULL);
+}
+
+void runfile_write_scalar(runfile *rf, const char *group_path, const char *name, double value) {
+    if (!rf || rf->file < 0) return;
+    MPI_CHECK(MPI_Bcast(&value, 1, MPI_DOUBLE, 0, rf->comm));
+    hid_t g = h5_group_open_or_create(rf->file, group_path);
+    h5_attr_write_double(g, name, value);
+    H5Gclose(g);
+}
+
 static void runfile_release(runfile *rf) {
     if (rf->dxpl_coll > 0) H5Pclose(rf->dxpl_coll);
     if (rf->dxpl_indep > 0) H5Pclose(rf->dxpl_indep);
     free(rf->rows);
     free(rf->event_rows);
+    free(rf->deferred);
     free(rf);
 }
 

@@ -54,6 +54,12 @@ void runfile_write_events(runfile *rf, timer *t);
 /* /metrics. */
 void runfile_write_metrics(runfile *rf, const run_metrics *metrics);
 
+/* A float64 1-D dataset at path (e.g. "metrics/arrival/latency") holding rank 0's n values,
+ * and a float64 attribute of the group at group_path (created when absent) holding rank 0's
+ * value. Collective; the other ranks' arguments are ignored. */
+void runfile_write_series(runfile *rf, const char *path, const double *values, long n);
+void runfile_write_scalar(runfile *rf, const char *group_path, const char *name, double value);
+
 /* Sets complete=1 as the last write, closes and renames PATH.partial to PATH. Collective. */
 void runfile_finish(runfile *rf);
 /* Flushes and closes leaving complete=0 (signal or failure path). Collective when possible. */

@@ -195,3 +195,6 @@ void timer_resolve(timer *t) {
     t->resolved = first_open >= 0 ? first_open : t->count;
 }
 
+int timer_event_open(const timer *t, long i) {
+    return i >= 0 && i < t->count && t->mark_slots[2 * i + 1] == SLOT_OPEN;
+}

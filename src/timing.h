@@ -89,6 +89,8 @@ void timer_end(timer *t, int handle);
 void timer_add_host(timer *t, phase p, int step, int microbatch, int layer, double t0, double t1);
 /* Converts pending backend marks into times (may synchronise the backend). */
 void timer_resolve(timer *t);
+/* Whether event i was begun and has not been ended yet (its times are not final). */
+int timer_event_open(const timer *t, long i);
 /* Seconds since the run's start on rank 0's clock, now. */
 double timer_now(const timer *t);
 

@@ -2,7 +2,7 @@
 """Plots from tripar run files (docs/schema.md): a per-rank timeline, phase breakdowns across
 strategies, and throughput/efficiency scaling over a study folder.
 
-  plot.py timeline RUN.h5 -o timeline.png [--iteration N]
+  plot.py timeline RUN.h5 -o timeline.png [--iteration N] [--full]
   plot.py phases RUN1.h5 RUN2.h5 ... -o phases.png
   plot.py scaling STUDY_DIR -o scaling.png
 """
@@ -87,6 +87,7 @@ def cmd_timeline(args):
     fig, ax = plt.subplots(figsize=(13, fig_h))
     seen = []
     t_max = 0.0
+    t_gen = []  # where generation starts on each rank: model setup (weight_init) comes first
     for r, ev in enumerate(events):
         if ev is None or len(ev["phase"]) == 0:
             continue
@@ -95,9 +96,12 @@ def cmd_timeline(args):
             keep = ev["iteration"] == args.iteration
         y = world - 1 - r  # rank 0 on top
         for name in np.unique(ev["phase"][keep]):
+            if name == "weight_init" and not args.full:
+                continue  # setup, off the zoomed axis (see below)
             sel = keep & (ev["phase"] == name)
             starts, ends = ev["t_start"][sel], ev["t_end"][sel]
             t_max = max(t_max, float(ends.max()))
+            t_gen.append(float(starts.min()))
             if name in SPANS:
                 band = (y + 0.36, 0.08)  # thin band on top: where steps begin and end
             elif name in COMM or name in WAIT:
@@ -112,7 +116,11 @@ def cmd_timeline(args):
     ax.set_yticks([world - 1 - r for r in range(world)])
     ax.set_yticklabels(labels, fontsize=9)
     ax.set_ylim(-0.6, world - 0.4)
-    ax.set_xlim(0, t_max * 1.01 if t_max > 0 else 1)
+    # Setup can take far longer than the generation it precedes; unless asked for, zoom on
+    # the generation so its steps are not squeezed into a sliver at the right edge.
+    t_min = 0.0 if args.full or not t_gen else min(t_gen)
+    pad = 0.01 * (t_max - t_min) if t_max > t_min else 1.0
+    ax.set_xlim(max(0.0, t_min - pad) if t_min > 0 else 0.0, t_max + pad)
     ax.set_xlabel("time since run start (s, rank 0 clock)")
     ax.set_title(title + ("" if complete else "  [INCOMPLETE]"))
     ax.grid(axis="x", alpha=0.3)
@@ -152,17 +160,24 @@ def cmd_phases(args):
     # identical strategies (repeats) are told apart by file name
     runs = [(label + "\n" + os.path.basename(path) if labels.count(label) > 1 else label, t)
             for (label, t), path in zip(runs, args.runs)]
-    names = [p for p in PHASE_COLORS if p not in SPANS and any(p in t for _, t in runs)]
+    # The main bar stacks compute and the time blocked on communication, which do not overlap,
+    # so it reads against the step wall time. Communication in flight (tp_allreduce, pp_send,
+    # dp_gather) overlaps both (tp_wait is part of tp_allreduce), so it gets a thin bar beside.
+    present = [p for p in PHASE_COLORS if p not in SPANS and any(p in t for _, t in runs)]
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(runs) + 4), 5.5))
     x = np.arange(len(runs))
-    bottom = np.zeros(len(runs))
-    for name in names:
-        h = np.array([t.get(name, 0.0) for _, t in runs])
-        ax.bar(x, h, 0.6, bottom=bottom, color=PHASE_COLORS[name], label=name)
-        bottom += h
+    for names, offset, width, hatch in (([p for p in present if p not in COMM], -0.08, 0.56, None),
+                                        ([p for p in present if p in COMM], 0.3, 0.14, "//")):
+        bottom = np.zeros(len(runs))
+        for name in names:
+            h = np.array([t.get(name, 0.0) for _, t in runs])
+            ax.bar(x + offset, h, width, bottom=bottom, color=PHASE_COLORS[name], hatch=hatch,
+                   edgecolor="white" if hatch else None, linewidth=0,
+                   label=name + (" (in flight, thin bar)" if hatch else ""))
+            bottom += h
     steps = [t.get("step", 0.0) for _, t in runs]
     if any(steps):
-        ax.scatter(x, steps, marker="_", s=900, color="black", zorder=3,
+        ax.scatter(x - 0.08, steps, marker="_", s=900, color="black", zorder=3,
                    label="step wall time")
     ax.set_xticks(x)
     ax.set_xticklabels([label for label, _ in runs], rotation=20, ha="right", fontsize=9)
@@ -244,6 +259,8 @@ def main(argv=None):
     t.add_argument("run")
     t.add_argument("-o", "--out", required=True)
     t.add_argument("--iteration", type=int, default=None, help="only this iteration's events")
+    t.add_argument("--full", action="store_true",
+                   help="start the axis at 0 to show model setup (weight_init) too")
     t.set_defaults(fn=cmd_timeline)
     ph = sub.add_parser("phases", help="stacked phase bars per run")
     ph.add_argument("runs", nargs="+")

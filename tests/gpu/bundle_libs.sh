@@ -15,6 +15,7 @@ BUILD=${1:-build-cuda}
 DEST=${2:-build-gpu}
 [[ -x $BUILD/tripar ]] || { echo "bundle_libs: $BUILD/tripar not found (build first)" >&2; exit 2; }
 BUILD=$(cd "$BUILD" && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/libs"
 DEST=$(cd "$DEST" && pwd)
@@ -42,10 +43,10 @@ cp "$BUILD/tripar" "$DEST/bin/"
 copy_deps "$BUILD/tripar"
 : >"$DEST/gpu_tests.tsv"
 if (cd "$BUILD" && ctest -N -L gpu --show-only=json-v1) >"$DEST/.ctest.json" 2>/dev/null; then
-    /usr/bin/python3 - "$DEST/.ctest.json" "$BUILD" "$DEST" <<'PY' >"$DEST/.exes"
+    /usr/bin/python3 - "$DEST/.ctest.json" "$BUILD" "$DEST" "$SRC" <<'PY' >"$DEST/.exes"
 import json, os, sys
 data = json.load(open(sys.argv[1]))
-build, dest = sys.argv[2], sys.argv[3]
+build, dest, src = sys.argv[2], sys.argv[3], sys.argv[4]
 with open(os.path.join(dest, "gpu_tests.tsv"), "w") as out:
     for t in data.get("tests", []):
         cmd = t.get("command") or []
@@ -56,9 +57,15 @@ with open(os.path.join(dest, "gpu_tests.tsv"), "w") as out:
             base = os.path.basename(w)
             if base in ("mpiexec", "mpirun", "orterun"):
                 words.append("mpirun")
-            elif os.path.isabs(w) and w.startswith(build) and os.path.isfile(w):
+            elif os.path.isabs(w) and w.startswith(build + "/") and os.path.isfile(w):
                 print(w)  # an executable of the build: copied into bin/
                 words.append("bin/" + base)
+            elif os.path.isabs(w) and w.startswith(build + "/"):
+                words.append("$TMPDIR/" + os.path.relpath(w, build))  # a work dir of a test
+            elif os.path.isabs(w) and w.startswith(src + "/"):
+                # a script of the source tree: the GPU machine has its own copy of the tree,
+                # and device_check.sh exports TRIPAR_SOURCE_DIR (the manifest runs in bash -c)
+                words.append("$TRIPAR_SOURCE_DIR/" + os.path.relpath(w, src))
             else:
                 words.append(w)
         out.write(t["name"] + "\t" + " ".join(words) + "\n")

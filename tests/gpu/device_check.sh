@@ -89,7 +89,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
 # one node, no fabric: shared memory only, and quiet about fabric plugins that cannot load
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl='^ofi,psm,psm2' OMPI_MCA_osc='^ucx'
 export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_rmaps_base_oversubscribe=1
-export TRIPAR_SOURCE_DIR=$ROOT TRIPAR_BIN=$B/bin/tripar OPENBLAS_NUM_THREADS=1
+export TRIPAR_SOURCE_DIR=$ROOT TRIPAR_BIN=$B/bin/tripar OPENBLAS_NUM_THREADS=1 MPIEXEC=mpirun
+export TMPDIR=${TMPDIR:-/tmp}
 
 {
     echo "=== LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
@@ -117,35 +118,76 @@ else
         [[ -n $name ]] || continue
         # word splitting of cmd is intended: the manifest holds simple space-separated commands
         # shellcheck disable=SC2086
-        step "$TESTLOG" 240 "test $name" bash -c "cd '$B' && exec $cmd"
+        # stdin from /dev/null: mpirun would otherwise swallow the rest of the manifest
+        step "$TESTLOG" 240 "test $name" bash -c "cd '$B' && exec $cmd" </dev/null
     done <"$B/gpu_tests.tsv"
 fi
 
 # --- (d) benchmarks ------------------------------------------------------------------------------
-# TODO(lead): fill in the exact `tripar run` lines once the job keys are final. Intended runs,
-# each with a short bench section so all of them fit the budget (GPT-2 124M: 12 layers, 12 heads,
-# embd 768, vocab 50257, ctx 1024; "1.3B": 24 layers, 16 heads (or 32), embd 2048):
-#   bench gpt2-124m-fp32  run jobs/gpu_gpt2_124m.yaml --set backend=cuda --set model.precision=fp32
-#   bench gpt2-124m-bf16  run jobs/gpu_gpt2_124m.yaml --set backend=cuda --set model.precision=bf16
-#   bench gpt-1.3b-fp32   run jobs/gpu_gpt_1p3b.yaml  --set backend=cuda --set model.precision=fp32
-#   bench gpt-1.3b-bf16   run jobs/gpu_gpt_1p3b.yaml  --set backend=cuda --set model.precision=bf16
-#   bench tokens-vs-cpu   (tiny job, backend cpu then cuda, then `tripar diff` of the two runs)
-# with --set bench.warmup=1 --set bench.iterations=3 --set record.timings=phase and
-# --out "$RUNS/<name>.h5"; then `tripar report "$RUNS"/*.h5` into the bench log.
+# GPT-2 124M (jobs/bench-gpt2-124m.yaml: 512-token prompt, 128 new tokens, batch 1) and a
+# 1.3B-class shape (24 layers, embd 2048, 16 heads), fp32 and bf16, CUDA graphs off and on.
+# Synthetic weights are filled on the host (single-threaded, about a minute for 1.3B), so the
+# most telling runs go first and `step` skips what no longer fits the budget. bench.roofline
+# measures host cblas, not the GPU: it is off here; the table derives the model's achieved
+# FLOP rate from prefill tokens/s (2 FLOP per parameter per token) and the weight-streaming
+# rate from TPOT instead.
 RUNS=$OUT/runs
 mkdir -p "$RUNS"
 bench() { # bench NAME tripar-args...
     local name=$1
     shift
     step "$BENCHLOG" 150 "bench $name" "$B/bin/tripar" "$@" --out "$RUNS/$name.h5"
+    # the table below reads each run's own output
+    awk -v n="$name" '$0 ~ "^=== bench " n ":" {keep=1; next} /^=== /{keep=0} keep' "$BENCHLOG" \
+        >"$RUNS/$name.log"
 }
 if [[ -z ${SKIP_BENCH:-} ]]; then
-    # TODO(lead): replace with the intended lines above.
-    bench tiny-cuda run jobs/tiny.yaml --set backend=cuda
+    G=(run jobs/bench-gpt2-124m.yaml --set backend.kind=cuda --set bench.roofline=false
+        --set bench.warmup=1 --set bench.iterations=3)
+    XL=(run jobs/bench-gpt2-124m.yaml --set backend.kind=cuda --set bench.roofline=false
+        --set model.synthetic.layers=24 --set model.synthetic.embd=2048
+        --set model.synthetic.heads=16 --set generate.new_tokens=64
+        --set bench.warmup=1 --set bench.iterations=2)
+    for prec in fp32 bf16; do
+        for graphs in false true; do
+            bench "gpt2-124m-$prec-graphs-$graphs" "${G[@]}" --set model.precision=$prec \
+                --set backend.cuda_graphs=$graphs
+        done
+    done
+    for prec in bf16 fp32; do
+        for graphs in false true; do
+            bench "gpt-1.3b-$prec-graphs-$graphs" "${XL[@]}" --set model.precision=$prec \
+                --set backend.cuda_graphs=$graphs
+        done
+    done
+    for base in gpt2-124m-fp32 gpt2-124m-bf16 gpt-1.3b-bf16 gpt-1.3b-fp32; do
+        [[ -f $RUNS/$base-graphs-false.h5 && -f $RUNS/$base-graphs-true.h5 ]] || continue
+        step "$BENCHLOG" 30 "tokens $base graphs on = off" "$B/bin/tripar" diff \
+            "$RUNS/$base-graphs-false.h5" "$RUNS/$base-graphs-true.h5" --rtol 0
+    done
+    {
+        echo
+        printf '%-30s %10s %14s %10s %12s %12s\n' run params prefill_tok/s TPOT_ms \
+            model_TFLOP/s weights_GB/s
+        for log in "$RUNS"/*.log; do
+            [[ -f $log ]] || continue
+            name=$(basename "$log" .log)
+            awk -v n="$name" '
+                /M params\)/ { s = $0; sub(/.*\(/, "", s); sub(/M params.*/, "", s); params = s * 1e6 }
+                /^  prefill/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "tokens/s") ptok = $i }
+                /TPOT p50/ { for (i = 1; i <= NF; i++) if ($i == "TPOT") tpot = $(i + 2) }
+                END {
+                    bytes = (n ~ /bf16/) ? 2 : 4
+                    tf = params * 2 * ptok / 1e12
+                    bw = (tpot > 0) ? params * bytes / (tpot / 1e3) / 1e9 : 0
+                    printf "%-30s %9.0fM %14.1f %10.3f %12.2f %12.1f\n", n, params / 1e6, ptok, tpot, tf, bw
+                }' "$log"
+        done
+    } | tee -a "$SUMMARY" >>"$BENCHLOG"
     ls "$RUNS"/*.h5 >/dev/null 2>&1 && step "$BENCHLOG" 30 "report" "$B/bin/tripar" report "$RUNS"/*.h5
 fi
 # The device tool returns at most 8 files: pack the run files into one.
-if ls "$RUNS"/*.h5 >/dev/null 2>&1; then
+if ls "$RUNS"/* >/dev/null 2>&1; then
     tar -C "$OUT" -czf "$OUT/runs.tar.gz" runs && rm -rf "$RUNS"
 else
     rmdir "$RUNS" 2>/dev/null

@@ -1,0 +1,246 @@
+/* The staged MPI comm backend: device buffers travel through page-locked host memory, so plain
+ * MPI (no CUDA-aware build, several ranks sharing one GPU) can serve the CUDA backend. Every
+ * operation synchronises the compute stream first, so it is host-blocking, not stream-ordered. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "comm_setup.h"
+#include "cuda_extra.h"
+
+/* One staging buffer. A slot is held by one pending isend/irecv from post to completion;
+ * handle in comm_req is the slot index + 1 (the slot table may move when it grows). */
+typedef struct {
+    void *host;        /* (bytes) page-locked on cuda */
+    size_t bytes;
+    int busy;
+    void *device;      /* irecv: the device buffer the message is copied into on completion */
+    size_t msg_bytes;
+} staged_slot;
+
+typedef struct {
+    MPI_Comm mpi;      /* not owned: the mesh frees it */
+    const backend *be; /* copies go through its ops, which order after its compute stream */
+    int pinned;        /* cuda: cudaHostAlloc; cpu (tests): plain memory */
+    int size, rank;
+    staged_slot *slots;
+    int n_slots;
+    staged_slot sync;  /* blocking collectives */
+    long grows;        /* buffers allocated after init: 0 when init was sized right */
+} staged_ctx;
+
+static void *host_alloc(staged_ctx *ctx, size_t bytes) {
+    return ctx->pinned ? backend_cuda_host_alloc(bytes) : xcalloc(1, bytes ? bytes : 1);
+}
+
+static void host_free(staged_ctx *ctx, void *ptr) {
+    if (ctx->pinned) backend_cuda_host_free(ptr);
+    else free(ptr);
+}
+
+/* Makes slot hold at least bytes. Growing frees and reallocates: pinned allocation is slow
+ * and synchronises the device, so init sizes slots for the largest message the engine sends
+ * (the prefill's), and the decode loop never gets here. */
+static void slot_reserve(staged_ctx *ctx, staged_slot *s, size_t bytes, int counted) {
+    if (s->host && s->bytes >= bytes) return;
+    host_free(ctx, s->host);
+    s->host = host_alloc(ctx, bytes);
+    s->bytes = bytes;
+    ctx->grows += counted;
+}
+
+static int slot_acquire(staged_ctx *ctx, size_t bytes) {
+    int pick = -1;
+    for (int i = 0; i < ctx->n_slots && pick < 0; i++)
+        if (!ctx->slots[i].busy && ctx->slots[i].bytes >= bytes) pick = i;
+    for (int i = 0; i < ctx->n_slots && pick < 0; i++)
+        if (!ctx->slots[i].busy) pick = i;
+    if (pick < 0) {
+        staged_slot *grown = realloc(ctx->slots, (size_t)(ctx->n_slots + 1) * sizeof *grown);
+        CHECK(grown != NULL, "comm: mpi-staged: out of host memory for slot %d", ctx->n_slots);
+        ctx->slots = grown;
+        pick = ctx->n_slots++;
+        memset(&ctx->slots[pick], 0, sizeof ctx->slots[pick]);
+    }
+    staged_slot *s = &ctx->slots[pick];
+    slot_reserve(ctx, s, bytes, 1);
+    s->busy = 1;
+    s->device = NULL;
+    s->msg_bytes = bytes;
+    return pick;
+}
+
+static staged_slot *slot_of(staged_ctx *ctx, const comm_req *req) {
+    intptr_t index = (intptr_t)req->handle - 1;
+    CHECK(index >= 0 && index < ctx->n_slots, "comm: mpi-staged: request without a slot");
+    return &ctx->slots[index];
+}
+
+static MPI_Datatype mpi_type(comm_type type) {
+    switch (type) {
+    case COMM_FLOAT: return MPI_FLOAT;
+    case COMM_INT32: return MPI_INT;
+    case COMM_BYTE: return MPI_BYTE;
+    }
+    return MPI_BYTE;
+}
+
+static int count_int(size_t count) {
+    CHECK(count <= 0x7fffffff, "message of %zu elements exceeds MPI's int count", count);
+    return (int)count;
+}
+
+static void to_host(staged_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    if (bytes) ctx->be->ops->copy_to_host(ctx->be->ctx, dst, src, bytes);
+}
+
+static void to_device(staged_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    if (bytes) ctx->be->ops->copy_to_device(ctx->be->ctx, dst, src, bytes);
+}
+
+/* The backend's copies wait for the compute stream, so the data is what the kernels queued
+ * before this call wrote; the copy back completes before it returns. */
+static void staged_allreduce_sum(void *vctx, float *buf, size_t count) {
+    staged_ctx *ctx = vctx;
+    size_t bytes = count * sizeof(float);
+    slot_reserve(ctx, &ctx->sync, bytes, 1);
+    to_host(ctx, ctx->sync.host, buf, bytes);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ctx->sync.host, count_int(count), MPI_FLOAT, MPI_SUM,
+                            ctx->mpi));
+    to_device(ctx, buf, ctx->sync.host, bytes);
+}
+
+/* Completes before returning (req stays inactive): a host-staged all-reduce cannot overlap the
+ * compute stream without a progress thread, and the forward pass then simply finds it done. */
+static void staged_iallreduce_sum(void *vctx, float *buf, size_t count, comm_req *req) {
+    staged_allreduce_sum(vctx, buf, count);
+    req->active = 0;
+}
+
+static void staged_allgather(void *vctx, void *recv, const void *send, size_t count,
+                             comm_type type) {
+    staged_ctx *ctx = vctx;
+    size_t bytes = count * comm_type_size(type);
+    slot_reserve(ctx, &ctx->sync, bytes * (size_t)ctx->size, 1);
+    char *host = ctx->sync.host;
+    to_host(ctx, host + (size_t)ctx->rank * bytes, send, bytes);
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, count_int(count),
+                            mpi_type(type), ctx->mpi));
+    to_device(ctx, recv, host, bytes * (size_t)ctx->size);
+}
+
+static void staged_bcast(void *vctx, void *buf, size_t count, comm_type type, int root) {
+    staged_ctx *ctx = vctx;
+    size_t bytes = count * comm_type_size(type);
+    slot_reserve(ctx, &ctx->sync, bytes, 1);
+    if (ctx->rank == root) to_host(ctx, ctx->sync.host, buf, bytes);
+    MPI_CHECK(MPI_Bcast(ctx->sync.host, count_int(count), mpi_type(type), root, ctx->mpi));
+    if (ctx->rank != root) to_device(ctx, buf, ctx->sync.host, bytes);
+}
+
+/* The send buffer is copied out at once, so the caller may reuse buf when this returns; the
+ * slot stays held until the MPI send completes. */
+static void staged_isend(void *vctx, const void *buf, size_t count, comm_type type, int peer,
+                         int tag, comm_req *req) {
+    staged_ctx *ctx = vctx;
+    size_t bytes = count * comm_type_size(type);
+    int index = slot_acquire(ctx, bytes);
+    to_host(ctx, ctx->slots[index].host, buf, bytes);
+    MPI_CHECK(MPI_Isend(ctx->slots[index].host, count_int(count), mpi_type(type), peer, tag,
+                        ctx->mpi, &req->mpi));
+    req->handle = (void *)(intptr_t)(index + 1);
+    req->active = 1;
+}
+
+/* The message lands in the slot; completion (test or wait) copies it into buf. A receive
+ * cancelled through req->mpi (a stop signal) keeps its slot: the run is ending. */
+static void staged_irecv(void *vctx, void *buf, size_t count, comm_type type, int peer, int tag,
+                         comm_req *req) {
+    staged_ctx *ctx = vctx;
+    size_t bytes = count * comm_type_size(type);
+    int index = slot_acquire(ctx, bytes);
+    ctx->slots[index].device = buf;
+    MPI_CHECK(MPI_Irecv(ctx->slots[index].host, count_int(count), mpi_type(type), peer, tag,
+                        ctx->mpi, &req->mpi));
+    req->handle = (void *)(intptr_t)(index + 1);
+    req->active = 1;
+}
+
+static void staged_complete(staged_ctx *ctx, comm_req *req) {
+    staged_slot *s = slot_of(ctx, req);
+    if (s->device) to_device(ctx, s->device, s->host, s->msg_bytes);
+    s->busy = 0;
+    s->device = NULL;
+    req->handle = NULL;
+    req->active = 0;
+}
+
+static int staged_test(void *vctx, comm_req *req) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    if (done) staged_complete(vctx, req);
+    return done;
+}
+
+static void staged_wait(void *vctx, comm_req *req) {
+    MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
+    staged_complete(vctx, req);
+}
+
+static void staged_barrier(void *vctx) {
+    staged_ctx *ctx = vctx;
+    ctx->be->ops->synchronize(ctx->be->ctx);
+    MPI_CHECK(MPI_Barrier(ctx->mpi));
+}
+
+static const comm_ops staged_ops = {
+    .name = "mpi-staged",
+    .allreduce_sum = staged_allreduce_sum,
+    .iallreduce_sum = staged_iallreduce_sum,
+    .allgather = staged_allgather,
+    .bcast = staged_bcast,
+    .isend = staged_isend,
+    .irecv = staged_irecv,
+    .test = staged_test,
+    .wait = staged_wait,
+    .barrier = staged_barrier,
+};
+
+void comm_staged_init(comm *c, MPI_Comm mpi_comm, const backend *be, size_t max_bytes,
+                      int slots) {
+    staged_ctx *ctx = xcalloc(1, sizeof *ctx);
+    ctx->mpi = mpi_comm;
+    ctx->be = be;
+    ctx->pinned = backend_cuda_stream(be) != NULL;
+    MPI_CHECK(MPI_Comm_size(mpi_comm, &ctx->size));
+    MPI_CHECK(MPI_Comm_rank(mpi_comm, &ctx->rank));
+    // a group of one never communicates: no staging memory
+    if (ctx->size > 1) {
+        slot_reserve(ctx, &ctx->sync, max_bytes, 0);
+        ctx->n_slots = slots > 0 ? slots : 0;
+        ctx->slots = xcalloc((size_t)(ctx->n_slots ? ctx->n_slots : 1), sizeof *ctx->slots);
+        for (int i = 0; i < ctx->n_slots; i++) slot_reserve(ctx, &ctx->slots[i], max_bytes, 0);
+    }
+    c->ops = &staged_ops;
+    c->ctx = ctx;
+    c->mpi = mpi_comm;
+    c->size = ctx->size;
+    c->rank = ctx->rank;
+    c->stream_ordered = 0;
+}
+
+long comm_staged_grows(const comm *c) {
+    return c->ops == &staged_ops ? ((const staged_ctx *)c->ctx)->grows : 0;
+}
+
+void comm_staged_free(comm *c) {
+    staged_ctx *ctx = c->ctx;
+    if (!ctx) return;
+    for (int i = 0; i < ctx->n_slots; i++) host_free(ctx, ctx->slots[i].host);
+    free(ctx->slots);
+    host_free(ctx, ctx->sync.host);
+    free(ctx);
+    c->ctx = NULL;
+    c->ops = NULL;
+}
