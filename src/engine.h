@@ -78,7 +78,8 @@ typedef struct {
     int32_t *tok_send[ENGINE_MAX_MICRO], *tok_recv[ENGINE_MAX_MICRO];
     comm_req send_req[ENGINE_MAX_MICRO], recv_req[ENGINE_MAX_MICRO];
     comm_req tok_send_req[ENGINE_MAX_MICRO], tok_recv_req[ENGINE_MAX_MICRO];
-    int recv_slot[ENGINE_MAX_MICRO];
+    float *deferred_recv[ENGINE_MAX_MICRO]; /* stream-ordered receives not yet enqueued */
+    size_t deferred_count[ENGINE_MAX_MICRO];
     comm_req chunk_req[64];
 
     activation_point *points;

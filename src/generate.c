@@ -305,6 +305,30 @@ static void wait_timed(engine *e, comm *c, comm_req *req, phase p, int step, int
     timer_add_host(e->tm, p, step, mb, TIMER_NO_LAYER, t0, timer_host_seconds());
 }
 
+/* Posts the receive of micro-batch mb's activations from the previous stage. An MPI receive is
+ * posted at once, so the message can land while this stage computes. A stream-ordered comm
+ * (NCCL) enqueues work that cannot be cancelled, so its receive is enqueued just before it is
+ * waited on: the stream still overlaps it with queued compute, and a stop leaves nothing
+ * behind. */
+static void post_stage_recv(engine *e, float *buf, size_t count, int prev, int mb) {
+    comm *ppc = e->pp;
+    if (ppc->stream_ordered) {
+        e->deferred_recv[mb] = buf;
+        e->deferred_count[mb] = count;
+        return;
+    }
+    ppc->ops->irecv(ppc->ctx, buf, count, COMM_FLOAT, prev, mb, &e->recv_req[mb]);
+}
+
+static void wait_stage_recv(engine *e, int prev, int step, int mb) {
+    if (e->deferred_recv[mb]) {
+        e->pp->ops->irecv(e->pp->ctx, e->deferred_recv[mb], e->deferred_count[mb], COMM_FLOAT,
+                          prev, mb, &e->recv_req[mb]);
+        e->deferred_recv[mb] = NULL;
+    }
+    wait_timed(e, e->pp, &e->recv_req[mb], PHASE_PP_RECV_WAIT, step, mb);
+}
+
 /* Leaves the step loop cleanly: sends finish, receives posted for a step that will never run
  * are cancelled. */
 static void drain_pending(engine *e, comm_req send_req[][2]) {
@@ -312,8 +336,9 @@ static void drain_pending(engine *e, comm_req send_req[][2]) {
         comm_wait(e->pp, &send_req[mb][0]);
         comm_wait(e->pp, &send_req[mb][1]);
         comm_wait(engine_pp_host(e), &e->tok_send_req[mb]);
+        e->deferred_recv[mb] = NULL; /* never enqueued */
         comm_req *pending[2] = {&e->recv_req[mb], &e->tok_recv_req[mb]};
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < 2; k++) /* both MPI here: stream-ordered receives are deferred */
             if (pending[k]->active) {
                 MPI_CHECK(MPI_Cancel(&pending[k]->mpi));
                 MPI_CHECK(MPI_Wait(&pending[k]->mpi, MPI_STATUS_IGNORE));
@@ -357,9 +382,9 @@ int engine_generate(engine *e, int iteration, int capture) {
         slot[mb] = 0;
         e->tok_send_req[mb].active = e->tok_recv_req[mb].active = e->recv_req[mb].active = 0;
         /* Receives for the prefill are posted before any compute. */
+        e->deferred_recv[mb] = NULL;
         if (!g->first_stage)
-            ppc->ops->irecv(ppc->ctx, e->stage_buf[mb][0], (size_t)e->mb_size[mb] * T * C,
-                            COMM_FLOAT, prev, mb, &e->recv_req[mb]);
+            post_stage_recv(e, e->stage_buf[mb][0], (size_t)e->mb_size[mb] * T * C, prev, mb);
     }
 
     for (int step = 0; step < steps; step++) {
@@ -379,7 +404,7 @@ int engine_generate(engine *e, int iteration, int capture) {
                 wait_timed(e, ppc, &send_req[mb][slot[mb]], PHASE_PP_SEND, step, mb);
                 embed_microbatch(e, x, mb, step, n_new, pos0);
             } else {
-                wait_timed(e, ppc, &e->recv_req[mb], PHASE_PP_RECV_WAIT, step, mb);
+                wait_stage_recv(e, prev, step, mb);
             }
 
             engine_step_forward(e, x, mb, step, n_new, pos0);
@@ -394,8 +419,7 @@ int engine_generate(engine *e, int iteration, int capture) {
             }
             if (!g->first_stage && step + 1 < steps) { /* post the next receive now */
                 wait_timed(e, ppc, &send_req[mb][slot[mb]], PHASE_PP_SEND, step, mb);
-                ppc->ops->irecv(ppc->ctx, e->stage_buf[mb][slot[mb]], (size_t)nb * C, COMM_FLOAT,
-                                prev, mb, &e->recv_req[mb]);
+                post_stage_recv(e, e->stage_buf[mb][slot[mb]], (size_t)nb * C, prev, mb);
             }
             if (g->first_stage && pp > 1 && step + 1 < steps)
                 tokc->ops->irecv(tokc->ctx, e->tok_recv[mb], (size_t)nb, COMM_INT32, last,
