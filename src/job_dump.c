@@ -127,7 +127,8 @@ void job_dump(const job *j, FILE *out) {
     fputs("\n  activations: [", out);
     for (int i = 0; i < j->n_activations; i++)
         fprintf(out, "%s%s", i ? ", " : "", j->activations[i]);
-    fprintf(out, "]\n  timings: %s\n  flush_every: %d\n", timings_level_name(j->timings),
+    /* quoted: YAML 1.1 readers take a bare off for false */
+    fprintf(out, "]\n  timings: \"%s\"\n  flush_every: %d\n", timings_level_name(j->timings),
             j->flush_every);
 }
 

@@ -359,6 +359,7 @@ static int run_job(const run_args *a, long point, double process_start, int chec
 
     timer tm;
     timer_init(&tm, j.timings, &be, capacity, MPI_COMM_WORLD);
+    tm.iteration = -1; /* set-up events belong to no measured iteration */
 
     model m;
     memset(&m, 0, sizeof m);
@@ -415,6 +416,7 @@ static int run_job(const run_args *a, long point, double process_start, int chec
         }
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         double t0 = timer_host_seconds();
+        tm.iteration = measured >= 0 ? measured : -1; /* before the event opens, so it is tagged */
         int ev = timer_begin(&tm, PHASE_ITERATION, -1, -1, TIMER_NO_LAYER);
         stopped = engine_generate(&e, measured >= 0 ? measured : -1, measured == 0);
         timer_end(&tm, ev);
@@ -446,6 +448,7 @@ static int run_job(const run_args *a, long point, double process_start, int chec
         MPI_CHECK(MPI_Allreduce(&holder_rank, &src, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
         if (holder) memcpy(first_row, e.tokens, (size_t)e.total_len * sizeof(int32_t));
         MPI_CHECK(MPI_Bcast(first_row, e.total_len, MPI_INT, src, MPI_COMM_WORLD));
+        tm.iteration = -1;
         timer_add_host(&tm, PHASE_DP_GATHER, -1, -1, TIMER_NO_LAYER, t0, timer_host_seconds());
     }
     rm.prompt_tokens = (long)j.batch * j.prompt_len;

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# test_signal.sh MODE OUTDIR: a long real run (20000 new tokens) interrupted mid-run.
+#   term-mpirun  SIGTERM to mpirun, which forwards it to the 4 ranks (tp2 pp2)
+#   term-rank    SIGTERM to one of 2 ranks (pp2) only: the stop vote must stop both
+#   kill-rank    SIGKILL to one of 4 ranks (tp2 pp2), not to mpirun
+# term-*: exit 1 within a bound, RUN.h5 absent, RUN.h5.partial readable with complete=0, every
+# rank's events present (flushed), all ranks stopped after the same step, tools accept the file.
+# kill-rank: every rank gone within 30 s, mpirun exits non-zero, no file claims complete=1.
+# The run takes minutes uninterrupted, so the signal always lands while it generates; the test
+# itself takes a few seconds. Nothing here depends on machine speed beyond "not 1000x faster".
+set -euo pipefail
+: "${TRIPAR_BIN:?TRIPAR_BIN must point at the tripar binary}"
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+"$py" -c 'import h5py, numpy, yaml' 2>/dev/null || { echo "SKIP: $py lacks h5py/numpy/yaml"; exit 77; }
+mode=$1 out=$2
+mkdir -p "$out"
+run="$out/$mode.h5"
+rm -f "$run" "$run.partial"
+case $mode in
+term-mpirun) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
+term-rank) np=2 mesh=(parallel.pp=2 parallel.microbatches=2) ;;
+kill-rank) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
+*) echo "unknown mode $mode"; exit 2 ;;
+esac
+sets=()
+for kv in "${mesh[@]}" model.synthetic.layers=2 model.synthetic.ctx=20010 generate.new_tokens=20000 \
+    input.synthetic.batch=2 "record.activations=[]" record.timings=layer record.flush_every=20; do
+    sets+=(--set "$kv")
+done
+
+"${MPIEXEC:-mpiexec}" -n "$np" --oversubscribe "$TRIPAR_BIN" run "$here/mesh.yaml" --out "$run" \
+    "${sets[@]}" >"$out/$mode.log" 2>&1 &
+mp=$!
+ranks=()
+cleanup() { # only what this script started, by pid
+    for p in "${ranks[@]}" "$mp"; do kill -KILL "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# Running means: the run file exists and the first flushes went out.
+for _ in $(seq 600); do
+    [ -e "$run.partial" ] && break
+    kill -0 "$mp" 2>/dev/null || { echo "FAIL: the run ended before it started"; cat "$out/$mode.log"; exit 1; }
+    sleep 0.1
+done
+[ -e "$run.partial" ] || { echo "FAIL: no $run.partial after 60 s"; exit 1; }
+sleep 1.5
+mapfile -t ranks < <(pgrep -P "$mp" || true)
+[ "${#ranks[@]}" -eq "$np" ] || { echo "FAIL: mpirun has ${#ranks[@]} children, want $np"; exit 1; }
+kill -0 "$mp" 2>/dev/null || { echo "FAIL: the run finished before the signal (raise new_tokens)"; exit 1; }
+
+t0=$(date +%s)
+case $mode in
+term-mpirun) kill -TERM "$mp" ;;
+term-rank) kill -TERM "${ranks[1]}" ;;
+kill-rank) kill -KILL "${ranks[2]}" ;;
+esac
+bound=30
+rc=0
+for _ in $(seq $((bound * 10))); do
+    kill -0 "$mp" 2>/dev/null || break
+    sleep 0.1
+done
+if kill -0 "$mp" 2>/dev/null; then
+    echo "FAIL: mpirun still running ${bound} s after the signal"; exit 1
+fi
+wait "$mp" || rc=$?
+left=0
+alive() { # a zombie (exited, not yet reaped by its new parent) is gone
+    local st
+    st=$(ps -o stat= -p "$1" 2>/dev/null || true)
+    [ -n "$st" ] && [ "${st#Z}" = "$st" ]
+}
+for _ in $(seq 50); do # mpirun reaps its ranks before exiting; allow a moment for stragglers
+    left=0
+    for p in "${ranks[@]}"; do alive "$p" && left=$((left + 1)); done
+    [ "$left" -eq 0 ] && break
+    sleep 0.1
+done
+elapsed=$(($(date +%s) - t0))
+echo "$mode: mpirun exit $rc after ${elapsed} s, $left rank(s) left"
+tail -3 "$out/$mode.log"
+[ "$left" -eq 0 ] || { echo "FAIL: $left rank(s) outlived mpirun"; exit 1; }
+[ "$rc" -ne 0 ] || { echo "FAIL: exit 0 after a signal"; exit 1; }
+[ ! -e "$run" ] || { echo "FAIL: $run exists: a killed run claims to be complete"; exit 1; }
+
+if [ "$mode" = kill-rank ]; then
+    exec "$py" - "$run.partial" <<'PY'
+import sys, h5py
+path = sys.argv[1]
+try:
+    f = h5py.File(path, "r")
+except OSError as exc:
+    print("partial file unreadable after SIGKILL (allowed): %s" % exc)
+    sys.exit(0)
+c = int(f.attrs.get("complete", -1))
+n = [f["timings/rank_%05d/events" % r].shape[0] for r in range(int(f.attrs["world_size"]))
+     if "timings/rank_%05d/events" % r in f]
+print("partial file readable: complete=%d, events per rank %s" % (c, n))
+sys.exit(0 if c == 0 else 1)
+PY
+fi
+
+[ "$rc" -eq 1 ] || { echo "FAIL: exit $rc, want 1 (runtime failure: stopped)"; exit 1; }
+grep -q "stopped by signal" "$out/$mode.log" || { echo "FAIL: no 'stopped by signal' message"; exit 1; }
+"$py" "$here/check_schema.py" "$here/../../docs/schema.md" "$run.partial" --partial
+HERE=$here "$py" - "$run.partial" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["HERE"])
+import e2e_lib as L
+from e2e_lib import expect, np
+run = L.Run(sys.argv[1])
+expect(int(run.attrs["complete"]) == 0, "complete = %s" % run.attrs["complete"])
+last = []
+for r, ev in enumerate(run.events):
+    if not expect(ev is not None and len(ev["phase"]) > 0, "rank %d: no events flushed" % r):
+        continue
+    expect(bool((ev["t_end"] >= ev["t_start"]).all()), "rank %d: t_end < t_start" % r)
+    steps = ev["step"][ev["phase"] == "step"]
+    n_micro = len(run.mb_sizes(r))
+    s = int(steps.max())
+    last.append(s)
+    # whole steps only: every micro-batch of steps 0..s, each once
+    expect(len(steps) == (s + 1) * n_micro, "rank %d: %d step events for steps 0..%d x %d "
+           "micro-batches" % (r, len(steps), s, n_micro))
+    expect(0 < s < run.new_tokens - 1, "rank %d: last step %d is not mid-run" % (r, s))
+    expect((ev["phase"] == "iteration").sum() == 1, "rank %d: the interrupted iteration's "
+           "event is missing" % r)
+expect(len(set(last)) == 1, "ranks stopped after different steps: %s" % last)
+print("stopped after step %s on every rank" % (last[0] if last else "?"))
+L.finish("partial file")
+PY
+rc=0
+"$TRIPAR_BIN" report "$run.partial" >"$out/$mode.report" 2>&1 || rc=$?
+[ $rc -eq 0 ] && grep -q "incomplete run file" "$out/$mode.report" ||
+    { echo "FAIL: report on the partial file (exit $rc)"; cat "$out/$mode.report"; exit 1; }
+rc=0
+"$TRIPAR_BIN" trace "$run.partial" -o "$out/$mode.trace.json" >"$out/$mode.trace.log" 2>&1 || rc=$?
+[ $rc -eq 0 ] && grep -q "incomplete" "$out/$mode.trace.log" ||
+    { echo "FAIL: trace on the partial file (exit $rc)"; cat "$out/$mode.trace.log"; exit 1; }
+echo "$mode: ok"
