@@ -90,31 +90,6 @@ static int points_contain(const point_list *list, const char *name) {
     return 0;
 }
 
-/* Reads a whole dataset as type into a new buffer; dims/ndims get its shape. NULL on error. */
-static void *dataset_read_all(hid_t file, const char *path, hid_t type, int *ndims,
-                              hsize_t dims[8], long *count) {
-    hid_t d;
-    H5E_BEGIN_TRY { d = H5Dopen2(file, path, H5P_DEFAULT); } H5E_END_TRY;
-    if (d < 0) return NULL;
-    hid_t space = H5Dget_space(d);
-    *ndims = H5Sget_simple_extent_ndims(space);
-    void *buf = NULL;
-    if (*ndims >= 0 && *ndims <= 8) {
-        H5Sget_simple_extent_dims(space, dims, NULL);
-        *count = (long)H5Sget_simple_extent_npoints(space);
-        buf = xmalloc((unsigned long)(*count ? *count : 1) * H5Tget_size(type));
-        herr_t err;
-        H5E_BEGIN_TRY { err = H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); } H5E_END_TRY;
-        if (err < 0) {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    H5Sclose(space);
-    H5Dclose(d);
-    return buf;
-}
-
 static int same_shape(int na, const hsize_t *a, int nb, const hsize_t *b) {
     if (na != nb) return 0;
     for (int i = 0; i < na; i++)
@@ -144,8 +119,8 @@ static int tokens_compare(hid_t fa, hid_t fb) {
     int na, nb;
     hsize_t da[8], db[8];
     long ca, cb;
-    int32_t *a = dataset_read_all(fa, "output/tokens", H5T_NATIVE_INT32, &na, da, &ca);
-    int32_t *b = dataset_read_all(fb, "output/tokens", H5T_NATIVE_INT32, &nb, db, &cb);
+    int32_t *a = h5_dataset_read_all(fa, "output/tokens", H5T_NATIVE_INT32, &na, da, &ca);
+    int32_t *b = h5_dataset_read_all(fb, "output/tokens", H5T_NATIVE_INT32, &nb, db, &cb);
     int ok = 0;
     if (!a || !b) {
         printf("tokens: cannot read /output/tokens\n");
@@ -251,8 +226,8 @@ int diff_main(int argc, char **argv) {
         int na, nb;
         hsize_t da[8], db[8];
         long ca, cb;
-        float *a = dataset_read_all(fa, path, H5T_NATIVE_FLOAT, &na, da, &ca);
-        float *b = dataset_read_all(fb, path, H5T_NATIVE_FLOAT, &nb, db, &cb);
+        float *a = h5_dataset_read_all(fa, path, H5T_NATIVE_FLOAT, &na, da, &ca);
+        float *b = h5_dataset_read_all(fb, path, H5T_NATIVE_FLOAT, &nb, db, &cb);
         char shape[64];
         shape_text(na, da, shape, sizeof shape);
         const char *status;

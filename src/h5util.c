@@ -245,3 +245,29 @@ hid_t h5_open_read(const char *path) {
     if (file < 0) error_set("%s: cannot open as an HDF5 file", path);
     return file;
 }
+
+void *h5_dataset_read_all(hid_t file, const char *path, hid_t type, int *ndims, hsize_t dims[8],
+                          long *count) {
+    if (!h5_exists(file, path)) return NULL;
+    hid_t d;
+    H5E_BEGIN_TRY { d = H5Dopen2(file, path, H5P_DEFAULT); } H5E_END_TRY;
+    if (d < 0) return NULL;
+    hid_t space = H5Dget_space(d);
+    *ndims = H5Sget_simple_extent_ndims(space);
+    void *buf = NULL;
+    if (*ndims >= 0 && *ndims <= 8) {
+        H5Sget_simple_extent_dims(space, dims, NULL);
+        long n = (long)H5Sget_simple_extent_npoints(space);
+        if (count) *count = n;
+        buf = xmalloc((unsigned long)(n ? n : 1) * H5Tget_size(type));
+        herr_t err;
+        H5E_BEGIN_TRY { err = H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); } H5E_END_TRY;
+        if (err < 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    H5Sclose(space);
+    H5Dclose(d);
+    return buf;
+}

@@ -42,6 +42,12 @@ double *h5_attr_read_doubles(hid_t obj, const char *name, long *n);
 /* Whether a link path exists under loc (every intermediate group checked; no error printed). */
 int h5_exists(hid_t loc, const char *path);
 
+/* Reads a whole dataset (up to 8 dims) as mem_type into a new malloc'ed buffer; *ndims and dims
+ * get its shape and *count (may be NULL) its elements. NULL when absent or unreadable; no HDF5
+ * error is printed. For the serial tools (report, diff). */
+void *h5_dataset_read_all(hid_t file, const char *path, hid_t mem_type, int *ndims,
+                          hsize_t dims[8], long *count);
+
 /* Opens a file read-only with the serial (sec2) driver; returns -1 with error_message() set. */
 hid_t h5_open_read(const char *path);
 

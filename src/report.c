@@ -257,32 +257,6 @@ static int write_json(const char *path, const run_summary *s, int n) {
     return rc;
 }
 
-/* A whole dataset read serially into a new buffer of the given memory type; NULL when absent. */
-static void *dataset_read_all(hid_t file, const char *path, hid_t mtype, size_t elem, int *ndims,
-                              hsize_t dims[4]) {
-    if (!h5_exists(file, path)) return NULL;
-    hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
-    if (d < 0) return NULL;
-    hid_t space = H5Dget_space(d);
-    *ndims = H5Sget_simple_extent_ndims(space);
-    void *buf = NULL;
-    if (*ndims >= 1 && *ndims <= 4) {
-        H5Sget_simple_extent_dims(space, dims, NULL);
-        size_t n = 1;
-        for (int i = 0; i < *ndims; i++) n *= (size_t)dims[i];
-        buf = xcalloc(n ? n : 1, elem);
-        herr_t err;
-        H5E_BEGIN_TRY { err = H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); } H5E_END_TRY;
-        if (err < 0) {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    H5Sclose(space);
-    H5Dclose(d);
-    return buf;
-}
-
 /* The prompt length of a run: input.synthetic.length or the tokens in the resolved job; we
  * read it back as the columns minus generate.new_tokens, both in the job text. */
 static long run_prompt_len(hid_t file, long cols) {
@@ -297,11 +271,11 @@ static long run_prompt_len(hid_t file, long cols) {
 /* Accuracy of each run against the baseline, and the composite score (score.h). */
 static int print_baseline(FILE *out, const run_summary *base, const run_summary *s, int n) {
     int ndb = 0, ndl = 0;
-    hsize_t tdb[4] = {0}, ldb[4] = {0};
-    int32_t *tok_b = dataset_read_all(base->run.file, "output/tokens", H5T_NATIVE_INT32,
-                                      sizeof(int32_t), &ndb, tdb);
-    float *log_b = dataset_read_all(base->run.file, "activations/logits", H5T_NATIVE_FLOAT,
-                                    sizeof(float), &ndl, ldb);
+    hsize_t tdb[8] = {0}, ldb[8] = {0};
+    int32_t *tok_b =
+        h5_dataset_read_all(base->run.file, "output/tokens", H5T_NATIVE_INT32, &ndb, tdb, NULL);
+    float *log_b =
+        h5_dataset_read_all(base->run.file, "activations/logits", H5T_NATIVE_FLOAT, &ndl, ldb, NULL);
     if (!tok_b) {
         error_set("%s: no /output/tokens to compare against", base->run.path);
         free(log_b);
@@ -317,11 +291,11 @@ static int print_baseline(FILE *out, const run_summary *base, const run_summary 
             "logit_KL", "p50(s)", "tokens/s", "score");
     for (int i = 0; i < n; i++) {
         int ndt = 0, nd2 = 0;
-        hsize_t tdr[4] = {0}, ldr[4] = {0};
-        int32_t *tok = dataset_read_all(s[i].run.file, "output/tokens", H5T_NATIVE_INT32,
-                                        sizeof(int32_t), &ndt, tdr);
-        float *lg = dataset_read_all(s[i].run.file, "activations/logits", H5T_NATIVE_FLOAT,
-                                     sizeof(float), &nd2, ldr);
+        hsize_t tdr[8] = {0}, ldr[8] = {0};
+        int32_t *tok =
+            h5_dataset_read_all(s[i].run.file, "output/tokens", H5T_NATIVE_INT32, &ndt, tdr, NULL);
+        float *lg =
+            h5_dataset_read_all(s[i].run.file, "activations/logits", H5T_NATIVE_FLOAT, &nd2, ldr, NULL);
         double agree = NAN, max_rel = NAN, kl = NAN;
         if (tok && ndt == 2 && tdr[0] == tdb[0] && tdr[1] == tdb[1])
             agree = score_token_agreement(tok_b, tok, (long)tdb[0], (long)tdb[1], prompt_len);
