@@ -61,6 +61,10 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream);
 void comm_nccl_free(comm *c);
 
 size_t comm_type_size(comm_type type);
+/* The MPI datatype of a comm_type, and an element count checked to fit MPI's int counts; for
+ * the MPI-based backends (comm_mpi.c, comm_staged.c). */
+MPI_Datatype comm_type_mpi(comm_type type);
+int comm_count_int(size_t count);
 
 /* Short-hands so call sites read as one line. */
 static inline void comm_allreduce_sum(comm *c, float *buf, size_t count) {

@@ -15,7 +15,7 @@ size_t comm_type_size(comm_type type) {
     return 1;
 }
 
-static MPI_Datatype mpi_type(comm_type type) {
+MPI_Datatype comm_type_mpi(comm_type type) {
     switch (type) {
     case COMM_FLOAT: return MPI_FLOAT;
     case COMM_INT32: return MPI_INT;
@@ -27,39 +27,42 @@ static MPI_Datatype mpi_type(comm_type type) {
 static MPI_Comm group(void *ctx) { return *(MPI_Comm *)ctx; }
 
 /* MPI counts are int; tripar's largest message (a 256 MiB commbench buffer) fits. */
-static int count_int(size_t count) {
+int comm_count_int(size_t count) {
     CHECK(count <= 0x7fffffff, "message of %zu elements exceeds MPI's int count", count);
     return (int)count;
 }
 
 static void mpi_allreduce_sum(void *ctx, float *buf, size_t count) {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, count_int(count), MPI_FLOAT, MPI_SUM, group(ctx)));
+    MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, buf, comm_count_int(count), MPI_FLOAT, MPI_SUM, group(ctx)));
 }
 
 static void mpi_iallreduce_sum(void *ctx, float *buf, size_t count, comm_req *req) {
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count_int(count), MPI_FLOAT, MPI_SUM, group(ctx),
-                             &req->mpi));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, comm_count_int(count), MPI_FLOAT, MPI_SUM,
+                             group(ctx), &req->mpi));
     req->active = 1;
 }
 
 static void mpi_allgather(void *ctx, void *recv, const void *send, size_t count, comm_type type) {
-    MPI_CHECK(MPI_Allgather(send, count_int(count), mpi_type(type), recv, count_int(count),
-                            mpi_type(type), group(ctx)));
+    MPI_CHECK(MPI_Allgather(send, comm_count_int(count), comm_type_mpi(type), recv,
+                            comm_count_int(count), comm_type_mpi(type), group(ctx)));
 }
 
 static void mpi_bcast(void *ctx, void *buf, size_t count, comm_type type, int root) {
-    MPI_CHECK(MPI_Bcast(buf, count_int(count), mpi_type(type), root, group(ctx)));
+    MPI_CHECK(MPI_Bcast(buf, comm_count_int(count), comm_type_mpi(type), root, group(ctx)));
 }
 
 static void mpi_isend(void *ctx, const void *buf, size_t count, comm_type type, int peer, int tag,
                       comm_req *req) {
-    MPI_CHECK(MPI_Isend(buf, count_int(count), mpi_type(type), peer, tag, group(ctx), &req->mpi));
+    MPI_CHECK(MPI_Isend(buf, comm_count_int(count), comm_type_mpi(type), peer, tag, group(ctx),
+                        &req->mpi));
     req->active = 1;
 }
 
 static void mpi_irecv(void *ctx, void *buf, size_t count, comm_type type, int peer, int tag,
                       comm_req *req) {
-    MPI_CHECK(MPI_Irecv(buf, count_int(count), mpi_type(type), peer, tag, group(ctx), &req->mpi));
+    MPI_CHECK(MPI_Irecv(buf, comm_count_int(count), comm_type_mpi(type), peer, tag, group(ctx),
+                        &req->mpi));
     req->active = 1;
 }
 

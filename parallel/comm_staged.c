@@ -12,10 +12,10 @@
 /* One staging buffer. A slot is held by one pending isend/irecv from post to completion;
  * handle in comm_req is the slot index + 1 (the slot table may move when it grows). */
 typedef struct {
-    void *host;        /* (bytes) page-locked on cuda */
+    void *host; /* (bytes) page-locked on cuda */
     size_t bytes;
     int busy;
-    void *device;      /* irecv: the device buffer the message is copied into on completion */
+    void *device; /* irecv: the device buffer the message is copied into on completion */
     size_t msg_bytes;
 } staged_slot;
 
@@ -26,8 +26,8 @@ typedef struct {
     int size, rank;
     staged_slot *slots;
     int n_slots;
-    staged_slot sync;  /* blocking collectives */
-    long grows;        /* buffers allocated after init: 0 when init was sized right */
+    staged_slot sync; /* blocking collectives */
+    long grows;       /* buffers allocated after init: 0 when init was sized right */
 } staged_ctx;
 
 static void *host_alloc(staged_ctx *ctx, size_t bytes) {
@@ -35,8 +35,10 @@ static void *host_alloc(staged_ctx *ctx, size_t bytes) {
 }
 
 static void host_free(staged_ctx *ctx, void *ptr) {
-    if (ctx->pinned) backend_cuda_host_free(ptr);
-    else free(ptr);
+    if (ctx->pinned)
+        backend_cuda_host_free(ptr);
+    else
+        free(ptr);
 }
 
 /* Makes slot hold at least bytes. Growing frees and reallocates: pinned allocation is slow
@@ -77,20 +79,6 @@ static staged_slot *slot_of(staged_ctx *ctx, const comm_req *req) {
     return &ctx->slots[index];
 }
 
-static MPI_Datatype mpi_type(comm_type type) {
-    switch (type) {
-    case COMM_FLOAT: return MPI_FLOAT;
-    case COMM_INT32: return MPI_INT;
-    case COMM_BYTE: return MPI_BYTE;
-    }
-    return MPI_BYTE;
-}
-
-static int count_int(size_t count) {
-    CHECK(count <= 0x7fffffff, "message of %zu elements exceeds MPI's int count", count);
-    return (int)count;
-}
-
 static void to_host(staged_ctx *ctx, void *dst, const void *src, size_t bytes) {
     if (bytes) ctx->be->ops->copy_to_host(ctx->be->ctx, dst, src, bytes);
 }
@@ -106,7 +94,7 @@ static void staged_allreduce_sum(void *vctx, float *buf, size_t count) {
     size_t bytes = count * sizeof(float);
     slot_reserve(ctx, &ctx->sync, bytes, 1);
     to_host(ctx, ctx->sync.host, buf, bytes);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ctx->sync.host, count_int(count), MPI_FLOAT, MPI_SUM,
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ctx->sync.host, comm_count_int(count), MPI_FLOAT, MPI_SUM,
                             ctx->mpi));
     to_device(ctx, buf, ctx->sync.host, bytes);
 }
@@ -125,8 +113,8 @@ static void staged_allgather(void *vctx, void *recv, const void *send, size_t co
     slot_reserve(ctx, &ctx->sync, bytes * (size_t)ctx->size, 1);
     char *host = ctx->sync.host;
     to_host(ctx, host + (size_t)ctx->rank * bytes, send, bytes);
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, count_int(count),
-                            mpi_type(type), ctx->mpi));
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, comm_count_int(count),
+                            comm_type_mpi(type), ctx->mpi));
     to_device(ctx, recv, host, bytes * (size_t)ctx->size);
 }
 
@@ -135,7 +123,8 @@ static void staged_bcast(void *vctx, void *buf, size_t count, comm_type type, in
     size_t bytes = count * comm_type_size(type);
     slot_reserve(ctx, &ctx->sync, bytes, 1);
     if (ctx->rank == root) to_host(ctx, ctx->sync.host, buf, bytes);
-    MPI_CHECK(MPI_Bcast(ctx->sync.host, count_int(count), mpi_type(type), root, ctx->mpi));
+    MPI_CHECK(
+        MPI_Bcast(ctx->sync.host, comm_count_int(count), comm_type_mpi(type), root, ctx->mpi));
     if (ctx->rank != root) to_device(ctx, buf, ctx->sync.host, bytes);
 }
 
@@ -147,8 +136,8 @@ static void staged_isend(void *vctx, const void *buf, size_t count, comm_type ty
     size_t bytes = count * comm_type_size(type);
     int index = slot_acquire(ctx, bytes);
     to_host(ctx, ctx->slots[index].host, buf, bytes);
-    MPI_CHECK(MPI_Isend(ctx->slots[index].host, count_int(count), mpi_type(type), peer, tag,
-                        ctx->mpi, &req->mpi));
+    MPI_CHECK(MPI_Isend(ctx->slots[index].host, comm_count_int(count), comm_type_mpi(type), peer,
+                        tag, ctx->mpi, &req->mpi));
     req->handle = (void *)(intptr_t)(index + 1);
     req->active = 1;
 }
@@ -161,8 +150,8 @@ static void staged_irecv(void *vctx, void *buf, size_t count, comm_type type, in
     size_t bytes = count * comm_type_size(type);
     int index = slot_acquire(ctx, bytes);
     ctx->slots[index].device = buf;
-    MPI_CHECK(MPI_Irecv(ctx->slots[index].host, count_int(count), mpi_type(type), peer, tag,
-                        ctx->mpi, &req->mpi));
+    MPI_CHECK(MPI_Irecv(ctx->slots[index].host, comm_count_int(count), comm_type_mpi(type), peer,
+                        tag, ctx->mpi, &req->mpi));
     req->handle = (void *)(intptr_t)(index + 1);
     req->active = 1;
 }
@@ -207,8 +196,7 @@ static const comm_ops staged_ops = {
     .barrier = staged_barrier,
 };
 
-void comm_staged_init(comm *c, MPI_Comm mpi_comm, const backend *be, size_t max_bytes,
-                      int slots) {
+void comm_staged_init(comm *c, MPI_Comm mpi_comm, const backend *be, size_t max_bytes, int slots) {
     staged_ctx *ctx = xcalloc(1, sizeof *ctx);
     ctx->mpi = mpi_comm;
     ctx->be = be;
@@ -220,7 +208,8 @@ void comm_staged_init(comm *c, MPI_Comm mpi_comm, const backend *be, size_t max_
         slot_reserve(ctx, &ctx->sync, max_bytes, 0);
         ctx->n_slots = slots > 0 ? slots : 0;
         ctx->slots = xcalloc((size_t)(ctx->n_slots ? ctx->n_slots : 1), sizeof *ctx->slots);
-        for (int i = 0; i < ctx->n_slots; i++) slot_reserve(ctx, &ctx->slots[i], max_bytes, 0);
+        for (int i = 0; i < ctx->n_slots; i++)
+            slot_reserve(ctx, &ctx->slots[i], max_bytes, 0);
     }
     c->ops = &staged_ops;
     c->ctx = ctx;
@@ -237,7 +226,8 @@ long comm_staged_grows(const comm *c) {
 void comm_staged_free(comm *c) {
     staged_ctx *ctx = c->ctx;
     if (!ctx) return;
-    for (int i = 0; i < ctx->n_slots; i++) host_free(ctx, ctx->slots[i].host);
+    for (int i = 0; i < ctx->n_slots; i++)
+        host_free(ctx, ctx->slots[i].host);
     free(ctx->slots);
     host_free(ctx, ctx->sync.host);
     free(ctx);

@@ -36,7 +36,8 @@ bad:
 int mesh_rank_of(const int size[AXIS_COUNT], const int order[AXIS_COUNT],
                  const int coord[AXIS_COUNT]) {
     int rank = 0;
-    for (int i = AXIS_COUNT - 1; i >= 0; i--) rank = rank * size[order[i]] + coord[order[i]];
+    for (int i = AXIS_COUNT - 1; i >= 0; i--)
+        rank = rank * size[order[i]] + coord[order[i]];
     return rank;
 }
 
@@ -105,10 +106,10 @@ void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *orde
 
     /* A TP group that spans nodes puts two all-reduces per layer on the network. */
     int tp_nodes_min = 0, tp_nodes_max = 0;
-    MPI_CHECK(MPI_Allreduce(&m->node_index, &tp_nodes_min, 1, MPI_INT, MPI_MIN,
-                            m->axis_mpi[AXIS_TP]));
-    MPI_CHECK(MPI_Allreduce(&m->node_index, &tp_nodes_max, 1, MPI_INT, MPI_MAX,
-                            m->axis_mpi[AXIS_TP]));
+    MPI_CHECK(
+        MPI_Allreduce(&m->node_index, &tp_nodes_min, 1, MPI_INT, MPI_MIN, m->axis_mpi[AXIS_TP]));
+    MPI_CHECK(
+        MPI_Allreduce(&m->node_index, &tp_nodes_max, 1, MPI_INT, MPI_MAX, m->axis_mpi[AXIS_TP]));
     int spans = tp_nodes_min != tp_nodes_max, any_spans = 0;
     MPI_CHECK(MPI_Allreduce(&spans, &any_spans, 1, MPI_INT, MPI_MAX, world));
     if (any_spans && m->world_rank == 0)
@@ -117,7 +118,8 @@ void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *orde
 }
 
 void mesh_attach_mpi(mesh *m) {
-    for (int a = 0; a < AXIS_COUNT; a++) comm_mpi_init(&m->axis[a], m->axis_mpi[a]);
+    for (int a = 0; a < AXIS_COUNT; a++)
+        comm_mpi_init(&m->axis[a], m->axis_mpi[a]);
 }
 
 void mesh_free(mesh *m) {

@@ -26,7 +26,8 @@ const char *tripar_host(void) {
 const char *tripar_mpi_error_string(int rc) {
     static char text[MPI_MAX_ERROR_STRING];
     int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", rc);
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error %d", rc);
     return text;
 }
 
@@ -70,6 +71,7 @@ void *xmalloc(unsigned long bytes) {
 
 void *xcalloc(unsigned long count, unsigned long size) {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) tripar_dief(__FILE__, __LINE__, "out of memory allocating %lu x %lu bytes", count, size);
+    if (!p)
+        tripar_dief(__FILE__, __LINE__, "out of memory allocating %lu x %lu bytes", count, size);
     return p;
 }

@@ -60,9 +60,12 @@ static long cb_parse_size(const char *s) {
     double v = strtod(s, &end);
     if (end == s || !(v > 0)) return -1;
     long mult = 1;
-    if (*end == 'K' || *end == 'k') mult = 1L << 10, end++;
-    else if (*end == 'M' || *end == 'm') mult = 1L << 20, end++;
-    else if (*end == 'G' || *end == 'g') mult = 1L << 30, end++;
+    if (*end == 'K' || *end == 'k')
+        mult = 1L << 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        mult = 1L << 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        mult = 1L << 30, end++;
     if (*end == 'B' || *end == 'b') end++;
     if (*end) return -1;
     double bytes = v * (double)mult;
@@ -75,7 +78,8 @@ static int cb_parse_list(const char *text, const char *const *names, int n, int 
     memset(flags, 0, (size_t)n * sizeof(int));
     char buf[256];
     snprintf(buf, sizeof buf, "%s", text);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
         int found = -1;
         for (int i = 0; i < n; i++)
             if (!strcmp(tok, names[i])) found = i;
@@ -106,8 +110,10 @@ static int cb_parse_int(const char *s, int lo, int *out, const char *option) {
 static int cb_parse_args(cb_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->min_bytes = 8, a->max_bytes = 256L << 20, a->iters = 20, a->warmup = 5;
-    for (int i = 0; i < OP_COUNT; i++) a->ops[i] = 1;
-    for (int i = 0; i < CB_AXIS_COUNT; i++) a->axes[i] = 1;
+    for (int i = 0; i < OP_COUNT; i++)
+        a->ops[i] = 1;
+    for (int i = 0; i < CB_AXIS_COUNT; i++)
+        a->axes[i] = 1;
     snprintf(a->order, sizeof a->order, "tp-pp-dp");
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -128,7 +134,8 @@ static int cb_parse_args(cb_args *a, int argc, char **argv) {
             a->max_bytes = colon ? cb_parse_size(colon + 1) : a->min_bytes;
             if (a->min_bytes < 4 || a->max_bytes < a->min_bytes) {
                 error_set("tripar commbench: --sizes %s: expected MIN:MAX in bytes, 4 <= MIN <= "
-                          "MAX <= 4G, with K, M or G suffixes (e.g. 8:256M)", val);
+                          "MAX <= 4G, with K, M or G suffixes (e.g. 8:256M)",
+                          val);
                 return -1;
             }
             i++;
@@ -172,17 +179,22 @@ static float cb_value(int rank, long i) { return (float)((rank + 1) * (int)(1 + 
 static void cb_fill(int op, float *send, float *recv, long count, int rank, int size) {
     switch (op) {
     case OP_ALLREDUCE:
-        for (long i = 0; i < count; i++) recv[i] = cb_value(rank, i);
+        for (long i = 0; i < count; i++)
+            recv[i] = cb_value(rank, i);
         break;
     case OP_ALLGATHER: /* count elements per rank */
-        for (long i = 0; i < count; i++) send[i] = cb_value(rank, i);
-        for (long i = 0; i < count * size; i++) recv[i] = -1.0f;
+        for (long i = 0; i < count; i++)
+            send[i] = cb_value(rank, i);
+        for (long i = 0; i < count * size; i++)
+            recv[i] = -1.0f;
         break;
     case OP_SENDRECV:
-        for (long i = 0; i < count; i++) send[i] = cb_value(rank, i), recv[i] = -1.0f;
+        for (long i = 0; i < count; i++)
+            send[i] = cb_value(rank, i), recv[i] = -1.0f;
         break;
     case OP_BCAST:
-        for (long i = 0; i < count; i++) recv[i] = rank == 0 ? cb_value(0, i) : -1.0f;
+        for (long i = 0; i < count; i++)
+            recv[i] = rank == 0 ? cb_value(0, i) : -1.0f;
         break;
     }
 }
@@ -192,20 +204,24 @@ static long cb_check(int op, const float *recv, long count, int rank, int size) 
     switch (op) {
     case OP_ALLREDUCE: {
         float ranks_sum = (float)(size * (size + 1) / 2);
-        for (long i = 0; i < count; i++) wrong += recv[i] != ranks_sum * (float)(1 + i % 13);
+        for (long i = 0; i < count; i++)
+            wrong += recv[i] != ranks_sum * (float)(1 + i % 13);
         break;
     }
     case OP_ALLGATHER:
         for (int r = 0; r < size; r++)
-            for (long i = 0; i < count; i++) wrong += recv[(long)r * count + i] != cb_value(r, i);
+            for (long i = 0; i < count; i++)
+                wrong += recv[(long)r * count + i] != cb_value(r, i);
         break;
     case OP_SENDRECV: {
         int from = (rank - 1 + size) % size;
-        for (long i = 0; i < count; i++) wrong += recv[i] != cb_value(from, i);
+        for (long i = 0; i < count; i++)
+            wrong += recv[i] != cb_value(from, i);
         break;
     }
     case OP_BCAST:
-        for (long i = 0; i < count; i++) wrong += recv[i] != cb_value(0, i);
+        for (long i = 0; i < count; i++)
+            wrong += recv[i] != cb_value(0, i);
         break;
     }
     return wrong;
@@ -215,12 +231,8 @@ static long cb_check(int op, const float *recv, long count, int rank, int size) 
  * shift: each rank sends to the next and receives from the previous, all at once. */
 static void cb_run_op(comm *c, int op, float *send, float *recv, long count) {
     switch (op) {
-    case OP_ALLREDUCE:
-        c->ops->allreduce_sum(c->ctx, recv, (size_t)count);
-        break;
-    case OP_ALLGATHER:
-        c->ops->allgather(c->ctx, recv, send, (size_t)count, COMM_FLOAT);
-        break;
+    case OP_ALLREDUCE: c->ops->allreduce_sum(c->ctx, recv, (size_t)count); break;
+    case OP_ALLGATHER: c->ops->allgather(c->ctx, recv, send, (size_t)count, COMM_FLOAT); break;
     case OP_SENDRECV: {
         comm_req rs = {0}, rr = {0};
         int next = (c->rank + 1) % c->size, prev = (c->rank - 1 + c->size) % c->size;
@@ -230,9 +242,7 @@ static void cb_run_op(comm *c, int op, float *send, float *recv, long count) {
         comm_wait(c, &rs);
         break;
     }
-    case OP_BCAST:
-        c->ops->bcast(c->ctx, recv, (size_t)count, COMM_FLOAT, 0);
-        break;
+    case OP_BCAST: c->ops->bcast(c->ctx, recv, (size_t)count, COMM_FLOAT, 0); break;
     }
 }
 
@@ -267,7 +277,8 @@ static hid_t cb_row_type(void) {
 static int cb_write(const char *path, const cb_row *rows, long n, const mesh *m, const cb_args *a) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     hid_t f;
-    H5E_BEGIN_TRY { f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl); } H5E_END_TRY;
+    H5E_BEGIN_TRY { f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl); }
+    H5E_END_TRY;
     H5Pclose(fapl);
     if (f < 0) {
         error_set("%s: cannot create the commbench file", path);
@@ -294,7 +305,8 @@ static int cb_write(const char *path, const cb_row *rows, long n, const mesh *m,
     H5_CHECK(d);
     if (n > 0) H5_CHECK(H5Dwrite(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows));
     long long wrong = 0;
-    for (long i = 0; i < n; i++) wrong += rows[i].wrong;
+    for (long i = 0; i < n; i++)
+        wrong += rows[i].wrong;
     h5_attr_write_int(f, "wrong_total", wrong);
     H5Dclose(d);
     H5Pclose(lcpl);
@@ -344,15 +356,16 @@ int commbench_main(int argc, char **argv) {
     float *send = xcalloc((size_t)max_count + 1, sizeof(float));
     float *recv = xcalloc((size_t)max_count + 1, sizeof(float));
     long max_rows = 0;
-    for (long b = a.min_bytes; b <= a.max_bytes; b *= 2) max_rows++;
+    for (long b = a.min_bytes; b <= a.max_bytes; b *= 2)
+        max_rows++;
     max_rows *= OP_COUNT * CB_AXIS_COUNT;
     cb_row *rows = xcalloc((size_t)max_rows + 1, sizeof(cb_row));
     long n_rows = 0, wrong_total = 0;
 
     if (rank == 0)
         printf("# tripar commbench: %d ranks, mesh dp=%d tp=%d pp=%d (%s), comm mpi, %d iters "
-               "after %d warm-up, float32\n#\n", world, a.dp, a.tp, a.pp, m.order_text, a.iters,
-               a.warmup);
+               "after %d warm-up, float32\n#\n",
+               world, a.dp, a.tp, a.pp, m.order_text, a.iters, a.warmup);
     for (int ax = 0; ax < CB_AXIS_COUNT; ax++) {
         if (!a.axes[ax]) continue;
         comm *c = axes[ax];
@@ -365,8 +378,8 @@ int commbench_main(int argc, char **argv) {
             if (rank == 0) {
                 printf("# %s over %s: %d groups of %d ranks, running at once\n", OP_NAMES[op],
                        AXIS_NAMES[ax], world / c->size, c->size);
-                printf("%12s %12s %6s %10s %10s %10s %8s\n", "size(B)", "count", "type",
-                       "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+                printf("%12s %12s %6s %10s %10s %10s %8s\n", "size(B)", "count", "type", "time(us)",
+                       "algbw(GB/s)", "busbw(GB/s)", "#wrong");
             }
             for (long bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= 2) {
                 /* size is the whole output buffer, as in nccl-tests; all-gather's count is per
@@ -376,10 +389,12 @@ int commbench_main(int argc, char **argv) {
                 if (count < 1) continue;
                 long used = op == OP_ALLGATHER ? count * c->size : count;
                 cb_fill(op, send, recv, count, c->rank, c->size);
-                for (int it = 0; it < a.warmup; it++) cb_run_op(c, op, send, recv, count);
+                for (int it = 0; it < a.warmup; it++)
+                    cb_run_op(c, op, send, recv, count);
                 MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
                 double t0 = timer_host_seconds();
-                for (int it = 0; it < a.iters; it++) cb_run_op(c, op, send, recv, count);
+                for (int it = 0; it < a.iters; it++)
+                    cb_run_op(c, op, send, recv, count);
                 double mine = (timer_host_seconds() - t0) / a.iters, slowest = 0;
                 MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
                 /* repeated all-reduces grow the data, so the checked run starts from fresh data */
@@ -411,8 +426,10 @@ int commbench_main(int argc, char **argv) {
     int write_ok = 1;
     if (a.out && rank == 0) {
         write_ok = cb_write(a.out, rows, n_rows, &m, &a) == 0;
-        if (!write_ok) fprintf(stderr, "tripar: error: %s\n", error_message());
-        else printf("# wrote %s\n", a.out);
+        if (!write_ok)
+            fprintf(stderr, "tripar: error: %s\n", error_message());
+        else
+            printf("# wrote %s\n", a.out);
     }
     MPI_CHECK(MPI_Bcast(&write_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
     free(rows);

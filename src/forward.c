@@ -91,8 +91,9 @@ static void final_norm_rows(engine *e, float *out, const float *x, int nb, int n
         return;
     }
     for (int b = 0; b < nb; b++) /* only each sequence's last position is sampled */
-        e->be->ops->layernorm(e->be->ctx, out + (size_t)b * C, x + ((size_t)b * n_new + n_new - 1) * C,
-                              m->w.lnf_g, m->w.lnf_b, 1, C, m->cfg.ln_eps);
+        e->be->ops->layernorm(e->be->ctx, out + (size_t)b * C,
+                              x + ((size_t)b * n_new + n_new - 1) * C, m->w.lnf_g, m->w.lnf_b, 1, C,
+                              m->cfg.ln_eps);
 }
 
 void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int pos0) {
@@ -128,10 +129,14 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
                                        ? e->batch_local * e->blocks_per_seq * e->j->kv_block
                                        : e->batch_local * e->kv_capacity) *
                           g->n_heads * g->head_dim;
-        kv_view cache = {.k = e->kv_k + l * kv_layer, .v = e->kv_v + l * kv_layer,
-                         .block_table = e->block_table, .block_size = e->j->kv_block,
-                         .blocks_per_seq = e->blocks_per_seq, .max_ctx = e->kv_capacity,
-                         .heads = g->n_heads, .head_dim = g->head_dim};
+        kv_view cache = {.k = e->kv_k + l * kv_layer,
+                         .v = e->kv_v + l * kv_layer,
+                         .block_table = e->block_table,
+                         .block_size = e->j->kv_block,
+                         .blocks_per_seq = e->blocks_per_seq,
+                         .max_ctx = e->kv_capacity,
+                         .heads = g->n_heads,
+                         .head_dim = g->head_dim};
         /* Pre-LN reads h = LN1(x) prepared by the previous step; Post-LN feeds x itself. */
         const float *attn_in = pre_norm ? e->h : x;
 
@@ -165,8 +170,8 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer);
         if (pre_norm) { /* x += o, fused with the next layer's LN1 when there is one */
             int next = l + 1 < g->n_layers;
-            ops->residual_layernorm(ctx, x, next ? e->h : NULL, e->o,
-                                    next ? ln1_g + C : NULL, next ? ln1_b + C : NULL, rows, C, eps);
+            ops->residual_layernorm(ctx, x, next ? e->h : NULL, e->o, next ? ln1_g + C : NULL,
+                                    next ? ln1_b + C : NULL, rows, C, eps);
         } else {
             ops->residual_layernorm(ctx, e->o, x, x, ln2_g, ln2_b, rows, C, eps);
         }

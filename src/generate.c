@@ -18,15 +18,21 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 /* Parses an activation name into (kind, layer); returns 0 on success. */
 static int point_parse(const char *name, int *kind, int *layer) {
     *layer = -1;
-    if (!strcmp(name, "embed")) *kind = ACT_EMBED;
-    else if (!strcmp(name, "final")) *kind = ACT_FINAL;
-    else if (!strcmp(name, "logits")) *kind = ACT_LOGITS;
+    if (!strcmp(name, "embed"))
+        *kind = ACT_EMBED;
+    else if (!strcmp(name, "final"))
+        *kind = ACT_FINAL;
+    else if (!strcmp(name, "logits"))
+        *kind = ACT_LOGITS;
     else {
         char sub[16];
         if (sscanf(name, "layer.%d.%15s", layer, sub) != 2) return -1;
-        if (!strcmp(sub, "attn")) *kind = ACT_ATTN;
-        else if (!strcmp(sub, "mlp")) *kind = ACT_MLP;
-        else return -1;
+        if (!strcmp(sub, "attn"))
+            *kind = ACT_ATTN;
+        else if (!strcmp(sub, "mlp"))
+            *kind = ACT_MLP;
+        else
+            return -1;
     }
     return 0;
 }
@@ -53,14 +59,17 @@ static void add_point(engine *e, const char *name, int kind, int layer) {
     pt->count[1] = e->prompt_len;
     pt->start[2] = kind == ACT_LOGITS ? g->vocab_begin : 0;
     pt->count[2] = kind == ACT_LOGITS ? g->vocab_local : width;
-    if (!pt->held) memset(pt->count, 0, sizeof pt->count);
-    else pt->host = xcalloc((size_t)(pt->count[0] * pt->count[1] * pt->count[2]), sizeof(float));
+    if (!pt->held)
+        memset(pt->count, 0, sizeof pt->count);
+    else
+        pt->host = xcalloc((size_t)(pt->count[0] * pt->count[1] * pt->count[2]), sizeof(float));
 }
 
 static void points_init(engine *e) {
     const job *j = e->j;
     int all = 0;
-    for (int i = 0; i < j->n_activations; i++) all |= !strcmp(j->activations[i], "all");
+    for (int i = 0; i < j->n_activations; i++)
+        all |= !strcmp(j->activations[i], "all");
     int max_points = all ? 3 + 2 * e->m->cfg.layers : j->n_activations;
     e->points = xcalloc((size_t)(max_points ? max_points : 1), sizeof *e->points);
     if (all) {
@@ -140,13 +149,17 @@ void engine_init(engine *e, const job *j, model *m, const backend *be, mesh *mes
     size_t kv_elems;
     if (j->kv_cache == KV_PAGED) {
         e->blocks_per_seq = (e->kv_capacity + j->kv_block - 1) / j->kv_block;
-        kv_elems = (size_t)g->n_layers * e->batch_local * e->blocks_per_seq * j->kv_block * kv_heads;
+        kv_elems =
+            (size_t)g->n_layers * e->batch_local * e->blocks_per_seq * j->kv_block * kv_heads;
     } else {
         kv_elems = (size_t)g->n_layers * e->batch_local * e->kv_capacity * kv_heads;
     }
 
     /* One arena: carve every activation buffer and the KV cache from a single allocation. */
-    struct { void **slot; size_t bytes; } parts[2 * ENGINE_MAX_MICRO + 16];
+    struct {
+        void **slot;
+        size_t bytes;
+    } parts[2 * ENGINE_MAX_MICRO + 16];
     int n = 0;
     for (int i = 0; i < e->n_micro; i++)
         for (int s = 0; s < 2; s++)
@@ -156,8 +169,10 @@ void engine_init(engine *e, const job *j, model *m, const backend *be, mesh *mes
     parts[n++] = (typeof(parts[0])){(void **)&e->att, R * A * sizeof(float)};
     parts[n++] = (typeof(parts[0])){(void **)&e->o, R * C * sizeof(float)};
     parts[n++] = (typeof(parts[0])){(void **)&e->f, R * M * sizeof(float)};
-    parts[n++] = (typeof(parts[0])){(void **)&e->head_in, (size_t)e->head_rows_max * C * sizeof(float)};
-    parts[n++] = (typeof(parts[0])){(void **)&e->logits, (size_t)e->head_rows_max * V * sizeof(float)};
+    parts[n++] =
+        (typeof(parts[0])){(void **)&e->head_in, (size_t)e->head_rows_max * C * sizeof(float)};
+    parts[n++] =
+        (typeof(parts[0])){(void **)&e->logits, (size_t)e->head_rows_max * V * sizeof(float)};
     parts[n++] = (typeof(parts[0])){(void **)&e->max_val, (size_t)e->mb_max * sizeof(float)};
     parts[n++] = (typeof(parts[0])){(void **)&e->max_idx, (size_t)e->mb_max * sizeof(int32_t)};
     parts[n++] = (typeof(parts[0])){(void **)&e->tok_dev, R * sizeof(int32_t)};
@@ -165,10 +180,11 @@ void engine_init(engine *e, const job *j, model *m, const backend *be, mesh *mes
     parts[n++] = (typeof(parts[0])){(void **)&e->kv_k, kv_elems * sizeof(float)};
     parts[n++] = (typeof(parts[0])){(void **)&e->kv_v, kv_elems * sizeof(float)};
     if (j->kv_cache == KV_PAGED)
-        parts[n++] = (typeof(parts[0])){(void **)&e->block_table,
-                                        (size_t)e->batch_local * e->blocks_per_seq * sizeof(int32_t)};
+        parts[n++] = (typeof(parts[0])){
+            (void **)&e->block_table, (size_t)e->batch_local * e->blocks_per_seq * sizeof(int32_t)};
     e->arena_bytes = 0;
-    for (int i = 0; i < n; i++) e->arena_bytes += align64(parts[i].bytes);
+    for (int i = 0; i < n; i++)
+        e->arena_bytes += align64(parts[i].bytes);
     e->arena = be->ops->alloc(be->ctx, e->arena_bytes);
     char *p = e->arena;
     for (int i = 0; i < n; i++) {
@@ -198,7 +214,8 @@ void engine_init(engine *e, const job *j, model *m, const backend *be, mesh *mes
     e->logits_host = xmalloc((size_t)e->mb_max * m->cfg.vocab * sizeof(float));
     e->sample_scratch = xmalloc((size_t)m->cfg.vocab * sizeof(float));
     e->logits_shard_host = xmalloc((size_t)e->mb_max * V * sizeof(float) + sizeof(float));
-    e->maxloc_host = xmalloc((size_t)e->mb_max * 2 * sizeof(float) + (size_t)e->mb_max * sizeof(int));
+    e->maxloc_host =
+        xmalloc((size_t)e->mb_max * 2 * sizeof(float) + (size_t)e->mb_max * sizeof(int));
     e->vocab_counts = xmalloc((size_t)g->tp * sizeof(int));
     e->vocab_displs = xmalloc((size_t)g->tp * sizeof(int));
     for (int r = 0; r < g->tp; r++) {
@@ -213,7 +230,8 @@ void engine_init(engine *e, const job *j, model *m, const backend *be, mesh *mes
 
 void engine_free(engine *e) {
     if (e->arena) e->be->ops->release(e->be->ctx, e->arena);
-    for (int p = 0; p < e->n_points; p++) free(e->points[p].host);
+    for (int p = 0; p < e->n_points; p++)
+        free(e->points[p].host);
     free(e->points);
     free(e->tokens);
     free(e->tok_host);
@@ -239,7 +257,10 @@ static void select_tokens(engine *e, int mb, int position, int32_t *out) {
     const backend_ops *ops = e->be->ops;
     const int nb = e->mb_size[mb], V = e->m->cfg.vocab, VL = g->vocab_local;
     if (e->j->sampling == SAMPLING_GREEDY) {
-        struct { float value; int index; } *pairs = (void *)e->maxloc_host;
+        struct {
+            float value;
+            int index;
+        } *pairs = (void *)e->maxloc_host;
         float *vals = e->logits_shard_host;
         ops->argmax(e->be->ctx, e->max_val, e->max_idx, e->logits, nb, VL);
         ops->copy_to_host(e->be->ctx, vals, e->max_val, (size_t)nb * sizeof(float));
@@ -249,8 +270,10 @@ static void select_tokens(engine *e, int mb, int position, int32_t *out) {
             pairs[b].index = e->tok_host[b] + g->vocab_begin;
         }
         if (e->tp->size > 1)
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs, nb, MPI_FLOAT_INT, MPI_MAXLOC, e->tp->mpi));
-        for (int b = 0; b < nb; b++) out[b] = pairs[b].index;
+            MPI_CHECK(
+                MPI_Allreduce(MPI_IN_PLACE, pairs, nb, MPI_FLOAT_INT, MPI_MAXLOC, e->tp->mpi));
+        for (int b = 0; b < nb; b++)
+            out[b] = pairs[b].index;
         return;
     }
     ops->copy_to_host(e->be->ctx, e->logits_shard_host, e->logits, (size_t)nb * VL * sizeof(float));
@@ -322,8 +345,8 @@ static void post_stage_recv(engine *e, float *buf, size_t count, int prev, int m
 
 static void wait_stage_recv(engine *e, int prev, int step, int mb) {
     if (e->deferred_recv[mb]) {
-        e->pp->ops->irecv(e->pp->ctx, e->deferred_recv[mb], e->deferred_count[mb], COMM_FLOAT,
-                          prev, mb, &e->recv_req[mb]);
+        e->pp->ops->irecv(e->pp->ctx, e->deferred_recv[mb], e->deferred_count[mb], COMM_FLOAT, prev,
+                          mb, &e->recv_req[mb]);
         e->deferred_recv[mb] = NULL;
     }
     wait_timed(e, e->pp, &e->recv_req[mb], PHASE_PP_RECV_WAIT, step, mb);
@@ -357,8 +380,8 @@ static int stop_agreed(engine *e) {
     }
     if (stop) return 1;
     e->stop_local = e->stop_flag ? (*e->stop_flag != 0) : 0;
-    MPI_CHECK(MPI_Iallreduce(&e->stop_local, &e->stop_global, 1, MPI_INT, MPI_MAX,
-                             e->mesh->world, &e->stop_req));
+    MPI_CHECK(MPI_Iallreduce(&e->stop_local, &e->stop_global, 1, MPI_INT, MPI_MAX, e->mesh->world,
+                             &e->stop_req));
     return 0;
 }
 
@@ -431,7 +454,8 @@ int engine_generate(engine *e, int iteration, int capture) {
                 timer_end(e->tm, ev);
                 if (step < e->new_tokens)
                     for (int b = 0; b < nb; b++)
-                        e->tokens[(size_t)(e->mb_begin[mb] + b) * e->total_len + T + step] = chosen[b];
+                        e->tokens[(size_t)(e->mb_begin[mb] + b) * e->total_len + T + step] =
+                            chosen[b];
                 if (pp > 1 && step + 1 < steps) {
                     wait_timed(e, tokc, &e->tok_send_req[mb], PHASE_PP_SEND, step, mb);
                     memcpy(e->tok_send[mb], chosen, (size_t)nb * sizeof(int32_t));
@@ -470,7 +494,8 @@ void engine_write_outputs(engine *e, struct runfile *rf) {
         char **texts = xcalloc((size_t)(rows > 0 ? rows : 1), sizeof(char *));
         prompt_decode_rows(e->tok, e->tokens, rows, e->total_len, texts);
         runfile_write_text(rf, (const char *const *)texts, e->seq_global_begin, rows, e->j->batch);
-        for (long r = 0; r < rows; r++) free(texts[r]);
+        for (long r = 0; r < rows; r++)
+            free(texts[r]);
         free(texts);
     }
     for (int p = 0; p < e->n_points; p++) {

@@ -43,11 +43,12 @@ typedef struct {
 } hf_tensor;
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: tripar import-hf DIR --out CKPT.h5\n"
-            "  Converts a Hugging Face GPT-2 directory (config.json and model.safetensors or\n"
-            "  model.safetensors.index.json with its shards; F32, F16 or BF16) into a tripar\n"
-            "  checkpoint. vocab.json and merges.txt, when present, are stored as the tokenizer.\n");
+    fprintf(
+        out,
+        "usage: tripar import-hf DIR --out CKPT.h5\n"
+        "  Converts a Hugging Face GPT-2 directory (config.json and model.safetensors or\n"
+        "  model.safetensors.index.json with its shards; F32, F16 or BF16) into a tripar\n"
+        "  checkpoint. vocab.json and merges.txt, when present, are stored as the tokenizer.\n");
 }
 
 static char *file_read_text(const char *path, size_t *len) {
@@ -77,8 +78,7 @@ static int path_exists(const char *path) {
 }
 
 /* Reads an integer key of config.json; returns -1 (message set) when absent or not positive. */
-static int config_int(json_t *root, const char *path, const char *key, const char *alt,
-                      int *out) {
+static int config_int(json_t *root, const char *path, const char *key, const char *alt, int *out) {
     json_t *v = json_object_get(root, key);
     if (!v && alt) v = json_object_get(root, alt);
     if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30)) {
@@ -133,8 +133,10 @@ static int config_load(const char *dir, model_config *cfg) {
     json_t *act = json_object_get(root, "activation_function");
     if (json_is_string(act) && strcmp(json_string_value(act), "gelu_new") != 0 &&
         strcmp(json_string_value(act), "gelu_pytorch_tanh") != 0)
-        fprintf(stderr, "import-hf: warning: activation_function '%s'; tripar uses the tanh "
-                "GELU (gelu_new)\n", json_string_value(act));
+        fprintf(stderr,
+                "import-hf: warning: activation_function '%s'; tripar uses the tanh "
+                "GELU (gelu_new)\n",
+                json_string_value(act));
     rc = STATUS_OK;
 done:
     json_decref(root);
@@ -258,16 +260,16 @@ static const safetensors_tensor *hf_find(const hf_model *hf, const char *name, c
 static int hf_tensor_list(const model_config *cfg, hf_tensor *out) {
     const long C = cfg->embd, M = cfg->mlp;
     int n = 0;
-#define ADD(dst_, layer_, tr_, nd_, a_, b_, ...)                                               \
-    do {                                                                                     \
-        hf_tensor *h = &out[n++];                                                            \
-        snprintf(h->name, sizeof h->name, __VA_ARGS__);                                      \
-        h->dst = dst_;                                                                       \
-        h->layer = layer_;                                                                   \
-        h->transpose = tr_;                                                                  \
-        h->ndims = nd_;                                                                      \
-        h->shape[0] = a_;                                                                    \
-        h->shape[1] = b_;                                                                    \
+#define ADD(dst_, layer_, tr_, nd_, a_, b_, ...)                                                   \
+    do {                                                                                           \
+        hf_tensor *h = &out[n++];                                                                  \
+        snprintf(h->name, sizeof h->name, __VA_ARGS__);                                            \
+        h->dst = dst_;                                                                             \
+        h->layer = layer_;                                                                         \
+        h->transpose = tr_;                                                                        \
+        h->ndims = nd_;                                                                            \
+        h->shape[0] = a_;                                                                          \
+        h->shape[1] = b_;                                                                          \
     } while (0)
     ADD("wte", -1, 0, 2, cfg->vocab, C, "wte.weight");
     ADD("wpe", -1, 0, 2, cfg->ctx, C, "wpe.weight");
@@ -294,8 +296,8 @@ static int hf_tensor_list(const model_config *cfg, hf_tensor *out) {
 static void hf_shape_format(char *out, size_t len, int ndims, const int64_t *dims) {
     size_t used = (size_t)snprintf(out, len, "[");
     for (int d = 0; d < ndims && used < len; d++)
-        used += (size_t)snprintf(out + used, len - used, "%s%lld", d ? ", " : "",
-                                 (long long)dims[d]);
+        used +=
+            (size_t)snprintf(out + used, len - used, "%s%lld", d ? ", " : "", (long long)dims[d]);
     if (used < len) snprintf(out + used, len - used, "]");
 }
 
@@ -311,14 +313,15 @@ static int hf_validate(const hf_model *hf, const hf_tensor *list, int n, const m
             return STATUS_BAD_INPUT;
         }
         int same = t->ndims == list[k].ndims;
-        for (int d = 0; same && d < t->ndims; d++) same = t->shape[d] == list[k].shape[d];
+        for (int d = 0; same && d < t->ndims; d++)
+            same = t->shape[d] == list[k].shape[d];
         if (!same) {
             char have[128], want[128];
             int64_t w[2] = {list[k].shape[0], list[k].shape[1]};
             hf_shape_format(have, sizeof have, t->ndims, t->shape);
             hf_shape_format(want, sizeof want, list[k].ndims, w);
-            error_set("%s: tensor '%s' has shape %s, but config.json implies %s", in->path,
-                      t->name, have, want);
+            error_set("%s: tensor '%s' has shape %s, but config.json implies %s", in->path, t->name,
+                      have, want);
             return STATUS_BAD_INPUT;
         }
     }
@@ -330,8 +333,7 @@ static int hf_validate(const hf_model *hf, const hf_tensor *list, int n, const m
             int layer = -1;
             if (sscanf(name, "h.%d.", &layer) == 1 && (layer < 0 || layer >= cfg->layers)) {
                 error_set("%s: tensor '%s' is for layer %d, but config.json has n_layer = %d",
-                          hf->shards[s].path, hf->shards[s].st.tensors[i].name, layer,
-                          cfg->layers);
+                          hf->shards[s].path, hf->shards[s].st.tensors[i].name, layer, cfg->layers);
                 return STATUS_BAD_INPUT;
             }
         }
@@ -339,15 +341,16 @@ static int hf_validate(const hf_model *hf, const hf_tensor *list, int n, const m
 }
 
 /* Writes one HF tensor into its layer slice of the stacked dataset. */
-static void hf_tensor_write(hid_t dset, const hf_tensor *h, const safetensors_tensor *t,
-                            float *a, float *b) {
+static void hf_tensor_write(hid_t dset, const hf_tensor *h, const safetensors_tensor *t, float *a,
+                            float *b) {
     safetensors_tensor_to_f32(t, a);
     const float *src = a;
     long rows = h->ndims == 2 ? h->shape[0] : 1, cols = h->ndims == 2 ? h->shape[1] : h->shape[0];
     if (h->transpose) {
         /* Conv1D stores [in, out]; tripar wants Linear's (out, in) */
         for (long r = 0; r < rows; r++)
-            for (long c = 0; c < cols; c++) b[c * rows + r] = a[r * cols + c];
+            for (long c = 0; c < cols; c++)
+                b[c * rows + r] = a[r * cols + c];
         src = b;
         long tmp = rows;
         rows = cols;
@@ -376,16 +379,18 @@ static void lm_head_compare(const hf_model *hf, const model_config *cfg, const f
     uint64_t n = (uint64_t)cfg->vocab * (uint64_t)cfg->embd;
     if (head->ndims != 2 || head->shape[0] != cfg->vocab || head->shape[1] != cfg->embd) {
         fprintf(stderr, "import-hf: warning: lm_head.weight does not have wte's shape; tripar "
-                "ties the LM head to wte and ignores it\n");
+                        "ties the LM head to wte and ignores it\n");
         return;
     }
     float *vals = xmalloc(n * sizeof(float));
     safetensors_tensor_to_f32(head, vals);
     uint64_t differ = 0;
-    for (uint64_t i = 0; i < n; i++) differ += vals[i] != wte[i];
+    for (uint64_t i = 0; i < n; i++)
+        differ += vals[i] != wte[i];
     free(vals);
     if (differ)
-        fprintf(stderr, "import-hf: warning: lm_head.weight differs from wte.weight in %llu of "
+        fprintf(stderr,
+                "import-hf: warning: lm_head.weight differs from wte.weight in %llu of "
                 "%llu elements; tripar ties the LM head to wte (the checkpoint keeps wte)\n",
                 (unsigned long long)differ, (unsigned long long)n);
 }
@@ -488,7 +493,8 @@ int import_hf_main(int argc, char **argv) {
     for (int k = 0; k < n; k++) {
         const safetensors_tensor *t = hf_find(hf, list[k].name, NULL);
         int d = 0;
-        while (strcmp(checkpoint_tensor_names[d], list[k].dst) != 0) d++;
+        while (strcmp(checkpoint_tensor_names[d], list[k].dst) != 0)
+            d++;
         /* one HF tensor in memory at a time (twice when it is transposed) */
         uint64_t elems = safetensors_tensor_elems(t);
         float *a = xmalloc(elems * sizeof(float));
@@ -499,7 +505,8 @@ int import_hf_main(int argc, char **argv) {
         free(a);
         free(b);
     }
-    for (int d = 0; d < CHECKPOINT_N_TENSORS; d++) H5Dclose(dsets[d]);
+    for (int d = 0; d < CHECKPOINT_N_TENSORS; d++)
+        H5Dclose(dsets[d]);
     H5Gclose(group);
     if (has_tokenizer) checkpoint_write_tokenizer(file, vocab, merges);
     H5_CHECK(H5Fclose(file));

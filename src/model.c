@@ -42,7 +42,9 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
     g->last_stage = pp_rank == pp - 1;
 }
 
-static dim_slice slice_full(long n) { return (dim_slice){.start = {0}, .count = {n}, .nblocks = 1}; }
+static dim_slice slice_full(long n) {
+    return (dim_slice){.start = {0}, .count = {n}, .nblocks = 1};
+}
 static dim_slice slice_one(long start, long count) {
     return (dim_slice){.start = {start}, .count = {count}, .nblocks = 1};
 }
@@ -110,56 +112,170 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
     const float out_mlp_std = branch_gain / sqrtf((float)M);
     const float emb_std = 0.3f;
 
-    add_row(m, (table_row){"wte", (void **)&w->wte, NULL, INIT_NORMAL, emb_std,
-                           g->first_stage || g->last_stage, 2, {V, C},
+    add_row(m, (table_row){"wte",
+                           (void **)&w->wte,
+                           NULL,
+                           INIT_NORMAL,
+                           emb_std,
+                           g->first_stage || g->last_stage,
+                           2,
+                           {V, C},
                            {slice_one(g->vocab_begin, g->vocab_local), slice_full(C)}});
-    add_row(m, (table_row){"wpe", (void **)&w->wpe, NULL, INIT_NORMAL, 0.1f, g->first_stage, 2,
-                           {cfg->ctx, C}, {slice_full(cfg->ctx), slice_full(C)}});
-    add_row(m, (table_row){"ln1_g", (void **)&w->ln1_g, NULL, INIT_ONES_NOISE, 0.05f, has_layers,
-                           2, {L, C}, {layers, slice_full(C)}});
-    add_row(m, (table_row){"ln1_b", (void **)&w->ln1_b, NULL, INIT_ZEROS_NOISE, 0.05f, has_layers,
-                           2, {L, C}, {layers, slice_full(C)}});
-    add_row(m, (table_row){"qkv_w", &w->qkv_w, &w->qkv_s, INIT_NORMAL, in_std, has_layers, 3,
-                           {L, 3 * C, C}, {layers, qkv, slice_full(C)}});
-    add_row(m, (table_row){"qkv_b", (void **)&w->qkv_b, NULL, INIT_ZEROS_NOISE, 0.05f, has_layers,
-                           2, {L, 3 * C}, {layers, qkv}});
-    add_row(m, (table_row){"proj_w", &w->proj_w, &w->proj_s, INIT_NORMAL, out_attn_std, has_layers,
-                           3, {L, C, C}, {layers, slice_full(C), heads_cols}});
-    add_row(m, (table_row){"proj_b", (void **)&w->proj_b, NULL, INIT_ZEROS_NOISE, 0.05f,
-                           has_layers, 2, {L, C}, {layers, slice_full(C)}});
-    add_row(m, (table_row){"ln2_g", (void **)&w->ln2_g, NULL, INIT_ONES_NOISE, 0.05f, has_layers,
-                           2, {L, C}, {layers, slice_full(C)}});
-    add_row(m, (table_row){"ln2_b", (void **)&w->ln2_b, NULL, INIT_ZEROS_NOISE, 0.05f, has_layers,
-                           2, {L, C}, {layers, slice_full(C)}});
-    add_row(m, (table_row){"fc1_w", &w->fc1_w, &w->fc1_s, INIT_NORMAL, in_std, has_layers, 3,
-                           {L, M, C}, {layers, mlp, slice_full(C)}});
-    add_row(m, (table_row){"fc1_b", (void **)&w->fc1_b, NULL, INIT_ZEROS_NOISE, 0.05f, has_layers,
-                           2, {L, M}, {layers, mlp}});
-    add_row(m, (table_row){"fc2_w", &w->fc2_w, &w->fc2_s, INIT_NORMAL, out_mlp_std, has_layers, 3,
-                           {L, C, M}, {layers, slice_full(C), mlp}});
-    add_row(m, (table_row){"fc2_b", (void **)&w->fc2_b, NULL, INIT_ZEROS_NOISE, 0.05f, has_layers,
-                           2, {L, C}, {layers, slice_full(C)}});
-    add_row(m, (table_row){"lnf_g", (void **)&w->lnf_g, NULL, INIT_ONES_NOISE, 0.05f,
-                           g->last_stage, 1, {C}, {slice_full(C)}});
-    add_row(m, (table_row){"lnf_b", (void **)&w->lnf_b, NULL, INIT_ZEROS_NOISE, 0.05f,
-                           g->last_stage, 1, {C}, {slice_full(C)}});
+    add_row(m, (table_row){"wpe",
+                           (void **)&w->wpe,
+                           NULL,
+                           INIT_NORMAL,
+                           0.1f,
+                           g->first_stage,
+                           2,
+                           {cfg->ctx, C},
+                           {slice_full(cfg->ctx), slice_full(C)}});
+    add_row(m, (table_row){"ln1_g",
+                           (void **)&w->ln1_g,
+                           NULL,
+                           INIT_ONES_NOISE,
+                           0.05f,
+                           has_layers,
+                           2,
+                           {L, C},
+                           {layers, slice_full(C)}});
+    add_row(m, (table_row){"ln1_b",
+                           (void **)&w->ln1_b,
+                           NULL,
+                           INIT_ZEROS_NOISE,
+                           0.05f,
+                           has_layers,
+                           2,
+                           {L, C},
+                           {layers, slice_full(C)}});
+    add_row(m, (table_row){"qkv_w",
+                           &w->qkv_w,
+                           &w->qkv_s,
+                           INIT_NORMAL,
+                           in_std,
+                           has_layers,
+                           3,
+                           {L, 3 * C, C},
+                           {layers, qkv, slice_full(C)}});
+    add_row(m, (table_row){"qkv_b",
+                           (void **)&w->qkv_b,
+                           NULL,
+                           INIT_ZEROS_NOISE,
+                           0.05f,
+                           has_layers,
+                           2,
+                           {L, 3 * C},
+                           {layers, qkv}});
+    add_row(m, (table_row){"proj_w",
+                           &w->proj_w,
+                           &w->proj_s,
+                           INIT_NORMAL,
+                           out_attn_std,
+                           has_layers,
+                           3,
+                           {L, C, C},
+                           {layers, slice_full(C), heads_cols}});
+    add_row(m, (table_row){"proj_b",
+                           (void **)&w->proj_b,
+                           NULL,
+                           INIT_ZEROS_NOISE,
+                           0.05f,
+                           has_layers,
+                           2,
+                           {L, C},
+                           {layers, slice_full(C)}});
+    add_row(m, (table_row){"ln2_g",
+                           (void **)&w->ln2_g,
+                           NULL,
+                           INIT_ONES_NOISE,
+                           0.05f,
+                           has_layers,
+                           2,
+                           {L, C},
+                           {layers, slice_full(C)}});
+    add_row(m, (table_row){"ln2_b",
+                           (void **)&w->ln2_b,
+                           NULL,
+                           INIT_ZEROS_NOISE,
+                           0.05f,
+                           has_layers,
+                           2,
+                           {L, C},
+                           {layers, slice_full(C)}});
+    add_row(m, (table_row){"fc1_w",
+                           &w->fc1_w,
+                           &w->fc1_s,
+                           INIT_NORMAL,
+                           in_std,
+                           has_layers,
+                           3,
+                           {L, M, C},
+                           {layers, mlp, slice_full(C)}});
+    add_row(m, (table_row){"fc1_b",
+                           (void **)&w->fc1_b,
+                           NULL,
+                           INIT_ZEROS_NOISE,
+                           0.05f,
+                           has_layers,
+                           2,
+                           {L, M},
+                           {layers, mlp}});
+    add_row(m, (table_row){"fc2_w",
+                           &w->fc2_w,
+                           &w->fc2_s,
+                           INIT_NORMAL,
+                           out_mlp_std,
+                           has_layers,
+                           3,
+                           {L, C, M},
+                           {layers, slice_full(C), mlp}});
+    add_row(m, (table_row){"fc2_b",
+                           (void **)&w->fc2_b,
+                           NULL,
+                           INIT_ZEROS_NOISE,
+                           0.05f,
+                           has_layers,
+                           2,
+                           {L, C},
+                           {layers, slice_full(C)}});
+    add_row(m, (table_row){"lnf_g",
+                           (void **)&w->lnf_g,
+                           NULL,
+                           INIT_ONES_NOISE,
+                           0.05f,
+                           g->last_stage,
+                           1,
+                           {C},
+                           {slice_full(C)}});
+    add_row(m, (table_row){"lnf_b",
+                           (void **)&w->lnf_b,
+                           NULL,
+                           INIT_ZEROS_NOISE,
+                           0.05f,
+                           g->last_stage,
+                           1,
+                           {C},
+                           {slice_full(C)}});
 }
 
 static long slice_elems(const dim_slice *s) {
     long n = 0;
-    for (int b = 0; b < s->nblocks; b++) n += s->count[b];
+    for (int b = 0; b < s->nblocks; b++)
+        n += s->count[b];
     return n;
 }
 
 long tensor_local_elems(const tensor_desc *t) {
     long n = 1;
-    for (int d = 0; d < t->ndims; d++) n *= slice_elems(&t->local[d]);
+    for (int d = 0; d < t->ndims; d++)
+        n *= slice_elems(&t->local[d]);
     return n;
 }
 
 long tensor_global_elems(const tensor_desc *t) {
     long n = 1;
-    for (int d = 0; d < t->ndims; d++) n *= t->global_shape[d];
+    for (int d = 0; d < t->ndims; d++)
+        n *= t->global_shape[d];
     return n;
 }
 
@@ -203,7 +319,8 @@ static size_t tensor_bytes(const tensor_desc *t, dtype wtype) {
 
 size_t model_weight_bytes(const model *m) {
     size_t total = 0;
-    for (int i = 0; i < m->n_tensors; i++) total += tensor_bytes(&m->tensors[i], m->weight_dtype);
+    for (int i = 0; i < m->n_tensors; i++)
+        total += tensor_bytes(&m->tensors[i], m->weight_dtype);
     return total;
 }
 
@@ -239,8 +356,8 @@ static int splits_columns(const tensor_desc *t) {
     return last->nblocks != 1 || last->count[0] != t->global_shape[t->ndims - 1];
 }
 
-void model_store_tensor(model *m, const backend *be, const tensor_desc *t,
-                        const float *host_values, comm *tp) {
+void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const float *host_values,
+                        comm *tp) {
     if (!t->present) return;
     long elems = tensor_local_elems(t);
     if (!t->is_matrix || m->weight_dtype == DTYPE_F32) {
@@ -283,8 +400,8 @@ void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp) 
         if (!t->present) continue;
         long n = tensor_local_elems(t);
         for (long e = 0; e < n; e++)
-            host[e] = synthetic_value(seed, t->name, tensor_global_index(t, e), t->init,
-                                      t->init_std);
+            host[e] =
+                synthetic_value(seed, t->name, tensor_global_index(t, e), t->init, t->init_std);
         model_store_tensor(m, be, t, host, tp);
     }
     free(host);

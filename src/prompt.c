@@ -35,7 +35,8 @@ int prompt_tokenize(job *j, tokenizer **tok) {
     int n = 0;
     if (tokenizer_encode(*tok, j->text, strlen(j->text), &ids, &n) != 0 || n == 0) {
         free(ids);
-        error_set("%s:%d: input.text encodes to no tokens", j->source, job_key_line(j, "input.text"));
+        error_set("%s:%d: input.text encodes to no tokens", j->source,
+                  job_key_line(j, "input.text"));
         return STATUS_BAD_INPUT;
     }
     free(j->tokens);

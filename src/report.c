@@ -18,8 +18,8 @@
 typedef struct {
     run_data run;
     char label[96];
-    int measured_only;           /* 1 when warm-up events (iteration < 0) were left out */
-    double *phase_total;         /* (world_size, PHASE_COUNT) seconds per rank */
+    int measured_only;   /* 1 when warm-up events (iteration < 0) were left out */
+    double *phase_total; /* (world_size, PHASE_COUNT) seconds per rank */
     int phase_seen[PHASE_COUNT];
     double phase_min[PHASE_COUNT], phase_median[PHASE_COUNT], phase_max[PHASE_COUNT];
     /* sums over ranks, seconds */
@@ -67,7 +67,8 @@ static void summary_compute(run_summary *s) {
     double *column = xcalloc((unsigned long)P, sizeof(double));
     double *busy = xcalloc((unsigned long)P, sizeof(double));
     for (int p = 0; p < PHASE_COUNT; p++) {
-        for (int r = 0; r < P; r++) column[r] = phase_row(s, r)[p];
+        for (int r = 0; r < P; r++)
+            column[r] = phase_row(s, r)[p];
         stats_sort(column, P);
         s->phase_min[p] = column[0];
         s->phase_median[p] = stats_percentile(column, P, 50);
@@ -127,8 +128,9 @@ static void print_single(FILE *out, const run_summary *s) {
         fprintf(out, "  WARNING: incomplete run file (complete=0): the run did not finish; "
                      "numbers cover what was written\n");
     if (m->present)
-        fprintf(out, "  latency p50 %.4f s  p90 %.4f s  p99 %.4f s (%d iterations) | TTFT %.4f s"
-                     " | TPOT %.5f s | %.1f tokens/s | %.3f requests/s\n",
+        fprintf(out,
+                "  latency p50 %.4f s  p90 %.4f s  p99 %.4f s (%d iterations) | TTFT %.4f s"
+                " | TPOT %.5f s | %.1f tokens/s | %.3f requests/s\n",
                 m->latency_p50, m->latency_p90, m->latency_p99, m->iterations, m->ttft_mean,
                 m->tpot_mean, m->tokens_per_s, m->requests_per_s);
     else
@@ -144,24 +146,28 @@ static void print_single(FILE *out, const run_summary *s) {
         if (s->phase_seen[p])
             fprintf(out, "    %-14s %11.6f %11.6f %11.6f\n", phase_name((phase)p), s->phase_min[p],
                     s->phase_median[p], s->phase_max[p]);
-    fprintf(out, "  of wall time: compute %.1f%%  communication %.1f%%  exposed communication "
-                 "%.1f%%  pipeline bubble %.1f%%  other %.1f%%\n",
-            100 * s->compute_frac, 100 * s->comm_frac, 100 * s->exposed_frac,
-            100 * s->bubble_frac, 100 * s->other_frac);
+    fprintf(out,
+            "  of wall time: compute %.1f%%  communication %.1f%%  exposed communication "
+            "%.1f%%  pipeline bubble %.1f%%  other %.1f%%\n",
+            100 * s->compute_frac, 100 * s->comm_frac, 100 * s->exposed_frac, 100 * s->bubble_frac,
+            100 * s->other_frac);
     const run_rank *sr = &run->ranks[s->slowest_rank];
-    fprintf(out, "  slowest rank %d (dp%d tp%d pp%d, %s): busy %.6f s, lag %+.6f s over the "
-                 "median rank\n", s->slowest_rank, sr->dp_rank, sr->tp_rank, sr->pp_rank,
-            sr->host, s->slowest_busy, s->slowest_lag);
+    fprintf(out,
+            "  slowest rank %d (dp%d tp%d pp%d, %s): busy %.6f s, lag %+.6f s over the "
+            "median rank\n",
+            s->slowest_rank, sr->dp_rank, sr->tp_rank, sr->pp_rank, sr->host, s->slowest_busy,
+            s->slowest_lag);
 }
 
 static void print_comparison(FILE *out, const run_summary *s, int n) {
     fprintf(out, "%-28s %5s %10s %10s %11s %10s %10s %10s %8s %7s %8s %7s\n", "strategy", "ranks",
-            "TTFT(s)", "TPOT(s)", "tokens/s", "p50(s)", "p90(s)", "p99(s)", "compute",
-            "comm", "exposed", "bubble");
+            "TTFT(s)", "TPOT(s)", "tokens/s", "p50(s)", "p90(s)", "p99(s)", "compute", "comm",
+            "exposed", "bubble");
     for (int i = 0; i < n; i++) {
         const run_headline *m = &s[i].run.metrics;
-        fprintf(out, "%-28s %5d %10.4f %10.5f %11.1f %10.4f %10.4f %10.4f %7.1f%% %6.1f%% "
-                     "%7.1f%% %6.1f%%%s\n",
+        fprintf(out,
+                "%-28s %5d %10.4f %10.5f %11.1f %10.4f %10.4f %10.4f %7.1f%% %6.1f%% "
+                "%7.1f%% %6.1f%%%s\n",
                 s[i].label, s[i].run.world_size, m->ttft_mean, m->tpot_mean, m->tokens_per_s,
                 m->latency_p50, m->latency_p90, m->latency_p99, 100 * s[i].compute_frac,
                 100 * s[i].comm_frac, 100 * s[i].exposed_frac, 100 * s[i].bubble_frac,
@@ -170,24 +176,38 @@ static void print_comparison(FILE *out, const run_summary *s, int n) {
 }
 
 /* The numbers of one run as named values, shared by the CSV and JSON writers. */
-typedef struct { const char *name; double value; } named_value;
+typedef struct {
+    const char *name;
+    double value;
+} named_value;
 
 static int summary_values(const run_summary *s, named_value *v) {
     const run_headline *m = &s->run.metrics;
     int n = 0;
 #define PUT(key, val) v[n++] = (named_value){key, (double)(val)}
-    PUT("world_size", s->run.world_size); PUT("dp", s->run.dp); PUT("tp", s->run.tp);
-    PUT("pp", s->run.pp); PUT("microbatches", s->run.microbatches);
-    PUT("overlap", s->run.overlap); PUT("complete", s->run.complete);
+    PUT("world_size", s->run.world_size);
+    PUT("dp", s->run.dp);
+    PUT("tp", s->run.tp);
+    PUT("pp", s->run.pp);
+    PUT("microbatches", s->run.microbatches);
+    PUT("overlap", s->run.overlap);
+    PUT("complete", s->run.complete);
     PUT("iterations", m->iterations);
-    PUT("ttft_s", m->ttft_mean); PUT("tpot_s", m->tpot_mean);
-    PUT("tokens_per_s", m->tokens_per_s); PUT("requests_per_s", m->requests_per_s);
-    PUT("latency_mean_s", m->latency_mean); PUT("latency_p50_s", m->latency_p50);
-    PUT("latency_p90_s", m->latency_p90); PUT("latency_p99_s", m->latency_p99);
+    PUT("ttft_s", m->ttft_mean);
+    PUT("tpot_s", m->tpot_mean);
+    PUT("tokens_per_s", m->tokens_per_s);
+    PUT("requests_per_s", m->requests_per_s);
+    PUT("latency_mean_s", m->latency_mean);
+    PUT("latency_p50_s", m->latency_p50);
+    PUT("latency_p90_s", m->latency_p90);
+    PUT("latency_p99_s", m->latency_p99);
     PUT("peak_memory_bytes_max", m->peak_memory_bytes_max);
-    PUT("compute_frac", s->compute_frac); PUT("comm_frac", s->comm_frac);
-    PUT("exposed_comm_frac", s->exposed_frac); PUT("bubble_frac", s->bubble_frac);
-    PUT("slowest_rank", s->slowest_rank); PUT("slowest_busy_s", s->slowest_busy);
+    PUT("compute_frac", s->compute_frac);
+    PUT("comm_frac", s->comm_frac);
+    PUT("exposed_comm_frac", s->exposed_frac);
+    PUT("bubble_frac", s->bubble_frac);
+    PUT("slowest_rank", s->slowest_rank);
+    PUT("slowest_busy_s", s->slowest_busy);
     PUT("slowest_lag_s", s->slowest_lag);
 #undef PUT
     return n;
@@ -203,7 +223,8 @@ static int write_csv(const char *path, const run_summary *s, int n) {
     named_value v[SUMMARY_VALUES_MAX];
     int nv = summary_values(&s[0], v);
     fprintf(f, "file,strategy");
-    for (int k = 0; k < nv; k++) fprintf(f, ",%s", v[k].name);
+    for (int k = 0; k < nv; k++)
+        fprintf(f, ",%s", v[k].name);
     for (int p = 0; p < PHASE_COUNT; p++)
         fprintf(f, ",%s_min_s,%s_median_s,%s_max_s", phase_name((phase)p), phase_name((phase)p),
                 phase_name((phase)p));
@@ -211,7 +232,8 @@ static int write_csv(const char *path, const run_summary *s, int n) {
     for (int i = 0; i < n; i++) {
         summary_values(&s[i], v);
         fprintf(f, "\"%s\",\"%s\"", s[i].run.path, s[i].label);
-        for (int k = 0; k < nv; k++) fprintf(f, ",%.9g", v[k].value);
+        for (int k = 0; k < nv; k++)
+            fprintf(f, ",%.9g", v[k].value);
         for (int p = 0; p < PHASE_COUNT; p++)
             fprintf(f, ",%.9g,%.9g,%.9g", s[i].phase_min[p], s[i].phase_median[p],
                     s[i].phase_max[p]);
@@ -231,7 +253,8 @@ static int write_json(const char *path, const run_summary *s, int n) {
         json_object_set_new(o, "strategy", json_string(s[i].label));
         named_value v[SUMMARY_VALUES_MAX];
         int nv = summary_values(&s[i], v);
-        for (int k = 0; k < nv; k++) json_object_set_new(o, v[k].name, json_number(v[k].value));
+        for (int k = 0; k < nv; k++)
+            json_object_set_new(o, v[k].name, json_number(v[k].value));
         json_t *phases = json_object();
         for (int p = 0; p < PHASE_COUNT; p++) {
             if (!s[i].phase_seen[p]) continue;
@@ -241,8 +264,7 @@ static int write_json(const char *path, const run_summary *s, int n) {
             json_object_set_new(ph, "max_s", json_number(s[i].phase_max[p]));
             json_t *per_rank = json_array();
             for (int r = 0; r < s[i].run.world_size; r++)
-                json_array_append_new(per_rank,
-                                      json_number(phase_row((run_summary *)&s[i], r)[p]));
+                json_array_append_new(per_rank, json_number(phase_row((run_summary *)&s[i], r)[p]));
             json_object_set_new(ph, "per_rank_s", per_rank);
             json_object_set_new(phases, phase_name((phase)p), ph);
         }
@@ -274,8 +296,8 @@ static int print_baseline(FILE *out, const run_summary *base, const run_summary 
     hsize_t tdb[8] = {0}, ldb[8] = {0};
     int32_t *tok_b =
         h5_dataset_read_all(base->run.file, "output/tokens", H5T_NATIVE_INT32, &ndb, tdb, NULL);
-    float *log_b =
-        h5_dataset_read_all(base->run.file, "activations/logits", H5T_NATIVE_FLOAT, &ndl, ldb, NULL);
+    float *log_b = h5_dataset_read_all(base->run.file, "activations/logits", H5T_NATIVE_FLOAT, &ndl,
+                                       ldb, NULL);
     if (!tok_b) {
         error_set("%s: no /output/tokens to compare against", base->run.path);
         free(log_b);
@@ -284,8 +306,9 @@ static int print_baseline(FILE *out, const run_summary *base, const run_summary 
     long prompt_len = run_prompt_len(base->run.file, (long)tdb[1]);
     const run_headline *bm = &base->run.metrics;
     score_inputs bi = {bm->latency_p50, bm->tokens_per_s, 1.0};
-    fprintf(out, "\nagainst baseline %s (%s): score = 0.4*lat_base/lat + 0.3*thr/thr_base + "
-                 "0.3*agree/agree_base (latency p50, tokens/s; baseline = 1)\n",
+    fprintf(out,
+            "\nagainst baseline %s (%s): score = 0.4*lat_base/lat + 0.3*thr/thr_base + "
+            "0.3*agree/agree_base (latency p50, tokens/s; baseline = 1)\n",
             base->run.path, base->label);
     fprintf(out, "%-40s %9s %12s %12s %11s %11s %7s\n", "file", "tok_agree", "logit_maxrel",
             "logit_KL", "p50(s)", "tokens/s", "score");
@@ -294,8 +317,8 @@ static int print_baseline(FILE *out, const run_summary *base, const run_summary 
         hsize_t tdr[8] = {0}, ldr[8] = {0};
         int32_t *tok =
             h5_dataset_read_all(s[i].run.file, "output/tokens", H5T_NATIVE_INT32, &ndt, tdr, NULL);
-        float *lg =
-            h5_dataset_read_all(s[i].run.file, "activations/logits", H5T_NATIVE_FLOAT, &nd2, ldr, NULL);
+        float *lg = h5_dataset_read_all(s[i].run.file, "activations/logits", H5T_NATIVE_FLOAT, &nd2,
+                                        ldr, NULL);
         double agree = NAN, max_rel = NAN, kl = NAN;
         if (tok && ndt == 2 && tdr[0] == tdb[0] && tdr[1] == tdb[1])
             agree = score_token_agreement(tok_b, tok, (long)tdb[0], (long)tdb[1], prompt_len);
@@ -306,8 +329,8 @@ static int print_baseline(FILE *out, const run_summary *base, const run_summary 
         fprintf(out, "%-40s %9.4f %12.3e %12.3e %11.5f %11.1f %7.3f\n", s[i].run.path, agree,
                 max_rel, kl, m->latency_p50, m->tokens_per_s, score_composite(&bi, &ri));
         if (!tok || isnan(agree))
-            fprintf(out, "  (tokens: %s)\n", tok ? "shape differs from the baseline's"
-                                                 : "no /output/tokens in this file");
+            fprintf(out, "  (tokens: %s)\n",
+                    tok ? "shape differs from the baseline's" : "no /output/tokens in this file");
         if (isnan(kl))
             fprintf(out, "  (logits: %s; record them with record.activations: [logits])\n",
                     !log_b ? "absent in the baseline"
@@ -389,7 +412,8 @@ int report_main(int argc, char **argv) {
         if (json && write_json(json, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
         if (rc != TRIPAR_EXIT_OK) fprintf(stderr, "tripar report: %s\n", error_message());
     }
-    for (int i = 0; i < loaded; i++) summary_free(&s[i]);
+    for (int i = 0; i < loaded; i++)
+        summary_free(&s[i]);
     free(s);
     free(files);
     return rc;

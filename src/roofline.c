@@ -30,11 +30,14 @@ void roofline_measure(roofline *r, const model_config *cfg, int batch, int T, do
     float *a = xcalloc((size_t)rows * max_in, sizeof(float));
     float *w = xcalloc((size_t)max_out * max_in, sizeof(float));
     float *c = xcalloc((size_t)rows * max_out, sizeof(float));
-    for (long i = 0; i < rows * max_in; i++) a[i] = (float)((i % 13) - 6) * 0.01f;
-    for (long i = 0; i < max_out * max_in; i++) w[i] = (float)((i % 7) - 3) * 0.01f;
+    for (long i = 0; i < rows * max_in; i++)
+        a[i] = (float)((i % 13) - 6) * 0.01f;
+    for (long i = 0; i < max_out * max_in; i++)
+        w[i] = (float)((i % 7) - 3) * 0.01f;
     double seconds = 0, flops = 0;
     for (int s = 0; s < 4; s++) {
-        seconds += cfg->layers * time_sgemm(a, w, c, (int)rows, (int)shapes[s][0], (int)shapes[s][1]);
+        seconds +=
+            cfg->layers * time_sgemm(a, w, c, (int)rows, (int)shapes[s][0], (int)shapes[s][1]);
         flops += cfg->layers * 2.0 * rows * shapes[s][0] * shapes[s][1];
     }
     /* attention: QK^T and PV per head over the causal half, and the LM head's last rows */
@@ -51,7 +54,8 @@ void roofline_measure(roofline *r, const model_config *cfg, int batch, int T, do
     size_t n = (size_t)(weight_bytes * 4 / sizeof(float));
     if (n < (512u << 20) / sizeof(float)) n = (512u << 20) / sizeof(float);
     float *buf = xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) buf[i] = 1.0f;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = 1.0f;
     double best = 1e30, sink = 0;
     for (int rep = 0; rep < 3; rep++) {
         double t0 = timer_host_seconds();
@@ -67,10 +71,12 @@ void roofline_measure(roofline *r, const model_config *cfg, int batch, int T, do
 
 void roofline_print(const roofline *r, const run_metrics *rm, int batch, int T, int new_tokens) {
     double sorted[rm->iterations > 0 ? rm->iterations : 1];
-    for (int i = 0; i < rm->iterations; i++) sorted[i] = rm->ttft[i];
+    for (int i = 0; i < rm->iterations; i++)
+        sorted[i] = rm->ttft[i];
     stats_sort(sorted, rm->iterations);
     double prefill = stats_percentile(sorted, rm->iterations, 50);
-    for (int i = 0; i < rm->iterations; i++) sorted[i] = rm->tpot[i];
+    for (int i = 0; i < rm->iterations; i++)
+        sorted[i] = rm->tpot[i];
     stats_sort(sorted, rm->iterations);
     double tpot = stats_percentile(sorted, rm->iterations, 50);
     double achieved = r->model_flops / prefill / 1e9;
@@ -79,8 +85,8 @@ void roofline_print(const roofline *r, const run_metrics *rm, int batch, int T, 
     printf("    prefill      %8.2f GFLOP/s achieved vs %8.2f GFLOP/s bare sgemm on the same "
            "shapes: %5.1f%% (target >= 70%%)\n",
            achieved, r->sgemm_gflops, 100.0 * achieved / r->sgemm_gflops);
-    printf("    prefill      %8.1f tokens/s (%d x %d tokens in %.3f s)\n", batch * (double)T / prefill,
-           batch, T, prefill);
+    printf("    prefill      %8.1f tokens/s (%d x %d tokens in %.3f s)\n",
+           batch * (double)T / prefill, batch, T, prefill);
     if (new_tokens > 1)
         printf("    decode       %8.3f ms/token vs %.3f ms to stream %.1f MB of weights at "
                "%.2f GB/s: %.2fx the bound (target <= 1.5x); %.1f tokens/s\n",

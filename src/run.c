@@ -46,17 +46,19 @@ static volatile sig_atomic_t stop_requested = 0;
 static void on_stop_signal(int sig) { stop_requested = sig; }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: tripar run JOB.yaml [--set SECTION.KEY=VALUE]... [--out RUN.h5]\n"
-               "                  [--sweep KEY=V1,V2,...]... [--dry-run] [--save-checkpoint CKPT.h5]\n"
-               "Runs the job under mpirun/srun: dp x tp x pp must equal the number of ranks.\n"
-               "  --set K=V            override any job key (repeatable), e.g. --set parallel.tp=2\n"
-               "  --sweep K=V1,V2      run every point of the cross product of the swept keys in\n"
-               "                       this one mpirun; point files are OUT-STEM.K=V[.K2=V2].h5\n"
-               "                       (repeatable; see docs/benchmarks.md)\n"
-               "  --out RUN.h5         run file (default: record.out of the job)\n"
-               "  --dry-run            print the resolved job and the memory per rank; compute nothing\n"
-               "  --save-checkpoint F  write the synthetic model to F as a tripar checkpoint\n"
-               "Exit codes: 0 ok, 1 runtime failure, 2 bad usage, job, mesh or checkpoint.\n");
+    fprintf(
+        f,
+        "usage: tripar run JOB.yaml [--set SECTION.KEY=VALUE]... [--out RUN.h5]\n"
+        "                  [--sweep KEY=V1,V2,...]... [--dry-run] [--save-checkpoint CKPT.h5]\n"
+        "Runs the job under mpirun/srun: dp x tp x pp must equal the number of ranks.\n"
+        "  --set K=V            override any job key (repeatable), e.g. --set parallel.tp=2\n"
+        "  --sweep K=V1,V2      run every point of the cross product of the swept keys in\n"
+        "                       this one mpirun; point files are OUT-STEM.K=V[.K2=V2].h5\n"
+        "                       (repeatable; see docs/benchmarks.md)\n"
+        "  --out RUN.h5         run file (default: record.out of the job)\n"
+        "  --dry-run            print the resolved job and the memory per rank; compute nothing\n"
+        "  --save-checkpoint F  write the synthetic model to F as a tripar checkpoint\n"
+        "Exit codes: 0 ok, 1 runtime failure, 2 bad usage, job, mesh or checkpoint.\n");
 }
 
 static int parse_args(run_args *a, int argc, char **argv) {
@@ -166,8 +168,8 @@ static void print_memory_plan(const job *j, const model_config *cfg) {
             double act = rows * 4.0 *
                          (2.0 * mb * cfg->embd + 3.0 * cfg->embd + 4.0 * g.attn_dim + g.mlp_local +
                           g.vocab_local);
-            double kv = 2.0 * 4.0 * g.n_layers * batch_local * (j->prompt_len + j->new_tokens) *
-                        g.attn_dim;
+            double kv =
+                2.0 * 4.0 * g.n_layers * batch_local * (j->prompt_len + j->new_tokens) * g.attn_dim;
             printf("  - {pp_rank: %d, tp_rank: %d, layers: [%d, %d), weights_mib: %.2f, "
                    "activations_mib: %.2f, kv_cache_mib: %.2f, total_mib: %.2f}\n",
                    pp, tp, g.layer_begin, g.layer_end, weights / 1048576.0, act / 1048576.0,
@@ -194,7 +196,8 @@ static void print_table(const job *j, const model_config *cfg, const mesh *m, co
     double ttft = percentile_of(rm->ttft, n, 50), lat = percentile_of(rm->latency, n, 50);
     double tpot = percentile_of(rm->tpot, n, 50);
     long params = 0;
-    for (int i = 0; i < e->m->n_tensors; i++) params += tensor_global_elems(&e->m->tensors[i]);
+    for (int i = 0; i < e->m->n_tensors; i++)
+        params += tensor_global_elems(&e->m->tensors[i]);
     printf("tripar %s | %s -> %s\n", TRIPAR_VERSION, j->source, out_path);
     printf("  %-13s dp=%d tp=%d pp=%d  microbatches=%d  overlap=%s  backend=%s  precision=%s  "
            "kv=%s\n",
@@ -223,10 +226,11 @@ static void print_table(const job *j, const model_config *cfg, const mesh *m, co
     const double *series[] = {rm->ttft, rm->tpot, rm->latency};
     for (int k = 0; k < 3; k++)
         printf("  %-13s %-7s p50 %9.3f  p90 %9.3f  p99 %9.3f ms\n", k ? "" : "percentiles",
-               names[k], percentile_of(series[k], n, 50) * 1e3, percentile_of(series[k], n, 90) * 1e3,
-               percentile_of(series[k], n, 99) * 1e3);
+               names[k], percentile_of(series[k], n, 50) * 1e3,
+               percentile_of(series[k], n, 90) * 1e3, percentile_of(series[k], n, 99) * 1e3);
     double pmin = peak[0], pmax = peak[0];
-    for (int r = 1; r < world; r++) pmin = fmin(pmin, peak[r]), pmax = fmax(pmax, peak[r]);
+    for (int r = 1; r < world; r++)
+        pmin = fmin(pmin, peak[r]), pmax = fmax(pmax, peak[r]);
     printf("  %-13s max %.2f MiB, min %.2f MiB over %d rank(s)", "peak memory", pmax / 1048576.0,
            pmin / 1048576.0, world);
     for (int r = 0; r < world && world > 1 && world <= 8; r++)
@@ -259,7 +263,8 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     const char *overrides[MAX_OVERRIDES + SWEEP_MAX_KEYS];
     char point_sets[SWEEP_MAX_KEYS][SWEEP_TEXT_MAX];
     int n_overrides = 0;
-    for (int i = 0; i < a->n_overrides; i++) overrides[n_overrides++] = a->overrides[i];
+    for (int i = 0; i < a->n_overrides; i++)
+        overrides[n_overrides++] = a->overrides[i];
     for (int k = 0; k < a->sweep.n_axes; k++) { /* the point's values win over --set */
         sweep_override(&a->sweep, point, k, point_sets[k], sizeof point_sets[k]);
         overrides[n_overrides++] = point_sets[k];
@@ -311,8 +316,8 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     }
 
     char out_path[JOB_PATH_MAX + 512];
-    if (sweep_point_path(&a->sweep, point, a->out ? a->out : j.out, out_path,
-                         sizeof out_path) != 0) {
+    if (sweep_point_path(&a->sweep, point, a->out ? a->out : j.out, out_path, sizeof out_path) !=
+        0) {
         error_set("run file name of sweep point %ld is too long", point);
         job_free(&j);
         return user_error(world_rank);
@@ -329,8 +334,10 @@ static int run_job(const run_args *a, long point, double process_start, int chec
 
     backend be;
     backend_options bopt = {.threads = j.threads > 0 ? j.threads : default_threads(&mesh),
-                            .device = j.backend == BACKEND_CUDA ? device_select(&mesh, j.device) : -1,
-                            .allow_tf32 = j.allow_tf32, .max_marks = 0};
+                            .device =
+                                j.backend == BACKEND_CUDA ? device_select(&mesh, j.device) : -1,
+                            .allow_tf32 = j.allow_tf32,
+                            .max_marks = 0};
     long steps = j.new_tokens > 0 ? j.new_tokens : 1;
     long per_step = (long)(j.microbatches) * ((long)j.layers * 16 + 16);
     /* an arrival stream may run up to one generation per request */
@@ -338,13 +345,16 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     long capacity = 64 + (long)(j.warmup + j.iterations + stream) * steps * per_step;
     if (capacity > 4000000) capacity = 4000000; /* beyond this, events are counted as dropped */
     bopt.max_marks = (int)(2 * capacity);
-    int bad = j.backend == BACKEND_CUDA ? backend_cuda_init(&be, &bopt) : backend_cpu_init(&be, &bopt);
+    int bad =
+        j.backend == BACKEND_CUDA ? backend_cuda_init(&be, &bopt) : backend_cpu_init(&be, &bopt);
     int any_bad = 0;
     MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_bad) {
-        if (!bad) error_set("backend %s could not start on another rank", backend_kind_name(j.backend));
-        if (bad || world_rank == 0) fprintf(stderr, "tripar: error: [rank %d host %s] %s\n",
-                                            world_rank, mesh.host, error_message());
+        if (!bad)
+            error_set("backend %s could not start on another rank", backend_kind_name(j.backend));
+        if (bad || world_rank == 0)
+            fprintf(stderr, "tripar: error: [rank %d host %s] %s\n", world_rank, mesh.host,
+                    error_message());
         mesh_free(&mesh);
         job_free(&j);
         return TRIPAR_EXIT_USAGE;
@@ -369,7 +379,8 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     model_alloc(&m, &be);
     double w0 = timer_host_seconds();
     if (j.checkpoint[0]) {
-        if (checkpoint_load(&m, &be, j.checkpoint, MPI_COMM_WORLD, &mesh.axis[AXIS_TP]) != STATUS_OK) {
+        if (checkpoint_load(&m, &be, j.checkpoint, MPI_COMM_WORLD, &mesh.axis[AXIS_TP]) !=
+            STATUS_OK) {
             int code = user_error(world_rank);
             MPI_Finalize();
             exit(code);
@@ -432,7 +443,8 @@ static int run_job(const run_args *a, long point, double process_start, int chec
         if (measured >= 0 && !stopped) {
             rm.latency[measured] = global[0];
             rm.ttft[measured] = global[1];
-            rm.tpot[measured] = j.new_tokens > 1 ? (global[0] - global[1]) / (j.new_tokens - 1) : 0.0;
+            rm.tpot[measured] =
+                j.new_tokens > 1 ? (global[0] - global[1]) / (j.new_tokens - 1) : 0.0;
         }
         int flag = stop_requested != 0, any = 0;
         MPI_CHECK(MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
@@ -456,8 +468,8 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     rm.requests = j.batch;
     rm.peak_memory_bytes = (double)be.ops->peak_memory(be.ctx);
     double *peak = xcalloc((size_t)world_size, sizeof(double));
-    MPI_CHECK(MPI_Gather(&rm.peak_memory_bytes, 1, MPI_DOUBLE, peak, 1, MPI_DOUBLE, 0,
-                         MPI_COMM_WORLD));
+    MPI_CHECK(
+        MPI_Gather(&rm.peak_memory_bytes, 1, MPI_DOUBLE, peak, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (j.iterations > 0) {
         rm.prefill_seconds = rm.ttft[j.iterations - 1];
         rm.decode_seconds = rm.latency[j.iterations - 1] - rm.ttft[j.iterations - 1];
@@ -471,8 +483,10 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     if (stopped) {
         runfile_close_incomplete(rf);
         if (world_rank == 0)
-            fprintf(stderr, "tripar: stopped by signal; %s.partial holds what was measured "
-                            "(complete=0)\n", out_path);
+            fprintf(stderr,
+                    "tripar: stopped by signal; %s.partial holds what was measured "
+                    "(complete=0)\n",
+                    out_path);
         exit_code = TRIPAR_EXIT_RUNTIME;
     } else {
         runfile_finish(rf);
@@ -486,8 +500,8 @@ static int run_job(const run_args *a, long point, double process_start, int chec
             result->ttft_p50 = percentile_of(rm.ttft, n, 50);
             result->tpot_p50 = percentile_of(rm.tpot, n, 50);
             result->latency_p50 = percentile_of(rm.latency, n, 50);
-            result->tokens_per_s = result->latency_p50 > 0
-                                       ? (double)rm.generated_tokens / result->latency_p50 : 0;
+            result->tokens_per_s =
+                result->latency_p50 > 0 ? (double)rm.generated_tokens / result->latency_p50 : 0;
             result->peak_memory_max = 0;
             for (int r = 0; r < world_size; r++)
                 result->peak_memory_max = fmax(result->peak_memory_max, peak[r]);
@@ -516,8 +530,10 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     engine_free(&e);
     timer_free(&tm);
     model_free(&m, &be);
-    if (j.backend == BACKEND_CUDA) backend_cuda_free(&be);
-    else backend_cpu_free(&be);
+    if (j.backend == BACKEND_CUDA)
+        backend_cuda_free(&be);
+    else
+        backend_cpu_free(&be);
     comm_teardown(&mesh);
     mesh_free(&mesh);
     tokenizer_free(tok);
@@ -553,9 +569,11 @@ int run_main(int argc, char **argv, double process_start) {
         for (int k = 0; k < args.sweep.n_axes; k++) {
             char set[SWEEP_TEXT_MAX];
             sweep_override(&args.sweep, p, k, set, sizeof set);
-            snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s", k ? " " : "", set);
+            snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s", k ? " " : "",
+                     set);
         }
-        if (world_rank == 0) printf("%s== sweep point %ld/%ld: %s\n", p ? "\n" : "", p + 1, points, label);
+        if (world_rank == 0)
+            printf("%s== sweep point %ld/%ld: %s\n", p ? "\n" : "", p + 1, points, label);
         fflush(stdout);
         /* later points start with MPI and the process warm: their cold start counts from the
          * point's own start (weights included) */
@@ -564,8 +582,8 @@ int run_main(int argc, char **argv, double process_start) {
     }
     if (world_rank == 0 && !args.dry_run && done > 0) {
         printf("\n== sweep: %ld of %ld point(s)\n", done, points);
-        printf("  %-40s %10s %10s %10s %11s %10s  %s\n", "point", "TTFT(ms)", "TPOT(ms)",
-               "lat(ms)", "tokens/s", "peak(MiB)", "file");
+        printf("  %-40s %10s %10s %10s %11s %10s  %s\n", "point", "TTFT(ms)", "TPOT(ms)", "lat(ms)",
+               "tokens/s", "peak(MiB)", "file");
         for (long p = 0; p < done; p++) {
             char label[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX] = "";
             for (int k = 0; k < args.sweep.n_axes; k++) {

@@ -26,8 +26,10 @@ static float kth_largest(float *v, int n, int k) {
         float pivot = v[lo + (hi - lo) / 2];
         int i = lo, j = hi;
         while (i <= j) {
-            while (v[i] > pivot) i++;
-            while (v[j] < pivot) j--;
+            while (v[i] > pivot)
+                i++;
+            while (v[j] < pivot)
+                j--;
             if (i <= j) {
                 float t = v[i];
                 v[i] = v[j];

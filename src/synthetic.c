@@ -28,7 +28,8 @@ uint64_t synthetic_name_hash(const char *name) {
  * variance: integer-exact up to the final scaling, so identical on every machine. */
 static float unit_normal_from_hash(uint64_t h) {
     double sum = 0.0;
-    for (int k = 0; k < 4; k++) sum += ((double)((h >> (16 * k)) & 0xffff) + 0.5) / 65536.0;
+    for (int k = 0; k < 4; k++)
+        sum += ((double)((h >> (16 * k)) & 0xffff) + 0.5) / 65536.0;
     return (float)((sum - 2.0) * 1.7320508075688772); /* sqrt(3) */
 }
 
