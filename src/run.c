@@ -25,6 +25,7 @@
 #include "timing.h"
 
 #define MAX_OVERRIDES 256
+#define PROGRESS_SECONDS 5.0
 
 typedef struct {
     const char *job_path;
@@ -378,6 +379,9 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     model_tensor_table(&m, &cfg, &g, weight_dtype_of(j.precision));
     model_alloc(&m, &be);
     double w0 = timer_host_seconds();
+    if (world_rank == 0 && m.weight_bytes > (256u << 20))
+        fprintf(stderr, "tripar: %s weights, %.0f MiB on rank 0\n",
+                j.checkpoint[0] ? "loading" : "generating", m.weight_bytes / 1048576.0);
     if (j.checkpoint[0]) {
         if (checkpoint_load(&m, &be, j.checkpoint, MPI_COMM_WORLD, &mesh.axis[AXIS_TP]) !=
             STATUS_OK) {
@@ -412,6 +416,7 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     int stopped = 0, cold_done = 0;
     serve_result stream_result;
     memset(&stream_result, 0, sizeof stream_result);
+    double last_progress = timer_host_seconds();
     for (int it = 0; it < j.warmup + j.iterations && !stopped; it++) {
         int measured = it - j.warmup;
         if (measured == 0 && j.arrival_rate > 0) {
@@ -449,6 +454,14 @@ static int run_job(const run_args *a, long point, double process_start, int chec
         int flag = stop_requested != 0, any = 0;
         MPI_CHECK(MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
         stopped |= any;
+        /* Long benchmarks show they are alive: a line every few seconds from rank 0. */
+        if (world_rank == 0 && timer_host_seconds() - last_progress > PROGRESS_SECONDS &&
+            it + 1 < j.warmup + j.iterations) {
+            fprintf(stderr, "tripar: %s %d/%d done, latency %.3f s\n",
+                    measured < 0 ? "warm-up" : "iteration", measured < 0 ? it + 1 : measured + 1,
+                    measured < 0 ? j.warmup : j.iterations, global[0]);
+            last_progress = timer_host_seconds();
+        }
     }
 
     /* Gather the generated tokens to rank 0 for the table (and the text output). */
