@@ -255,12 +255,71 @@ static void print_table(const job *j, const model_config *cfg, const mesh *m, co
  * that point's run file. start is when this run began (the process start for the first run),
  * for the cold-start time. With check_only it stops once the job and mesh are known to be
  * valid, so a sweep reports a bad point before computing any. MPI stays initialised. */
-static int run_job(const run_args *a, long point, double process_start, int check_only,
-                   run_point *result) {
-    int world_rank = 0, world_size = 1;
+/* The benchmark protocol: bench.warmup generations, then bench.iterations measured ones (with
+ * the arrival-rate stream before them when asked). Latency and TTFT of an iteration are the
+ * slowest rank's; cold start runs from process start to the first token. Returns 1 when a stop
+ * signal ended the run early (every rank agrees). */
+static int measure_iterations(engine *e, const job *jp, timer *tm, run_metrics *rm,
+                              serve_result *stream_result, double process_start) {
+    const int last_stage = e->m->geom.last_stage;
+    int world_rank = 0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+    int stopped = 0, cold_done = 0;
+    double last_progress = timer_host_seconds();
+    for (int it = 0; it < jp->warmup + jp->iterations && !stopped; it++) {
+        int measured = it - jp->warmup;
+        if (measured == 0 && jp->arrival_rate > 0) {
+            /* the arrival stream runs warm, after the warm-up and before the measured
+             * iterations, so the output tokens still come from whole-batch generations */
+            stopped = serve_run(e, jp, stream_result);
+            if (!cold_done && stream_result->batches > 0) {
+                rm->cold_start_seconds = stream_result->first_token_time - process_start;
+                MPI_CHECK(MPI_Bcast(&rm->cold_start_seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+                cold_done = 1;
+            }
+            if (stopped) break;
+        }
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        double t0 = timer_host_seconds();
+        tm->iteration = measured >= 0 ? measured : -1; /* before the event opens, so it is tagged */
+        int ev = timer_begin(tm, PHASE_ITERATION, -1, -1, TIMER_NO_LAYER);
+        stopped = engine_generate(e, measured >= 0 ? measured : -1, measured == 0);
+        timer_end(tm, ev);
+        double local[2] = {e->end_time - t0, last_stage ? e->first_token_time - t0 : 0.0};
+        double global[2];
+        MPI_CHECK(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        if (!cold_done) {
+            double first = last_stage ? e->first_token_time : 0.0, latest = 0.0;
+            MPI_CHECK(MPI_Allreduce(&first, &latest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+            rm->cold_start_seconds = latest - process_start;
+            cold_done = 1;
+        }
+        if (measured >= 0 && !stopped) {
+            rm->latency[measured] = global[0];
+            rm->ttft[measured] = global[1];
+            rm->tpot[measured] =
+                jp->new_tokens > 1 ? (global[0] - global[1]) / (jp->new_tokens - 1) : 0.0;
+        }
+        int flag = stop_requested != 0, any = 0;
+        MPI_CHECK(MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        stopped |= any;
+        /* Long benchmarks show they are alive: a line every few seconds from rank 0. */
+        if (world_rank == 0 && timer_host_seconds() - last_progress > PROGRESS_SECONDS &&
+            it + 1 < jp->warmup + jp->iterations) {
+            fprintf(stderr, "tripar: %s %d/%d done, latency %.3f s\n",
+                    measured < 0 ? "warm-up" : "iteration", measured < 0 ? it + 1 : measured + 1,
+                    measured < 0 ? jp->warmup : jp->iterations, global[0]);
+            last_progress = timer_host_seconds();
+        }
+    }
 
+    return stopped;
+}
+
+/* Loads the job of one sweep point and checks everything that needs no compute: keys, the
+ * checkpoint's shape, the prompt (tokenized when given as text), and the mesh against the
+ * model. Returns STATUS_OK, or STATUS_BAD_INPUT with error_message() set (same on every rank). */
+static int job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
     const char *overrides[MAX_OVERRIDES + SWEEP_MAX_KEYS];
     char point_sets[SWEEP_MAX_KEYS][SWEEP_TEXT_MAX];
     int n_overrides = 0;
@@ -270,32 +329,37 @@ static int run_job(const run_args *a, long point, double process_start, int chec
         sweep_override(&a->sweep, point, k, point_sets[k], sizeof point_sets[k]);
         overrides[n_overrides++] = point_sets[k];
     }
+    *tok = NULL;
+    job *j = out;
+    if (job_load(j, a->job_path, overrides, n_overrides) != STATUS_OK) return STATUS_BAD_INPUT;
+    if (j->checkpoint[0]) {
+        model_config ck;
+        if (checkpoint_read_config(j->checkpoint, &ck) != STATUS_OK) goto bad;
+        j->layers = ck.layers, j->heads = ck.heads, j->embd = ck.embd, j->vocab = ck.vocab;
+        j->ctx = ck.ctx, j->mlp = ck.mlp, j->ln_eps = ck.ln_eps, j->norm = ck.norm;
+        free(j->yaml); /* the resolved job records the shape the checkpoint gave */
+        j->yaml = job_dump_string(j);
+    }
+    if (j->synthetic_input) job_fill_synthetic_tokens(j, j->vocab);
+    if (prompt_tokenize(j, tok) != STATUS_OK) goto bad;
+    if (job_validate_model(j) != STATUS_OK || mesh_fits_model(j) != 0) goto bad;
+    return STATUS_OK;
+bad:
+    tokenizer_free(*tok);
+    *tok = NULL;
+    job_free(j);
+    return STATUS_BAD_INPUT;
+}
+
+static int run_job(const run_args *a, long point, double process_start, int check_only,
+                   run_point *result) {
+    int world_rank = 0, world_size = 1;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
 
     job j;
-    if (job_load(&j, a->job_path, overrides, n_overrides) != STATUS_OK)
-        return user_error(world_rank);
-    if (j.checkpoint[0]) {
-        model_config ck;
-        if (checkpoint_read_config(j.checkpoint, &ck) != STATUS_OK) {
-            job_free(&j);
-            return user_error(world_rank);
-        }
-        j.layers = ck.layers, j.heads = ck.heads, j.embd = ck.embd, j.vocab = ck.vocab;
-        j.ctx = ck.ctx, j.mlp = ck.mlp, j.ln_eps = ck.ln_eps, j.norm = ck.norm;
-        free(j.yaml); /* the resolved job records the shape the checkpoint gave */
-        j.yaml = job_dump_string(&j);
-    }
-    if (j.synthetic_input) job_fill_synthetic_tokens(&j, j.vocab);
     tokenizer *tok = NULL;
-    if (prompt_tokenize(&j, &tok) != STATUS_OK) {
-        job_free(&j);
-        return user_error(world_rank);
-    }
-    if (job_validate_model(&j) != STATUS_OK || mesh_fits_model(&j) != 0) {
-        tokenizer_free(tok);
-        job_free(&j);
-        return user_error(world_rank);
-    }
+    if (job_resolve(a, point, &j, &tok) != STATUS_OK) return user_error(world_rank);
     model_config cfg;
     model_config_from_job(&cfg, &j);
     if (a->dry_run) {
@@ -320,10 +384,12 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     if (sweep_point_path(&a->sweep, point, a->out ? a->out : j.out, out_path, sizeof out_path) !=
         0) {
         error_set("run file name of sweep point %ld is too long", point);
+        tokenizer_free(tok);
         job_free(&j);
         return user_error(world_rank);
     }
     if (check_only) {
+        tokenizer_free(tok);
         job_free(&j);
         return TRIPAR_EXIT_OK;
     }
@@ -357,6 +423,7 @@ static int run_job(const run_args *a, long point, double process_start, int chec
             fprintf(stderr, "tripar: error: [rank %d host %s] %s\n", world_rank, mesh.host,
                     error_message());
         mesh_free(&mesh);
+        tokenizer_free(tok);
         job_free(&j);
         return TRIPAR_EXIT_USAGE;
     }
@@ -413,56 +480,9 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     rm.latency = xcalloc((size_t)j.iterations, sizeof(double));
     rm.ttft = xcalloc((size_t)j.iterations, sizeof(double));
     rm.tpot = xcalloc((size_t)j.iterations, sizeof(double));
-    int stopped = 0, cold_done = 0;
     serve_result stream_result;
     memset(&stream_result, 0, sizeof stream_result);
-    double last_progress = timer_host_seconds();
-    for (int it = 0; it < j.warmup + j.iterations && !stopped; it++) {
-        int measured = it - j.warmup;
-        if (measured == 0 && j.arrival_rate > 0) {
-            /* the arrival stream runs warm, after the warm-up and before the measured
-             * iterations, so the output tokens still come from whole-batch generations */
-            stopped = serve_run(&e, &j, &stream_result);
-            if (!cold_done && stream_result.batches > 0) {
-                rm.cold_start_seconds = stream_result.first_token_time - process_start;
-                MPI_CHECK(MPI_Bcast(&rm.cold_start_seconds, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-                cold_done = 1;
-            }
-            if (stopped) break;
-        }
-        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-        double t0 = timer_host_seconds();
-        tm.iteration = measured >= 0 ? measured : -1; /* before the event opens, so it is tagged */
-        int ev = timer_begin(&tm, PHASE_ITERATION, -1, -1, TIMER_NO_LAYER);
-        stopped = engine_generate(&e, measured >= 0 ? measured : -1, measured == 0);
-        timer_end(&tm, ev);
-        double local[2] = {e.end_time - t0, m.geom.last_stage ? e.first_token_time - t0 : 0.0};
-        double global[2];
-        MPI_CHECK(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-        if (!cold_done) {
-            double first = m.geom.last_stage ? e.first_token_time : 0.0, latest = 0.0;
-            MPI_CHECK(MPI_Allreduce(&first, &latest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-            rm.cold_start_seconds = latest - process_start;
-            cold_done = 1;
-        }
-        if (measured >= 0 && !stopped) {
-            rm.latency[measured] = global[0];
-            rm.ttft[measured] = global[1];
-            rm.tpot[measured] =
-                j.new_tokens > 1 ? (global[0] - global[1]) / (j.new_tokens - 1) : 0.0;
-        }
-        int flag = stop_requested != 0, any = 0;
-        MPI_CHECK(MPI_Allreduce(&flag, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-        stopped |= any;
-        /* Long benchmarks show they are alive: a line every few seconds from rank 0. */
-        if (world_rank == 0 && timer_host_seconds() - last_progress > PROGRESS_SECONDS &&
-            it + 1 < j.warmup + j.iterations) {
-            fprintf(stderr, "tripar: %s %d/%d done, latency %.3f s\n",
-                    measured < 0 ? "warm-up" : "iteration", measured < 0 ? it + 1 : measured + 1,
-                    measured < 0 ? j.warmup : j.iterations, global[0]);
-            last_progress = timer_host_seconds();
-        }
-    }
+    int stopped = measure_iterations(&e, &j, &tm, &rm, &stream_result, process_start);
 
     /* Gather the generated tokens to rank 0 for the table (and the text output). */
     int32_t *first_row = xcalloc((size_t)e.total_len, sizeof(int32_t));
