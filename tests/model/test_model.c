@@ -141,6 +141,56 @@ static void test_microbatches_and_paged_cache(void **state) {
     check_against_reference(o, 3, 0);
 }
 
+/* Allocation counting: the test binary is linked with -Wl,--wrap for the allocator, so every
+ * call from tripar's own code (the static core library) passes through here. */
+static long allocations;
+static int counting;
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n) {
+    allocations += counting;
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t n, size_t size) {
+    allocations += counting;
+    return __real_calloc(n, size);
+}
+void *__wrap_realloc(void *p, size_t n) {
+    allocations += counting;
+    return __real_realloc(p, n);
+}
+
+/* After the first generation has sized every scratch buffer, a whole further generation
+ * (prefill and every decode step, greedy and sampled, contiguous and paged) allocates nothing. */
+static void check_no_allocation(const char **overrides, int n) {
+    harness h;
+    harness_init(&h, overrides, n); /* runs one generation */
+    allocations = 0;
+    counting = 1;
+    engine_generate(&h.e, 1, 0);
+    counting = 0;
+    if (allocations != 0) fail_msg("a generation allocated %ld times", allocations);
+    harness_free(&h);
+}
+
+static void test_generation_allocates_nothing(void **state) {
+    (void)state;
+    /* the wrap is live: an allocation by the core library is counted */
+    allocations = 0;
+    counting = 1;
+    void *probe = xmalloc(16);
+    counting = 0;
+    free(probe);
+    assert_int_equal(allocations, 1);
+    check_no_allocation(NULL, 0);
+    const char *sampled[] = {"generate.sampling=sample", "generate.top_k=5"};
+    check_no_allocation(sampled, 2);
+    const char *paged[] = {"model.kv_cache=paged", "model.kv_block=4", "parallel.microbatches=3",
+                           "model.precision=int8w"};
+    check_no_allocation(paged, 4);
+}
+
 static void test_sampling_is_seeded(void **state) {
     (void)state;
     const char *a[] = {"generate.sampling=sample", "generate.top_k=20", "generate.temperature=1.5",
@@ -177,6 +227,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_int8w_matches_quantized_reference),
         cmocka_unit_test(test_microbatches_and_paged_cache),
         cmocka_unit_test(test_sampling_is_seeded),
+        cmocka_unit_test(test_generation_allocates_nothing),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();
