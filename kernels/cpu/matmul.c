@@ -11,6 +11,30 @@
 
 /* The fewest weight rows worth one BLAS call. */
 enum { MATMUL_TILE_MIN_ROWS = 16 };
+/* Up to this many activation rows (decode), int8 products skip the fp32 tile and read the int8
+ * weights directly: the step is bound by weight bytes, and a quarter of them is the point. */
+enum { MATMUL_INT8_DIRECT_ROWS = 4, MATMUL_LANES = 16 };
+
+/* out[r][o] += scale[o] * sum_c in[r][c] * q[o][c] for rows <= MATMUL_INT8_DIRECT_ROWS. Sixteen
+ * independent partial sums per dot product let the compiler vectorise without reassociating. */
+static void matmul_int8_direct(float *out, const float *in, weight_view w, int rows, int k,
+                               int n) {
+    const int8_t *q = w.data;
+    const int k_main = k - k % MATMUL_LANES;
+    for (int o = 0; o < n; o++) {
+        const int8_t *qo = q + (long)o * k;
+        for (int r = 0; r < rows; r++) {
+            const float *x = in + (long)r * k;
+            float lane[MATMUL_LANES] = {0};
+            for (int c = 0; c < k_main; c += MATMUL_LANES)
+                for (int j = 0; j < MATMUL_LANES; j++) lane[j] += x[c + j] * (float)qo[c + j];
+            float dot = 0.0f;
+            for (int c = k_main; c < k; c++) dot += x[c] * (float)qo[c];
+            for (int j = 0; j < MATMUL_LANES; j++) dot += lane[j];
+            out[(long)r * n + o] += dot * w.scale[o];
+        }
+    }
+}
 
 /* out[:, 0:n] (ldc ldo) += in (rows, k) @ w (n, k)^T; beta 1 because out holds the bias or 0. */
 static void matmul_f32(float *out, int ldo, const float *in, const float *w, int rows, int k,
@@ -58,6 +82,10 @@ void cpu_matmul(void *vctx, float *out, const float *in, weight_view w, const fl
     }
     if (w.type == DTYPE_F32) {
         matmul_f32(out, out_dim, in, w.data, rows, in_dim, out_dim);
+        return;
+    }
+    if (w.type == DTYPE_INT8 && rows <= MATMUL_INT8_DIRECT_ROWS) {
+        matmul_int8_direct(out, in, w, rows, in_dim, out_dim);
         return;
     }
     int tile_rows = CPU_MATMUL_TILE_FLOATS / in_dim;
