@@ -279,10 +279,20 @@ void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp) 
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_desc *t = &m->tensors[i];
         if (!t->present) continue;
-        long n = tensor_local_elems(t);
-        for (long e = 0; e < n; e++)
-            host[e] =
-                synthetic_value(seed, t->name, tensor_global_index(t, e), t->init, t->init_std);
+        /* Row by row: the global index of a row's start is computed once, and within each
+         * block of the last dimension global indices are consecutive. */
+        const uint64_t key = synthetic_key(seed, t->name);
+        const dim_slice *last = &t->local[t->ndims - 1];
+        const long cols = slice_elems(last);
+        const long rows = cols > 0 ? tensor_local_elems(t) / cols : 0;
+        long e = 0;
+        for (long row = 0; row < rows; row++) {
+            long row_global = tensor_global_index(t, row * cols) - last->start[0];
+            for (int b = 0; b < last->nblocks; b++)
+                for (long c = 0; c < last->count[b]; c++)
+                    host[e++] = synthetic_value_keyed(key, row_global + last->start[b] + c,
+                                                      t->init, t->init_std);
+        }
         model_store_tensor(m, be, t, host, tp);
     }
     free(host);

@@ -145,6 +145,10 @@ void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp);
 float synthetic_value(uint64_t seed, const char *tensor_name, long global_index,
                       init_kind init, float std);
 uint64_t synthetic_hash64(uint64_t x);
+/* The same value split in two, so a filler hashes the tensor name once per tensor:
+ * synthetic_value(seed, name, i, ...) == synthetic_value_keyed(synthetic_key(seed, name), i, ...) */
+uint64_t synthetic_key(uint64_t seed, const char *tensor_name);
+float synthetic_value_keyed(uint64_t key, long global_index, init_kind init, float std);
 uint64_t synthetic_name_hash(const char *name);
 
 #ifdef __cplusplus

@@ -33,9 +33,11 @@ static float unit_normal_from_hash(uint64_t h) {
     return (float)((sum - 2.0) * 1.7320508075688772); /* sqrt(3) */
 }
 
-float synthetic_value(uint64_t seed, const char *tensor_name, long global_index, init_kind init,
-                      float std) {
-    uint64_t key = synthetic_hash64(seed ^ synthetic_name_hash(tensor_name));
+uint64_t synthetic_key(uint64_t seed, const char *tensor_name) {
+    return synthetic_hash64(seed ^ synthetic_name_hash(tensor_name));
+}
+
+float synthetic_value_keyed(uint64_t key, long global_index, init_kind init, float std) {
     float z = unit_normal_from_hash(synthetic_hash64(key + (uint64_t)global_index));
     switch (init) {
     case INIT_ONES_NOISE: return 1.0f + std * z;
@@ -43,4 +45,9 @@ float synthetic_value(uint64_t seed, const char *tensor_name, long global_index,
     case INIT_ZEROS_NOISE: return std * z;
     }
     return std * z;
+}
+
+float synthetic_value(uint64_t seed, const char *tensor_name, long global_index, init_kind init,
+                      float std) {
+    return synthetic_value_keyed(synthetic_key(seed, tensor_name), global_index, init, std);
 }
