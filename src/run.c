@@ -574,6 +574,17 @@ static int run_job(const run_args *a, long point, double process_start, int chec
     return exit_code;
 }
 
+/* "KEY=v KEY2=w": the overrides of one sweep point, for the progress line and the table. */
+static void sweep_point_label(const sweep *spec, long point, char *label, size_t len) {
+    label[0] = '\0';
+    for (int k = 0; k < spec->n_axes; k++) {
+        char set[SWEEP_TEXT_MAX];
+        sweep_override(spec, point, k, set, sizeof set);
+        size_t used = strlen(label);
+        snprintf(label + used, len - used, "%s%s", k ? " " : "", set);
+    }
+}
+
 int run_main(int argc, char **argv, double process_start) {
     run_args args;
     int world_rank = 0;
@@ -598,13 +609,8 @@ int run_main(int argc, char **argv, double process_start) {
     run_point *results = xcalloc((size_t)points, sizeof(run_point));
     long done = 0;
     for (long p = 0; p < points; p++, done++) {
-        char label[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX] = "";
-        for (int k = 0; k < args.sweep.n_axes; k++) {
-            char set[SWEEP_TEXT_MAX];
-            sweep_override(&args.sweep, p, k, set, sizeof set);
-            snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s", k ? " " : "",
-                     set);
-        }
+        char label[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX];
+        sweep_point_label(&args.sweep, p, label, sizeof label);
         if (world_rank == 0)
             printf("%s== sweep point %ld/%ld: %s\n", p ? "\n" : "", p + 1, points, label);
         fflush(stdout);
@@ -618,13 +624,8 @@ int run_main(int argc, char **argv, double process_start) {
         printf("  %-40s %10s %10s %10s %11s %10s  %s\n", "point", "TTFT(ms)", "TPOT(ms)", "lat(ms)",
                "tokens/s", "peak(MiB)", "file");
         for (long p = 0; p < done; p++) {
-            char label[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX] = "";
-            for (int k = 0; k < args.sweep.n_axes; k++) {
-                char set[SWEEP_TEXT_MAX];
-                sweep_override(&args.sweep, p, k, set, sizeof set);
-                snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s", k ? " " : "",
-                         set);
-            }
+            char label[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX];
+            sweep_point_label(&args.sweep, p, label, sizeof label);
             const run_point *r = &results[p];
             printf("  %-40s %10.3f %10.4f %10.3f %11.1f %10.2f  %s\n", label, r->ttft_p50 * 1e3,
                    r->tpot_p50 * 1e3, r->latency_p50 * 1e3, r->tokens_per_s,
