@@ -121,8 +121,8 @@ study_model_shape() {
   fi
   shape=$(printf '%s\n' "$yaml" | "$study_python" -c '
 import sys, yaml
-# Parse each top-level block on its own, so log lines or extra non-YAML output (the memory plan)
-# around the resolved job cost nothing.
+# Parse each top-level block on its own, so log lines or warnings printed around the YAML
+# document cost nothing.
 doc, block = {}, []
 def flush():
     try:

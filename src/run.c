@@ -171,10 +171,11 @@ static void print_memory_plan(const job *j, const model_config *cfg) {
                           g.vocab_local);
             double kv =
                 2.0 * 4.0 * g.n_layers * batch_local * (j->prompt_len + j->new_tokens) * g.attn_dim;
-            printf("  - {pp_rank: %d, tp_rank: %d, layers: [%d, %d), weights_mib: %.2f, "
-                   "activations_mib: %.2f, kv_cache_mib: %.2f, total_mib: %.2f}\n",
-                   pp, tp, g.layer_begin, g.layer_end, weights / 1048576.0, act / 1048576.0,
-                   kv / 1048576.0, (weights + act + kv) / 1048576.0);
+            printf(
+                "  - {pp_rank: %d, tp_rank: %d, layer_begin: %d, layer_end: %d, weights_mib: %.2f, "
+                "activations_mib: %.2f, kv_cache_mib: %.2f, total_mib: %.2f}\n",
+                pp, tp, g.layer_begin, g.layer_end, weights / 1048576.0, act / 1048576.0,
+                kv / 1048576.0, (weights + act + kv) / 1048576.0);
         }
 }
 

@@ -26,7 +26,13 @@ add_test(NAME cli_run_help COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0
 add_test(NAME cli_run_no_job COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2
          "no job file given" -- $<TARGET_FILE:tripar> run)
 add_test(NAME cli_dry_run COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0
-         "pp_rank: 1, tp_rank: 1, layers: \\[2, 4\\)" -- $<TARGET_FILE:tripar> run
+         "pp_rank: 1, tp_rank: 1, layer_begin: 2, layer_end: 4" -- $<TARGET_FILE:tripar> run
          ${PROJECT_SOURCE_DIR}/jobs/demo.yaml --dry-run)
 set_tests_properties(cli_version cli_unknown_command cli_run_help cli_run_no_job cli_dry_run
                      PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 60)
+
+# --dry-run prints one YAML document: the resolved job plus memory_per_rank.
+add_test(NAME cli_dry_run_is_yaml COMMAND sh -c
+         "$<TARGET_FILE:tripar> run ${PROJECT_SOURCE_DIR}/jobs/demo.yaml --dry-run | /usr/bin/python3 -c \"import sys, yaml; d = yaml.safe_load(sys.stdin); assert d['parallel']['tp'] == 2 and len(d['memory_per_rank']) == 4, d\"")
+set_tests_properties(cli_dry_run_is_yaml PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
+                     TIMEOUT 60)
