@@ -18,23 +18,14 @@ TXT
 }
 
 axis=tp
-fixed_dp=1 fixed_tp=1 fixed_pp=1
-study_parse_extra() {
-  study_extra_used=0
-  case $1 in
-    --axis) axis=${2:?}; study_extra_used=2 ;;
-    --dp) fixed_dp=${2:?}; study_extra_used=2 ;;
-    --tp) fixed_tp=${2:?}; study_extra_used=2 ;;
-    --pp) fixed_pp=${2:?}; study_extra_used=2 ;;
-  esac
-}
+# shellcheck source=scaling_lib.sh
+source "$study_slurm_dir/scaling_lib.sh"
+study_parse_extra() { scaling_parse_option "$@"; }
 study_parse "$@"
 [[ "$axis" =~ ^(dp|tp|pp)$ ]] || study_die "--axis must be dp, tp or pp"
 study_model_shape
 study_create strong
 
-# shellcheck source=scaling_lib.sh
-source "$study_slurm_dir/scaling_lib.sh"
 for r in ${study_ranks//,/ }; do
   scaling_add "$r" "$study_batch"
 done

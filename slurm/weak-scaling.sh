@@ -17,17 +17,15 @@ TXT
 }
 
 axis=dp
-fixed_dp=1 fixed_tp=1 fixed_pp=1
+# shellcheck source=scaling_lib.sh
+source "$study_slurm_dir/scaling_lib.sh"
 base_batch=""
 study_parse_extra() {
-  study_extra_used=0
-  case $1 in
-    --axis) axis=${2:?}; study_extra_used=2 ;;
-    --dp) fixed_dp=${2:?}; study_extra_used=2 ;;
-    --tp) fixed_tp=${2:?}; study_extra_used=2 ;;
-    --pp) fixed_pp=${2:?}; study_extra_used=2 ;;
-    --base-batch) base_batch=${2:?}; study_extra_used=2 ;;
-  esac
+  scaling_parse_option "$@"
+  if [ "$study_extra_used" -eq 0 ] && [ "$1" = --base-batch ]; then
+    base_batch=${2:?}
+    study_extra_used=2
+  fi
 }
 study_parse "$@"
 [[ "$axis" =~ ^(dp|tp|pp)$ ]] || study_die "--axis must be dp, tp or pp"
@@ -35,8 +33,6 @@ study_model_shape
 base_batch=${base_batch:-$study_batch}
 study_create weak
 
-# shellcheck source=scaling_lib.sh
-source "$study_slurm_dir/scaling_lib.sh"
 for r in ${study_ranks//,/ }; do
   scaling_add "$r" $((base_batch * r)) "input.synthetic.batch=$((base_batch * r))"
 done

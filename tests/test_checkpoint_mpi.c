@@ -17,15 +17,7 @@
 
 static int failures;
 
-#define EXPECT(cond, ...)                                                                    \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "[rank %d] %s:%d: ", tripar_world_rank(), __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fprintf(stderr, "\n");                                                           \
-            failures++;                                                                      \
-        }                                                                                    \
-    } while (0)
+#include "expect.h"
 
 static void model_build(model *m, const model_config *cfg, const mesh *mesh, dtype wtype,
                         const backend *be) {

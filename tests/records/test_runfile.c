@@ -14,16 +14,8 @@
 #include "runfile.h"
 #include "stats.h"
 
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "[rank %d] %s:%d: expected %s: ", tripar_world_rank(), __FILE__,   \
-                    __LINE__, #cond);                                                          \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                      \
-        }                                                                                      \
-    } while (0)
+#define EXPECT_ABORTS
+#include "../expect.h"
 
 enum { ROWS = 5, COLS = 4, BATCH = 2, SEQ = 3, EMBD = 4 };
 static const char *const points[] = {"logits", "layer.10.attn", "layer.1.mlp", "embed",

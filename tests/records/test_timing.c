@@ -9,16 +9,8 @@
 #include "check.h"
 #include "timing.h"
 
-#define EXPECT(cond, ...)                                                                      \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "[rank %d] %s:%d: expected %s: ", tripar_world_rank(), __FILE__,   \
-                    __LINE__, #cond);                                                          \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                      \
-        }                                                                                      \
-    } while (0)
+#define EXPECT_ABORTS
+#include "../expect.h"
 
 /* A fake backend whose marks are host times stored in slots, like the cpu backend's. */
 static double fake_slots[64];
