@@ -4,7 +4,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "backend.h"
+#include "kernels/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,8 +2,8 @@
  * fails with a clear message rather than at link time. */
 #include <stdlib.h>
 
-#include "backend.h"
-#include "check.h"
+#include "kernels/backend.h"
+#include "base/check.h"
 
 int backend_cuda_init(backend *be, const backend_options *opt) {
     (void)be;
@@ -21,7 +21,7 @@ void backend_cuda_pci_bus_id(int device, char *out, int len) {
 }
 
 /* No-op versions of kernels/cuda_extra.h: without CUDA there is no stream and no graph. */
-#include "cuda_extra.h"
+#include "kernels/cuda_extra.h"
 
 void *backend_cuda_stream(const backend *be) {
     (void)be;

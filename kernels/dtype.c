@@ -1,5 +1,5 @@
 /* Element sizes and names of the weight dtypes of backend.h. */
-#include "backend.h"
+#include "kernels/backend.h"
 
 size_t dtype_size(dtype type) {
     switch (type) {

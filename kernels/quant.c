@@ -1,6 +1,6 @@
 /* Weight conversions (see quant.h): per-row INT8 and f32 <-> bf16/f16 by bit manipulation, so
  * the result does not depend on the compiler's half-precision support. */
-#include "quant.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <string.h>

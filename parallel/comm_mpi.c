@@ -3,8 +3,8 @@
  * makes between chunks (docs/design.md explains why not a progress thread). */
 #include <stdlib.h>
 
-#include "check.h"
-#include "comm.h"
+#include "base/check.h"
+#include "parallel/comm.h"
 
 size_t comm_type_size(comm_type type) {
     switch (type) {

@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "check.h"
-#include "comm.h"
+#include "base/check.h"
+#include "parallel/comm.h"
 
 #define CUDA_CHECK(call)                                                                     \
     TRIPAR_CHECK_GEN(call, cudaError_t, rc_ == cudaSuccess, cudaGetErrorString(rc_))

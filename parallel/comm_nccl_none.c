@@ -1,6 +1,6 @@
 /* Selected instead of comm_nccl.c when the build has no CUDA: asking for NCCL is an error. */
-#include "check.h"
-#include "comm.h"
+#include "base/check.h"
+#include "parallel/comm.h"
 
 int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
     (void)c;

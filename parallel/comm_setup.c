@@ -1,15 +1,15 @@
 /* Comm backend selection per job (see comm_setup.h and docs/cuda.md, "Communication"):
  * cpu -> MPI; cuda -> NCCL, or MPI staged through pinned host memory when a GPU is shared or
  * backend.comm is mpi. Tokens between stages are host data and always take plain MPI. */
-#include "comm_setup.h"
+#include "parallel/comm_setup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "cuda_extra.h"
-#include "device.h"
+#include "base/check.h"
+#include "kernels/cuda_extra.h"
+#include "parallel/device.h"
 
 static const int device_axes[] = {AXIS_TP, AXIS_PP};
 

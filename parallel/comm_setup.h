@@ -1,9 +1,9 @@
 /* Chooses and attaches the comm backend of every mesh axis for a job: MPI on the CPU backend;
  * on the CUDA backend NCCL, or MPI staged through pinned host memory (backend.comm). */
 #pragma once
-#include "../kernels/backend.h"
-#include "../src/job.h"
-#include "mesh.h"
+#include "kernels/backend.h"
+#include "job/job.h"
+#include "parallel/mesh.h"
 
 #ifdef __cplusplus
 extern "C" {

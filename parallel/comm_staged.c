@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "comm_setup.h"
-#include "cuda_extra.h"
+#include "base/check.h"
+#include "parallel/comm_setup.h"
+#include "kernels/cuda_extra.h"
 
 /* One staging buffer. A slot is held by one pending isend/irecv from post to completion;
  * handle in comm_req is the slot index + 1 (the slot table may move when it grows). */

@@ -1,11 +1,11 @@
 /* Builds the rank mesh: coordinates from the order string, node discovery through
  * MPI_COMM_TYPE_SHARED, and one MPI communicator per parallel axis. */
-#include "mesh.h"
+#include "parallel/mesh.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
+#include "base/check.h"
 
 static const char *const axis_names[AXIS_COUNT] = {"tp", "pp", "dp"};
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <mpi.h>
 
-#include "comm.h"
+#include "parallel/comm.h"
 
 #ifdef __cplusplus
 extern "C" {

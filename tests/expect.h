@@ -6,7 +6,7 @@
 #include <mpi.h>
 #include <stdio.h>
 
-#include "check.h"
+#include "base/check.h"
 
 #ifdef EXPECT_ABORTS
 #define EXPECT_FAILED() MPI_Abort(MPI_COMM_WORLD, 1)

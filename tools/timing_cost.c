@@ -6,7 +6,7 @@
 #include <mpi.h>
 #include <stdio.h>
 
-#include "timing.h"
+#include "metrics/timing.h"
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);

@@ -1,7 +1,7 @@
 /* Row-wise argmax on the CPU (first maximum on ties), the local half of distributed greedy
  * decoding. */
-#include "backend_cpu.h"
-#include "check.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "base/check.h"
 
 void cpu_argmax(void *ctx, float *max_val, int32_t *max_idx, const float *logits, int rows,
                 int cols) {

@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend_cpu.h"
-#include "check.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "base/check.h"
 
 /* Address of (seq, head, position) in a cache tensor (k or v) of the view. */
 // Query rows per causal block in prefill: large enough for efficient sgemm, small enough

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend_cpu.h"
-#include "check.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "base/check.h"
 
 float *cpu_scratch_reserve(cpu_ctx *ctx, cpu_scratch *s, size_t floats) {
     if (floats <= s->cap) return s->data;

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "kernels/backend.h"
 
 /* Matmul tile budget in floats (512 KiB, about an L2), allocated at init: widths up to 8192
  * fit MATMUL_TILE_MIN_ROWS rows in it; wider ones grow it once. */

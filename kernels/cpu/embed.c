@@ -2,8 +2,8 @@
  * vocabulary shard, and an all-reduce completes the sum. */
 #include <string.h>
 
-#include "backend_cpu.h"
-#include "check.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "base/check.h"
 
 void cpu_embed(void *ctx, float *out, const int32_t *tokens, const int32_t *positions,
                const float *wte, const float *wpe, int rows, int C, int vocab_begin,

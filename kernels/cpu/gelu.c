@@ -1,8 +1,8 @@
 /* Bias add + GELU (tanh approximation, as GPT-2) on the CPU, in place. */
 #include <math.h>
 
-#include "backend_cpu.h"
-#include "check.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "base/check.h"
 
 void cpu_bias_gelu(void *ctx, float *inout, const float *bias, int rows, int cols) {
     (void)ctx;

@@ -3,8 +3,8 @@
  * E[x^2] - E[x]^2 form loses digits when the mean is large against the spread. */
 #include <math.h>
 
-#include "backend_cpu.h"
-#include "check.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "base/check.h"
 
 static void layernorm_row(float *out, const float *x, const float *gamma, const float *beta, int C,
                           float eps) {

@@ -5,9 +5,9 @@
 #include <cblas.h>
 #include <string.h>
 
-#include "backend_cpu.h"
-#include "check.h"
-#include "quant.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "base/check.h"
+#include "kernels/quant.h"
 
 /* The fewest weight rows worth one BLAS call. */
 enum { MATMUL_TILE_MIN_ROWS = 16 };

@@ -1,6 +1,6 @@
 /* Row-wise argmax for greedy decoding: the largest value and its first column. One block per
  * row; ties keep the smaller column so the result matches the CPU twin exactly. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 #define ARGMAX_BLOCK 256
 

@@ -2,7 +2,7 @@
  * the cache (contiguous or paged through block_table), then one fused kernel per
  * (query, head, sequence) computes scores, softmax and the weighted sum of values reading the
  * cache. The same kernel serves prefill (n_new = T) and decode (n_new = 1). */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 /* Element offset of (seq, head, pos, 0) in the cache's k or v array. */
 __device__ __forceinline__ long kv_offset(const kv_view &c, int seq, int h, int pos) {

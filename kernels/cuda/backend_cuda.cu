@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda_common.cuh"
-#include "cuda_extra.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda_extra.h"
 
 /* cuBLAS gets a fixed workspace so it never allocates inside a captured graph. */
 #define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)

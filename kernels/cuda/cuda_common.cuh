@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "check.h"
+#include "kernels/backend.h"
+#include "base/check.h"
 
 #define CUDA_CHECK(call)                                                                     \
     TRIPAR_CHECK_GEN(call, cudaError_t, rc_ == cudaSuccess, cudaGetErrorString(rc_))

@@ -1,6 +1,6 @@
 /* Token + position embedding (vocab-parallel: a rank adds only the tokens of its vocab shard;
  * the TP all-reduce completes the sum). */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 __global__ void embed_kernel(float *out, const int32_t *tokens, const int32_t *positions,
                              const float *wte, const float *wpe, int rows, int C,

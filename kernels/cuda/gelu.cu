@@ -1,5 +1,5 @@
 /* Fused bias add + GELU (tanh approximation, as GPT-2), in place. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 __global__ void bias_gelu_kernel(float *inout, const float *bias, int rows, int cols) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;

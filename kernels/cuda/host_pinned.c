@@ -3,8 +3,8 @@
 #include <cuda_runtime_api.h>
 #include <string.h>
 
-#include "check.h"
-#include "cuda_extra.h"
+#include "base/check.h"
+#include "kernels/cuda_extra.h"
 
 #define CUDA_CHECK(call)                                                                     \
     TRIPAR_CHECK_GEN(call, cudaError_t, rc_ == cudaSuccess, cudaGetErrorString(rc_))

@@ -1,6 +1,6 @@
 /* LayerNorm and the fused residual-add + LayerNorm. One block per row; two passes over the
  * row (mean, then the variance of the deviations) keep fp32 accurate for large C. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 #define LN_BLOCK 256
 

@@ -8,7 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 /* Up to this many rows the GEMV kernel beats a conversion pass plus a GEMM. */
 #define GEMV_MAX_ROWS 8

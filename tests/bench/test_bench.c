@@ -10,11 +10,11 @@
 
 #include <cmocka.h>
 
-#include "check.h"
-#include "job.h"
-#include "score.h"
-#include "serve.h"
-#include "sweep.h"
+#include "base/check.h"
+#include "job/job.h"
+#include "metrics/score.h"
+#include "engine/serve.h"
+#include "job/sweep.h"
 
 static void test_score_hand_computed(void **state) {
     (void)state;

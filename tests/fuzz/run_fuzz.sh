@@ -22,7 +22,7 @@ if ! "$cc" -fsanitize=fuzzer,address,undefined "$work/probe.c" -o "$work/probe" 
 fi
 # shellcheck disable=SC2086
 "$cc" -g -O1 -std=c11 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined \
-    -fno-sanitize-recover=undefined -I"$src/src" "$src/src/safetensors.c" \
+    -fno-sanitize-recover=undefined -I"$src/src" "$src/src/io/safetensors.c" \
     "$src/tests/fuzz/fuzz_safetensors.c" $jansson -o "$work/fuzz_safetensors" || exit 1
 rm -rf "$work/corpus"
 cp -r "$src/tests/fuzz/corpus" "$work/corpus" || exit 1

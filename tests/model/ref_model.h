@@ -4,7 +4,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "model.h"
+#include "model/model.h"
 
 enum {
     REF_WTE, REF_WPE, REF_LN1_G, REF_LN1_B, REF_QKV_W, REF_QKV_B, REF_PROJ_W, REF_PROJ_B,

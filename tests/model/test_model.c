@@ -12,8 +12,8 @@
 #include <cmocka.h>
 #include <mpi.h>
 
-#include "check.h"
-#include "engine.h"
+#include "base/check.h"
+#include "engine/engine.h"
 #include "ref_model.h"
 
 typedef struct {

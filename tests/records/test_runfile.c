@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "h5util.h"
-#include "runfile.h"
-#include "stats.h"
+#include "base/check.h"
+#include "io/h5util.h"
+#include "io/runfile.h"
+#include "base/stats.h"
 
 #define EXPECT_ABORTS
 #include "../expect.h"

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "timing.h"
+#include "base/check.h"
+#include "metrics/timing.h"
 
 #define EXPECT_ABORTS
 #include "../expect.h"

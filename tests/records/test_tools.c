@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tools.h"
+#include "cli/cli.h"
 
 static int failures;
 #include "../expect.h"

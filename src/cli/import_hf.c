@@ -1,0 +1,529 @@
+/* `tripar import-hf DIR --out CKPT.h5`: converts a Hugging Face GPT-2 directory (config.json
+ * plus model.safetensors or a sharded index) into a tripar checkpoint. Serial; streams one HF
+ * tensor (one layer's slice) at a time, so memory stays near the largest single tensor. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/check.h"
+#include "cli/cli.h"
+#include "io/checkpoint.h"
+#include "io/h5util.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+
+#define IMPORT_MAX_SHARDS 256
+
+typedef struct {
+    char path[JOB_PATH_MAX];
+    const uint8_t *map;
+    size_t len;
+    safetensors_file st;
+} shard;
+
+typedef struct {
+    shard shards[IMPORT_MAX_SHARDS];
+    int n_shards;
+} hf_model;
+
+/* One HF tensor and where it lands: layer slice `layer` of /weights/<dst> (layer -1 for the
+ * unstacked wte, wpe, lnf_*), transposed from Conv1D [in, out] when transpose is set. */
+typedef struct {
+    char name[96];
+    const char *dst;
+    int layer;
+    int transpose;
+    int ndims;
+    long shape[2]; /* as stored in the HF file */
+} hf_tensor;
+
+static void usage(FILE *out) {
+    fprintf(
+        out,
+        "usage: tripar import-hf DIR --out CKPT.h5\n"
+        "  Converts a Hugging Face GPT-2 directory (config.json and model.safetensors or\n"
+        "  model.safetensors.index.json with its shards; F32, F16 or BF16) into a tripar\n"
+        "  checkpoint. vocab.json and merges.txt, when present, are stored as the tokenizer.\n");
+}
+
+static char *file_read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap + 1);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            char *grown = realloc(buf, cap + 1);
+            CHECK(grown, "out of memory reading %s", path);
+            buf = grown;
+        }
+    }
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+static int path_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Reads an integer key of config.json; returns -1 (message set) when absent or not positive. */
+static int config_int(json_t *root, const char *path, const char *key, const char *alt, int *out) {
+    json_t *v = json_object_get(root, key);
+    if (!v && alt) v = json_object_get(root, alt);
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > (1 << 30)) {
+        error_set("%s: '%s' must be a positive integer", path, key);
+        return -1;
+    }
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int config_load(const char *dir, model_config *cfg) {
+    char path[JOB_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        error_set("%s:%d: cannot read config.json: %s", path, jerr.line, jerr.text);
+        return STATUS_BAD_INPUT;
+    }
+    int rc = STATUS_BAD_INPUT;
+    memset(cfg, 0, sizeof *cfg);
+    if (!json_is_object(root)) {
+        error_set("%s: not a JSON object", path);
+        goto done;
+    }
+    if (config_int(root, path, "n_layer", NULL, &cfg->layers) ||
+        config_int(root, path, "n_head", NULL, &cfg->heads) ||
+        config_int(root, path, "n_embd", NULL, &cfg->embd) ||
+        config_int(root, path, "vocab_size", NULL, &cfg->vocab) ||
+        config_int(root, path, "n_positions", "n_ctx", &cfg->ctx))
+        goto done;
+    json_t *inner = json_object_get(root, "n_inner");
+    if (!inner || json_is_null(inner)) {
+        cfg->mlp = 4 * cfg->embd;
+    } else if (config_int(root, path, "n_inner", NULL, &cfg->mlp)) {
+        goto done;
+    }
+    json_t *eps = json_object_get(root, "layer_norm_epsilon");
+    cfg->ln_eps = 1e-5f;
+    if (eps) {
+        if (!json_is_number(eps) || !(json_number_value(eps) > 0 && json_number_value(eps) < 1)) {
+            error_set("%s: 'layer_norm_epsilon' must be a number in (0, 1)", path);
+            goto done;
+        }
+        cfg->ln_eps = (float)json_number_value(eps);
+    }
+    cfg->norm = NORM_PRE; /* GPT-2 */
+    if (cfg->embd % cfg->heads != 0) {
+        error_set("%s: n_head = %d does not divide n_embd = %d", path, cfg->heads, cfg->embd);
+        goto done;
+    }
+    json_t *act = json_object_get(root, "activation_function");
+    if (json_is_string(act) && strcmp(json_string_value(act), "gelu_new") != 0 &&
+        strcmp(json_string_value(act), "gelu_pytorch_tanh") != 0)
+        fprintf(stderr,
+                "import-hf: warning: activation_function '%s'; tripar uses the tanh "
+                "GELU (gelu_new)\n",
+                json_string_value(act));
+    rc = STATUS_OK;
+done:
+    json_decref(root);
+    return rc;
+}
+
+static int shard_open(shard *s, const char *path) {
+    snprintf(s->path, sizeof s->path, "%s", path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        error_set("%s: cannot open: %s", path, strerror(errno));
+        return STATUS_BAD_INPUT;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        error_set("%s: cannot stat: %s", path, strerror(errno));
+        return STATUS_BAD_INPUT;
+    }
+    s->len = (size_t)st.st_size;
+    s->map = NULL;
+    if (s->len > 0) {
+        void *map = mmap(NULL, s->len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            close(fd);
+            error_set("%s: cannot mmap: %s", path, strerror(errno));
+            return STATUS_BAD_INPUT;
+        }
+        s->map = map;
+    }
+    close(fd);
+    char err[512];
+    if (safetensors_parse(&s->st, s->map, s->len, err, sizeof err) != 0) {
+        if (s->map) munmap((void *)s->map, s->len);
+        s->map = NULL;
+        error_set("%s: %s", path, err);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
+static void hf_model_free(hf_model *hf) {
+    for (int i = 0; i < hf->n_shards; i++) {
+        safetensors_free(&hf->shards[i].st);
+        if (hf->shards[i].map) munmap((void *)hf->shards[i].map, hf->shards[i].len);
+    }
+    hf->n_shards = 0;
+}
+
+/* Opens model.safetensors, or every shard named by model.safetensors.index.json. */
+static int hf_model_open(hf_model *hf, const char *dir) {
+    memset(hf, 0, sizeof *hf);
+    char path[JOB_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (path_exists(path)) {
+        hf->n_shards = 1;
+        return shard_open(&hf->shards[0], path);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (!path_exists(path)) {
+        error_set("%s: no model.safetensors or model.safetensors.index.json", dir);
+        return STATUS_BAD_INPUT;
+    }
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        error_set("%s:%d: %s", path, jerr.line, jerr.text);
+        return STATUS_BAD_INPUT;
+    }
+    json_t *map = json_object_get(root, "weight_map");
+    if (!json_is_object(map)) {
+        json_decref(root);
+        error_set("%s: no 'weight_map' object", path);
+        return STATUS_BAD_INPUT;
+    }
+    int rc = STATUS_OK;
+    const char *key;
+    json_t *value;
+    json_object_foreach(map, key, value) {
+        const char *file = json_string_value(value);
+        if (!file || strchr(file, '/')) {
+            error_set("%s: weight_map['%s'] must be a file name in %s", path, key, dir);
+            rc = STATUS_BAD_INPUT;
+            break;
+        }
+        char shard_path[JOB_PATH_MAX + 300];
+        snprintf(shard_path, sizeof shard_path, "%s/%s", dir, file);
+        int seen = 0;
+        for (int i = 0; i < hf->n_shards && !seen; i++)
+            seen = strcmp(hf->shards[i].path, shard_path) == 0;
+        if (seen) continue;
+        if (hf->n_shards == IMPORT_MAX_SHARDS) {
+            error_set("%s: more than %d shards", path, IMPORT_MAX_SHARDS);
+            rc = STATUS_BAD_INPUT;
+            break;
+        }
+        rc = shard_open(&hf->shards[hf->n_shards], shard_path);
+        if (rc != STATUS_OK) break;
+        hf->n_shards++;
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* Finds name with or without the "transformer." prefix, in any shard. */
+static const safetensors_tensor *hf_find(const hf_model *hf, const char *name, const shard **in) {
+    char prefixed[128];
+    snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
+    for (int i = 0; i < hf->n_shards; i++) {
+        const safetensors_tensor *t = safetensors_find(&hf->shards[i].st, name);
+        if (!t) t = safetensors_find(&hf->shards[i].st, prefixed);
+        if (t) {
+            if (in) *in = &hf->shards[i];
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* The HF tensors a GPT-2 of cfg must have, in checkpoint order. Returns the count. */
+static int hf_tensor_list(const model_config *cfg, hf_tensor *out) {
+    const long C = cfg->embd, M = cfg->mlp;
+    int n = 0;
+#define ADD(dst_, layer_, tr_, nd_, a_, b_, ...)                                                   \
+    do {                                                                                           \
+        hf_tensor *h = &out[n++];                                                                  \
+        snprintf(h->name, sizeof h->name, __VA_ARGS__);                                            \
+        h->dst = dst_;                                                                             \
+        h->layer = layer_;                                                                         \
+        h->transpose = tr_;                                                                        \
+        h->ndims = nd_;                                                                            \
+        h->shape[0] = a_;                                                                          \
+        h->shape[1] = b_;                                                                          \
+    } while (0)
+    ADD("wte", -1, 0, 2, cfg->vocab, C, "wte.weight");
+    ADD("wpe", -1, 0, 2, cfg->ctx, C, "wpe.weight");
+    for (int i = 0; i < cfg->layers; i++) {
+        ADD("ln1_g", i, 0, 1, C, 0, "h.%d.ln_1.weight", i);
+        ADD("ln1_b", i, 0, 1, C, 0, "h.%d.ln_1.bias", i);
+        ADD("qkv_w", i, 1, 2, C, 3 * C, "h.%d.attn.c_attn.weight", i);
+        ADD("qkv_b", i, 0, 1, 3 * C, 0, "h.%d.attn.c_attn.bias", i);
+        ADD("proj_w", i, 1, 2, C, C, "h.%d.attn.c_proj.weight", i);
+        ADD("proj_b", i, 0, 1, C, 0, "h.%d.attn.c_proj.bias", i);
+        ADD("ln2_g", i, 0, 1, C, 0, "h.%d.ln_2.weight", i);
+        ADD("ln2_b", i, 0, 1, C, 0, "h.%d.ln_2.bias", i);
+        ADD("fc1_w", i, 1, 2, C, M, "h.%d.mlp.c_fc.weight", i);
+        ADD("fc1_b", i, 0, 1, M, 0, "h.%d.mlp.c_fc.bias", i);
+        ADD("fc2_w", i, 1, 2, M, C, "h.%d.mlp.c_proj.weight", i);
+        ADD("fc2_b", i, 0, 1, C, 0, "h.%d.mlp.c_proj.bias", i);
+    }
+    ADD("lnf_g", -1, 0, 1, C, 0, "ln_f.weight");
+    ADD("lnf_b", -1, 0, 1, C, 0, "ln_f.bias");
+#undef ADD
+    return n;
+}
+
+static void hf_shape_format(char *out, size_t len, int ndims, const int64_t *dims) {
+    size_t used = (size_t)snprintf(out, len, "[");
+    for (int d = 0; d < ndims && used < len; d++)
+        used +=
+            (size_t)snprintf(out + used, len - used, "%s%lld", d ? ", " : "", (long long)dims[d]);
+    if (used < len) snprintf(out + used, len - used, "]");
+}
+
+/* Every expected tensor present with the shape config.json implies; nothing beyond n_layer. */
+static int hf_validate(const hf_model *hf, const hf_tensor *list, int n, const model_config *cfg,
+                       const char *dir) {
+    for (int k = 0; k < n; k++) {
+        const shard *in = NULL;
+        const safetensors_tensor *t = hf_find(hf, list[k].name, &in);
+        if (!t) {
+            error_set("%s: tensor '%s' is missing (also looked for 'transformer.%s')", dir,
+                      list[k].name, list[k].name);
+            return STATUS_BAD_INPUT;
+        }
+        int same = t->ndims == list[k].ndims;
+        for (int d = 0; same && d < t->ndims; d++)
+            same = t->shape[d] == list[k].shape[d];
+        if (!same) {
+            char have[128], want[128];
+            int64_t w[2] = {list[k].shape[0], list[k].shape[1]};
+            hf_shape_format(have, sizeof have, t->ndims, t->shape);
+            hf_shape_format(want, sizeof want, list[k].ndims, w);
+            error_set("%s: tensor '%s' has shape %s, but config.json implies %s", in->path, t->name,
+                      have, want);
+            return STATUS_BAD_INPUT;
+        }
+    }
+    /* a layer past n_layer means config.json and the weights disagree */
+    for (int s = 0; s < hf->n_shards; s++)
+        for (int i = 0; i < hf->shards[s].st.n_tensors; i++) {
+            const char *name = hf->shards[s].st.tensors[i].name;
+            if (strncmp(name, "transformer.", 12) == 0) name += 12;
+            int layer = -1;
+            if (sscanf(name, "h.%d.", &layer) == 1 && (layer < 0 || layer >= cfg->layers)) {
+                error_set("%s: tensor '%s' is for layer %d, but config.json has n_layer = %d",
+                          hf->shards[s].path, hf->shards[s].st.tensors[i].name, layer, cfg->layers);
+                return STATUS_BAD_INPUT;
+            }
+        }
+    return STATUS_OK;
+}
+
+/* Writes one HF tensor into its layer slice of the stacked dataset. */
+static void hf_tensor_write(hid_t dset, const hf_tensor *h, const safetensors_tensor *t, float *a,
+                            float *b) {
+    safetensors_tensor_to_f32(t, a);
+    const float *src = a;
+    long rows = h->ndims == 2 ? h->shape[0] : 1, cols = h->ndims == 2 ? h->shape[1] : h->shape[0];
+    if (h->transpose) {
+        /* Conv1D stores [in, out]; tripar wants Linear's (out, in) */
+        for (long r = 0; r < rows; r++)
+            for (long c = 0; c < cols; c++)
+                b[c * rows + r] = a[r * cols + c];
+        src = b;
+        long tmp = rows;
+        rows = cols;
+        cols = tmp;
+    }
+    hid_t fspace = H5Dget_space(dset);
+    hsize_t start[3] = {0, 0, 0}, count[3];
+    int nd = 0;
+    if (h->layer >= 0) {
+        start[nd] = (hsize_t)h->layer;
+        count[nd++] = 1;
+    }
+    if (h->ndims == 2) count[nd++] = (hsize_t)rows;
+    count[nd++] = (hsize_t)cols;
+    H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
+    hid_t mspace = H5Screate_simple(nd, count, NULL);
+    H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, src));
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+}
+
+/* lm_head.weight is tied to wte in tripar; say so when the file's differs. */
+static void lm_head_compare(const hf_model *hf, const model_config *cfg, const float *wte) {
+    const safetensors_tensor *head = hf_find(hf, "lm_head.weight", NULL);
+    if (!head) return;
+    uint64_t n = (uint64_t)cfg->vocab * (uint64_t)cfg->embd;
+    if (head->ndims != 2 || head->shape[0] != cfg->vocab || head->shape[1] != cfg->embd) {
+        fprintf(stderr, "import-hf: warning: lm_head.weight does not have wte's shape; tripar "
+                        "ties the LM head to wte and ignores it\n");
+        return;
+    }
+    float *vals = xmalloc(n * sizeof(float));
+    safetensors_tensor_to_f32(head, vals);
+    uint64_t differ = 0;
+    for (uint64_t i = 0; i < n; i++)
+        differ += vals[i] != wte[i];
+    free(vals);
+    if (differ)
+        fprintf(stderr,
+                "import-hf: warning: lm_head.weight differs from wte.weight in %llu of "
+                "%llu elements; tripar ties the LM head to wte (the checkpoint keeps wte)\n",
+                (unsigned long long)differ, (unsigned long long)n);
+}
+
+/* Loads vocab.json and merges.txt when both exist; checks they parse. -1 on a bad tokenizer. */
+static int tokenizer_files_read(const char *dir, const model_config *cfg, char **vocab,
+                                char **merges) {
+    char vpath[JOB_PATH_MAX + 32], mpath[JOB_PATH_MAX + 32];
+    snprintf(vpath, sizeof vpath, "%s/vocab.json", dir);
+    snprintf(mpath, sizeof mpath, "%s/merges.txt", dir);
+    *vocab = *merges = NULL;
+    if (!path_exists(vpath) || !path_exists(mpath)) return 0;
+    *vocab = file_read_text(vpath, NULL);
+    *merges = file_read_text(mpath, NULL);
+    tokenizer *tok = NULL;
+    if (!*vocab || !*merges || tokenizer_load_strings(&tok, *vocab, *merges) != 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", error_message());
+        error_set("%s: vocab.json/merges.txt: %s", dir, why);
+        return -1;
+    }
+    int max_id = tokenizer_max_id(tok);
+    tokenizer_free(tok);
+    if (max_id >= cfg->vocab) {
+        error_set("%s/vocab.json: token id %d does not fit vocab_size = %d", dir, max_id,
+                  cfg->vocab);
+        return -1;
+    }
+    return 1;
+}
+
+int import_hf_main(int argc, char **argv) {
+    const char *dir = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return TRIPAR_EXIT_OK;
+        } else if (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "-o") == 0) {
+            if (i + 1 == argc) {
+                fprintf(stderr, "import-hf: --out needs a file name\n");
+                return TRIPAR_EXIT_USAGE;
+            }
+            out = argv[++i];
+        } else if (strncmp(argv[i], "--out=", 6) == 0) {
+            out = argv[i] + 6;
+        } else if (argv[i][0] == '-' || dir) {
+            fprintf(stderr, "import-hf: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return TRIPAR_EXIT_USAGE;
+        } else {
+            dir = argv[i];
+        }
+    }
+    if (!dir || !out) {
+        usage(stderr);
+        return TRIPAR_EXIT_USAGE;
+    }
+
+    model_config cfg;
+    hf_model *hf = xcalloc(1, sizeof *hf);
+    hf_tensor *list = NULL;
+    char *vocab = NULL, *merges = NULL;
+    int has_tokenizer = 0;
+    int rc = config_load(dir, &cfg);
+    if (rc == STATUS_OK) rc = hf_model_open(hf, dir);
+    if (rc == STATUS_OK) {
+        list = xcalloc((unsigned long)(12 * cfg.layers + 4), sizeof *list);
+        rc = hf_validate(hf, list, hf_tensor_list(&cfg, list), &cfg, dir);
+    }
+    if (rc == STATUS_OK) {
+        has_tokenizer = tokenizer_files_read(dir, &cfg, &vocab, &merges);
+        if (has_tokenizer < 0) rc = STATUS_BAD_INPUT;
+    }
+    hid_t file = -1;
+    if (rc == STATUS_OK) {
+        H5E_BEGIN_TRY { file = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
+        H5E_END_TRY;
+        if (file < 0) {
+            error_set("%s: cannot create the checkpoint", out);
+            rc = STATUS_BAD_INPUT;
+        }
+    }
+    if (rc != STATUS_OK) {
+        fprintf(stderr, "import-hf: %s\n", error_message());
+        hf_model_free(hf);
+        free(hf);
+        free(list);
+        free(vocab);
+        free(merges);
+        return TRIPAR_EXIT_USAGE;
+    }
+
+    checkpoint_write_config_attrs(file, &cfg);
+    hid_t group = h5_group_open_or_create(file, "weights");
+    int n = hf_tensor_list(&cfg, list);
+    int dtype_count[3] = {0, 0, 0};
+    hid_t dsets[CHECKPOINT_N_TENSORS];
+    for (int d = 0; d < CHECKPOINT_N_TENSORS; d++)
+        dsets[d] = checkpoint_dataset_create(group, &cfg, checkpoint_tensor_names[d]);
+    for (int k = 0; k < n; k++) {
+        const safetensors_tensor *t = hf_find(hf, list[k].name, NULL);
+        int d = 0;
+        while (strcmp(checkpoint_tensor_names[d], list[k].dst) != 0)
+            d++;
+        /* one HF tensor in memory at a time (twice when it is transposed) */
+        uint64_t elems = safetensors_tensor_elems(t);
+        float *a = xmalloc(elems * sizeof(float));
+        float *b = list[k].transpose ? xmalloc(elems * sizeof(float)) : NULL;
+        hf_tensor_write(dsets[d], &list[k], t, a, b);
+        if (strcmp(list[k].dst, "wte") == 0) lm_head_compare(hf, &cfg, a);
+        dtype_count[t->dtype]++;
+        free(a);
+        free(b);
+    }
+    for (int d = 0; d < CHECKPOINT_N_TENSORS; d++)
+        H5Dclose(dsets[d]);
+    H5Gclose(group);
+    if (has_tokenizer) checkpoint_write_tokenizer(file, vocab, merges);
+    H5_CHECK(H5Fclose(file));
+
+    struct stat st;
+    long long bytes = stat(out, &st) == 0 ? (long long)st.st_size : 0;
+    printf("import-hf: %s -> %s\n  layers %d, heads %d, embd %d, mlp %d, vocab %d, ctx %d, "
+           "ln_eps %g\n  %d tensors from %d file%s (F32 %d, F16 %d, BF16 %d); tokenizer: %s; "
+           "%.1f MB\n",
+           dir, out, cfg.layers, cfg.heads, cfg.embd, cfg.mlp, cfg.vocab, cfg.ctx,
+           (double)cfg.ln_eps, n, hf->n_shards, hf->n_shards == 1 ? "" : "s", dtype_count[0],
+           dtype_count[1], dtype_count[2], has_tokenizer ? "yes" : "no", (double)bytes / 1e6);
+    hf_model_free(hf);
+    free(hf);
+    free(list);
+    free(vocab);
+    free(merges);
+    return TRIPAR_EXIT_OK;
+}

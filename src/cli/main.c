@@ -1,0 +1,56 @@
+/* tripar's command line: dispatches to the subcommands. MPI is initialised here for every
+ * command that runs on a mesh; the file tools run serially. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "io/checkpoint.h"
+#include "cli/cli.h"
+#include "metrics/timing.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tripar COMMAND [ARGS]   (tripar COMMAND --help for details)\n"
+            "  run JOB.yaml [--set K=V]... [--out RUN.h5]   generate under mpirun/srun\n"
+            "  import-hf DIR --out CKPT.h5                   import a Hugging Face GPT-2\n"
+            "  report RUN.h5...                              tables from run files\n"
+            "  diff A.h5 B.h5                                compare tokens and activations\n"
+            "  trace RUN.h5 -o trace.json                    Chrome/Perfetto trace\n"
+            "  commbench [JOB.yaml] [--sizes 8:256M] [...]  communication benchmark (mpirun)\n"
+            "  --version\n");
+}
+
+int main(int argc, char **argv) {
+    double process_start = timer_host_seconds();
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? TRIPAR_EXIT_USAGE : TRIPAR_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("tripar %s\n", TRIPAR_VERSION);
+        return TRIPAR_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "run") || !strcmp(argv[1], "commbench")) {
+        MPI_CHECK(MPI_Init(&argc, &argv));
+        int rc = !strcmp(argv[1], "run") ? run_main(argc - 1, argv + 1, process_start)
+                                         : commbench_main(argc - 1, argv + 1);
+        MPI_Finalize();
+        return rc;
+    }
+    /* The file tools read run files serially and need no MPI. */
+    static const struct {
+        const char *name;
+        int (*entry)(int, char **);
+    } tools[] = {
+        {"report", report_main},
+        {"diff", diff_main},
+        {"trace", trace_main},
+        {"import-hf", import_hf_main},
+    };
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)
+        if (!strcmp(argv[1], tools[i].name)) return tools[i].entry(argc - 1, argv + 1);
+    fprintf(stderr, "tripar: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return TRIPAR_EXIT_USAGE;
+}

@@ -1,0 +1,420 @@
+/* `tripar report`: headline metrics and the per-phase time breakdown of one or more run files,
+ * as text, CSV or JSON. Definitions of every number: docs/schema.md, "Derived metrics".
+ * Each file is reduced to a run_summary first and printers only format summaries, so a
+ * comparison against a baseline (--baseline) slots in as one more printer. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "io/h5util.h"
+#include "io/runread.h"
+#include "metrics/score.h"
+#include "base/stats.h"
+#include "cli/cli.h"
+
+typedef struct {
+    run_data run;
+    char label[96];
+    int measured_only;   /* 1 when warm-up events (iteration < 0) were left out */
+    double *phase_total; /* (world_size, PHASE_COUNT) seconds per rank */
+    int phase_seen[PHASE_COUNT];
+    double phase_min[PHASE_COUNT], phase_median[PHASE_COUNT], phase_max[PHASE_COUNT];
+    /* sums over ranks, seconds */
+    double wall, compute, comm, exposed, bubble;
+    double compute_frac, comm_frac, exposed_frac, bubble_frac, other_frac;
+    int slowest_rank;
+    double slowest_busy, median_busy, slowest_lag;
+    long events;
+} run_summary;
+
+static double *phase_row(run_summary *s, int r) { return s->phase_total + (size_t)r * PHASE_COUNT; }
+
+/* Wall time of one rank: its step events, else its iteration events, else its event span. */
+static double rank_wall(const double *totals, const timing_event *ev, long n, int measured_only) {
+    if (totals[PHASE_STEP] > 0) return totals[PHASE_STEP];
+    if (totals[PHASE_ITERATION] > 0) return totals[PHASE_ITERATION];
+    double lo = INFINITY, hi = -INFINITY;
+    for (long i = 0; i < n; i++) {
+        if (measured_only && ev[i].iteration < 0) continue;
+        lo = fmin(lo, ev[i].t_start);
+        hi = fmax(hi, ev[i].t_end);
+    }
+    return hi > lo ? hi - lo : 0;
+}
+
+static void summary_compute(run_summary *s) {
+    run_data *run = &s->run;
+    int P = run->world_size;
+    run_data_label(run, s->label, sizeof s->label);
+    s->phase_total = xcalloc((unsigned long)P * PHASE_COUNT, sizeof(double));
+    for (int r = 0; r < P; r++)
+        for (long i = 0; i < run->n_events[r]; i++)
+            if (run->events[r][i].iteration >= 0) s->measured_only = 1;
+    for (int r = 0; r < P; r++) {
+        double *row = phase_row(s, r);
+        for (long i = 0; i < run->n_events[r]; i++) {
+            const timing_event *e = &run->events[r][i];
+            if ((s->measured_only && e->iteration < 0) || e->phase < 0 || e->phase >= PHASE_COUNT)
+                continue;
+            row[e->phase] += e->t_end - e->t_start;
+            s->phase_seen[e->phase] = 1;
+            s->events++;
+        }
+    }
+    double *column = xcalloc((unsigned long)P, sizeof(double));
+    double *busy = xcalloc((unsigned long)P, sizeof(double));
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        for (int r = 0; r < P; r++)
+            column[r] = phase_row(s, r)[p];
+        stats_sort(column, P);
+        s->phase_min[p] = column[0];
+        s->phase_median[p] = stats_percentile(column, P, 50);
+        s->phase_max[p] = column[P - 1];
+    }
+    for (int r = 0; r < P; r++) {
+        const double *row = phase_row(s, r);
+        double compute = 0;
+        for (int p = 0; p < PHASE_COUNT; p++)
+            if (phase_is_compute((phase)p)) compute += row[p];
+        busy[r] = compute;
+        s->compute += compute;
+        s->comm += row[PHASE_TP_ALLREDUCE] + row[PHASE_PP_SEND] + row[PHASE_DP_GATHER] +
+                   row[PHASE_PP_RECV_WAIT];
+        s->exposed += row[PHASE_TP_WAIT] + row[PHASE_PP_RECV_WAIT];
+        s->bubble += run->pp > 1 ? row[PHASE_PP_RECV_WAIT] : 0;
+        s->wall += rank_wall(row, run->events[r], run->n_events[r], s->measured_only);
+    }
+    if (s->wall > 0) {
+        s->compute_frac = s->compute / s->wall;
+        s->comm_frac = s->comm / s->wall;
+        s->exposed_frac = s->exposed / s->wall;
+        s->bubble_frac = s->bubble / s->wall;
+        s->other_frac = fmax(0, 1 - s->compute_frac - s->exposed_frac);
+    }
+    s->slowest_rank = 0;
+    for (int r = 1; r < P; r++)
+        if (busy[r] > busy[s->slowest_rank]) s->slowest_rank = r;
+    s->slowest_busy = busy[s->slowest_rank];
+    stats_sort(busy, P);
+    s->median_busy = stats_percentile(busy, P, 50);
+    s->slowest_lag = s->slowest_busy - s->median_busy;
+    free(column);
+    free(busy);
+}
+
+static int summary_load(run_summary *s, const char *path) {
+    memset(s, 0, sizeof *s);
+    int rc = run_data_load(&s->run, path);
+    if (rc != STATUS_OK) return rc;
+    summary_compute(s);
+    return STATUS_OK;
+}
+
+static void summary_free(run_summary *s) {
+    free(s->phase_total);
+    run_data_free(&s->run);
+}
+
+static void print_single(FILE *out, const run_summary *s) {
+    const run_data *run = &s->run;
+    const run_headline *m = &run->metrics;
+    fprintf(out, "%s: %s, %s %s, %d ranks on %d host%s, tripar %s, %s\n", run->path, s->label,
+            run->backend, run->precision, run->world_size, run->n_hosts,
+            run->n_hosts == 1 ? "" : "s", run->version, run->created);
+    if (!run->complete)
+        fprintf(out, "  WARNING: incomplete run file (complete=0): the run did not finish; "
+                     "numbers cover what was written\n");
+    if (m->present)
+        fprintf(out,
+                "  latency p50 %.4f s  p90 %.4f s  p99 %.4f s (%d iterations) | TTFT %.4f s"
+                " | TPOT %.5f s | %.1f tokens/s | %.3f requests/s\n",
+                m->latency_p50, m->latency_p90, m->latency_p99, m->iterations, m->ttft_mean,
+                m->tpot_mean, m->tokens_per_s, m->requests_per_s);
+    else
+        fprintf(out, "  no /metrics in this file\n");
+    if (s->events == 0) {
+        fprintf(out, "  no timing events (record.timings: off?)\n");
+        return;
+    }
+    fprintf(out, "  per-phase time per rank, seconds%s:\n",
+            s->measured_only ? " (measured iterations only)" : "");
+    fprintf(out, "    %-14s %11s %11s %11s\n", "phase", "min", "median", "max");
+    for (int p = 0; p < PHASE_COUNT; p++)
+        if (s->phase_seen[p])
+            fprintf(out, "    %-14s %11.6f %11.6f %11.6f\n", phase_name((phase)p), s->phase_min[p],
+                    s->phase_median[p], s->phase_max[p]);
+    fprintf(out,
+            "  of wall time: compute %.1f%%  communication %.1f%%  exposed communication "
+            "%.1f%%  pipeline bubble %.1f%%  other %.1f%%\n",
+            100 * s->compute_frac, 100 * s->comm_frac, 100 * s->exposed_frac, 100 * s->bubble_frac,
+            100 * s->other_frac);
+    const run_rank *sr = &run->ranks[s->slowest_rank];
+    fprintf(out,
+            "  slowest rank %d (dp%d tp%d pp%d, %s): busy %.6f s, lag %+.6f s over the "
+            "median rank\n",
+            s->slowest_rank, sr->dp_rank, sr->tp_rank, sr->pp_rank, sr->host, s->slowest_busy,
+            s->slowest_lag);
+}
+
+static void print_comparison(FILE *out, const run_summary *s, int n) {
+    fprintf(out, "%-28s %5s %10s %10s %11s %10s %10s %10s %8s %7s %8s %7s\n", "strategy", "ranks",
+            "TTFT(s)", "TPOT(s)", "tokens/s", "p50(s)", "p90(s)", "p99(s)", "compute", "comm",
+            "exposed", "bubble");
+    for (int i = 0; i < n; i++) {
+        const run_headline *m = &s[i].run.metrics;
+        fprintf(out,
+                "%-28s %5d %10.4f %10.5f %11.1f %10.4f %10.4f %10.4f %7.1f%% %6.1f%% "
+                "%7.1f%% %6.1f%%%s\n",
+                s[i].label, s[i].run.world_size, m->ttft_mean, m->tpot_mean, m->tokens_per_s,
+                m->latency_p50, m->latency_p90, m->latency_p99, 100 * s[i].compute_frac,
+                100 * s[i].comm_frac, 100 * s[i].exposed_frac, 100 * s[i].bubble_frac,
+                s[i].run.complete ? "" : "  (incomplete)");
+    }
+}
+
+/* The numbers of one run as named values, shared by the CSV and JSON writers. */
+typedef struct {
+    const char *name;
+    double value;
+} named_value;
+
+static int summary_values(const run_summary *s, named_value *v) {
+    const run_headline *m = &s->run.metrics;
+    int n = 0;
+#define PUT(key, val) v[n++] = (named_value){key, (double)(val)}
+    PUT("world_size", s->run.world_size);
+    PUT("dp", s->run.dp);
+    PUT("tp", s->run.tp);
+    PUT("pp", s->run.pp);
+    PUT("microbatches", s->run.microbatches);
+    PUT("overlap", s->run.overlap);
+    PUT("complete", s->run.complete);
+    PUT("iterations", m->iterations);
+    PUT("ttft_s", m->ttft_mean);
+    PUT("tpot_s", m->tpot_mean);
+    PUT("tokens_per_s", m->tokens_per_s);
+    PUT("requests_per_s", m->requests_per_s);
+    PUT("latency_mean_s", m->latency_mean);
+    PUT("latency_p50_s", m->latency_p50);
+    PUT("latency_p90_s", m->latency_p90);
+    PUT("latency_p99_s", m->latency_p99);
+    PUT("peak_memory_bytes_max", m->peak_memory_bytes_max);
+    PUT("compute_frac", s->compute_frac);
+    PUT("comm_frac", s->comm_frac);
+    PUT("exposed_comm_frac", s->exposed_frac);
+    PUT("bubble_frac", s->bubble_frac);
+    PUT("slowest_rank", s->slowest_rank);
+    PUT("slowest_busy_s", s->slowest_busy);
+    PUT("slowest_lag_s", s->slowest_lag);
+#undef PUT
+    return n;
+}
+enum { SUMMARY_VALUES_MAX = 32 };
+
+static int write_csv(const char *path, const run_summary *s, int n) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        error_set("%s: cannot write", path);
+        return STATUS_BAD_INPUT;
+    }
+    named_value v[SUMMARY_VALUES_MAX];
+    int nv = summary_values(&s[0], v);
+    fprintf(f, "file,strategy");
+    for (int k = 0; k < nv; k++)
+        fprintf(f, ",%s", v[k].name);
+    for (int p = 0; p < PHASE_COUNT; p++)
+        fprintf(f, ",%s_min_s,%s_median_s,%s_max_s", phase_name((phase)p), phase_name((phase)p),
+                phase_name((phase)p));
+    fprintf(f, "\n");
+    for (int i = 0; i < n; i++) {
+        summary_values(&s[i], v);
+        fprintf(f, "\"%s\",\"%s\"", s[i].run.path, s[i].label);
+        for (int k = 0; k < nv; k++)
+            fprintf(f, ",%.9g", v[k].value);
+        for (int p = 0; p < PHASE_COUNT; p++)
+            fprintf(f, ",%.9g,%.9g,%.9g", s[i].phase_min[p], s[i].phase_median[p],
+                    s[i].phase_max[p]);
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    return STATUS_OK;
+}
+
+static json_t *json_number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static int write_json(const char *path, const run_summary *s, int n) {
+    json_t *runs = json_array();
+    for (int i = 0; i < n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "file", json_string(s[i].run.path));
+        json_object_set_new(o, "strategy", json_string(s[i].label));
+        named_value v[SUMMARY_VALUES_MAX];
+        int nv = summary_values(&s[i], v);
+        for (int k = 0; k < nv; k++)
+            json_object_set_new(o, v[k].name, json_number(v[k].value));
+        json_t *phases = json_object();
+        for (int p = 0; p < PHASE_COUNT; p++) {
+            if (!s[i].phase_seen[p]) continue;
+            json_t *ph = json_object();
+            json_object_set_new(ph, "min_s", json_number(s[i].phase_min[p]));
+            json_object_set_new(ph, "median_s", json_number(s[i].phase_median[p]));
+            json_object_set_new(ph, "max_s", json_number(s[i].phase_max[p]));
+            json_t *per_rank = json_array();
+            for (int r = 0; r < s[i].run.world_size; r++)
+                json_array_append_new(per_rank, json_number(phase_row((run_summary *)&s[i], r)[p]));
+            json_object_set_new(ph, "per_rank_s", per_rank);
+            json_object_set_new(phases, phase_name((phase)p), ph);
+        }
+        json_object_set_new(o, "phases", phases);
+        json_array_append_new(runs, o);
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "runs", runs);
+    int rc = json_dump_file(root, path, JSON_INDENT(2)) == 0 ? STATUS_OK : STATUS_BAD_INPUT;
+    if (rc != STATUS_OK) error_set("%s: cannot write", path);
+    json_decref(root);
+    return rc;
+}
+
+/* The prompt length of a run: input.synthetic.length or the tokens in the resolved job; we
+ * read it back as the columns minus generate.new_tokens, both in the job text. */
+static long run_prompt_len(hid_t file, long cols) {
+    char *yaml = h5_attr_read_string_alloc(file, "job");
+    long new_tokens = -1;
+    const char *p = yaml ? strstr(yaml, "\ngenerate:\n  new_tokens: ") : NULL;
+    if (p) new_tokens = strtol(p + strlen("\ngenerate:\n  new_tokens: "), NULL, 10);
+    free(yaml);
+    return new_tokens >= 0 && new_tokens <= cols ? cols - new_tokens : 0;
+}
+
+/* Accuracy of each run against the baseline, and the composite score (score.h). */
+static int print_baseline(FILE *out, const run_summary *base, const run_summary *s, int n) {
+    int ndb = 0, ndl = 0;
+    hsize_t tdb[8] = {0}, ldb[8] = {0};
+    int32_t *tok_b =
+        h5_dataset_read_all(base->run.file, "output/tokens", H5T_NATIVE_INT32, &ndb, tdb, NULL);
+    float *log_b = h5_dataset_read_all(base->run.file, "activations/logits", H5T_NATIVE_FLOAT, &ndl,
+                                       ldb, NULL);
+    if (!tok_b) {
+        error_set("%s: no /output/tokens to compare against", base->run.path);
+        free(log_b);
+        return STATUS_BAD_INPUT;
+    }
+    long prompt_len = run_prompt_len(base->run.file, (long)tdb[1]);
+    const run_headline *bm = &base->run.metrics;
+    score_inputs bi = {bm->latency_p50, bm->tokens_per_s, 1.0};
+    fprintf(out,
+            "\nagainst baseline %s (%s): score = 0.4*lat_base/lat + 0.3*thr/thr_base + "
+            "0.3*agree/agree_base (latency p50, tokens/s; baseline = 1)\n",
+            base->run.path, base->label);
+    fprintf(out, "%-40s %9s %12s %12s %11s %11s %7s\n", "file", "tok_agree", "logit_maxrel",
+            "logit_KL", "p50(s)", "tokens/s", "score");
+    for (int i = 0; i < n; i++) {
+        int ndt = 0, nd2 = 0;
+        hsize_t tdr[8] = {0}, ldr[8] = {0};
+        int32_t *tok =
+            h5_dataset_read_all(s[i].run.file, "output/tokens", H5T_NATIVE_INT32, &ndt, tdr, NULL);
+        float *lg = h5_dataset_read_all(s[i].run.file, "activations/logits", H5T_NATIVE_FLOAT, &nd2,
+                                        ldr, NULL);
+        double agree = NAN, max_rel = NAN, kl = NAN;
+        if (tok && ndt == 2 && tdr[0] == tdb[0] && tdr[1] == tdb[1])
+            agree = score_token_agreement(tok_b, tok, (long)tdb[0], (long)tdb[1], prompt_len);
+        if (log_b && lg && nd2 == 3 && ndl == 3 && !memcmp(ldr, ldb, 3 * sizeof(hsize_t)))
+            score_logit_error(log_b, lg, (long)(ldb[0] * ldb[1]), (long)ldb[2], &max_rel, &kl);
+        const run_headline *m = &s[i].run.metrics;
+        score_inputs ri = {m->latency_p50, m->tokens_per_s, agree};
+        fprintf(out, "%-40s %9.4f %12.3e %12.3e %11.5f %11.1f %7.3f\n", s[i].run.path, agree,
+                max_rel, kl, m->latency_p50, m->tokens_per_s, score_composite(&bi, &ri));
+        if (!tok || isnan(agree))
+            fprintf(out, "  (tokens: %s)\n",
+                    tok ? "shape differs from the baseline's" : "no /output/tokens in this file");
+        if (isnan(kl))
+            fprintf(out, "  (logits: %s; record them with record.activations: [logits])\n",
+                    !log_b ? "absent in the baseline"
+                    : !lg  ? "absent in this run"
+                           : "shapes differ from the baseline's");
+        free(tok);
+        free(lg);
+    }
+    free(tok_b);
+    free(log_b);
+    return STATUS_OK;
+}
+
+static void report_usage(FILE *out) {
+    fprintf(out, "usage: tripar report RUN.h5 [RUN2.h5 ...] [--csv FILE] [--json FILE]\n"
+                 "                     [--baseline BASE.h5]\n"
+                 "  Headline metrics and per-phase breakdown; several files give a comparison "
+                 "table.\n"
+                 "  --baseline BASE.h5: token agreement, logit error (max relative, mean KL) and\n"
+                 "  the composite score of each run against BASE (docs/benchmarks.md).\n");
+}
+
+int report_main(int argc, char **argv) {
+    const char *csv = NULL, *json = NULL, *baseline = NULL;
+    const char **files = xcalloc((unsigned long)argc, sizeof(char *));
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            report_usage(stdout);
+            free(files);
+            return TRIPAR_EXIT_OK;
+        } else if ((!strcmp(argv[i], "--csv") || !strcmp(argv[i], "--json")) && i + 1 < argc) {
+            *(argv[i][2] == 'c' ? &csv : &json) = argv[i + 1];
+            i++;
+        } else if (!strcmp(argv[i], "--baseline") && i + 1 < argc) {
+            baseline = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "tripar report: unknown or incomplete option %s\n", argv[i]);
+            report_usage(stderr);
+            free(files);
+            return TRIPAR_EXIT_USAGE;
+        } else {
+            files[n++] = argv[i];
+        }
+    }
+    if (n == 0) {
+        report_usage(stderr);
+        free(files);
+        return TRIPAR_EXIT_USAGE;
+    }
+    run_summary *s = xcalloc((unsigned long)n, sizeof(run_summary));
+    int rc = TRIPAR_EXIT_OK, loaded = 0;
+    for (; loaded < n; loaded++) {
+        if (summary_load(&s[loaded], files[loaded]) != STATUS_OK) {
+            fprintf(stderr, "tripar report: %s\n", error_message());
+            rc = TRIPAR_EXIT_USAGE;
+            break;
+        }
+    }
+    if (rc == TRIPAR_EXIT_OK) {
+        for (int i = 0; i < n; i++) {
+            print_single(stdout, &s[i]);
+            if (i + 1 < n) printf("\n");
+        }
+        if (n > 1) {
+            printf("\n");
+            print_comparison(stdout, s, n);
+        }
+        if (baseline) {
+            run_summary base;
+            if (summary_load(&base, baseline) != STATUS_OK) {
+                rc = TRIPAR_EXIT_USAGE;
+            } else {
+                if (print_baseline(stdout, &base, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
+                summary_free(&base);
+            }
+        }
+        if (csv && write_csv(csv, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
+        if (json && write_json(json, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
+        if (rc != TRIPAR_EXIT_OK) fprintf(stderr, "tripar report: %s\n", error_message());
+    }
+    for (int i = 0; i < loaded; i++)
+        summary_free(&s[i]);
+    free(s);
+    free(files);
+    return rc;
+}

@@ -1,0 +1,206 @@
+/* The stage forward pass: this stage's transformer layers over one micro-batch, then (on the
+ * last stage) the final norm and the LM head. Read it top to bottom: per-layer pointers are
+ * computed at the top of the loop and every collective is one visible line. */
+#include <string.h>
+
+#include "base/check.h"
+#include "engine/engine.h"
+
+static weight_view layer_matrix(const model *m, const void *base, const float *scale, int l,
+                                long rows, long cols) {
+    weight_view v = {.type = m->weight_dtype, .scale = NULL};
+    v.data = (const char *)base + (size_t)l * rows * cols * dtype_size(m->weight_dtype);
+    if (scale) v.scale = scale + (size_t)l * rows;
+    return v;
+}
+
+/* Records into a staging tensor the rows of micro-batch mb for an activation point. */
+static void capture_point(engine *e, int kind, int layer, const float *x, int mb, int width) {
+    if (!e->capture) return;
+    for (int p = 0; p < e->n_points; p++) {
+        activation_point *pt = &e->points[p];
+        if (pt->kind != kind || pt->layer != layer || !pt->held) continue;
+        size_t offset = (size_t)e->mb_begin[mb] * e->prompt_len * width;
+        size_t bytes = (size_t)e->mb_size[mb] * e->prompt_len * width * sizeof(float);
+        e->be->ops->copy_to_host(e->be->ctx, pt->host + offset, x, bytes);
+    }
+}
+
+/* All-reduce over TP as one blocking call, timed as both total and exposed communication. */
+static void tp_allreduce_blocking(engine *e, float *buf, size_t count, int step, int mb,
+                                  int layer) {
+    if (e->tp->size == 1) return;
+    if (!e->tp->stream_ordered) e->be->ops->synchronize(e->be->ctx); /* MPI reads the buffer now */
+    double t0 = timer_host_seconds();
+    comm_allreduce_sum(e->tp, buf, count);
+    double t1 = timer_host_seconds();
+    timer_add_host(e->tm, PHASE_TP_ALLREDUCE, step, mb, layer, t0, t1);
+    timer_add_host(e->tm, PHASE_TP_WAIT, step, mb, layer, t0, t1);
+}
+
+/* A row-parallel product followed by its all-reduce. With overlap on, the rows are cut into
+ * pieces and piece i's all-reduce is in flight while piece i+1 multiplies; MPI_Test between
+ * pieces drives progress. The bias is added by TP rank 0 only, so it is counted once. */
+static void row_parallel_allreduce(engine *e, float *out, const float *in, weight_view w,
+                                   const float *bias, int rows, int in_dim, int out_dim,
+                                   phase gemm_phase, int step, int mb, int layer) {
+    const backend_ops *ops = e->be->ops;
+    const float *bias_once = e->tp->rank == 0 ? bias : NULL;
+    int pieces = (e->j->overlap && e->tp->size > 1) ? e->chunks : 1;
+    if (pieces > rows) pieces = rows;
+    if (pieces <= 1) {
+        int ev = timer_begin(e->tm, gemm_phase, step, mb, layer);
+        ops->matmul(e->be->ctx, out, in, w, bias_once, rows, in_dim, out_dim);
+        timer_end(e->tm, ev);
+        tp_allreduce_blocking(e, out, (size_t)rows * out_dim, step, mb, layer);
+        return;
+    }
+    double started[64], finished[64];
+    for (int i = 0; i < pieces; i++) {
+        int r0 = split_begin(rows, pieces, i), rn = split_count(rows, pieces, i);
+        int ev = timer_begin(e->tm, gemm_phase, step, mb, layer);
+        ops->matmul(e->be->ctx, out + (size_t)r0 * out_dim, in + (size_t)r0 * in_dim, w, bias_once,
+                    rn, in_dim, out_dim);
+        timer_end(e->tm, ev);
+        if (!e->tp->stream_ordered) ops->synchronize(e->be->ctx);
+        started[i] = timer_host_seconds();
+        comm_iallreduce_sum(e->tp, out + (size_t)r0 * out_dim, (size_t)rn * out_dim,
+                            &e->chunk_req[i]);
+        /* stream-ordered comms (NCCL) progress on their own; polling them is a host round trip
+         * and is not allowed inside a CUDA-graph capture */
+        for (int k = 0; k < i && !e->tp->stream_ordered; k++)
+            if (e->chunk_req[k].active && comm_test(e->tp, &e->chunk_req[k]))
+                finished[k] = timer_host_seconds();
+    }
+    for (int i = 0; i < pieces; i++) {
+        if (e->chunk_req[i].active) {
+            double w0 = timer_host_seconds();
+            comm_wait(e->tp, &e->chunk_req[i]);
+            finished[i] = timer_host_seconds();
+            timer_add_host(e->tm, PHASE_TP_WAIT, step, mb, layer, w0, finished[i]);
+        }
+        timer_add_host(e->tm, PHASE_TP_ALLREDUCE, step, mb, layer, started[i], finished[i]);
+    }
+}
+
+static void final_norm_rows(engine *e, float *out, const float *x, int nb, int n_new) {
+    const model *m = e->m;
+    const int C = m->cfg.embd;
+    if (n_new == 1) {
+        e->be->ops->layernorm(e->be->ctx, out, x, m->w.lnf_g, m->w.lnf_b, nb, C, m->cfg.ln_eps);
+        return;
+    }
+    for (int b = 0; b < nb; b++) /* only each sequence's last position is sampled */
+        e->be->ops->layernorm(e->be->ctx, out + (size_t)b * C,
+                              x + ((size_t)b * n_new + n_new - 1) * C, m->w.lnf_g, m->w.lnf_b, 1, C,
+                              m->cfg.ln_eps);
+}
+
+void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int pos0) {
+    const model *m = e->m;
+    const shard_geom *g = &m->geom;
+    const weights *w = &m->w;
+    const backend_ops *ops = e->be->ops;
+    void *ctx = e->be->ctx;
+    const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local, nb = e->mb_size[mb];
+    const int rows = nb * n_new;
+    const float eps = m->cfg.ln_eps;
+    const int pre_norm = m->cfg.norm == NORM_PRE;
+    int ev;
+
+    if (g->first_stage) capture_point(e, ACT_EMBED, -1, x, mb, C);
+    if (pre_norm && g->n_layers > 0) {
+        ev = timer_begin(e->tm, PHASE_NORM, step, mb, g->layer_begin);
+        ops->layernorm(ctx, e->h, x, w->ln1_g, w->ln1_b, rows, C, eps);
+        timer_end(e->tm, ev);
+    }
+
+    for (int l = 0; l < g->n_layers; l++) {
+        const int layer = g->layer_begin + l;
+        const weight_view qkv_w = layer_matrix(m, w->qkv_w, w->qkv_s, l, 3 * A, C);
+        const weight_view proj_w = layer_matrix(m, w->proj_w, w->proj_s, l, C, A);
+        const weight_view fc1_w = layer_matrix(m, w->fc1_w, w->fc1_s, l, M, C);
+        const weight_view fc2_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M);
+        const float *qkv_b = w->qkv_b + (size_t)l * 3 * A, *proj_b = w->proj_b + (size_t)l * C;
+        const float *fc1_b = w->fc1_b + (size_t)l * M, *fc2_b = w->fc2_b + (size_t)l * C;
+        const float *ln1_g = w->ln1_g + (size_t)l * C, *ln1_b = w->ln1_b + (size_t)l * C;
+        const float *ln2_g = w->ln2_g + (size_t)l * C, *ln2_b = w->ln2_b + (size_t)l * C;
+        size_t kv_layer = (size_t)(e->j->kv_cache == KV_PAGED
+                                       ? e->batch_local * e->blocks_per_seq * e->j->kv_block
+                                       : e->batch_local * e->kv_capacity) *
+                          g->n_heads * g->head_dim;
+        kv_view cache = {.k = e->kv_k + l * kv_layer,
+                         .v = e->kv_v + l * kv_layer,
+                         .block_table = e->block_table,
+                         .block_size = e->j->kv_block,
+                         .blocks_per_seq = e->blocks_per_seq,
+                         .max_ctx = e->kv_capacity,
+                         .heads = g->n_heads,
+                         .head_dim = g->head_dim};
+        /* Pre-LN reads h = LN1(x) prepared by the previous step; Post-LN feeds x itself. */
+        const float *attn_in = pre_norm ? e->h : x;
+
+        ev = timer_begin(e->tm, PHASE_QKV_GEMM, step, mb, layer);
+        ops->matmul(ctx, e->qkv, attn_in, qkv_w, qkv_b, rows, C, 3 * A);
+        timer_end(e->tm, ev);
+
+        ev = timer_begin(e->tm, PHASE_ATTENTION, step, mb, layer);
+        ops->attention(ctx, e->att, e->qkv, cache, e->mb_begin[mb], nb, n_new, pos0);
+        timer_end(e->tm, ev);
+
+        row_parallel_allreduce(e, e->o, e->att, proj_w, proj_b, rows, A, C, PHASE_ATTN_OUT_GEMM,
+                               step, mb, layer);
+
+        ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer);
+        if (pre_norm) /* x += o; h = LN2(x) */
+            ops->residual_layernorm(ctx, x, e->h, e->o, ln2_g, ln2_b, rows, C, eps);
+        else /* x = LN1(x + o), computed in o then normalised back into x */
+            ops->residual_layernorm(ctx, e->o, x, x, ln1_g, ln1_b, rows, C, eps);
+        timer_end(e->tm, ev);
+        capture_point(e, ACT_ATTN, layer, x, mb, C);
+
+        ev = timer_begin(e->tm, PHASE_MLP_GEMM, step, mb, layer);
+        ops->matmul(ctx, e->f, pre_norm ? e->h : x, fc1_w, NULL, rows, C, M);
+        ops->bias_gelu(ctx, e->f, fc1_b, rows, M);
+        timer_end(e->tm, ev);
+
+        row_parallel_allreduce(e, e->o, e->f, fc2_w, fc2_b, rows, M, C, PHASE_MLP_GEMM, step, mb,
+                               layer);
+
+        ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer);
+        if (pre_norm) { /* x += o, fused with the next layer's LN1 when there is one */
+            int next = l + 1 < g->n_layers;
+            ops->residual_layernorm(ctx, x, next ? e->h : NULL, e->o, next ? ln1_g + C : NULL,
+                                    next ? ln1_b + C : NULL, rows, C, eps);
+        } else {
+            ops->residual_layernorm(ctx, e->o, x, x, ln2_g, ln2_b, rows, C, eps);
+        }
+        timer_end(e->tm, ev);
+        capture_point(e, ACT_MLP, layer, x, mb, C);
+    }
+
+    if (!g->last_stage) return;
+
+    /* Activation capture needs the final norm and logits at every prompt position; sampling
+     * needs only each sequence's last one. */
+    int want_final = 0, want_logits = 0;
+    for (int p = 0; e->capture && p < e->n_points; p++) {
+        want_final |= e->points[p].kind == ACT_FINAL && e->points[p].held;
+        want_logits |= e->points[p].kind == ACT_LOGITS && e->points[p].held;
+    }
+    if (step == 0 && (want_final || want_logits)) {
+        ops->layernorm(ctx, e->head_in, x, w->lnf_g, w->lnf_b, rows, C, eps);
+        capture_point(e, ACT_FINAL, -1, e->head_in, mb, C);
+        if (want_logits) {
+            weight_view head = {.type = DTYPE_F32, .data = w->wte, .scale = NULL};
+            ops->matmul(ctx, e->logits, e->head_in, head, NULL, rows, C, g->vocab_local);
+            capture_point(e, ACT_LOGITS, -1, e->logits, mb, g->vocab_local);
+        }
+    }
+
+    ev = timer_begin(e->tm, PHASE_HEAD, step, mb, TIMER_NO_LAYER);
+    final_norm_rows(e, e->head_in, x, nb, n_new);
+    weight_view head = {.type = DTYPE_F32, .data = w->wte, .scale = NULL};
+    ops->matmul(ctx, e->logits, e->head_in, head, NULL, nb, C, g->vocab_local);
+    timer_end(e->tm, ev);
+}

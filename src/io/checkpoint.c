@@ -1,0 +1,573 @@
+/* HDF5 checkpoints: validation (serial, before any compute), the parallel shard load and the
+ * parallel save of the synthetic model. The format is described in docs/checkpoint.md. */
+#include "io/checkpoint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/check.h"
+#include "io/h5util.h"
+
+const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS] = {
+    "wte",   "wpe",   "ln1_g", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b",
+    "ln2_g", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b", "lnf_g",  "lnf_b",
+};
+
+int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shape[3]) {
+    const long L = cfg->layers, C = cfg->embd, M = cfg->mlp;
+    struct {
+        const char *name;
+        int ndims;
+        long d0, d1, d2;
+    } rows[CHECKPOINT_N_TENSORS] = {
+        {"wte", 2, cfg->vocab, C, 0},  {"wpe", 2, cfg->ctx, C, 0}, {"ln1_g", 2, L, C, 0},
+        {"ln1_b", 2, L, C, 0},         {"qkv_w", 3, L, 3 * C, C},  {"qkv_b", 2, L, 3 * C, 0},
+        {"proj_w", 3, L, C, C},        {"proj_b", 2, L, C, 0},     {"ln2_g", 2, L, C, 0},
+        {"ln2_b", 2, L, C, 0},         {"fc1_w", 3, L, M, C},      {"fc1_b", 2, L, M, 0},
+        {"fc2_w", 3, L, C, M},         {"fc2_b", 2, L, C, 0},      {"lnf_g", 1, C, 0, 0},
+        {"lnf_b", 1, C, 0, 0},
+    };
+    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
+        if (strcmp(rows[i].name, name) != 0) continue;
+        shape[0] = rows[i].d0;
+        shape[1] = rows[i].d1;
+        shape[2] = rows[i].d2;
+        return rows[i].ndims;
+    }
+    return 0;
+}
+
+static void shape_format(char *out, size_t len, int ndims, const long *dims) {
+    size_t used = (size_t)snprintf(out, len, "(");
+    for (int d = 0; d < ndims && used < len; d++)
+        used += (size_t)snprintf(out + used, len - used, "%s%ld", d ? ", " : "", dims[d]);
+    if (used < len) snprintf(out + used, len - used, ")");
+}
+
+/* The first bytes of every HDF5 file without a user block. */
+static int file_has_hdf5_signature(const char *path) {
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    unsigned char head[8];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return n == sizeof head && memcmp(head, sig, sizeof sig) == 0;
+}
+
+static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
+    char format[64];
+    if (h5_attr_read_string(file, "format", format, sizeof format) != 0) {
+        error_set("%s: not a tripar checkpoint (no root attribute 'format')", path);
+        return STATUS_BAD_INPUT;
+    }
+    if (strcmp(format, CHECKPOINT_FORMAT) != 0) {
+        error_set("%s: not a tripar checkpoint (format is '%s', expected '%s')", path, format,
+                  CHECKPOINT_FORMAT);
+        return STATUS_BAD_INPUT;
+    }
+    long long version = 0;
+    if (h5_attr_read_long(file, "format_version", &version) != 0 ||
+        version != CHECKPOINT_FORMAT_VERSION) {
+        error_set("%s: unsupported checkpoint format_version %lld (this tripar reads %d)", path,
+                  version, CHECKPOINT_FORMAT_VERSION);
+        return STATUS_BAD_INPUT;
+    }
+    const char *int_names[6] = {"layers", "heads", "embd", "vocab", "ctx", "mlp"};
+    int *int_slots[6] = {&cfg->layers, &cfg->heads, &cfg->embd, &cfg->vocab, &cfg->ctx, &cfg->mlp};
+    for (int i = 0; i < 6; i++) {
+        long long v = 0;
+        if (h5_attr_read_long(file, int_names[i], &v) != 0) {
+            error_set("%s: missing or non-integer root attribute '%s'", path, int_names[i]);
+            return STATUS_BAD_INPUT;
+        }
+        if (v <= 0 || v > (1LL << 30)) {
+            error_set("%s: root attribute %s = %lld is out of range", path, int_names[i], v);
+            return STATUS_BAD_INPUT;
+        }
+        *int_slots[i] = (int)v;
+    }
+    double eps = 0;
+    if (h5_attr_read_double(file, "ln_eps", &eps) != 0 || !(eps > 0 && eps < 1)) {
+        error_set("%s: missing or invalid root attribute 'ln_eps' (a double in (0, 1))", path);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->ln_eps = (float)eps;
+    char norm[16];
+    if (h5_attr_read_string(file, "norm", norm, sizeof norm) != 0) {
+        error_set("%s: missing root attribute 'norm' (\"pre\" or \"post\")", path);
+        return STATUS_BAD_INPUT;
+    }
+    if (strcmp(norm, "pre") == 0) {
+        cfg->norm = NORM_PRE;
+    } else if (strcmp(norm, "post") == 0) {
+        cfg->norm = NORM_POST;
+    } else {
+        error_set("%s: root attribute norm = '%s' (expected \"pre\" or \"post\")", path, norm);
+        return STATUS_BAD_INPUT;
+    }
+    if (cfg->embd % cfg->heads != 0) {
+        error_set("%s: heads = %d does not divide embd = %d", path, cfg->heads, cfg->embd);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
+/* Whether every byte of the dataset's storage lies inside the file: a truncated file keeps
+ * its metadata (at the front) but loses the tail of the raw data. */
+static int dataset_storage_check(hid_t dset, const char *path, const char *name, long nelems,
+                                 haddr_t base, long long file_size) {
+    hid_t dcpl = H5Dget_create_plist(dset);
+    H5_CHECK(dcpl);
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    if (layout == H5D_CONTIGUOUS) {
+        haddr_t offset = H5Dget_offset(dset);
+        hsize_t size = H5Dget_storage_size(dset);
+        if (offset == HADDR_UNDEF || size < (hsize_t)nelems * sizeof(float)) {
+            error_set("%s: tensor '%s' has no stored data (never written?)", path, name);
+            return STATUS_BAD_INPUT;
+        }
+        if ((long long)(base + offset + size) > file_size) {
+            error_set("%s: tensor '%s' extends past the end of the file (truncated checkpoint?)",
+                      path, name);
+            return STATUS_BAD_INPUT;
+        }
+    } else if (layout == H5D_CHUNKED) {
+        /* Not what tripar writes, but a file written by other tools may be chunked. */
+        hid_t space = H5Dget_space(dset);
+        hsize_t nchunks = 0;
+        H5_CHECK(H5Dget_num_chunks(dset, space, &nchunks));
+        for (hsize_t c = 0; c < nchunks; c++) {
+            hsize_t coords[TENSOR_MAX_DIMS], size = 0;
+            unsigned mask = 0;
+            haddr_t addr = HADDR_UNDEF;
+            H5_CHECK(H5Dget_chunk_info(dset, space, c, coords, &mask, &addr, &size));
+            if (addr == HADDR_UNDEF || (long long)(base + addr + size) > file_size) {
+                H5Sclose(space);
+                error_set("%s: tensor '%s' extends past the end of the file (truncated "
+                          "checkpoint?)", path, name);
+                return STATUS_BAD_INPUT;
+            }
+        }
+        H5Sclose(space);
+    }
+    /* compact data lives in the object header, which HDF5 has already read */
+    return STATUS_OK;
+}
+
+static int dataset_check(hid_t file, const char *path, const char *name,
+                         const model_config *cfg, haddr_t base, long long file_size) {
+    char link[64];
+    snprintf(link, sizeof link, "/weights/%s", name);
+    htri_t exists = 0;
+    if (h5_exists(file, "/weights")) {
+        H5E_BEGIN_TRY { exists = H5Lexists(file, link, H5P_DEFAULT); } H5E_END_TRY;
+    }
+    if (exists < 0) {
+        /* the group's index could not be read: its blocks lie past the end of the file */
+        error_set("%s: tensor '%s' cannot be looked up (truncated or damaged checkpoint?)", path,
+                  name);
+        return STATUS_BAD_INPUT;
+    }
+    if (exists == 0) {
+        error_set("%s: tensor '%s' is missing (no dataset %s)", path, name, link);
+        return STATUS_BAD_INPUT;
+    }
+    hid_t dset;
+    H5E_BEGIN_TRY { dset = H5Dopen2(file, link, H5P_DEFAULT); } H5E_END_TRY;
+    if (dset < 0) {
+        error_set("%s: tensor '%s' cannot be opened (damaged or truncated checkpoint?)", path,
+                  name);
+        return STATUS_BAD_INPUT;
+    }
+    int rc = STATUS_OK;
+    hid_t type = H5Dget_type(dset);
+    hid_t space = H5Dget_space(dset);
+    long want[3];
+    int want_ndims = checkpoint_tensor_shape(cfg, name, want);
+    hsize_t dims[H5S_MAX_RANK];
+    int ndims = H5Sget_simple_extent_dims(space, dims, NULL);
+    long have[H5S_MAX_RANK];
+    for (int d = 0; d < ndims; d++) have[d] = (long)dims[d];
+    int same = ndims == want_ndims;
+    for (int d = 0; same && d < ndims; d++) same = have[d] == want[d];
+    if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != sizeof(float)) {
+        error_set("%s: tensor '%s' is not float32", path, name);
+        rc = STATUS_BAD_INPUT;
+    } else if (!same) {
+        char a[96], b[96];
+        shape_format(a, sizeof a, ndims < 0 ? 0 : ndims, have);
+        shape_format(b, sizeof b, want_ndims, want);
+        error_set("%s: tensor '%s' has shape %s, expected %s from the config attributes", path,
+                  name, a, b);
+        rc = STATUS_BAD_INPUT;
+    } else {
+        long nelems = 1;
+        for (int d = 0; d < ndims; d++) nelems *= have[d];
+        rc = dataset_storage_check(dset, path, name, nelems, base, file_size);
+    }
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Dclose(dset);
+    return rc;
+}
+
+int checkpoint_read_config(const char *path, model_config *cfg) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        error_set("%s: cannot open checkpoint: %s", path, strerror(errno));
+        return STATUS_BAD_INPUT;
+    }
+    hid_t file;
+    H5E_BEGIN_TRY { file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); } H5E_END_TRY;
+    if (file < 0) {
+        /* HDF5 refuses a file shorter than the end address in its superblock */
+        if (file_has_hdf5_signature(path))
+            error_set("%s: HDF5 cannot open the checkpoint (truncated or damaged file?)", path);
+        else
+            error_set("%s: not an HDF5 file", path);
+        return STATUS_BAD_INPUT;
+    }
+    hsize_t userblock = 0;
+    hid_t fcpl = H5Fget_create_plist(file);
+    H5_CHECK(fcpl);
+    H5_CHECK(H5Pget_userblock(fcpl, &userblock));
+    H5Pclose(fcpl);
+
+    model_config c;
+    memset(&c, 0, sizeof c);
+    int rc = read_config_attrs(file, path, &c);
+    for (int i = 0; rc == STATUS_OK && i < CHECKPOINT_N_TENSORS; i++)
+        rc = dataset_check(file, path, checkpoint_tensor_names[i], &c, (haddr_t)userblock,
+                           (long long)st.st_size);
+    H5Fclose(file);
+    if (rc == STATUS_OK) *cfg = c;
+    return rc;
+}
+
+static const tensor_desc *model_find_tensor(const model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].name && strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+/* Selects this rank's union of blocks in a file space: the cartesian product of the blocks of
+ * every dimension, OR-ed together. Blocks are ascending within a dimension, so HDF5 returns
+ * the elements in the same order as the local layout of the table. */
+static void select_local_blocks(hid_t space, const tensor_desc *t) {
+    int idx[TENSOR_MAX_DIMS] = {0};
+    int first = 1;
+    for (int d = 0; d < t->ndims; d++)
+        for (int b = 1; b < t->local[d].nblocks; b++)
+            CHECK(t->local[d].start[b] >= t->local[d].start[b - 1] + t->local[d].count[b - 1],
+                  "tensor %s: blocks of dim %d are not ascending", t->name, d);
+    for (;;) {
+        hsize_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+        int empty = 0;
+        for (int d = 0; d < t->ndims; d++) {
+            start[d] = (hsize_t)t->local[d].start[idx[d]];
+            count[d] = (hsize_t)t->local[d].count[idx[d]];
+            if (count[d] == 0) empty = 1;
+        }
+        if (!empty) {
+            H5_CHECK(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, start,
+                                         NULL, count, NULL));
+            first = 0;
+        }
+        int d = t->ndims - 1;
+        while (d >= 0 && ++idx[d] == t->local[d].nblocks) idx[d--] = 0;
+        if (d < 0) break;
+    }
+    if (first) H5_CHECK(H5Sselect_none(space));
+}
+
+/* Holds none of it, or an empty slice: takes part in the collective with no elements. */
+static int tensor_held(const tensor_desc *t) {
+    return t && t->present && tensor_local_elems(t) > 0;
+}
+
+/* Memory space of n contiguous floats, or an empty selection when n is 0. */
+static hid_t memory_space(long n) {
+    hsize_t dims[1] = {(hsize_t)(n > 0 ? n : 1)};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    H5_CHECK(space);
+    if (n <= 0) H5_CHECK(H5Sselect_none(space));
+    return space;
+}
+
+int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5_CHECK(fapl);
+    H5_CHECK(H5Pset_fapl_mpio(fapl, world, MPI_INFO_NULL));
+    /* one rank reads the metadata and broadcasts it, instead of every rank hitting the FS */
+    H5_CHECK(H5Pset_all_coll_metadata_ops(fapl, 1));
+    hid_t file;
+    H5E_BEGIN_TRY { file = H5Fopen(path, H5F_ACC_RDONLY, fapl); } H5E_END_TRY;
+    H5Pclose(fapl);
+    int bad = file < 0, any_bad = 0;
+    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world));
+    if (any_bad) {
+        if (file >= 0) H5Fclose(file);
+        error_set("%s: cannot open the checkpoint with parallel HDF5", path);
+        return STATUS_BAD_INPUT;
+    }
+
+    /* Shapes first, agreed over world, so no rank starts a collective read another skips. */
+    long max_local = 1;
+    hid_t dsets[CHECKPOINT_N_TENSORS];
+    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
+        const char *name = checkpoint_tensor_names[i];
+        char link[64];
+        snprintf(link, sizeof link, "/weights/%s", name);
+        H5E_BEGIN_TRY { dsets[i] = H5Dopen2(file, link, H5P_DEFAULT); } H5E_END_TRY;
+        const tensor_desc *t = model_find_tensor(m, name);
+        if (dsets[i] < 0) {
+            if (!bad) error_set("%s: tensor '%s' is missing", path, name);
+            bad = 1;
+            continue;
+        }
+        if (!t) continue;
+        hid_t space = H5Dget_space(dsets[i]);
+        hsize_t dims[H5S_MAX_RANK];
+        int ndims = H5Sget_simple_extent_dims(space, dims, NULL);
+        H5Sclose(space);
+        int same = ndims == t->ndims;
+        for (int d = 0; same && d < ndims; d++) same = (long)dims[d] == t->global_shape[d];
+        if (!same && !bad) {
+            char a[96];
+            shape_format(a, sizeof a, t->ndims, t->global_shape);
+            error_set("%s: tensor '%s' does not have the model's shape %s", path, name, a);
+        }
+        if (!same) bad = 1;
+        if (tensor_held(t) && tensor_local_elems(t) > max_local) max_local = tensor_local_elems(t);
+    }
+    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world));
+    if (any_bad) {
+        if (!bad) error_set("%s: the checkpoint does not match the model (see rank 0)", path);
+        for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
+            if (dsets[i] >= 0) H5Dclose(dsets[i]);
+        H5Fclose(file);
+        return STATUS_BAD_INPUT;
+    }
+
+    float *staging = xmalloc((unsigned long)max_local * sizeof(float));
+    hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
+    H5_CHECK(xfer);
+    H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
+    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
+        const tensor_desc *t = model_find_tensor(m, checkpoint_tensor_names[i]);
+        long n = tensor_held(t) ? tensor_local_elems(t) : 0;
+        hid_t fspace = H5Dget_space(dsets[i]);
+        H5_CHECK(fspace);
+        if (n > 0)
+            select_local_blocks(fspace, t);
+        else
+            H5_CHECK(H5Sselect_none(fspace));
+        hid_t mspace = memory_space(n);
+        H5_CHECK(H5Dread(dsets[i], H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging));
+        H5Sclose(mspace);
+        H5Sclose(fspace);
+        H5Dclose(dsets[i]);
+        /* every TP rank of a stage holds the same rows, so the TP collectives inside
+         * model_store_tensor line up */
+        if (n > 0) model_store_tensor(m, be, t, staging, tp);
+    }
+    H5Pclose(xfer);
+    free(staging);
+    H5_CHECK(H5Fclose(file));
+    return STATUS_OK;
+}
+
+/* A fingerprint of the slice a rank holds, to tell TP-sharded from TP-replicated tensors. */
+static uint64_t slice_fingerprint(const tensor_desc *t) {
+    if (!tensor_held(t)) return 0;
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int d = 0; d < t->ndims; d++)
+        for (int b = 0; b < t->local[d].nblocks; b++) {
+            h = synthetic_hash64(h ^ (uint64_t)t->local[d].start[b]);
+            h = synthetic_hash64(h ^ ((uint64_t)t->local[d].count[b] << 1));
+        }
+    return h | 1;
+}
+
+void checkpoint_write_config_attrs(hid_t file, const model_config *cfg) {
+    h5_attr_write_string(file, "format", CHECKPOINT_FORMAT);
+    h5_attr_write_int(file, "format_version", CHECKPOINT_FORMAT_VERSION);
+    h5_attr_write_int(file, "layers", cfg->layers);
+    h5_attr_write_int(file, "heads", cfg->heads);
+    h5_attr_write_int(file, "embd", cfg->embd);
+    h5_attr_write_int(file, "vocab", cfg->vocab);
+    h5_attr_write_int(file, "ctx", cfg->ctx);
+    h5_attr_write_int(file, "mlp", cfg->mlp);
+    h5_attr_write_double(file, "ln_eps", (double)cfg->ln_eps);
+    h5_attr_write_string(file, "norm", cfg->norm == NORM_POST ? "post" : "pre");
+}
+
+hid_t checkpoint_dataset_create(hid_t group, const model_config *cfg, const char *name) {
+    long shape[3];
+    int ndims = checkpoint_tensor_shape(cfg, name, shape);
+    CHECK(ndims > 0, "unknown checkpoint tensor %s", name);
+    hsize_t dims[3];
+    for (int d = 0; d < ndims; d++) dims[d] = (hsize_t)shape[d];
+    hid_t space = H5Screate_simple(ndims, dims, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5_CHECK(dcpl);
+    /* contiguous, so the truncation check of checkpoint_read_config is exact; no fill pass,
+     * every element is written */
+    H5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
+    H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+    H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY));
+    hid_t dset = H5Dcreate2(group, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5_CHECK(dset);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    return dset;
+}
+
+int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh *mesh) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5_CHECK(fapl);
+    H5_CHECK(H5Pset_fapl_mpio(fapl, mesh->world, MPI_INFO_NULL));
+    hid_t file;
+    H5E_BEGIN_TRY { file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl); } H5E_END_TRY;
+    H5Pclose(fapl);
+    int bad = file < 0, any_bad = 0;
+    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, mesh->world));
+    if (any_bad) {
+        if (file >= 0) H5Fclose(file);
+        error_set("%s: cannot create the checkpoint", path);
+        return STATUS_RUNTIME;
+    }
+    checkpoint_write_config_attrs(file, &m->cfg);
+    h5_attr_write_int(file, "synthetic_seed", (long long)seed);
+    hid_t group = h5_group_open_or_create(file, "weights");
+
+    const int tp_rank = mesh->coord[AXIS_TP], pp_rank = mesh->coord[AXIS_PP];
+    const int dp_rank = mesh->coord[AXIS_DP], tp_size = mesh->size[AXIS_TP];
+    long max_local = 1;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (tensor_held(&m->tensors[i]) && tensor_local_elems(&m->tensors[i]) > max_local)
+            max_local = tensor_local_elems(&m->tensors[i]);
+    float *staging = xmalloc((unsigned long)max_local * sizeof(float));
+    uint64_t *prints = xmalloc((unsigned long)tp_size * sizeof(uint64_t));
+    hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
+    H5_CHECK(xfer);
+    H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
+
+    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
+        const char *name = checkpoint_tensor_names[i];
+        const tensor_desc *t = model_find_tensor(m, name);
+        hid_t dset = checkpoint_dataset_create(group, &m->cfg, name);
+        /* Replicated over TP when every TP rank holds the same slice (norms, output biases):
+         * then tp_rank 0 alone writes it. */
+        uint64_t mine = slice_fingerprint(t);
+        MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, prints, 1, MPI_UINT64_T,
+                                mesh->axis_mpi[AXIS_TP]));
+        int replicated = 1;
+        for (int r = 1; r < tp_size; r++) replicated &= prints[r] == prints[0];
+        int writes = tensor_held(t) && dp_rank == 0 && (!replicated || tp_rank == 0) &&
+                     (strcmp(name, "wte") != 0 || pp_rank == 0);
+        long n = writes ? tensor_local_elems(t) : 0;
+        for (long k = 0; k < n; k++)
+            staging[k] = synthetic_value(seed, t->name, tensor_global_index(t, k), t->init,
+                                         t->init_std);
+        hid_t fspace = H5Dget_space(dset);
+        if (n > 0)
+            select_local_blocks(fspace, t);
+        else
+            H5_CHECK(H5Sselect_none(fspace));
+        hid_t mspace = memory_space(n);
+        H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging));
+        H5Sclose(mspace);
+        H5Sclose(fspace);
+        H5Dclose(dset);
+    }
+    H5Pclose(xfer);
+    free(prints);
+    free(staging);
+    H5Gclose(group);
+    H5_CHECK(H5Fclose(file));
+    return STATUS_OK;
+}
+
+/* A scalar fixed-length string dataset holding text (NUL-terminated). */
+static void string_dataset_write(hid_t group, const char *name, const char *text) {
+    hid_t type = h5_string_type(strlen(text) + 1);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t dset = H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5_CHECK(dset);
+    H5_CHECK(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, text));
+    H5Dclose(dset);
+    H5Sclose(space);
+    H5Tclose(type);
+}
+
+void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *merges_txt) {
+    hid_t group = h5_group_open_or_create(file, "tokenizer");
+    string_dataset_write(group, "vocab", vocab_json);
+    string_dataset_write(group, "merges", merges_txt);
+    H5Gclose(group);
+}
+
+/* Reads a scalar string dataset, fixed-length or variable-length (as h5py writes str). */
+static char *string_dataset_read(hid_t file, const char *link) {
+    hid_t dset;
+    H5E_BEGIN_TRY { dset = H5Dopen2(file, link, H5P_DEFAULT); } H5E_END_TRY;
+    if (dset < 0) return NULL;
+    char *out = NULL;
+    hid_t ftype = H5Dget_type(dset);
+    hid_t space = H5Dget_space(dset);
+    if (H5Tget_class(ftype) == H5T_STRING && H5Sget_simple_extent_npoints(space) == 1) {
+        herr_t err;
+        if (H5Tis_variable_str(ftype) > 0) {
+            hid_t mtype = H5Tcopy(H5T_C_S1);
+            H5Tset_size(mtype, H5T_VARIABLE);
+            char *vl = NULL;
+            H5E_BEGIN_TRY { err = H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, &vl); }
+            H5E_END_TRY;
+            if (err >= 0 && vl) {
+                out = strdup(vl);
+                H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &vl);
+            }
+            H5Tclose(mtype);
+        } else {
+            size_t size = H5Tget_size(ftype);
+            out = xcalloc(size + 1, 1);
+            H5E_BEGIN_TRY { err = H5Dread(dset, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out); }
+            H5E_END_TRY;
+            if (err < 0) {
+                free(out);
+                out = NULL;
+            }
+        }
+    }
+    H5Sclose(space);
+    H5Tclose(ftype);
+    H5Dclose(dset);
+    return out;
+}
+
+int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt) {
+    *vocab_json = *merges_txt = NULL;
+    hid_t file = h5_open_read(path);
+    if (file < 0) return -1;
+    int rc = 1;
+    if (h5_exists(file, "/tokenizer/vocab") && h5_exists(file, "/tokenizer/merges")) {
+        *vocab_json = string_dataset_read(file, "/tokenizer/vocab");
+        *merges_txt = string_dataset_read(file, "/tokenizer/merges");
+        rc = 0;
+        if (!*vocab_json || !*merges_txt) {
+            error_set("%s: /tokenizer/vocab and /tokenizer/merges must be scalar strings", path);
+            free(*vocab_json);
+            free(*merges_txt);
+            *vocab_json = *merges_txt = NULL;
+            rc = -1;
+        }
+    }
+    H5Fclose(file);
+    return rc;
+}

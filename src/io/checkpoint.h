@@ -1,0 +1,64 @@
+/* HDF5 checkpoints (format "tripar-checkpoint", docs/checkpoint.md): validation before any
+ * compute, a parallel load where each rank reads its shard as a union-of-blocks hyperslab,
+ * a parallel save of the synthetic model, and the Hugging Face GPT-2 importer. */
+#pragma once
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdint.h>
+
+#include "parallel/comm.h"
+#include "parallel/mesh.h"
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CHECKPOINT_FORMAT "tripar-checkpoint"
+#define CHECKPOINT_FORMAT_VERSION 1
+#define CHECKPOINT_N_TENSORS 16
+
+/* The weight datasets in file order (also the order in which every rank loads them). */
+extern const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS];
+
+/* Global shape of /weights/<name> for cfg; returns the number of dims (1..3), or 0 when the
+ * name is not a checkpoint tensor. */
+int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shape[3]);
+
+/* Opens path with the serial driver and checks everything a load needs: the format and
+ * version attributes, the config attributes, every /weights dataset present as float32 with
+ * exactly the expected shape, and every dataset's storage inside the file (a truncated
+ * checkpoint is reported here, not as garbage weights later). Fills cfg. Returns STATUS_OK or
+ * STATUS_BAD_INPUT with error_message() naming the file and the tensor. Pure function of the
+ * file, so every rank may call it and gets the same answer without communication. */
+int checkpoint_read_config(const char *path, model_config *cfg);
+
+/* Reads this rank's shard of every present table row of m (model_tensor_table done,
+ * model_alloc done) and stores it with model_store_tensor. Collective over world: the file is
+ * opened with the MPI-IO driver and every read is collective; ranks that hold none of a tensor
+ * take part with an empty selection. tp is the TP group passed on to model_store_tensor.
+ * Returns STATUS_OK, or STATUS_BAD_INPUT (same on every rank) when a dataset's shape does not
+ * match the table. */
+int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp);
+
+/* Writes the synthetic model (seed) held across the mesh as a checkpoint. Collective over
+ * mesh->world. Each element is written once: by dp_rank 0, by tp_rank 0 for tensors that are
+ * replicated over TP, and wte by pp_rank 0. Values are regenerated with synthetic_value, so
+ * the file reloads to bit-identical fp32 weights. Returns STATUS_OK or STATUS_RUNTIME. */
+int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh *mesh);
+
+/* Writing helpers shared by checkpoint_save and the importer: the root attributes of cfg, and
+ * one contiguous float32 dataset /weights/<name> of the global shape (caller closes it). */
+void checkpoint_write_config_attrs(hid_t file, const model_config *cfg);
+hid_t checkpoint_dataset_create(hid_t weights_group, const model_config *cfg, const char *name);
+
+/* Writes the tokenizer texts (vocab.json, merges.txt) under /tokenizer of an open file. */
+void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *merges_txt);
+
+/* Reads /tokenizer/vocab and /tokenizer/merges (malloc'ed). Returns 0, 1 when the checkpoint
+ * has no tokenizer, or -1 with error_message() set when the file cannot be read. */
+int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,273 @@
+/* Small HDF5 helpers shared by the run file writer and the run-file tools (see h5util.h). */
+#include "io/h5util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "metrics/timing.h"
+
+hid_t h5_string_type(size_t size) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5_CHECK(type);
+    H5_CHECK(H5Tset_size(type, size ? size : 1));
+    H5_CHECK(H5Tset_strpad(type, H5T_STR_NULLTERM));
+    return type;
+}
+
+hid_t h5_phase_enum_type(void) {
+    hid_t t = H5Tenum_create(H5T_NATIVE_INT32);
+    H5_CHECK(t);
+    for (int32_t p = 0; p < PHASE_COUNT; p++) H5_CHECK(H5Tenum_insert(t, phase_name(p), &p));
+    return t;
+}
+
+hid_t h5_timing_event_type(void) {
+    hid_t ph = h5_phase_enum_type();
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(timing_event));
+    H5_CHECK(t);
+    H5_CHECK(H5Tinsert(t, "step", HOFFSET(timing_event, step), H5T_NATIVE_INT32));
+    H5_CHECK(H5Tinsert(t, "microbatch", HOFFSET(timing_event, microbatch), H5T_NATIVE_INT32));
+    H5_CHECK(H5Tinsert(t, "layer", HOFFSET(timing_event, layer), H5T_NATIVE_INT32));
+    H5_CHECK(H5Tinsert(t, "phase", HOFFSET(timing_event, phase), ph));
+    H5_CHECK(H5Tinsert(t, "iteration", HOFFSET(timing_event, iteration), H5T_NATIVE_INT32));
+    H5_CHECK(H5Tinsert(t, "t_start", HOFFSET(timing_event, t_start), H5T_NATIVE_DOUBLE));
+    H5_CHECK(H5Tinsert(t, "t_end", HOFFSET(timing_event, t_end), H5T_NATIVE_DOUBLE));
+    H5Tclose(ph);
+    return t;
+}
+
+int h5_exists(hid_t loc, const char *path) {
+    /* H5Lexists fails (rather than answering 0) when an intermediate group is missing, so walk
+     * the path one component at a time. */
+    char prefix[1024];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof prefix) return 0;
+    int found = 1;
+    H5E_BEGIN_TRY {
+        for (size_t i = 0; i <= len && found; i++) {
+            if (path[i] != '/' && path[i] != '\0') continue;
+            if (i == 0) continue;
+            memcpy(prefix, path, i);
+            prefix[i] = '\0';
+            if (H5Lexists(loc, prefix, H5P_DEFAULT) <= 0) found = 0;
+        }
+    } H5E_END_TRY;
+    return found;
+}
+
+hid_t h5_group_open_or_create(hid_t loc, const char *path) {
+    hid_t g;
+    if (h5_exists(loc, path)) {
+        g = H5Gopen2(loc, path, H5P_DEFAULT);
+    } else {
+        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+        H5_CHECK(lcpl);
+        H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
+        g = H5Gcreate2(loc, path, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        H5Pclose(lcpl);
+    }
+    H5_CHECK(g);
+    return g;
+}
+
+/* Opens the attribute for overwrite, recreating it when its type or shape differ. */
+static hid_t attr_open_fresh(hid_t obj, const char *name, hid_t type, hid_t space) {
+    if (H5Aexists(obj, name) > 0) H5_CHECK(H5Adelete(obj, name));
+    hid_t attr = H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5_CHECK(attr);
+    return attr;
+}
+
+void h5_attr_write_string(hid_t obj, const char *name, const char *value) {
+    if (!value) value = "";
+    hid_t type = h5_string_type(strlen(value) + 1);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = attr_open_fresh(obj, name, type, space);
+    H5_CHECK(H5Awrite(attr, type, value));
+    H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+}
+
+void h5_attr_write_strings(hid_t obj, const char *name, const char *const *values, int n,
+                           size_t width) {
+    char *packed = xcalloc((unsigned long)(n > 0 ? n : 1), width);
+    for (int i = 0; i < n; i++) strncpy(packed + (size_t)i * width, values[i], width - 1);
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t type = h5_string_type(width);
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    hid_t attr = attr_open_fresh(obj, name, type, space);
+    H5_CHECK(H5Awrite(attr, type, packed));
+    H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    free(packed);
+}
+
+static void attr_write_scalar(hid_t obj, const char *name, hid_t type, const void *value) {
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = attr_open_fresh(obj, name, type, space);
+    H5_CHECK(H5Awrite(attr, type, value));
+    H5Aclose(attr);
+    H5Sclose(space);
+}
+
+void h5_attr_write_int(hid_t obj, const char *name, long long value) {
+    attr_write_scalar(obj, name, H5T_NATIVE_LLONG, &value);
+}
+
+void h5_attr_write_double(hid_t obj, const char *name, double value) {
+    attr_write_scalar(obj, name, H5T_NATIVE_DOUBLE, &value);
+}
+
+void h5_attr_write_doubles(hid_t obj, const char *name, const double *values, long n) {
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    hid_t attr = attr_open_fresh(obj, name, H5T_NATIVE_DOUBLE, space);
+    H5_CHECK(H5Awrite(attr, H5T_NATIVE_DOUBLE, values));
+    H5Aclose(attr);
+    H5Sclose(space);
+}
+
+void h5_attr_write_longs(hid_t obj, const char *name, const long long *values, long n) {
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    hid_t attr = attr_open_fresh(obj, name, H5T_NATIVE_LLONG, space);
+    H5_CHECK(H5Awrite(attr, H5T_NATIVE_LLONG, values));
+    H5Aclose(attr);
+    H5Sclose(space);
+}
+
+/* Opens an attribute for reading, or -1 without printing an HDF5 error. */
+static hid_t attr_open_quiet(hid_t obj, const char *name) {
+    hid_t attr = -1;
+    H5E_BEGIN_TRY {
+        if (H5Aexists(obj, name) > 0) attr = H5Aopen(obj, name, H5P_DEFAULT);
+    } H5E_END_TRY;
+    return attr;
+}
+
+char *h5_attr_read_string_alloc(hid_t obj, const char *name) {
+    hid_t attr = attr_open_quiet(obj, name);
+    if (attr < 0) return NULL;
+    char *out = NULL;
+    hid_t ftype = H5Aget_type(attr);
+    if (H5Tget_class(ftype) == H5T_STRING) {
+        if (H5Tis_variable_str(ftype) > 0) {
+            hid_t mtype = H5Tcopy(H5T_C_S1);
+            H5Tset_size(mtype, H5T_VARIABLE);
+            char *vl = NULL;
+            if (H5Aread(attr, mtype, &vl) >= 0 && vl) {
+                out = strdup(vl);
+                hid_t space = H5Aget_space(attr);
+                H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &vl);
+                H5Sclose(space);
+            }
+            H5Tclose(mtype);
+        } else {
+            size_t size = H5Tget_size(ftype);
+            hid_t mtype = h5_string_type(size + 1);
+            out = xcalloc(size + 2, 1);
+            if (H5Aread(attr, mtype, out) < 0) {
+                free(out);
+                out = NULL;
+            }
+            H5Tclose(mtype);
+        }
+    }
+    H5Tclose(ftype);
+    H5Aclose(attr);
+    return out;
+}
+
+int h5_attr_read_string(hid_t obj, const char *name, char *out, size_t len) {
+    char *s = h5_attr_read_string_alloc(obj, name);
+    if (!s) return -1;
+    strncpy(out, s, len - 1);
+    out[len - 1] = '\0';
+    free(s);
+    return 0;
+}
+
+static int attr_read_number(hid_t obj, const char *name, hid_t mtype, void *out) {
+    hid_t attr = attr_open_quiet(obj, name);
+    if (attr < 0) return -1;
+    int rc = -1;
+    hid_t ftype = H5Aget_type(attr);
+    hid_t space = H5Aget_space(attr);
+    H5T_class_t cls = H5Tget_class(ftype);
+    if ((cls == H5T_INTEGER || cls == H5T_FLOAT) && H5Sget_simple_extent_npoints(space) == 1) {
+        herr_t err;
+        H5E_BEGIN_TRY { err = H5Aread(attr, mtype, out); } H5E_END_TRY;
+        rc = err < 0 ? -1 : 0;
+    }
+    H5Sclose(space);
+    H5Tclose(ftype);
+    H5Aclose(attr);
+    return rc;
+}
+
+int h5_attr_read_long(hid_t obj, const char *name, long long *out) {
+    return attr_read_number(obj, name, H5T_NATIVE_LLONG, out);
+}
+
+int h5_attr_read_double(hid_t obj, const char *name, double *out) {
+    return attr_read_number(obj, name, H5T_NATIVE_DOUBLE, out);
+}
+
+double *h5_attr_read_doubles(hid_t obj, const char *name, long *n) {
+    *n = 0;
+    hid_t attr = attr_open_quiet(obj, name);
+    if (attr < 0) return NULL;
+    hid_t space = H5Aget_space(attr);
+    hssize_t count = H5Sget_simple_extent_npoints(space);
+    double *out = NULL;
+    if (count >= 0) {
+        out = xcalloc((unsigned long)(count ? count : 1), sizeof(double));
+        herr_t err;
+        H5E_BEGIN_TRY { err = H5Aread(attr, H5T_NATIVE_DOUBLE, out); } H5E_END_TRY;
+        if (err < 0) {
+            free(out);
+            out = NULL;
+        } else {
+            *n = (long)count;
+        }
+    }
+    H5Sclose(space);
+    H5Aclose(attr);
+    return out;
+}
+
+hid_t h5_open_read(const char *path) {
+    hid_t file;
+    H5E_BEGIN_TRY { file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); } H5E_END_TRY;
+    if (file < 0) error_set("%s: cannot open as an HDF5 file", path);
+    return file;
+}
+
+void *h5_dataset_read_all(hid_t file, const char *path, hid_t type, int *ndims, hsize_t dims[8],
+                          long *count) {
+    if (!h5_exists(file, path)) return NULL;
+    hid_t d;
+    H5E_BEGIN_TRY { d = H5Dopen2(file, path, H5P_DEFAULT); } H5E_END_TRY;
+    if (d < 0) return NULL;
+    hid_t space = H5Dget_space(d);
+    *ndims = H5Sget_simple_extent_ndims(space);
+    void *buf = NULL;
+    if (*ndims >= 0 && *ndims <= 8) {
+        H5Sget_simple_extent_dims(space, dims, NULL);
+        long n = (long)H5Sget_simple_extent_npoints(space);
+        if (count) *count = n;
+        buf = xmalloc((unsigned long)(n ? n : 1) * H5Tget_size(type));
+        herr_t err;
+        H5E_BEGIN_TRY { err = H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); } H5E_END_TRY;
+        if (err < 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    H5Sclose(space);
+    H5Dclose(d);
+    return buf;
+}

@@ -1,0 +1,584 @@
+/* The run file writer: one HDF5 file per run, written by every rank through the MPI-IO driver.
+ * Metadata (groups, datasets, attributes) is created collectively with identical values on
+ * every rank; bulk data goes as per-rank hyperslabs. Layout and protocol: docs/schema.md. */
+#include "io/runfile.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/check.h"
+#include "io/h5util.h"
+#include "base/stats.h"
+
+enum { RUNFILE_FORMAT_VERSION = 1, EVENT_CHUNK_ROWS = 1024 };
+
+/* One /mesh row; the file type is this packed. */
+typedef struct {
+    int32_t rank;
+    char host[64];
+    int32_t local_rank, node, device;
+    char pci_bus_id[32];
+    int32_t dp_rank, pp_rank, tp_rank;
+    double clock_offset, clock_uncertainty;
+} mesh_row;
+
+struct runfile {
+    hid_t file;
+    hid_t dxpl_coll;     /* collective transfers */
+    hid_t dxpl_indep;    /* per-rank event rows */
+    MPI_Comm comm;
+    int rank, size;
+    char path[JOB_PATH_MAX + 16];
+    char partial[JOB_PATH_MAX + 32];
+    mesh_row *rows;      /* (size), identical on every rank */
+    long long *event_rows; /* (size) rows in each rank's events table so far */
+    long *deferred;        /* this rank's events open at an earlier flush, written once ended */
+    long n_deferred, cap_deferred;
+    int events_created;
+    int dp;              /* replicas, for the per-replica rates of /metrics */
+};
+
+static hid_t mesh_row_type(void) {
+    hid_t host = h5_string_type(64), bus = h5_string_type(32);
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(mesh_row));
+    H5_CHECK(t);
+    H5Tinsert(t, "rank", HOFFSET(mesh_row, rank), H5T_NATIVE_INT32);
+    H5Tinsert(t, "host", HOFFSET(mesh_row, host), host);
+    H5Tinsert(t, "local_rank", HOFFSET(mesh_row, local_rank), H5T_NATIVE_INT32);
+    H5Tinsert(t, "node", HOFFSET(mesh_row, node), H5T_NATIVE_INT32);
+    H5Tinsert(t, "device", HOFFSET(mesh_row, device), H5T_NATIVE_INT32);
+    H5Tinsert(t, "pci_bus_id", HOFFSET(mesh_row, pci_bus_id), bus);
+    H5Tinsert(t, "dp_rank", HOFFSET(mesh_row, dp_rank), H5T_NATIVE_INT32);
+    H5Tinsert(t, "pp_rank", HOFFSET(mesh_row, pp_rank), H5T_NATIVE_INT32);
+    H5Tinsert(t, "tp_rank", HOFFSET(mesh_row, tp_rank), H5T_NATIVE_INT32);
+    H5Tinsert(t, "clock_offset", HOFFSET(mesh_row, clock_offset), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "clock_uncertainty", HOFFSET(mesh_row, clock_uncertainty), H5T_NATIVE_DOUBLE);
+    H5Tclose(host);
+    H5Tclose(bus);
+    return t;
+}
+
+/* A packed copy for the file, so stored rows carry no struct padding. */
+static hid_t packed_copy(hid_t mtype) {
+    hid_t f = H5Tcopy(mtype);
+    H5_CHECK(f);
+    H5_CHECK(H5Tpack(f));
+    return f;
+}
+
+/* Opens dataset path, or creates it with the given type and dims (collective). */
+static hid_t dataset_open_or_create(hid_t file, const char *path, hid_t ftype, int ndims,
+                                    const hsize_t *dims) {
+    if (h5_exists(file, path)) {
+        hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
+        H5_CHECK(d);
+        return d;
+    }
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+    hid_t space = H5Screate_simple(ndims, dims, NULL);
+    hid_t d = H5Dcreate2(file, path, ftype, space, lcpl, dcpl, H5P_DEFAULT);
+    H5_CHECK(d);
+    H5Sclose(space);
+    H5Pclose(dcpl);
+    H5Pclose(lcpl);
+    return d;
+}
+
+/* Collective write of this rank's block [start, start+count) of dataset d; a block with a zero
+ * extent selects nothing, so ranks without data still take part. */
+static void dataset_write_block(runfile *rf, hid_t d, hid_t mtype, int ndims, const hsize_t *start,
+                                const hsize_t *count, const void *data) {
+    hid_t fspace = H5Dget_space(d);
+    H5_CHECK(fspace);
+    hsize_t total = 1;
+    for (int i = 0; i < ndims; i++) total *= count[i];
+    hid_t mspace;
+    static const char dummy[64];
+    if (total == 0 || !data) {
+        hsize_t one = 1;
+        mspace = H5Screate_simple(1, &one, NULL);
+        H5_CHECK(H5Sselect_none(mspace));
+        H5_CHECK(H5Sselect_none(fspace));
+        data = dummy;
+    } else {
+        mspace = H5Screate_simple(ndims, count, NULL);
+        H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
+    }
+    H5_CHECK(H5Dwrite(d, mtype, mspace, fspace, rf->dxpl_coll, data));
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+}
+
+/* Rank 0 writes the whole 1-D dataset at path (created when absent); others join with none. */
+static void write_rank0_1d(runfile *rf, const char *path, hid_t mtype, hid_t ftype, long n,
+                           const void *data) {
+    hsize_t dims[1] = {(hsize_t)n}, start[1] = {0};
+    hsize_t count[1] = {rf->rank == 0 ? (hsize_t)n : 0};
+    hid_t d = dataset_open_or_create(rf->file, path, ftype, 1, dims);
+    dataset_write_block(rf, d, mtype, 1, start, count, data);
+    H5Dclose(d);
+}
+
+static void mesh_write(runfile *rf) {
+    hid_t mtype = mesh_row_type();
+    hid_t ftype = packed_copy(mtype);
+    write_rank0_1d(rf, "mesh", mtype, ftype, rf->size, rf->rows);
+    H5Tclose(ftype);
+    H5Tclose(mtype);
+}
+
+/* Root attributes that describe the run; every value is made identical on every rank. */
+static void root_attrs_write(runfile *rf, const job *j, const mesh *m) {
+    hid_t root = rf->file;
+    h5_attr_write_string(root, "format", "tripar-run");
+    h5_attr_write_int(root, "format_version", RUNFILE_FORMAT_VERSION);
+    h5_attr_write_string(root, "tripar_version", TRIPAR_VERSION);
+
+    /* the job text and clock come from rank 0 so every rank writes the same metadata */
+    long long len = (rf->rank == 0 && j->yaml) ? (long long)strlen(j->yaml) : 0;
+    MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, rf->comm));
+    char *yaml = xcalloc((unsigned long)len + 1, 1);
+    if (rf->rank == 0 && len) memcpy(yaml, j->yaml, (size_t)len);
+    MPI_CHECK(MPI_Bcast(yaml, (int)len + 1, MPI_CHAR, 0, rf->comm));
+    h5_attr_write_string(root, "job", yaml);
+    free(yaml);
+
+    char created[32] = "";
+    if (rf->rank == 0) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    MPI_CHECK(MPI_Bcast(created, sizeof created, MPI_CHAR, 0, rf->comm));
+    h5_attr_write_string(root, "created", created);
+
+    h5_attr_write_int(root, "world_size", rf->size);
+    h5_attr_write_int(root, "dp", MESH_DP(m));
+    h5_attr_write_int(root, "tp", MESH_TP(m));
+    h5_attr_write_int(root, "pp", MESH_PP(m));
+    h5_attr_write_int(root, "microbatches", j->microbatches);
+    h5_attr_write_string(root, "order", m->order_text[0] ? m->order_text : j->order);
+    h5_attr_write_int(root, "overlap", j->overlap);
+    h5_attr_write_string(root, "backend", backend_kind_name(j->backend));
+    h5_attr_write_string(root, "precision", precision_kind_name(j->precision));
+
+    /* unique hosts in rank order */
+    const char **hosts = xcalloc((unsigned long)rf->size, sizeof(char *));
+    int n_hosts = 0;
+    for (int r = 0; r < rf->size; r++) {
+        int seen = 0;
+        for (int h = 0; h < n_hosts && !seen; h++) seen = strcmp(hosts[h], rf->rows[r].host) == 0;
+        if (!seen) hosts[n_hosts++] = rf->rows[r].host;
+    }
+    h5_attr_write_strings(root, "hosts", hosts, n_hosts, 64);
+    free(hosts);
+    h5_attr_write_int(root, "complete", 0);
+}
+
+runfile *runfile_create(const char *path, const job *j, const mesh *m) {
+    MPI_Comm comm = m->world != MPI_COMM_NULL && m->world ? m->world : MPI_COMM_WORLD;
+    runfile *rf = xcalloc(1, sizeof *rf);
+    rf->comm = comm;
+    MPI_CHECK(MPI_Comm_rank(comm, &rf->rank));
+    MPI_CHECK(MPI_Comm_size(comm, &rf->size));
+    snprintf(rf->path, sizeof rf->path, "%s", path);
+    snprintf(rf->partial, sizeof rf->partial, "%s.partial", path);
+
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5_CHECK(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL));
+    H5_CHECK(H5Pset_all_coll_metadata_ops(fapl, 1));
+    H5_CHECK(H5Pset_coll_metadata_write(fapl, 1));
+    /* the 1.8 object format stores large attributes densely (the job YAML may exceed 64 KiB) */
+    H5_CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5_CHECK(H5Pset_attr_phase_change(fcpl, 0, 0));
+    hid_t file;
+    H5E_BEGIN_TRY { file = H5Fcreate(rf->partial, H5F_ACC_TRUNC, fcpl, fapl); } H5E_END_TRY;
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    int ok = file >= 0, all_ok = 0;
+    MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
+    if (!all_ok) {
+        if (file >= 0) H5Fclose(file);
+        error_set("%s: cannot create the run file (does the directory exist and is it "
+                  "writable?)", rf->partial);
+        free(rf);
+        return NULL;
+    }
+    rf->file = file;
+    rf->dxpl_coll = H5Pcreate(H5P_DATASET_XFER);
+    H5_CHECK(H5Pset_dxpl_mpio(rf->dxpl_coll, H5FD_MPIO_COLLECTIVE));
+    rf->dxpl_indep = H5Pcreate(H5P_DATASET_XFER);
+    H5_CHECK(H5Pset_dxpl_mpio(rf->dxpl_indep, H5FD_MPIO_INDEPENDENT));
+
+    mesh_row mine;
+    memset(&mine, 0, sizeof mine);
+    mine.rank = rf->rank;
+    snprintf(mine.host, sizeof mine.host, "%s", m->host[0] ? m->host : tripar_host());
+    mine.local_rank = m->local_rank;
+    mine.node = m->node_index;
+    mine.device = m->device;
+    snprintf(mine.pci_bus_id, sizeof mine.pci_bus_id, "%s", m->pci_bus_id);
+    mine.dp_rank = m->coord[AXIS_DP];
+    mine.pp_rank = m->coord[AXIS_PP];
+    mine.tp_rank = m->coord[AXIS_TP];
+    rf->rows = xcalloc((unsigned long)rf->size, sizeof(mesh_row));
+    MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, rf->rows, sizeof mine, MPI_BYTE, comm));
+    rf->event_rows = xcalloc((unsigned long)rf->size, sizeof(long long));
+    rf->dp = MESH_DP(m);
+
+    root_attrs_write(rf, j, m);
+    mesh_write(rf);
+    return rf;
+}
+
+void runfile_write_tokens(runfile *rf, const int32_t *tokens, long row_begin, long rows,
+                          long total_rows, long cols) {
+    if (!rf || rf->file < 0) return;
+    hsize_t dims[2] = {(hsize_t)total_rows, (hsize_t)cols};
+    hsize_t start[2] = {(hsize_t)row_begin, 0}, count[2] = {(hsize_t)rows, (hsize_t)cols};
+    CHECK(rows == 0 || (row_begin >= 0 && row_begin + rows <= total_rows),
+          "token rows [%ld, %ld) outside [0, %ld)", row_begin, row_begin + rows, total_rows);
+    hid_t d = dataset_open_or_create(rf->file, "output/tokens", H5T_STD_I32LE, 2, dims);
+    dataset_write_block(rf, d, H5T_NATIVE_INT32, 2, start, count, tokens);
+    H5Dclose(d);
+}
+
+void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
+                        long total_rows) {
+    if (!rf || rf->file < 0) return;
+    /* fixed-length strings: parallel HDF5 cannot write variable-length data collectively */
+    long long width = 1, mine = 1;
+    for (long i = 0; i < rows; i++) {
+        long long len = (long long)strlen(texts[i] ? texts[i] : "") + 1;
+        if (len > mine) mine = len;
+    }
+    MPI_CHECK(MPI_Allreduce(&mine, &width, 1, MPI_LONG_LONG, MPI_MAX, rf->comm));
+    char *packed = xcalloc((unsigned long)(rows > 0 ? rows : 1), (unsigned long)width);
+    for (long i = 0; i < rows; i++)
+        if (texts[i]) memcpy(packed + i * width, texts[i], strlen(texts[i]));
+    hid_t type = h5_string_type((size_t)width);
+    hsize_t dims[1] = {(hsize_t)total_rows}, start[1] = {(hsize_t)row_begin};
+    hsize_t count[1] = {(hsize_t)rows};
+    hid_t d = dataset_open_or_create(rf->file, "output/text", type, 1, dims);
+    dataset_write_block(rf, d, type, 1, start, count, packed);
+    H5Dclose(d);
+    H5Tclose(type);
+    free(packed);
+}
+
+void runfile_write_activation(runfile *rf, const char *name, int ndims, const long *dims,
+                              const long *start, const long *count, const float *data) {
+    if (!rf || rf->file < 0) return;
+    CHECK(ndims >= 1 && ndims <= 4, "activation %s: %d dims (1..4 allowed)", name, ndims);
+    CHECK(name[0] && !strchr(name, '/') && strlen(name) < 200,
+          "activation name \"%s\" must be non-empty, under 200 characters, without '/'", name);
+    char path[256];
+    snprintf(path, sizeof path, "activations/%s", name);
+    hsize_t d_dims[4], d_start[4], d_count[4];
+    for (int i = 0; i < ndims; i++) {
+        d_dims[i] = (hsize_t)dims[i];
+        d_start[i] = (hsize_t)start[i];
+        d_count[i] = (hsize_t)count[i];
+        CHECK(count[i] == 0 || (start[i] >= 0 && start[i] + count[i] <= dims[i]),
+              "activation %s: block outside dim %d", name, i);
+    }
+    hid_t d = dataset_open_or_create(rf->file, path, H5T_IEEE_F32LE, ndims, d_dims);
+    dataset_write_block(rf, d, H5T_NATIVE_FLOAT, ndims, d_start, d_count, data);
+    H5Dclose(d);
+}
+
+static void events_create_all(runfile *rf, hid_t ftype) {
+    hid_t timings = h5_group_open_or_create(rf->file, "timings");
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t chunk[1] = {EVENT_CHUNK_ROWS}, zero[1] = {0}, unlimited[1] = {H5S_UNLIMITED};
+    H5_CHECK(H5Pset_chunk(dcpl, 1, chunk));
+    H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+    hid_t space = H5Screate_simple(1, zero, unlimited);
+    for (int r = 0; r < rf->size; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "rank_%05d", r);
+        hid_t g = h5_group_open_or_create(timings, name);
+        hid_t d = H5Dcreate2(g, "events", ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        H5_CHECK(d);
+        H5Dclose(d);
+        H5Gclose(g);
+    }
+    H5Sclose(space);
+    H5Pclose(dcpl);
+    H5Gclose(timings);
+    rf->events_created = 1;
+}
+
+static void deferred_push(runfile *rf, long i) {
+    if (rf->n_deferred == rf->cap_deferred) {
+        rf->cap_deferred = rf->cap_deferred ? 2 * rf->cap_deferred : 8;
+        long *grown = realloc(rf->deferred, (size_t)rf->cap_deferred * sizeof(long));
+        CHECK(grown != NULL, "out of memory keeping %ld open events", rf->cap_deferred);
+        rf->deferred = grown;
+    }
+    rf->deferred[rf->n_deferred++] = i;
+}
+
+/* The events to append now: those open at an earlier flush that have ended since, then every
+ * event since the last flush that has ended. An event still open (the iteration enclosing the
+ * steps of a flush_every flush, say) is kept back for a later flush instead of holding back
+ * everything after it, so periodic flushes write the steps as they finish. Returns the rows
+ * (t->events itself when nothing is kept back, else *staged, which the caller frees). */
+static const timing_event *events_collect(runfile *rf, timer *t, long long *n,
+                                          timing_event **staged) {
+    timer_resolve(t);
+    *staged = NULL;
+    int any_open = rf->n_deferred > 0;
+    for (long i = t->flushed; i < t->count && !any_open; i++) any_open = timer_event_open(t, i);
+    if (!any_open) { /* the common case: one contiguous run of ended events */
+        *n = t->count - t->flushed;
+        const timing_event *rows = t->events + t->flushed;
+        t->flushed = t->count;
+        return rows;
+    }
+    *staged = xmalloc((size_t)(rf->n_deferred + t->count - t->flushed + 1) * sizeof(timing_event));
+    long k = 0, kept = 0;
+    for (long d = 0; d < rf->n_deferred; d++) {
+        long i = rf->deferred[d];
+        if (timer_event_open(t, i)) rf->deferred[kept++] = i;
+        else (*staged)[k++] = t->events[i];
+    }
+    rf->n_deferred = kept;
+    for (long i = t->flushed; i < t->count; i++) {
+        if (timer_event_open(t, i)) deferred_push(rf, i);
+        else (*staged)[k++] = t->events[i];
+    }
+    t->flushed = t->count;
+    *n = k;
+    return *staged;
+}
+
+void runfile_write_events(runfile *rf, timer *t) {
+    if (!rf || rf->file < 0) return;
+    long long fresh = 0;
+    timing_event *staged = NULL;
+    const timing_event *rows = t ? events_collect(rf, t, &fresh, &staged) : NULL;
+    long long *counts = xcalloc((unsigned long)rf->size, sizeof(long long));
+    MPI_CHECK(MPI_Allgather(&fresh, 1, MPI_LONG_LONG, counts, 1, MPI_LONG_LONG, rf->comm));
+
+    hid_t mtype = h5_timing_event_type();
+    hid_t ftype = packed_copy(mtype);
+    if (!rf->events_created) events_create_all(rf, ftype);
+
+    /* extending is collective, so every rank extends every table; rows are then per rank */
+    for (int r = 0; r < rf->size; r++) {
+        char path[64];
+        snprintf(path, sizeof path, "timings/rank_%05d/events", r);
+        if (counts[r] == 0) continue; /* same decision on every rank: opens are collective */
+        hid_t d = H5Dopen2(rf->file, path, H5P_DEFAULT);
+        H5_CHECK(d);
+        hsize_t size[1] = {(hsize_t)(rf->event_rows[r] + counts[r])};
+        if (counts[r] > 0) H5_CHECK(H5Dset_extent(d, size));
+        if (r == rf->rank && fresh > 0) {
+            hid_t fspace = H5Dget_space(d);
+            hsize_t start[1] = {(hsize_t)rf->event_rows[r]}, count[1] = {(hsize_t)fresh};
+            H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
+            hid_t mspace = H5Screate_simple(1, count, NULL);
+            H5_CHECK(H5Dwrite(d, mtype, mspace, fspace, rf->dxpl_indep, rows));
+            H5Sclose(mspace);
+            H5Sclose(fspace);
+        }
+        H5Dclose(d);
+        rf->event_rows[r] += counts[r];
+    }
+    free(staged);
+    H5Tclose(ftype);
+    H5Tclose(mtype);
+    free(counts);
+
+    /* clock offsets, drops and level: identical metadata on every rank */
+    double mine[3] = {t ? t->clock_offset : 0, t ? t->clock_uncertainty : 0,
+                      t ? (double)t->dropped : 0};
+    double *all = xcalloc((unsigned long)rf->size * 3, sizeof(double));
+    MPI_CHECK(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, rf->comm));
+    double *offsets = xcalloc((unsigned long)rf->size, sizeof(double));
+    double *uncert = xcalloc((unsigned long)rf->size, sizeof(double));
+    long long *dropped = xcalloc((unsigned long)rf->size, sizeof(long long));
+    for (int r = 0; r < rf->size; r++) {
+        offsets[r] = rf->rows[r].clock_offset = all[3 * r];
+        uncert[r] = rf->rows[r].clock_uncertainty = all[3 * r + 1];
+        dropped[r] = (long long)all[3 * r + 2];
+    }
+    int level = t ? (int)t->level : 0, level0 = level;
+    MPI_CHECK(MPI_Bcast(&level0, 1, MPI_INT, 0, rf->comm));
+    hid_t timings = h5_group_open_or_create(rf->file, "timings");
+    h5_attr_write_doubles(timings, "clock_offset", offsets, rf->size);
+    h5_attr_write_doubles(timings, "clock_uncertainty", uncert, rf->size);
+    h5_attr_write_longs(timings, "dropped", dropped, rf->size);
+    h5_attr_write_string(timings, "level", timings_level_name((timings_level)level0));
+    H5Gclose(timings);
+    mesh_write(rf);
+    /* Without a flush the superblock and the metadata stay in memory, and a job killed
+     * (SIGKILL, node loss) leaves a file no reader can open: flush_every would keep nothing. */
+    H5_CHECK(H5Fflush(rf->file, H5F_SCOPE_GLOBAL));
+    free(all);
+    free(offsets);
+    free(uncert);
+    free(dropped);
+}
+
+/* Writes the summary attributes (mean and percentiles) of one per-iteration series. */
+static void series_summary_write(hid_t g, const char *name, const double *values, long n) {
+    double *sorted = xcalloc((unsigned long)(n > 0 ? n : 1), sizeof(double));
+    if (n > 0) memcpy(sorted, values, (size_t)n * sizeof(double));
+    stats_sort(sorted, n);
+    static const struct { const char *suffix; double q; } points[] = {
+        {"p50", 50}, {"p90", 90}, {"p99", 99}};
+    char attr[64];
+    snprintf(attr, sizeof attr, "%s_mean", name);
+    h5_attr_write_double(g, attr, stats_mean(sorted, n));
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        snprintf(attr, sizeof attr, "%s_%s", name, points[i].suffix);
+        h5_attr_write_double(g, attr, stats_percentile(sorted, n, points[i].q));
+    }
+    free(sorted);
+}
+
+void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
+    if (!rf || rf->file < 0) return;
+    /* rank 0's values are the run's; broadcast them so every rank writes identical metadata */
+    int n = rf->rank == 0 ? metrics->iterations : 0;
+    MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, rf->comm));
+    if (n < 0) n = 0;
+    double *series = xcalloc((unsigned long)(3 * n + 1), sizeof(double));
+    if (rf->rank == 0 && n > 0) {
+        memcpy(series, metrics->latency, (size_t)n * sizeof(double));
+        memcpy(series + n, metrics->ttft, (size_t)n * sizeof(double));
+        memcpy(series + 2 * n, metrics->tpot, (size_t)n * sizeof(double));
+    }
+    MPI_CHECK(MPI_Bcast(series, 3 * n, MPI_DOUBLE, 0, rf->comm));
+    double scalars[6] = {metrics->prefill_seconds, metrics->decode_seconds,
+                         metrics->cold_start_seconds, (double)metrics->prompt_tokens,
+                         (double)metrics->generated_tokens, (double)metrics->requests};
+    MPI_CHECK(MPI_Bcast(scalars, 6, MPI_DOUBLE, 0, rf->comm));
+    double *peak = xcalloc((unsigned long)rf->size, sizeof(double));
+    MPI_CHECK(MPI_Allgather(&metrics->peak_memory_bytes, 1, MPI_DOUBLE, peak, 1, MPI_DOUBLE,
+                            rf->comm));
+
+    hid_t g = h5_group_open_or_create(rf->file, "metrics");
+    write_rank0_1d(rf, "metrics/latency", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, n, series);
+    write_rank0_1d(rf, "metrics/ttft", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, n, series + n);
+    write_rank0_1d(rf, "metrics/tpot", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, n, series + 2 * n);
+    write_rank0_1d(rf, "metrics/peak_memory_bytes", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, rf->size,
+                   peak);
+
+    h5_attr_write_int(g, "iterations", n);
+    h5_attr_write_double(g, "prefill_seconds", scalars[0]);
+    h5_attr_write_double(g, "decode_seconds", scalars[1]);
+    h5_attr_write_double(g, "cold_start_seconds", scalars[2]);
+    h5_attr_write_int(g, "prompt_tokens", (long long)scalars[3]);
+    h5_attr_write_int(g, "generated_tokens", (long long)scalars[4]);
+    h5_attr_write_int(g, "requests", (long long)scalars[5]);
+    series_summary_write(g, "latency", series, n);
+    series_summary_write(g, "ttft", series + n, n);
+    series_summary_write(g, "tpot", series + 2 * n, n);
+    double mean_latency = stats_mean(series, n);
+    double tokens_per_s = n > 0 && mean_latency > 0 ? scalars[4] / mean_latency : 0;
+    double requests_per_s = n > 0 && mean_latency > 0 ? scalars[5] / mean_latency : 0;
+    h5_attr_write_double(g, "tokens_per_s", tokens_per_s);
+    h5_attr_write_double(g, "requests_per_s", requests_per_s);
+    /* Per rank divides by the world size, per replica by dp: the rate one GPU (or one model
+     * copy) contributes. The percentiles are the rates at the latency percentiles, so p99 is
+     * the slow tail: tokens_per_s_p99 = generated_tokens / latency_p99. */
+    double replicas = rf->dp > 0 ? rf->dp : 1;
+    h5_attr_write_int(g, "replicas", (long long)replicas);
+    h5_attr_write_double(g, "tokens_per_s_per_rank", tokens_per_s / rf->size);
+    h5_attr_write_double(g, "requests_per_s_per_rank", requests_per_s / rf->size);
+    h5_attr_write_double(g, "tokens_per_s_per_replica", tokens_per_s / replicas);
+    h5_attr_write_double(g, "requests_per_s_per_replica", requests_per_s / replicas);
+    {
+        double *sorted = xcalloc((unsigned long)(n > 0 ? n : 1), sizeof(double));
+        if (n > 0) memcpy(sorted, series, (size_t)n * sizeof(double));
+        stats_sort(sorted, n);
+        static const struct { const char *suffix; double q; } tails[] = {
+            {"p50", 50}, {"p90", 90}, {"p99", 99}};
+        for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+            double lat = stats_percentile(sorted, n, tails[i].q);
+            char attr[64];
+            snprintf(attr, sizeof attr, "tokens_per_s_%s", tails[i].suffix);
+            h5_attr_write_double(g, attr, n > 0 && lat > 0 ? scalars[4] / lat : 0);
+            snprintf(attr, sizeof attr, "requests_per_s_%s", tails[i].suffix);
+            h5_attr_write_double(g, attr, n > 0 && lat > 0 ? scalars[5] / lat : 0);
+        }
+        free(sorted);
+    }
+    /* warm start: the first token of a measured (warm) iteration, next to cold_start_seconds */
+    {
+        double *sorted = xcalloc((unsigned long)(n > 0 ? n : 1), sizeof(double));
+        if (n > 0) memcpy(sorted, series + n, (size_t)n * sizeof(double));
+        stats_sort(sorted, n);
+        h5_attr_write_double(g, "warm_start_seconds", stats_percentile(sorted, n, 50));
+        free(sorted);
+    }
+    double peak_max = 0;
+    for (int r = 0; r < rf->size; r++) peak_max = peak[r] > peak_max ? peak[r] : peak_max;
+    h5_attr_write_double(g, "peak_memory_bytes_max", peak_max);
+    H5Gclose(g);
+    free(series);
+    free(peak);
+}
+
+void runfile_write_series(runfile *rf, const char *path, const double *values, long n) {
+    if (!rf || rf->file < 0) return;
+    long long count = rf->rank == 0 ? n : 0;
+    MPI_CHECK(MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, rf->comm));
+    write_rank0_1d(rf, path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, (long)count,
+                   rf->rank == 0 ? values : NULL);
+}
+
+void runfile_write_scalar(runfile *rf, const char *group_path, const char *name, double value) {
+    if (!rf || rf->file < 0) return;
+    MPI_CHECK(MPI_Bcast(&value, 1, MPI_DOUBLE, 0, rf->comm));
+    hid_t g = h5_group_open_or_create(rf->file, group_path);
+    h5_attr_write_double(g, name, value);
+    H5Gclose(g);
+}
+
+static void runfile_release(runfile *rf) {
+    if (rf->dxpl_coll > 0) H5Pclose(rf->dxpl_coll);
+    if (rf->dxpl_indep > 0) H5Pclose(rf->dxpl_indep);
+    free(rf->rows);
+    free(rf->event_rows);
+    free(rf->deferred);
+    free(rf);
+}
+
+void runfile_finish(runfile *rf) {
+    if (!rf) return;
+    /* everything else reaches the disk before complete=1 does, so complete=1 implies whole */
+    H5_CHECK(H5Fflush(rf->file, H5F_SCOPE_GLOBAL));
+    h5_attr_write_int(rf->file, "complete", 1);
+    H5_CHECK(H5Fclose(rf->file));
+    rf->file = -1;
+    int ok = 1;
+    if (rf->rank == 0 && rename(rf->partial, rf->path) != 0) ok = 0;
+    MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, rf->comm));
+    CHECK(ok, "cannot rename %s to %s", rf->partial, rf->path);
+    MPI_CHECK(MPI_Barrier(rf->comm));
+    runfile_release(rf);
+}
+
+void runfile_close_incomplete(runfile *rf) {
+    if (!rf) return;
+    if (rf->file >= 0) {
+        H5E_BEGIN_TRY {
+            H5Fflush(rf->file, H5F_SCOPE_GLOBAL);
+            H5Fclose(rf->file);
+        } H5E_END_TRY;
+        rf->file = -1;
+    }
+    runfile_release(rf);
+}

@@ -1,0 +1,70 @@
+/* The run file: one HDF5 file per run, written by all ranks through the MPI-IO driver.
+ * Created as PATH.partial with complete=0; runfile_finish sets complete=1 last and renames.
+ * Every write below is collective over the world: every rank calls it, with zero rows when it
+ * holds nothing of that dataset. Layout: docs/schema.md. */
+#pragma once
+#include <mpi.h>
+#include <stdint.h>
+
+#include "job/job.h"
+#include "parallel/mesh.h"
+#include "metrics/timing.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct runfile runfile;
+
+/* Per-run scalar results and per-iteration series (see docs/schema.md, /metrics). */
+typedef struct {
+    int iterations;
+    double *latency;        /* (iterations) seconds, end to end */
+    double *ttft;           /* (iterations) time to first token */
+    double *tpot;           /* (iterations) mean time per output token after the first */
+    double prefill_seconds; /* of the last measured iteration, slowest rank */
+    double decode_seconds;
+    double cold_start_seconds; /* process start to first token of the first iteration */
+    long prompt_tokens, generated_tokens, requests;
+    double peak_memory_bytes;  /* this rank's */
+} run_metrics;
+
+/* Collective. Writes root attributes (format "tripar-run", versions, the resolved job YAML,
+ * creation time, world size, dp/tp/pp/microbatches, backend, precision, host list,
+ * complete=0) and /mesh. Returns NULL with error_message() set if the file cannot be
+ * created (same answer on every rank). */
+runfile *runfile_create(const char *path, const job *j, const mesh *m);
+
+/* /output/tokens int32 (total_rows, cols): this rank writes rows [row_begin, row_begin+rows). */
+void runfile_write_tokens(runfile *rf, const int32_t *tokens, long row_begin, long rows,
+                          long total_rows, long cols);
+/* /output/text: variable-length strings, one per prompt row (when a tokenizer exists). */
+void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
+                        long total_rows);
+
+/* /activations/<name>: float32 global tensor of dims (ndims <= 4); this rank writes the block
+ * at start with extent count (count may be all zeros). Creation and write are collective. */
+void runfile_write_activation(runfile *rf, const char *name, int ndims, const long *dims,
+                              const long *start, const long *count, const float *data);
+
+/* /timings/rank_NNNNN/events for every rank, plus clock offset attributes. Appends the events
+ * not yet flushed, so it can be called every N steps and at the end. */
+void runfile_write_events(runfile *rf, timer *t);
+
+/* /metrics. */
+void runfile_write_metrics(runfile *rf, const run_metrics *metrics);
+
+/* A float64 1-D dataset at path (e.g. "metrics/arrival/latency") holding rank 0's n values,
+ * and a float64 attribute of the group at group_path (created when absent) holding rank 0's
+ * value. Collective; the other ranks' arguments are ignored. */
+void runfile_write_series(runfile *rf, const char *path, const double *values, long n);
+void runfile_write_scalar(runfile *rf, const char *group_path, const char *name, double value);
+
+/* Sets complete=1 as the last write, closes and renames PATH.partial to PATH. Collective. */
+void runfile_finish(runfile *rf);
+/* Flushes and closes leaving complete=0 (signal or failure path). Collective when possible. */
+void runfile_close_incomplete(runfile *rf);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,137 @@
+/* A job: the validated, resolved contents of a YAML job file plus --set overrides.
+ * Every key of docs/jobs.md has a field here; job_load fills defaults for absent keys. */
+#pragma once
+#include <stdint.h>
+#include <stdio.h>
+
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define JOB_PATH_MAX 1024
+#define JOB_MAX_ACTIVATIONS 64
+#define JOB_MAX_KEYS 128
+
+/* Where a dotted key was set, so checks made after loading can point at it: line in the job
+ * file, or the --set text (truncated) when an override set it. */
+typedef struct {
+    char key[48];
+    int line;
+    char set[104];
+} job_key_where;
+
+typedef enum { NORM_PRE = 0, NORM_POST = 1 } norm_kind;
+typedef enum { PRECISION_FP32 = 0, PRECISION_INT8W, PRECISION_BF16, PRECISION_FP16 } precision_kind;
+typedef enum { KV_CONTIGUOUS = 0, KV_PAGED = 1 } kv_cache_kind;
+typedef enum { BACKEND_CPU = 0, BACKEND_CUDA = 1 } backend_kind;
+typedef enum { COMM_AUTO = 0, COMM_MPI = 1, COMM_NCCL = 2 } comm_kind;
+typedef enum { SAMPLING_GREEDY = 0, SAMPLING_SAMPLE = 1 } sampling_kind;
+typedef enum { TIMINGS_OFF = 0, TIMINGS_STEP = 1, TIMINGS_LAYER = 2 } timings_level;
+
+typedef struct {
+    /* model */
+    char checkpoint[JOB_PATH_MAX]; /* "" when synthetic */
+    int synthetic;                 /* 1 when model.synthetic was given (or defaulted) */
+    int layers, heads, embd, vocab, ctx;
+    int mlp;                       /* MLP width; 0 in the file means 4 * embd (resolved here) */
+    uint64_t seed;                 /* synthetic weight seed */
+    float ln_eps;
+    norm_kind norm;
+    precision_kind precision;
+    kv_cache_kind kv_cache;
+    int kv_block;                  /* positions per KV block when paged */
+
+    /* backend */
+    backend_kind backend;
+    int threads;                   /* BLAS threads per rank; 0 = node cores / ranks on node */
+    int device;                    /* -1 = local rank modulo visible devices */
+    comm_kind comm;
+    int cuda_graphs;
+    int allow_tf32;
+
+    /* parallel */
+    int dp, tp, pp;
+    int microbatches;
+    char order[16];                /* e.g. "tp-pp-dp" */
+    int overlap;
+    int chunks;
+
+    /* input: resolved to batch prompts of prompt_len tokens each */
+    int32_t *tokens;               /* (batch, prompt_len), owned */
+    int batch, prompt_len;
+    char tokens_file[JOB_PATH_MAX];
+    char *text;                    /* input.text, owned; tokenized when a tokenizer exists */
+    char text_file[JOB_PATH_MAX];
+    int synthetic_input;           /* 1 when input.synthetic */
+    uint64_t input_seed;
+
+    /* generate */
+    int new_tokens;
+    sampling_kind sampling;
+    float temperature;
+    int top_k;                     /* 0 = whole vocab */
+    uint64_t sample_seed;
+
+    /* bench */
+    int warmup, iterations;
+    int roofline;                  /* also measure sgemm and memory-bandwidth ceilings */
+    float arrival_rate;            /* requests/s of the Poisson arrival stream; 0 = off */
+    float duration;                /* seconds over which requests arrive */
+    uint64_t arrival_seed;         /* seed of the arrival times */
+
+    /* record */
+    char out[JOB_PATH_MAX];
+    char *activations[JOB_MAX_ACTIVATIONS]; /* owned strings: embed, layer.N.attn, ... */
+    int n_activations;
+    timings_level timings;
+    int flush_every;               /* steps between timing flushes, 0 = only at the end */
+
+    /* provenance, for error messages after loading */
+    char source[JOB_PATH_MAX];     /* the job file path */
+    char *yaml;                    /* the resolved job as YAML (job_dump), owned */
+    job_key_where keys[JOB_MAX_KEYS]; /* for job_key_line and error messages */
+    int n_keys;
+} job;
+
+/* Loads path, applies overrides ("section.key=value", parsed as YAML scalars or flow
+ * sequences), validates every key and fills defaults. On error returns STATUS_BAD_INPUT with
+ * error_message() = "file:line: message" naming the allowed keys or values. */
+int job_load(job *j, const char *path, const char *const *overrides, int n_overrides);
+void job_free(job *j);
+
+/* Checks the parts that need the final model shape (which may come from a checkpoint):
+ * prompt_len + new_tokens <= ctx, token ids < vocab, heads divide embd. Same error format. */
+int job_validate_model(const job *j);
+
+/* Where a dotted key was set, for messages: "FILE:LINE", "--set KEY=VALUE", or "FILE" when
+ * the key took its default. Writes into buf and returns it. */
+const char *job_key_origin(const job *j, const char *key, char *buf, size_t len);
+
+/* The line in the job file where a dotted key ("parallel.tp") was set, or 0. */
+int job_key_line(const job *j, const char *key);
+
+/* Writes the resolved job as YAML (every key, defaults included). */
+void job_dump(const job *j, FILE *out);
+/* Same, into a newly allocated string. */
+char *job_dump_string(const job *j);
+
+/* Fills tokens (batch, prompt_len) of an input.synthetic job once the vocab is known:
+ * token[i] = mix64(input_seed + 0x9E3779B97F4A7C15 * (i + 1)) % vocab, i the flat index.
+ * job_load calls it for synthetic models; for checkpoints the runner calls it. */
+void job_fill_synthetic_tokens(job *j, int vocab);
+
+/* 1 when record.activations asks for this point ("embed", "layer.3.mlp", ...), "all" included. */
+int job_records_activation(const job *j, const char *point);
+
+const char *norm_kind_name(norm_kind k);
+const char *precision_kind_name(precision_kind k);
+const char *kv_cache_kind_name(kv_cache_kind k);
+const char *backend_kind_name(backend_kind k);
+const char *comm_kind_name(comm_kind k);
+const char *sampling_kind_name(sampling_kind k);
+const char *timings_level_name(timings_level k);
+
+#ifdef __cplusplus
+}
+#endif

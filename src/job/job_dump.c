@@ -1,0 +1,143 @@
+/* Writes a resolved job back as YAML: every key, defaults included, so a run file records
+ * exactly what ran and the text reloads (job_load) to the same job. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "job/job.h"
+
+/* A YAML double-quoted string: safe for any bytes a loaded job can hold. */
+static void job_dump_quoted(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':
+            fputs("\\\"", out);
+            break;
+        case '\\':
+            fputs("\\\\", out);
+            break;
+        case '\n':
+            fputs("\\n", out);
+            break;
+        case '\t':
+            fputs("\\t", out);
+            break;
+        case '\r':
+            fputs("\\r", out);
+            break;
+        default:
+            if (*p < 0x20 || *p == 0x7f)
+                fprintf(out, "\\x%02x", *p);
+            else
+                fputc(*p, out);
+        }
+    }
+    fputc('"', out);
+}
+
+/* The shortest decimal that reads back as the same float: 1e-05, not 9.99999975e-06. */
+static const char *job_dump_float(float x, char *buf, size_t size) {
+    for (int digits = 6; digits < 9; digits++) {
+        snprintf(buf, size, "%.*g", digits, (double)x);
+        if (strtof(buf, NULL) == x) return buf;
+    }
+    snprintf(buf, size, "%.9g", (double)x);
+    return buf;
+}
+
+static void job_dump_model(const job *j, FILE *out) {
+    fputs("model:\n", out);
+    if (j->synthetic) {
+        fprintf(out,
+                "  synthetic:\n    layers: %d\n    heads: %d\n    embd: %d\n    vocab: %d\n"
+                "    ctx: %d\n    mlp: %d\n    seed: %" PRIu64 "\n",
+                j->layers, j->heads, j->embd, j->vocab, j->ctx, j->mlp, j->seed);
+    } else {
+        fputs("  checkpoint: ", out);
+        job_dump_quoted(out, j->checkpoint);
+        fputc('\n', out);
+        if (j->layers > 0) /* filled from the checkpoint by the runner: a note, not a key */
+            fprintf(out,
+                    "  # from the checkpoint: layers %d, heads %d, embd %d, vocab %d, "
+                    "ctx %d, mlp %d\n",
+                    j->layers, j->heads, j->embd, j->vocab, j->ctx, j->mlp);
+    }
+    char eps[32];
+    fprintf(out, "  norm: %s\n  precision: %s\n  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n",
+            norm_kind_name(j->norm), precision_kind_name(j->precision),
+            kv_cache_kind_name(j->kv_cache), j->kv_block,
+            job_dump_float(j->ln_eps, eps, sizeof eps));
+}
+
+static void job_dump_input(const job *j, FILE *out) {
+    fputs("input:\n", out);
+    if (j->synthetic_input) {
+        fprintf(out, "  synthetic:\n    batch: %d\n    length: %d\n    seed: %" PRIu64 "\n",
+                j->batch, j->prompt_len, j->input_seed);
+    } else if (j->text) {
+        /* a text_file is inlined: the run file then holds the very text that ran */
+        fputs("  text: ", out);
+        job_dump_quoted(out, j->text);
+        fputc('\n', out);
+    } else if (j->tokens && j->batch > 0) {
+        /* a tokens_file is inlined for the same reason */
+        fputs("  tokens:\n", out);
+        for (int b = 0; b < j->batch; b++) {
+            fputs("    - [", out);
+            for (int t = 0; t < j->prompt_len; t++)
+                fprintf(out, "%s%" PRId32, t ? ", " : "", j->tokens[(size_t)b * j->prompt_len + t]);
+            fputs("]\n", out);
+        }
+    } else {
+        fputs("  # no input resolved\n", out);
+    }
+}
+
+void job_dump(const job *j, FILE *out) {
+    char temp[32];
+    fputs("# tripar job, resolved: every key with its value or default\n", out);
+    job_dump_model(j, out);
+    fprintf(out,
+            "backend:\n  kind: %s\n  threads: %d\n  device: %d\n  comm: %s\n  cuda_graphs: %s\n"
+            "  tf32: %s\n",
+            backend_kind_name(j->backend), j->threads, j->device, comm_kind_name(j->comm),
+            j->cuda_graphs ? "true" : "false", j->allow_tf32 ? "true" : "false");
+    fprintf(out,
+            "parallel:\n  dp: %d\n  tp: %d\n  pp: %d\n  microbatches: %d\n  order: %s\n"
+            "  overlap: %s\n  chunks: %d\n",
+            j->dp, j->tp, j->pp, j->microbatches, j->order, j->overlap ? "true" : "false",
+            j->chunks);
+    job_dump_input(j, out);
+    fprintf(out,
+            "generate:\n  new_tokens: %d\n  sampling: %s\n  temperature: %s\n  top_k: %d\n"
+            "  seed: %" PRIu64 "\n",
+            j->new_tokens, sampling_kind_name(j->sampling),
+            job_dump_float(j->temperature, temp, sizeof temp), j->top_k, j->sample_seed);
+    char rate[32], duration[32];
+    fprintf(out,
+            "bench:\n  warmup: %d\n  iterations: %d\n  roofline: %s\n  arrival_rate: %s\n"
+            "  duration: %s\n  arrival_seed: %" PRIu64 "\n",
+            j->warmup, j->iterations, j->roofline ? "true" : "false",
+            job_dump_float(j->arrival_rate, rate, sizeof rate),
+            job_dump_float(j->duration, duration, sizeof duration), j->arrival_seed);
+    fputs("record:\n  out: ", out);
+    job_dump_quoted(out, j->out);
+    fputs("\n  activations: [", out);
+    for (int i = 0; i < j->n_activations; i++)
+        fprintf(out, "%s%s", i ? ", " : "", j->activations[i]);
+    /* quoted: YAML 1.1 readers take a bare off for false */
+    fprintf(out, "]\n  timings: \"%s\"\n  flush_every: %d\n", timings_level_name(j->timings),
+            j->flush_every);
+}
+
+char *job_dump_string(const job *j) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f, "open_memstream failed");
+    job_dump(j, f);
+    CHECK(fclose(f) == 0, "writing the job dump failed");
+    return text;
+}

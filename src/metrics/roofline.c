@@ -1,0 +1,99 @@
+/* Same-run ceilings for the benchmark (see roofline.h): the model's prefill products timed as
+ * bare sgemm calls, and the read bandwidth that bounds a decode step. */
+#include "metrics/roofline.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/check.h"
+#include "base/stats.h"
+#include "metrics/timing.h"
+
+/* One pass over the model's prefill products, each shape once per layer, in the layout the CPU
+ * backend uses (x @ W^T). Returns seconds. */
+static double sgemm_pass(const float *a, const float *w, float *c, const long shapes[4][2],
+                         int layers, int rows) {
+    double t0 = timer_host_seconds();
+    for (int l = 0; l < layers; l++)
+        for (int s = 0; s < 4; s++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, (int)shapes[s][1],
+                        (int)shapes[s][0], 1.0f, a, (int)shapes[s][0], w, (int)shapes[s][0], 0.0f,
+                        c, (int)shapes[s][1]);
+    return timer_host_seconds() - t0;
+}
+
+double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
+    enum { PASSES = 5 };
+    const long C = cfg->embd, M = cfg->mlp, rows = (long)batch * T;
+    const long shapes[4][2] = {{C, 3 * C}, {C, C}, {C, M}, {M, C}}; /* (in, out) per layer */
+    long max_in = M > C ? M : C, max_out = 3 * C > M ? 3 * C : M;
+    float *a = xcalloc((size_t)rows * max_in, sizeof(float));
+    float *w = xcalloc((size_t)max_out * max_in, sizeof(float));
+    float *c = xcalloc((size_t)rows * max_out, sizeof(float));
+    for (long i = 0; i < rows * max_in; i++)
+        a[i] = (float)((i % 13) - 6) * 0.01f;
+    for (long i = 0; i < max_out * max_in; i++)
+        w[i] = (float)((i % 7) - 3) * 0.01f;
+    double flops = 0, seconds[PASSES];
+    for (int s = 0; s < 4; s++)
+        flops += cfg->layers * 2.0 * rows * shapes[s][0] * shapes[s][1];
+    for (int p = 0; p < PASSES; p++)
+        seconds[p] = sgemm_pass(a, w, c, shapes, cfg->layers, (int)rows);
+    stats_sort(seconds, PASSES);
+    /* attention: QK^T and PV per head over the causal half, and the LM head's last rows */
+    double attention = cfg->layers * 2.0 * 2.0 * batch * (double)T * T / 2.0 * C;
+    double head = 2.0 * batch * (double)C * cfg->vocab;
+    r->model_flops = flops + attention + head;
+    free(a);
+    free(w);
+    free(c);
+    return flops / stats_percentile(seconds, PASSES, 50) / 1e9;
+}
+
+void roofline_bandwidth(roofline *r, double weight_bytes) {
+    /* Stream a buffer four times the weights (at least 512 MiB) so no cache holds it. */
+    size_t n = (size_t)(weight_bytes * 4 / sizeof(float));
+    if (n < (512u << 20) / sizeof(float)) n = (512u << 20) / sizeof(float);
+    float *buf = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        buf[i] = 1.0f;
+    double best = 1e30, sink = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = timer_host_seconds();
+        sink += cblas_sasum((int)n, buf, 1);
+        double t = timer_host_seconds() - t0;
+        if (t < best) best = t;
+    }
+    CHECK(sink > 0, "bandwidth probe read nothing");
+    r->stream_gbs = n * sizeof(float) / best / 1e9;
+    r->weight_bytes = weight_bytes;
+    free(buf);
+}
+
+void roofline_print(const roofline *r, const run_metrics *rm, int batch, int T, int new_tokens) {
+    double sorted[rm->iterations > 0 ? rm->iterations : 1];
+    for (int i = 0; i < rm->iterations; i++)
+        sorted[i] = rm->ttft[i];
+    stats_sort(sorted, rm->iterations);
+    double prefill = stats_percentile(sorted, rm->iterations, 50);
+    for (int i = 0; i < rm->iterations; i++)
+        sorted[i] = rm->tpot[i];
+    stats_sort(sorted, rm->iterations);
+    double tpot = stats_percentile(sorted, rm->iterations, 50);
+    double achieved = r->model_flops / prefill / 1e9;
+    double bound = r->weight_bytes / (r->stream_gbs * 1e9);
+    double sgemm = 0.5 * (r->sgemm_gflops_before + r->sgemm_gflops_after);
+    printf("  roofline (measured in this run, this rank's BLAS threads)\n");
+    printf("    prefill      %8.2f GFLOP/s achieved vs %8.2f GFLOP/s bare sgemm on the same "
+           "shapes (%.2f before the run, %.2f after): %5.1f%% (target >= 70%%)\n",
+           achieved, sgemm, r->sgemm_gflops_before, r->sgemm_gflops_after,
+           100.0 * achieved / sgemm);
+    printf("    prefill      %8.1f tokens/s (%d x %d tokens in %.3f s)\n",
+           batch * (double)T / prefill, batch, T, prefill);
+    if (new_tokens > 1)
+        printf("    decode       %8.3f ms/token vs %.3f ms to stream %.1f MB of weights at "
+               "%.2f GB/s: %.2fx the bound (target <= 1.5x); %.1f tokens/s\n",
+               tpot * 1e3, bound * 1e3, r->weight_bytes / 1e6, r->stream_gbs, tpot / bound,
+               batch / tpot);
+}

@@ -1,0 +1,200 @@
+/* Per-rank phase timer on a clock aligned to rank 0 (see timing.h). Events go into a table
+ * preallocated at init; a full table counts drops instead of growing in the decode loop. */
+#include "metrics/timing.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/check.h"
+
+static const char *const phase_names[PHASE_COUNT] = {
+    "embed",   "norm",         "qkv_gemm", "attention",    "attn_out_gemm", "mlp_gemm",
+    "tp_allreduce", "tp_wait", "pp_send",  "pp_recv_wait", "head",          "sample",
+    "dp_gather", "step",       "weight_init", "iteration",
+};
+
+const char *phase_name(phase p) {
+    return (p >= 0 && p < PHASE_COUNT) ? phase_names[p] : "unknown";
+}
+
+int phase_from_name(const char *name) {
+    for (int p = 0; p < PHASE_COUNT; p++)
+        if (strcmp(phase_names[p], name) == 0) return p;
+    return -1;
+}
+
+int phase_is_compute(phase p) {
+    switch (p) {
+    case PHASE_EMBED: case PHASE_NORM: case PHASE_QKV_GEMM: case PHASE_ATTENTION:
+    case PHASE_ATTN_OUT_GEMM: case PHASE_MLP_GEMM: case PHASE_HEAD: case PHASE_SAMPLE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+double timer_host_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+enum { CLOCK_ROUNDS = 20 };
+
+/* Cristian's algorithm against rank 0, one rank at a time: the round with the smallest round
+ * trip bounds the offset most tightly, to within half that round trip. */
+void clock_align(MPI_Comm world, double inject_offset, double *offset, double *uncertainty) {
+    MPI_Comm c;
+    MPI_CHECK(MPI_Comm_dup(world, &c)); /* private tag space */
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(c, &rank));
+    MPI_CHECK(MPI_Comm_size(c, &size));
+    *offset = 0;
+    *uncertainty = 0;
+    if (rank == 0) {
+        for (int r = 1; r < size; r++) {
+            for (int k = 0; k < CLOCK_ROUNDS; k++) {
+                char ping;
+                MPI_CHECK(MPI_Recv(&ping, 1, MPI_CHAR, r, 1, c, MPI_STATUS_IGNORE));
+                double t0 = timer_host_seconds() + inject_offset;
+                MPI_CHECK(MPI_Send(&t0, 1, MPI_DOUBLE, r, 2, c));
+            }
+        }
+    } else {
+        double best_rtt = INFINITY;
+        for (int k = 0; k < CLOCK_ROUNDS; k++) {
+            char ping = 0;
+            double t0;
+            double t_send = timer_host_seconds() + inject_offset;
+            MPI_CHECK(MPI_Send(&ping, 1, MPI_CHAR, 0, 1, c));
+            MPI_CHECK(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, 2, c, MPI_STATUS_IGNORE));
+            double t_recv = timer_host_seconds() + inject_offset;
+            double rtt = t_recv - t_send;
+            if (rtt < best_rtt) {
+                best_rtt = rtt;
+                *offset = t0 - 0.5 * (t_send + t_recv);
+            }
+        }
+        *uncertainty = 0.5 * best_rtt;
+    }
+    MPI_CHECK(MPI_Comm_free(&c));
+}
+
+void timer_init(timer *t, timings_level level, const backend *be, long capacity, MPI_Comm world) {
+    memset(t, 0, sizeof *t);
+    t->level = level;
+    t->be = be;
+    t->capacity = level == TIMINGS_OFF ? 0 : (capacity > 0 ? capacity : 0);
+    t->events = xcalloc((unsigned long)(t->capacity ? t->capacity : 1), sizeof(timing_event));
+    t->mark_slots = xcalloc((unsigned long)(2 * t->capacity + 2), sizeof(int));
+    t->max_marks = 2 * t->capacity;
+    clock_align(world, 0.0, &t->clock_offset, &t->clock_uncertainty);
+    /* run_start is rank 0's clock once every rank has aligned */
+    MPI_CHECK(MPI_Barrier(world));
+    double start = timer_host_seconds();
+    MPI_CHECK(MPI_Bcast(&start, 1, MPI_DOUBLE, 0, world));
+    t->run_start = start;
+}
+
+void timer_free(timer *t) {
+    free(t->events);
+    free(t->mark_slots);
+    memset(t, 0, sizeof *t);
+}
+
+int timer_records(const timer *t, phase p, int layer) {
+    (void)p;
+    switch (t->level) {
+    case TIMINGS_OFF: return 0;
+    case TIMINGS_STEP: return layer == TIMER_NO_LAYER;
+    case TIMINGS_LAYER: return 1;
+    }
+    return 0;
+}
+
+double timer_now(const timer *t) { return timer_host_seconds() + t->clock_offset - t->run_start; }
+
+static int timer_uses_marks(const timer *t, long i) {
+    return t->be && t->be->ops && t->be->ops->mark && t->be->ops->mark_seconds &&
+           2 * i + 1 < t->max_marks;
+}
+
+/* mark_slots per event: [2i] start, [2i+1] end; >= 0 a pending backend slot, -1 resolved,
+ * -2 not ended yet. */
+enum { SLOT_DONE = -1, SLOT_OPEN = -2 };
+
+static long timer_push(timer *t, phase p, int step, int microbatch, int layer) {
+    if (!timer_records(t, p, layer)) return -1;
+    if (t->count >= t->capacity) {
+        t->dropped++;
+        return -1;
+    }
+    long i = t->count++;
+    timing_event *e = &t->events[i];
+    e->step = step;
+    e->microbatch = microbatch;
+    e->layer = layer;
+    e->phase = (int32_t)p;
+    e->iteration = t->iteration;
+    e->t_start = NAN;
+    e->t_end = NAN;
+    t->mark_slots[2 * i] = SLOT_DONE;
+    t->mark_slots[2 * i + 1] = SLOT_DONE;
+    return i;
+}
+
+int timer_begin(timer *t, phase p, int step, int microbatch, int layer) {
+    long i = timer_push(t, p, step, microbatch, layer);
+    if (i < 0) return -1;
+    if (timer_uses_marks(t, i)) {
+        t->be->ops->mark(t->be->ctx, (int)(2 * i));
+        t->mark_slots[2 * i] = (int)(2 * i);
+    } else {
+        t->events[i].t_start = timer_now(t);
+    }
+    t->mark_slots[2 * i + 1] = SLOT_OPEN;
+    return (int)i;
+}
+
+void timer_end(timer *t, int handle) {
+    if (handle < 0 || handle >= t->count || t->mark_slots[2 * handle + 1] != SLOT_OPEN) return;
+    if (timer_uses_marks(t, handle)) {
+        t->be->ops->mark(t->be->ctx, 2 * handle + 1);
+        t->mark_slots[2 * handle + 1] = 2 * handle + 1;
+    } else {
+        t->events[handle].t_end = timer_now(t);
+        t->mark_slots[2 * handle + 1] = SLOT_DONE;
+    }
+}
+
+void timer_add_host(timer *t, phase p, int step, int microbatch, int layer, double t0, double t1) {
+    long i = timer_push(t, p, step, microbatch, layer);
+    if (i < 0) return;
+    double shift = t->clock_offset - t->run_start;
+    t->events[i].t_start = t0 + shift;
+    t->events[i].t_end = t1 + shift;
+}
+
+void timer_resolve(timer *t) {
+    double shift = t->clock_offset - t->run_start;
+    long first_open = -1;
+    for (long i = t->resolved; i < t->count; i++) {
+        int *slot = &t->mark_slots[2 * i];
+        if (slot[0] >= 0) {
+            t->events[i].t_start = t->be->ops->mark_seconds(t->be->ctx, slot[0]) + shift;
+            slot[0] = SLOT_DONE;
+        }
+        if (slot[1] >= 0) {
+            t->events[i].t_end = t->be->ops->mark_seconds(t->be->ctx, slot[1]) + shift;
+            slot[1] = SLOT_DONE;
+        }
+        if (slot[1] == SLOT_OPEN && first_open < 0) first_open = i;
+    }
+    t->resolved = first_open >= 0 ? first_open : t->count;
+}
+
+int timer_event_open(const timer *t, long i) {
+    return i >= 0 && i < t->count && t->mark_slots[2 * i + 1] == SLOT_OPEN;
+}

@@ -1,0 +1,99 @@
+/* Per-rank phase timings on a clock aligned to rank 0. The forward pass brackets each phase
+ * with timer_begin/timer_end; events live in a preallocated table (nothing is allocated while
+ * generating) and are written to /timings/rank_NNNNN/events by runfile_write_events. */
+#pragma once
+#include <mpi.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "job/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Stored as an HDF5 enum; keep names and values stable (docs/schema.md). */
+typedef enum {
+    PHASE_EMBED = 0,
+    PHASE_NORM,
+    PHASE_QKV_GEMM,
+    PHASE_ATTENTION,
+    PHASE_ATTN_OUT_GEMM,
+    PHASE_MLP_GEMM,       /* fc1 + gelu + fc2 */
+    PHASE_TP_ALLREDUCE,   /* from starting a TP all-reduce until it is known complete */
+    PHASE_TP_WAIT,        /* the part of it this rank spent blocked: exposed communication */
+    PHASE_PP_SEND,
+    PHASE_PP_RECV_WAIT,
+    PHASE_HEAD,
+    PHASE_SAMPLE,
+    PHASE_DP_GATHER,
+    PHASE_STEP,           /* one whole step (prefill or one decode step) of one micro-batch */
+    PHASE_WEIGHT_INIT,
+    PHASE_ITERATION,      /* one whole generation (benchmark iteration) */
+    PHASE_COUNT
+} phase;
+
+const char *phase_name(phase p);
+/* The phase with this name, or -1. */
+int phase_from_name(const char *name);
+/* Whether the phase counts as compute (gemm, attention, norm, embed, head, sample). */
+int phase_is_compute(phase p);
+/* timings_level_name() is declared in job.h. */
+
+/* Layer value for events that are not inside a layer. */
+#define TIMER_NO_LAYER (-1)
+
+typedef struct {
+    int32_t step;       /* 0 = prefill, s > 0 = decode step s */
+    int32_t microbatch;
+    int32_t layer;      /* global layer index, or -1 */
+    int32_t phase;
+    int32_t iteration;  /* benchmark iteration, -1 for warm-up excluded ones */
+    double t_start;     /* seconds since run start on rank 0's clock */
+    double t_end;
+} timing_event;
+
+typedef struct {
+    timings_level level;
+    const backend *be;
+    timing_event *events;   /* capacity entries, preallocated */
+    int *mark_slots;        /* two backend mark slots per event */
+    long count, capacity, flushed, dropped;
+    int iteration;
+    double clock_offset;     /* add to local monotonic seconds to get rank 0's clock */
+    double clock_uncertainty;/* half the best round trip, seconds */
+    double run_start;        /* rank 0's clock at the run's start */
+    long max_marks;          /* backend mark slots usable (event i uses 2i, 2i+1); events past
+                                max_marks / 2 fall back to the host clock. timer_init sets
+                                2 * capacity: lower it if the backend has fewer slots */
+    long resolved;           /* events before this index hold final times */
+} timer;
+
+/* Monotonic seconds on this host. */
+double timer_host_seconds(void);
+
+/* Estimates this rank's offset to rank 0 with ping-pong exchanges over world (collective).
+ * inject_offset is added to this rank's clock first (tests use it to plant a known skew). */
+void clock_align(MPI_Comm world, double inject_offset, double *offset, double *uncertainty);
+
+void timer_init(timer *t, timings_level level, const backend *be, long capacity, MPI_Comm world);
+void timer_free(timer *t);
+
+/* Whether a phase with this layer value is recorded at the timer's level. */
+int timer_records(const timer *t, phase p, int layer);
+
+/* Brackets a phase; returns a handle for timer_end, or -1 when not recorded. */
+int timer_begin(timer *t, phase p, int step, int microbatch, int layer);
+void timer_end(timer *t, int handle);
+/* Adds an event measured by the caller on the host clock (timer_host_seconds()). */
+void timer_add_host(timer *t, phase p, int step, int microbatch, int layer, double t0, double t1);
+/* Converts pending backend marks into times (may synchronise the backend). */
+void timer_resolve(timer *t);
+/* Whether event i was begun and has not been ended yet (its times are not final). */
+int timer_event_open(const timer *t, long i);
+/* Seconds since the run's start on rank 0's clock, now. */
+double timer_now(const timer *t);
+
+#ifdef __cplusplus
+}
+#endif

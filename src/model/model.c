@@ -1,0 +1,299 @@
+/* The model's shard geometry, its size table, the one weight allocation, and the path by
+ * which host fp32 values (synthetic or from a checkpoint) become stored weights. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "kernels/quant.h"
+
+void model_config_from_job(model_config *cfg, const job *j) {
+    cfg->layers = j->layers;
+    cfg->heads = j->heads;
+    cfg->embd = j->embd;
+    cfg->vocab = j->vocab;
+    cfg->ctx = j->ctx;
+    cfg->mlp = j->mlp > 0 ? j->mlp : 4 * j->embd;
+    cfg->ln_eps = j->ln_eps;
+    cfg->norm = j->norm;
+}
+
+void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank, int pp,
+                     int pp_rank) {
+    memset(g, 0, sizeof *g);
+    g->tp = tp;
+    g->tp_rank = tp_rank;
+    g->pp = pp;
+    g->pp_rank = pp_rank;
+    g->layer_begin = split_begin(cfg->layers, pp, pp_rank);
+    g->n_layers = split_count(cfg->layers, pp, pp_rank);
+    g->layer_end = g->layer_begin + g->n_layers;
+    g->head_dim = cfg->embd / cfg->heads;
+    g->head_begin = split_begin(cfg->heads, tp, tp_rank);
+    g->n_heads = split_count(cfg->heads, tp, tp_rank);
+    g->attn_dim = g->n_heads * g->head_dim;
+    g->mlp_begin = split_begin(cfg->mlp, tp, tp_rank);
+    g->mlp_local = split_count(cfg->mlp, tp, tp_rank);
+    g->vocab_begin = split_begin(cfg->vocab, tp, tp_rank);
+    g->vocab_local = split_count(cfg->vocab, tp, tp_rank);
+    g->first_stage = pp_rank == 0;
+    g->last_stage = pp_rank == pp - 1;
+}
+
+static dim_slice slice_full(long n) {
+    return (dim_slice){.start = {0}, .count = {n}, .nblocks = 1};
+}
+static dim_slice slice_one(long start, long count) {
+    return (dim_slice){.start = {start}, .count = {count}, .nblocks = 1};
+}
+/* This rank's heads inside each of the q, k and v row groups of a fused QKV tensor. */
+static dim_slice slice_qkv(const model_config *cfg, const shard_geom *g) {
+    dim_slice s = {.nblocks = 3};
+    for (int k = 0; k < 3; k++) {
+        s.start[k] = (long)k * cfg->embd + (long)g->head_begin * g->head_dim;
+        s.count[k] = g->attn_dim;
+    }
+    return s;
+}
+
+typedef struct {
+    const char *name;
+    void **slot;
+    float **scale_slot;
+    init_kind init;
+    float std;
+    int present;
+    int ndims;
+    long shape[3];
+    dim_slice local[3];
+} table_row;
+
+static void add_row(model *m, table_row r) {
+    CHECK(m->n_tensors < MODEL_MAX_TENSORS, "size table overflow");
+    tensor_desc *t = &m->tensors[m->n_tensors++];
+    memset(t, 0, sizeof *t);
+    t->name = r.name;
+    t->ndims = r.ndims;
+    for (int d = 0; d < r.ndims; d++) {
+        t->global_shape[d] = r.shape[d];
+        t->local[d] = r.local[d];
+    }
+    t->is_matrix = r.scale_slot != NULL;
+    t->scale_rows_dim = r.ndims - 1;
+    t->slot = r.slot;
+    t->scale_slot = r.scale_slot;
+    t->init = r.init;
+    t->init_std = r.std;
+    t->present = r.present;
+}
+
+void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, dtype wtype) {
+    m->cfg = *cfg;
+    m->geom = *g;
+    m->weight_dtype = wtype;
+    m->n_tensors = 0;
+    weights *w = &m->w;
+    const long L = cfg->layers, C = cfg->embd, M = cfg->mlp, V = cfg->vocab;
+    const dim_slice layers = slice_one(g->layer_begin, g->n_layers);
+    const dim_slice qkv = slice_qkv(cfg, g);
+    const dim_slice heads_cols = slice_one((long)g->head_begin * g->head_dim, g->attn_dim);
+    const dim_slice mlp = slice_one(g->mlp_begin, g->mlp_local);
+    const int has_layers = g->n_layers > 0;
+    /* Fan-in scaled init (not GPT-2's flat 0.02) keeps activations at unit scale for any
+     * width. With a tied head, a random model whose residual stream is dominated by the token
+     * embedding just repeats its input token, so the residual branches are amplified (x4) and
+     * the embedding kept small: the layers, not the embedding, pick the next token, and small
+     * random models generate varied sequences (docs/design.md). */
+    const float in_std = 1.0f / sqrtf((float)C);
+    const float branch_gain = 4.0f;
+    const float out_attn_std = branch_gain / sqrtf((float)C);
+    const float out_mlp_std = branch_gain / sqrtf((float)M);
+    const float emb_std = 0.3f;
+
+    const int first = g->first_stage, last = g->last_stage;
+    const dim_slice all_C = slice_full(C), vocab = slice_one(g->vocab_begin, g->vocab_local);
+    /* The size table: one row per tensor, global shape and this rank's slice of each dim. */
+    // clang-format off
+    const table_row rows[] = {
+        /* name     slot                 int8 scales  init              std           present         dims shape          slice */
+        {"wte",    (void **)&w->wte,    NULL,        INIT_NORMAL,      emb_std,      first || last,  2, {V, C},          {vocab, all_C}},
+        {"wpe",    (void **)&w->wpe,    NULL,        INIT_NORMAL,      0.1f,         first,          2, {cfg->ctx, C},   {slice_full(cfg->ctx), all_C}},
+        {"ln1_g",  (void **)&w->ln1_g,  NULL,        INIT_ONES_NOISE,  0.05f,        has_layers,     2, {L, C},          {layers, all_C}},
+        {"ln1_b",  (void **)&w->ln1_b,  NULL,        INIT_ZEROS_NOISE, 0.05f,        has_layers,     2, {L, C},          {layers, all_C}},
+        {"qkv_w",  &w->qkv_w,           &w->qkv_s,   INIT_NORMAL,      in_std,       has_layers,     3, {L, 3 * C, C},   {layers, qkv, all_C}},
+        {"qkv_b",  (void **)&w->qkv_b,  NULL,        INIT_ZEROS_NOISE, 0.05f,        has_layers,     2, {L, 3 * C},      {layers, qkv}},
+        {"proj_w", &w->proj_w,          &w->proj_s,  INIT_NORMAL,      out_attn_std, has_layers,     3, {L, C, C},       {layers, all_C, heads_cols}},
+        {"proj_b", (void **)&w->proj_b, NULL,        INIT_ZEROS_NOISE, 0.05f,        has_layers,     2, {L, C},          {layers, all_C}},
+        {"ln2_g",  (void **)&w->ln2_g,  NULL,        INIT_ONES_NOISE,  0.05f,        has_layers,     2, {L, C},          {layers, all_C}},
+        {"ln2_b",  (void **)&w->ln2_b,  NULL,        INIT_ZEROS_NOISE, 0.05f,        has_layers,     2, {L, C},          {layers, all_C}},
+        {"fc1_w",  &w->fc1_w,           &w->fc1_s,   INIT_NORMAL,      in_std,       has_layers,     3, {L, M, C},       {layers, mlp, all_C}},
+        {"fc1_b",  (void **)&w->fc1_b,  NULL,        INIT_ZEROS_NOISE, 0.05f,        has_layers,     2, {L, M},          {layers, mlp}},
+        {"fc2_w",  &w->fc2_w,           &w->fc2_s,   INIT_NORMAL,      out_mlp_std,  has_layers,     3, {L, C, M},       {layers, all_C, mlp}},
+        {"fc2_b",  (void **)&w->fc2_b,  NULL,        INIT_ZEROS_NOISE, 0.05f,        has_layers,     2, {L, C},          {layers, all_C}},
+        {"lnf_g",  (void **)&w->lnf_g,  NULL,        INIT_ONES_NOISE,  0.05f,        last,           1, {C},             {all_C}},
+        {"lnf_b",  (void **)&w->lnf_b,  NULL,        INIT_ZEROS_NOISE, 0.05f,        last,           1, {C},             {all_C}},
+    };
+    // clang-format on
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) add_row(m, rows[i]);
+}
+
+static long slice_elems(const dim_slice *s) {
+    long n = 0;
+    for (int b = 0; b < s->nblocks; b++)
+        n += s->count[b];
+    return n;
+}
+
+long tensor_local_elems(const tensor_desc *t) {
+    long n = 1;
+    for (int d = 0; d < t->ndims; d++)
+        n *= slice_elems(&t->local[d]);
+    return n;
+}
+
+long tensor_global_elems(const tensor_desc *t) {
+    long n = 1;
+    for (int d = 0; d < t->ndims; d++)
+        n *= t->global_shape[d];
+    return n;
+}
+
+/* Local coordinate -> global coordinate within one dimension's union of blocks. */
+static long slice_to_global(const dim_slice *s, long local) {
+    for (int b = 0; b < s->nblocks; b++) {
+        if (local < s->count[b]) return s->start[b] + local;
+        local -= s->count[b];
+    }
+    return -1;
+}
+
+long tensor_global_index(const tensor_desc *t, long local_index) {
+    long coord[TENSOR_MAX_DIMS];
+    for (int d = t->ndims - 1; d >= 0; d--) {
+        long n = slice_elems(&t->local[d]);
+        coord[d] = local_index % n;
+        local_index /= n;
+    }
+    long global = 0;
+    for (int d = 0; d < t->ndims; d++)
+        global = global * t->global_shape[d] + slice_to_global(&t->local[d], coord[d]);
+    return global;
+}
+
+/* Rows of a matrix tensor = product of all but its last local dimension. */
+static long matrix_rows(const tensor_desc *t) {
+    return tensor_local_elems(t) / slice_elems(&t->local[t->ndims - 1]);
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static size_t tensor_bytes(const tensor_desc *t, dtype wtype) {
+    if (!t->present) return 0;
+    size_t elems = (size_t)tensor_local_elems(t);
+    if (!t->is_matrix) return align64(elems * sizeof(float));
+    size_t bytes = align64(elems * dtype_size(wtype));
+    if (wtype == DTYPE_INT8) bytes += align64((size_t)matrix_rows(t) * sizeof(float));
+    return bytes;
+}
+
+size_t model_weight_bytes(const model *m) {
+    size_t total = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        total += tensor_bytes(&m->tensors[i], m->weight_dtype);
+    return total;
+}
+
+void model_alloc(model *m, const backend *be) {
+    m->weight_bytes = model_weight_bytes(m);
+    m->weight_memory = be->ops->alloc(be->ctx, m->weight_bytes);
+    char *p = m->weight_memory;
+    for (int i = 0; i < m->n_tensors; i++) {
+        tensor_desc *t = &m->tensors[i];
+        *t->slot = NULL;
+        if (t->scale_slot) *t->scale_slot = NULL;
+        if (!t->present) continue;
+        size_t elems = (size_t)tensor_local_elems(t);
+        size_t esize = t->is_matrix ? dtype_size(m->weight_dtype) : sizeof(float);
+        *t->slot = p;
+        p += align64(elems * esize);
+        if (t->is_matrix && m->weight_dtype == DTYPE_INT8) {
+            *t->scale_slot = (float *)p;
+            p += align64((size_t)matrix_rows(t) * sizeof(float));
+        }
+    }
+}
+
+void model_free(model *m, const backend *be) {
+    if (m->weight_memory) be->ops->release(be->ctx, m->weight_memory);
+    m->weight_memory = NULL;
+}
+
+/* A row-parallel matrix holds only some columns of each output row, so its per-row int8
+ * scale must be agreed with the other TP ranks or the shards would quantize differently. */
+static int splits_columns(const tensor_desc *t) {
+    const dim_slice *last = &t->local[t->ndims - 1];
+    return last->nblocks != 1 || last->count[0] != t->global_shape[t->ndims - 1];
+}
+
+void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const float *host_values,
+                        comm *tp) {
+    if (!t->present) return;
+    long elems = tensor_local_elems(t);
+    if (!t->is_matrix || m->weight_dtype == DTYPE_F32) {
+        be->ops->copy_to_device(be->ctx, *t->slot, host_values, (size_t)elems * sizeof(float));
+        return;
+    }
+    long rows = matrix_rows(t), cols = elems / rows;
+    if (m->weight_dtype == DTYPE_INT8) {
+        float *absmax = xmalloc((size_t)rows * sizeof(float));
+        float *scale = xmalloc((size_t)rows * sizeof(float));
+        int8_t *q = xmalloc((size_t)elems);
+        quant_row_absmax(absmax, host_values, rows, cols);
+        if (tp && tp->size > 1 && splits_columns(t))
+            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, absmax, (int)rows, MPI_FLOAT, MPI_MAX, tp->mpi));
+        quant_rows_int8(q, scale, host_values, rows, cols, absmax);
+        be->ops->copy_to_device(be->ctx, *t->slot, q, (size_t)elems);
+        be->ops->copy_to_device(be->ctx, *t->scale_slot, scale, (size_t)rows * sizeof(float));
+        free(q);
+        free(scale);
+        free(absmax);
+        return;
+    }
+    uint16_t *half = xmalloc((size_t)elems * sizeof(uint16_t));
+    if (m->weight_dtype == DTYPE_BF16)
+        convert_f32_to_bf16(half, host_values, elems);
+    else
+        convert_f32_to_f16(half, host_values, elems);
+    be->ops->copy_to_device(be->ctx, *t->slot, half, (size_t)elems * sizeof(uint16_t));
+    free(half);
+}
+
+void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp) {
+    long largest = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].present && tensor_local_elems(&m->tensors[i]) > largest)
+            largest = tensor_local_elems(&m->tensors[i]);
+    float *host = xmalloc((size_t)(largest ? largest : 1) * sizeof(float));
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_desc *t = &m->tensors[i];
+        if (!t->present) continue;
+        /* Row by row: the global index of a row's start is computed once, and within each
+         * block of the last dimension global indices are consecutive. */
+        const uint64_t key = synthetic_key(seed, t->name);
+        const dim_slice *last = &t->local[t->ndims - 1];
+        const long cols = slice_elems(last);
+        const long rows = cols > 0 ? tensor_local_elems(t) / cols : 0;
+        long e = 0;
+        for (long row = 0; row < rows; row++) {
+            long row_global = tensor_global_index(t, row * cols) - last->start[0];
+            for (int b = 0; b < last->nblocks; b++)
+                for (long c = 0; c < last->count[b]; c++)
+                    host[e++] = synthetic_value_keyed(key, row_global + last->start[b] + c,
+                                                      t->init, t->init_std);
+        }
+        model_store_tensor(m, be, t, host, tp);
+    }
+    free(host);
+}

@@ -1,0 +1,156 @@
+/* The GPT-2-family model: hyperparameters, this rank's shard geometry, and the weight
+ * tensors carved from one allocation driven by a size table that is already sharded. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "parallel/comm.h"
+#include "job/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int layers, heads, embd, vocab, ctx, mlp;
+    float ln_eps;
+    norm_kind norm;
+} model_config;
+
+/* Which part of the model this rank holds. Uneven splits are balanced: part i of n items over
+ * k parts is [i*n/k, (i+1)*n/k). */
+typedef struct {
+    int tp, tp_rank, pp, pp_rank;
+    int layer_begin, layer_end, n_layers; /* this stage's layers */
+    int head_begin, n_heads;              /* this TP rank's heads */
+    int head_dim;
+    int attn_dim;                         /* n_heads * head_dim */
+    int mlp_begin, mlp_local;             /* this TP rank's MLP columns */
+    int vocab_begin, vocab_local;         /* this TP rank's vocab rows */
+    int first_stage, last_stage;          /* holds the embedding / the final norm and head */
+} shard_geom;
+
+/* balanced split helpers */
+static inline int split_begin(int n, int parts, int i) { return (int)((long)n * i / parts); }
+static inline int split_count(int n, int parts, int i) {
+    return split_begin(n, parts, i + 1) - split_begin(n, parts, i);
+}
+
+void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank, int pp,
+                     int pp_rank);
+
+/* Weight tensors of one rank, each a pointer into one allocation. Matrices use the job's
+ * weight dtype (fp32, int8 with per-row scales, bf16 or fp16); vectors are always fp32.
+ * L = this stage's layers, C = embd, A = attn_dim, M = mlp_local, V = vocab_local. */
+typedef struct {
+    float *wte;   // (V, C) token embedding, vocab shard; tied LM head. first or last stage
+    float *wpe;   // (ctx, C) position embedding. first stage
+    float *ln1_g; // (L, C)
+    float *ln1_b; // (L, C)
+    void *qkv_w;  // (L, 3*A, C) rows [q heads | k heads | v heads] of this rank's heads
+    float *qkv_s; // (L, 3*A) int8 scales, else NULL
+    float *qkv_b; // (L, 3*A)
+    void *proj_w; // (L, C, A) row-parallel: this rank's input columns
+    float *proj_s; // (L, C)
+    float *proj_b; // (L, C) added once (by tp rank 0)
+    float *ln2_g; // (L, C)
+    float *ln2_b; // (L, C)
+    void *fc1_w;  // (L, M, C)
+    float *fc1_s; // (L, M)
+    float *fc1_b; // (L, M)
+    void *fc2_w;  // (L, C, M) row-parallel
+    float *fc2_s; // (L, C)
+    float *fc2_b; // (L, C) added once
+    float *lnf_g; // (C) last stage
+    float *lnf_b; // (C) last stage
+} weights;
+
+/* Kinds of synthetic initialisation (GPT-2-like; see docs/design.md). */
+typedef enum {
+    INIT_NORMAL = 0,   /* N(0, std) */
+    INIT_ONES_NOISE,   /* 1 + N(0, std): LayerNorm gains */
+    INIT_ZEROS_NOISE,  /* N(0, std) with a small std: biases */
+} init_kind;
+
+#define TENSOR_MAX_DIMS 3
+#define TENSOR_MAX_BLOCKS 3
+
+/* The part of one global dimension a rank holds: the union of up to three blocks. */
+typedef struct {
+    long start[TENSOR_MAX_BLOCKS];
+    long count[TENSOR_MAX_BLOCKS];
+    int nblocks;
+} dim_slice;
+
+/* One row of the size table: a global tensor, the slice this rank holds and where it goes.
+ * Local elements are ordered row-major over the concatenated blocks of each dimension, which
+ * is exactly the order in which HDF5 returns a union-of-hyperslabs selection. */
+typedef struct {
+    const char *name;    /* checkpoint dataset name under /weights, e.g. "qkv_w" */
+    int ndims;
+    long global_shape[TENSOR_MAX_DIMS];
+    dim_slice local[TENSOR_MAX_DIMS];
+    int is_matrix;       /* stored in the weight dtype; others fp32 */
+    int scale_rows_dim;  /* for matrices: number of leading dims that index output rows */
+    void **slot;         /* &weights.field */
+    float **scale_slot;  /* &weights.*_s for matrices */
+    init_kind init;
+    float init_std;
+    int present;         /* 0 when this rank holds none of it (e.g. wpe off the first stage) */
+} tensor_desc;
+
+#define MODEL_MAX_TENSORS 24
+
+typedef struct {
+    model_config cfg;
+    shard_geom geom;
+    dtype weight_dtype;
+    weights w;
+    tensor_desc tensors[MODEL_MAX_TENSORS];
+    int n_tensors;
+    void *weight_memory;   /* the one backend allocation */
+    size_t weight_bytes;
+} model;
+
+void model_config_from_job(model_config *cfg, const job *j);
+
+/* Fills the size table for this rank's shard (no allocation). */
+void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, dtype wtype);
+
+/* Local element count of a table row. */
+long tensor_local_elems(const tensor_desc *t);
+long tensor_global_elems(const tensor_desc *t);
+/* Global row-major index of local element i. */
+long tensor_global_index(const tensor_desc *t, long local_index);
+
+/* Bytes the weights take on this rank, for --dry-run and the allocation. */
+size_t model_weight_bytes(const model *m);
+
+/* Allocates the one weight buffer on the backend and points every tensor into it. */
+void model_alloc(model *m, const backend *be);
+void model_free(model *m, const backend *be);
+
+/* Converts this rank's fp32 values of one table row to its stored dtype and copies them to
+ * the backend. Matrices in int8 get per-row scales; a row-parallel row spans every TP rank,
+ * so the row maxima are agreed over tp (may be NULL on one rank). Used by the synthetic
+ * filler and by the checkpoint reader, so both take the same path. */
+void model_store_tensor(model *m, const backend *be, const tensor_desc *t,
+                        const float *host_values, comm *tp);
+
+/* Fills this rank's shard from the counter-based hash of (seed, tensor name, global index). */
+void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp);
+
+/* The pure function behind synthetic weights (exposed for tests and docs). */
+float synthetic_value(uint64_t seed, const char *tensor_name, long global_index,
+                      init_kind init, float std);
+uint64_t synthetic_hash64(uint64_t x);
+/* The same value split in two, so a filler hashes the tensor name once per tensor:
+ * synthetic_value(seed, name, i, ...) == synthetic_value_keyed(synthetic_key(seed, name), i, ...) */
+uint64_t synthetic_key(uint64_t seed, const char *tensor_name);
+float synthetic_value_keyed(uint64_t key, long global_index, init_kind init, float std);
+uint64_t synthetic_name_hash(const char *name);
+
+#ifdef __cplusplus
+}
+#endif

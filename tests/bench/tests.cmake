@@ -1,0 +1,44 @@
+# Bench area: the composite score, accuracy metrics, sweeps and the arrival stream (unit), and
+# CLI runs under mpiexec (mpi): commbench verification, paged vs contiguous tokens, a 2-point
+# sweep, a bounded arrival stream and report --baseline. The int8w quantize/dequantize error
+# bound is tested by test_quant (tests/kernels/tests.cmake), not here.
+tripar_unit_test(bench_unit SOURCES bench/test_bench.c LABELS bench)
+target_compile_definitions(bench_unit PRIVATE TRIPAR_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
+set(BENCH_DIR ${CMAKE_CURRENT_SOURCE_DIR}/bench)
+set(BENCH_EXPECT_EXIT ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh)
+set(BENCH_ENV ${TRIPAR_TEST_ENV} MPIEXEC=${MPIEXEC_EXECUTABLE} ASAN_OPTIONS=detect_leaks=0)
+
+# every axis and op on 2 ranks (tp=2) and 4 ranks (tp=2, dp=2: groups running at once)
+foreach(np 2 4)
+  math(EXPR dp "${np} / 2")
+  tripar_mpi_test(bench_commbench_np${np} ${np} $<TARGET_FILE:tripar> commbench --tp 2
+                  --dp ${dp} --sizes 8:256K --iters 3 --warmup 1
+                  --out ${CMAKE_CURRENT_BINARY_DIR}/commbench_np${np}.h5)
+endforeach()
+set_property(TEST bench_commbench_np2 bench_commbench_np4 APPEND PROPERTY LABELS bench)
+set_tests_properties(bench_commbench_np2 bench_commbench_np4 PROPERTIES
+                     PASS_REGULAR_EXPRESSION "#wrong total: 0\n"
+                     FAIL_REGULAR_EXPRESSION "#wrong total: [1-9]")
+add_test(NAME bench_commbench_planted
+         COMMAND ${BENCH_EXPECT_EXIT} 1 "#wrong total: [1-9][0-9]* +FAILED" --
+                 ${MPIEXEC_EXECUTABLE} -n 2 ${TRIPAR_MPI_PREFLAGS} $<TARGET_FILE:tripar> commbench
+                 --sizes 8:1K --iters 2 --ops allreduce,allgather --plant-error)
+add_test(NAME bench_commbench_bad_mesh
+         COMMAND ${BENCH_EXPECT_EXIT} 2 "dp \\* tp \\* pp" --
+                 ${MPIEXEC_EXECUTABLE} -n 2 ${TRIPAR_MPI_PREFLAGS} $<TARGET_FILE:tripar> commbench
+                 --tp 3)
+add_test(NAME bench_sweep_bad_point
+         COMMAND ${BENCH_EXPECT_EXIT} 2 "exceeds model.ctx" --
+                 ${MPIEXEC_EXECUTABLE} -n 1 ${TRIPAR_MPI_PREFLAGS} $<TARGET_FILE:tripar> run
+                 ${BENCH_DIR}/small.yaml --out ${CMAKE_CURRENT_BINARY_DIR}/never.h5
+                 --sweep input.synthetic.length=8,100)
+set_tests_properties(bench_commbench_planted bench_commbench_bad_mesh bench_sweep_bad_point
+                     PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}" TIMEOUT 300)
+
+foreach(check paged sweep arrival baseline)
+  add_test(NAME bench_${check} COMMAND ${BENCH_DIR}/run_checks.sh ${check}
+           ${CMAKE_CURRENT_BINARY_DIR}/bench_${check})
+  set_tests_properties(bench_${check} PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}"
+                       TIMEOUT 300)
+endforeach()

@@ -1,0 +1,476 @@
+/* Every CUDA backend op against the CPU backend and the reference twins (tests/ref_ops.c) on
+ * fresh random inputs: fp32 to 1e-5, TF32 to 5e-3, bf16/f16 activations to 2e-2; attention
+ * through prefill, decode and chunked appends on contiguous and paged caches; argmax exactly;
+ * plus memory, timing marks and CUDA-graph replay. Exits 77 (CTest: skipped) without a GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "kernels/backend.h"
+#include "base/check.h"
+#include "kernels/cuda_extra.h"
+#include "kernels/quant.h"
+#include "kernels/ref_ops.h"
+
+#define FP32_TOL 1e-5
+#define TF32_TOL 5e-3
+#define HALF_TOL 2e-2
+
+static backend gpu, cpu;
+
+static int setup(void **state) {
+    (void)state;
+    backend_options opt = {.threads = 1, .device = 0, .allow_tf32 = 0, .max_marks = 8};
+    if (backend_cuda_init(&gpu, &opt) != 0) {
+        fprintf(stderr, "%s\n", error_message());
+        return -1;
+    }
+    return backend_cpu_init(&cpu, &opt);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    backend_cuda_free(&gpu);
+    backend_cpu_free(&cpu);
+    return 0;
+}
+
+/* --- helpers ------------------------------------------------------------------------------ */
+
+static void *host_alloc(size_t bytes) {
+    void *p = calloc(bytes ? bytes : 1, 1);
+    assert_non_null(p);
+    return p;
+}
+
+static float *rand_floats(long n, uint64_t *rng, float lo, float hi) {
+    float *x = host_alloc(sizeof(float) * (size_t)n);
+    ref_fill_uniform(x, n, rng, lo, hi);
+    return x;
+}
+
+/* device copy of host data */
+static void *up(const void *host, size_t bytes) {
+    void *d = gpu.ops->alloc(gpu.ctx, bytes);
+    gpu.ops->copy_to_device(gpu.ctx, d, host, bytes);
+    return d;
+}
+
+static void down(void *host, const void *dev, size_t bytes) {
+    gpu.ops->copy_to_host(gpu.ctx, host, dev, bytes);
+}
+
+static void rel(void *dev) { gpu.ops->release(gpu.ctx, dev); }
+
+static void expect_close(const float *got, const float *want, long n, double tol,
+                         const char *what) {
+    double err = ref_rel_error(got, want, n);
+    printf("  %-48s rel err %.3g (tol %.0e)\n", what, err, tol);
+    if (!(err < tol)) fail_msg("%s: relative error %.3g >= %.3g", what, err, tol);
+}
+
+/* --- ops ---------------------------------------------------------------------------------- */
+
+static void test_embed(void **state) {
+    (void)state;
+    uint64_t rng = 101;
+    const int rows = 37, C = 96, vb = 100, ve = 300, ctx = 64;
+    float *wte = rand_floats((long)(ve - vb) * C, &rng, -1, 1);
+    float *wpe = rand_floats((long)ctx * C, &rng, -1, 1);
+    int32_t tokens[37], positions[37];
+    for (int r = 0; r < rows; r++) {
+        tokens[r] = (int32_t)(ref_rng_next(&rng) % 400);
+        positions[r] = (int32_t)(ref_rng_next(&rng) % ctx);
+    }
+    float *want = host_alloc(sizeof(float) * rows * C), *got = host_alloc(sizeof(float) * rows * C);
+    float *d_wte = up(wte, sizeof(float) * (ve - vb) * C), *d_wpe = up(wpe, sizeof(float) * ctx * C);
+    int32_t *d_tok = up(tokens, sizeof tokens), *d_pos = up(positions, sizeof positions);
+    float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * rows * C);
+    for (int with_wpe = 0; with_wpe < 2; with_wpe++) {
+        cpu.ops->embed(cpu.ctx, want, tokens, positions, wte, with_wpe ? wpe : NULL, rows, C, vb, ve);
+        gpu.ops->embed(gpu.ctx, d_out, d_tok, d_pos, d_wte, with_wpe ? d_wpe : NULL, rows, C, vb, ve);
+        down(got, d_out, sizeof(float) * rows * C);
+        expect_close(got, want, (long)rows * C, FP32_TOL, with_wpe ? "embed wte+wpe vs cpu" : "embed wte vs cpu");
+        ref_embed(want, tokens, positions, wte, with_wpe ? wpe : NULL, rows, C, vb, ve);
+        expect_close(got, want, (long)rows * C, FP32_TOL, "embed vs ref");
+    }
+    rel(d_wte); rel(d_wpe); rel(d_tok); rel(d_pos); rel(d_out);
+    free(wte); free(wpe); free(want); free(got);
+}
+
+static void test_layernorm(void **state) {
+    (void)state;
+    uint64_t rng = 202;
+    const int shapes[][2] = {{19, 768}, {5, 50}, {3, 4100}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int rows = shapes[s][0], C = shapes[s][1];
+        long n = (long)rows * C;
+        float *in = rand_floats(n, &rng, -3, 5), *delta = rand_floats(n, &rng, -1, 1);
+        float *g = rand_floats(C, &rng, 0.5f, 1.5f), *b = rand_floats(C, &rng, -0.2f, 0.2f);
+        float *want = host_alloc(sizeof(float) * n), *got = host_alloc(sizeof(float) * n);
+        float *res_want = host_alloc(sizeof(float) * n), *res_got = host_alloc(sizeof(float) * n);
+        float *d_in = up(in, sizeof(float) * n), *d_delta = up(delta, sizeof(float) * n);
+        float *d_g = up(g, sizeof(float) * C), *d_b = up(b, sizeof(float) * C);
+        float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
+
+        ref_layernorm(want, in, g, b, rows, C, 1e-5f);
+        gpu.ops->layernorm(gpu.ctx, d_out, d_in, d_g, d_b, rows, C, 1e-5f);
+        down(got, d_out, sizeof(float) * n);
+        expect_close(got, want, n, FP32_TOL, "layernorm vs ref");
+        cpu.ops->layernorm(cpu.ctx, want, in, g, b, rows, C, 1e-5f);
+        expect_close(got, want, n, FP32_TOL, "layernorm vs cpu");
+
+        // fused residual: once with the norm, once add-only
+        memcpy(res_want, in, sizeof(float) * n);
+        ref_residual_layernorm(res_want, want, delta, g, b, rows, C, 1e-5f);
+        gpu.ops->residual_layernorm(gpu.ctx, d_in, d_out, d_delta, d_g, d_b, rows, C, 1e-5f);
+        down(got, d_out, sizeof(float) * n);
+        down(res_got, d_in, sizeof(float) * n);
+        expect_close(res_got, res_want, n, FP32_TOL, "residual_layernorm residual vs ref");
+        expect_close(got, want, n, FP32_TOL, "residual_layernorm norm vs ref");
+        ref_residual_layernorm(res_want, NULL, delta, g, b, rows, C, 1e-5f);
+        gpu.ops->residual_layernorm(gpu.ctx, d_in, NULL, d_delta, d_g, d_b, rows, C, 1e-5f);
+        down(res_got, d_in, sizeof(float) * n);
+        expect_close(res_got, res_want, n, FP32_TOL, "residual add-only vs ref");
+
+        rel(d_in); rel(d_delta); rel(d_g); rel(d_b); rel(d_out);
+        free(in); free(delta); free(g); free(b); free(want); free(got); free(res_want); free(res_got);
+    }
+}
+
+/* Host weights of a dtype: fp32 values in [-1, 1) rounded to the dtype (int8 per-row scaled). */
+static void make_weight(dtype type, int rows, int cols, uint64_t *rng, void **data, float **scale) {
+    long n = (long)rows * cols;
+    float *f = rand_floats(n, rng, -1, 1);
+    *scale = NULL;
+    switch (type) {
+    case DTYPE_F32: *data = f; return;
+    case DTYPE_BF16: *data = host_alloc(2 * (size_t)n); convert_f32_to_bf16(*data, f, n); break;
+    case DTYPE_F16: *data = host_alloc(2 * (size_t)n); convert_f32_to_f16(*data, f, n); break;
+    case DTYPE_INT8:
+        *data = host_alloc((size_t)n);
+        *scale = host_alloc(sizeof(float) * (size_t)rows);
+        quant_rows_int8(*data, *scale, f, rows, cols, NULL);
+        break;
+    }
+    free(f);
+}
+
+static void matmul_case(dtype type, int allow_tf32, int rows, int in_dim, int out_dim,
+                        int with_bias, uint64_t *rng) {
+    void *w_host;
+    float *s_host;
+    make_weight(type, out_dim, in_dim, rng, &w_host, &s_host);
+    float *in = rand_floats((long)rows * in_dim, rng, -1, 1);
+    float *bias = rand_floats(out_dim, rng, -0.5f, 0.5f);
+    long n = (long)rows * out_dim;
+    float *want = host_alloc(sizeof(float) * n), *got = host_alloc(sizeof(float) * n);
+    void *d_w = up(w_host, dtype_size(type) * (size_t)in_dim * out_dim);
+    float *d_s = s_host ? up(s_host, sizeof(float) * out_dim) : NULL;
+    float *d_in = up(in, sizeof(float) * rows * in_dim), *d_bias = up(bias, sizeof(float) * out_dim);
+    float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
+
+    weight_view hv = {type, w_host, s_host}, dv = {type, d_w, d_s};
+    ref_matmul_view(want, in, hv, with_bias ? bias : NULL, rows, in_dim, out_dim);
+    // TF32 is an init option: a second context on the same device shares the buffers
+    backend tmp = gpu;
+    if (allow_tf32) {
+        backend_options opt = {.device = 0, .allow_tf32 = 1, .max_marks = 1};
+        assert_int_equal(backend_cuda_init(&tmp, &opt), 0);
+    }
+    tmp.ops->matmul(tmp.ctx, d_out, d_in, dv, with_bias ? d_bias : NULL, rows, in_dim, out_dim);
+    tmp.ops->synchronize(tmp.ctx);
+    down(got, d_out, sizeof(float) * n);
+    if (allow_tf32) backend_cuda_free(&tmp);
+
+    // bf16/f16 round the activations above 8 rows (tensor-core GEMM); fewer rows use a GEMV
+    // that keeps fp32 activations
+    double tol = allow_tf32 ? TF32_TOL : FP32_TOL;
+    if ((type == DTYPE_BF16 || type == DTYPE_F16) && rows > 8) tol = HALF_TOL;
+    else if (type == DTYPE_BF16 || type == DTYPE_F16 || type == DTYPE_INT8) tol = allow_tf32 ? TF32_TOL : 1e-4;
+    char what[96];
+    snprintf(what, sizeof what, "matmul %s%s %dx%dx%d%s vs ref", dtype_name(type),
+             allow_tf32 ? "/tf32" : "", rows, in_dim, out_dim, with_bias ? " +bias" : "");
+    expect_close(got, want, n, tol, what);
+    cpu.ops->matmul(cpu.ctx, want, in, hv, with_bias ? bias : NULL, rows, in_dim, out_dim);
+    snprintf(what, sizeof what, "matmul %s%s %dx%dx%d vs cpu", dtype_name(type),
+             allow_tf32 ? "/tf32" : "", rows, in_dim, out_dim);
+    expect_close(got, want, n, tol, what);
+
+    rel(d_w); if (d_s) rel(d_s); rel(d_in); rel(d_bias); rel(d_out);
+    free(w_host); free(s_host); free(in); free(bias); free(want); free(got);
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    uint64_t rng = 303;
+    const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
+    const int rows_list[] = {1, 5, 8, 9, 64};
+    for (size_t t = 0; t < 4; t++)
+        for (size_t r = 0; r < 5; r++) {
+            matmul_case(types[t], 0, rows_list[r], 130, 200, (int)(r % 2 == 0), &rng);
+            matmul_case(types[t], 0, rows_list[r], 96, 33, (int)(r % 2 == 1), &rng);
+        }
+    matmul_case(DTYPE_F32, 1, 64, 256, 192, 1, &rng);
+    matmul_case(DTYPE_INT8, 1, 64, 256, 192, 1, &rng);
+}
+
+static void test_bias_gelu(void **state) {
+    (void)state;
+    uint64_t rng = 404;
+    const int rows = 7, cols = 300;
+    long n = (long)rows * cols;
+    float *x = rand_floats(n, &rng, -6, 6), *bias = rand_floats(cols, &rng, -1, 1);
+    float *want = host_alloc(sizeof(float) * n), *got = host_alloc(sizeof(float) * n);
+    float *d_x = gpu.ops->alloc(gpu.ctx, sizeof(float) * n), *d_b = up(bias, sizeof(float) * cols);
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        memcpy(want, x, sizeof(float) * n);
+        ref_bias_gelu(want, with_bias ? bias : NULL, rows, cols);
+        gpu.ops->copy_to_device(gpu.ctx, d_x, x, sizeof(float) * n);
+        gpu.ops->bias_gelu(gpu.ctx, d_x, with_bias ? d_b : NULL, rows, cols);
+        down(got, d_x, sizeof(float) * n);
+        expect_close(got, want, n, FP32_TOL, with_bias ? "bias_gelu vs ref" : "gelu vs ref");
+    }
+    rel(d_x); rel(d_b);
+    free(x); free(bias); free(want); free(got);
+}
+
+/* A cache of either layout over `seqs` sequences, on host (for cpu) and device. */
+typedef struct {
+    kv_view host, dev;
+    long elems;
+    int32_t *table_host;
+} test_cache;
+
+static void cache_make(test_cache *c, int paged, int seqs, int heads, int hd, int max_ctx,
+                       uint64_t *rng) {
+    memset(c, 0, sizeof *c);
+    kv_view v = {0};
+    v.max_ctx = max_ctx;
+    v.heads = heads;
+    v.head_dim = hd;
+    if (paged) {
+        v.block_size = 4;
+        v.blocks_per_seq = max_ctx / 4;
+        int blocks = seqs * v.blocks_per_seq + 3; // spare blocks stay unused
+        c->elems = (long)blocks * heads * v.block_size * hd;
+        // a shuffled block assignment so a sequence's keys really are scattered
+        int n = seqs * v.blocks_per_seq;
+        c->table_host = host_alloc(sizeof(int32_t) * (size_t)n);
+        for (int i = 0; i < n; i++) c->table_host[i] = i + 3;
+        for (int i = n - 1; i > 0; i--) {
+            int j = (int)(ref_rng_next(rng) % (uint64_t)(i + 1));
+            int32_t t = c->table_host[i];
+            c->table_host[i] = c->table_host[j];
+            c->table_host[j] = t;
+        }
+    } else {
+        c->elems = (long)seqs * heads * max_ctx * hd;
+    }
+    c->host = v;
+    c->host.k = host_alloc(sizeof(float) * (size_t)c->elems);
+    c->host.v = host_alloc(sizeof(float) * (size_t)c->elems);
+    c->host.block_table = c->table_host;
+    c->dev = v;
+    c->dev.k = gpu.ops->alloc(gpu.ctx, sizeof(float) * (size_t)c->elems);
+    c->dev.v = gpu.ops->alloc(gpu.ctx, sizeof(float) * (size_t)c->elems);
+    c->dev.block_table =
+        paged ? up(c->table_host, sizeof(int32_t) * (size_t)seqs * v.blocks_per_seq) : NULL;
+}
+
+static void cache_free(test_cache *c) {
+    free(c->host.k); free(c->host.v); free(c->table_host);
+    rel(c->dev.k); rel(c->dev.v);
+    if (c->dev.block_table) rel((void *)c->dev.block_table);
+}
+
+/* Prefill 9 tokens, decode 4 single tokens, then a chunk of 4: each call's output rows are
+ * compared against whole-sequence reference attention and against the cpu backend. */
+static void attention_case(int paged, int heads, int hd, uint64_t *rng) {
+    const int batch = 2, seq0 = 1, seqs = 3, max_ctx = 40, total = 17;
+    const int steps[][2] = {{0, 9}, {9, 1}, {10, 1}, {11, 1}, {12, 1}, {13, 4}}; // (pos0, n_new)
+    const long C = (long)heads * hd, row = 3 * C;
+    float *qkv_all = rand_floats(batch * total * row, rng, -1, 1);
+    float *want_all = host_alloc(sizeof(float) * batch * total * C);
+    ref_attention(want_all, qkv_all, batch, total, heads, hd);
+    test_cache tc;
+    cache_make(&tc, paged, seqs, heads, hd, max_ctx, rng);
+    float *qkv = host_alloc(sizeof(float) * batch * total * row);
+    float *got = host_alloc(sizeof(float) * batch * total * C);
+    float *want = host_alloc(sizeof(float) * batch * total * C);
+    float *cpu_out = host_alloc(sizeof(float) * batch * total * C);
+    float *d_qkv = gpu.ops->alloc(gpu.ctx, sizeof(float) * batch * total * row);
+    float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * batch * total * C);
+    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+        int pos0 = steps[s][0], n_new = steps[s][1];
+        for (int b = 0; b < batch; b++)
+            for (int i = 0; i < n_new; i++) {
+                memcpy(qkv + ((long)b * n_new + i) * row,
+                       qkv_all + ((long)b * total + pos0 + i) * row, sizeof(float) * row);
+                memcpy(want + ((long)b * n_new + i) * C,
+                       want_all + ((long)b * total + pos0 + i) * C, sizeof(float) * C);
+            }
+        long n_out = (long)batch * n_new * C;
+        gpu.ops->copy_to_device(gpu.ctx, d_qkv, qkv, sizeof(float) * batch * n_new * row);
+        gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, seq0, batch, n_new, pos0);
+        down(got, d_out, sizeof(float) * n_out);
+        cpu.ops->attention(cpu.ctx, cpu_out, qkv, tc.host, seq0, batch, n_new, pos0);
+        char what[96];
+        snprintf(what, sizeof what, "attention %s h%d d%d pos0 %d n_new %d vs ref",
+                 paged ? "paged" : "contig", heads, hd, pos0, n_new);
+        expect_close(got, want, n_out, FP32_TOL, what);
+        snprintf(what, sizeof what, "attention %s h%d d%d pos0 %d n_new %d vs cpu",
+                 paged ? "paged" : "contig", heads, hd, pos0, n_new);
+        expect_close(got, cpu_out, n_out, FP32_TOL, what);
+    }
+    // the device cache holds exactly what the cpu one does (same layout, same slots)
+    float *k = host_alloc(sizeof(float) * (size_t)tc.elems);
+    down(k, tc.dev.k, sizeof(float) * (size_t)tc.elems);
+    expect_close(k, tc.host.k, tc.elems, 1e-12, "kv cache keys vs cpu cache");
+    free(k);
+    cache_free(&tc);
+    rel(d_qkv); rel(d_out);
+    free(qkv_all); free(want_all); free(qkv); free(got); free(want); free(cpu_out);
+}
+
+static void test_attention(void **state) {
+    (void)state;
+    uint64_t rng = 505;
+    for (int paged = 0; paged < 2; paged++) {
+        attention_case(paged, 3, 64, &rng);
+        attention_case(paged, 2, 48, &rng);  // head_dim not dividing the block
+        attention_case(paged, 1, 160, &rng); // head_dim above one warp group
+    }
+}
+
+static void test_argmax(void **state) {
+    (void)state;
+    uint64_t rng = 606;
+    const int rows = 5, cols = 50257;
+    long n = (long)rows * cols;
+    float *x = rand_floats(n, &rng, -10, 10);
+    // planted ties: the first of two equal maxima must win
+    x[0 * cols + 7] = 20.0f; x[0 * cols + 9000] = 20.0f;
+    x[1 * cols + cols - 1] = 30.0f;
+    x[2 * cols + 0] = 25.0f; x[2 * cols + 1] = 25.0f;
+    float want_v[5], got_v[5];
+    int32_t want_i[5], got_i[5];
+    ref_argmax(want_v, want_i, x, rows, cols);
+    float *d_x = up(x, sizeof(float) * n);
+    float *d_v = gpu.ops->alloc(gpu.ctx, sizeof got_v);
+    int32_t *d_i = gpu.ops->alloc(gpu.ctx, sizeof got_i);
+    gpu.ops->argmax(gpu.ctx, d_v, d_i, d_x, rows, cols);
+    down(got_v, d_v, sizeof got_v);
+    down(got_i, d_i, sizeof got_i);
+    for (int r = 0; r < rows; r++) {
+        assert_int_equal(got_i[r], want_i[r]);
+        assert_true(got_v[r] == want_v[r]);
+    }
+    assert_int_equal(got_i[0], 7);
+    assert_int_equal(got_i[1], cols - 1);
+    assert_int_equal(got_i[2], 0);
+    rel(d_x); rel(d_v); rel(d_i);
+    free(x);
+}
+
+/* --- backend contract --------------------------------------------------------------------- */
+
+static double now_monotonic(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_memory_and_marks(void **state) {
+    (void)state;
+    size_t before = gpu.ops->peak_memory(gpu.ctx);
+    const size_t bytes = (size_t)3 << 20;
+    unsigned char *d = gpu.ops->alloc(gpu.ctx, bytes);
+    assert_true(gpu.ops->peak_memory(gpu.ctx) >= bytes);
+    assert_true(gpu.ops->peak_memory(gpu.ctx) >= before);
+    unsigned char *h = host_alloc(bytes);
+    memset(h, 0xab, bytes);
+    down(h, d, bytes);
+    for (size_t i = 0; i < bytes; i++)
+        if (h[i]) fail_msg("alloc: byte %zu is %d, not zero", i, h[i]);
+
+    double t_host0 = now_monotonic();
+    gpu.ops->mark(gpu.ctx, 0);
+    memset(h, 1, bytes);
+    gpu.ops->copy_to_device(gpu.ctx, d, h, bytes);
+    gpu.ops->memset_zero(gpu.ctx, d, bytes);
+    gpu.ops->mark(gpu.ctx, 1);
+    gpu.ops->synchronize(gpu.ctx);
+    double t_host1 = now_monotonic();
+    double t0 = gpu.ops->mark_seconds(gpu.ctx, 0), t1 = gpu.ops->mark_seconds(gpu.ctx, 1);
+    printf("  marks: host %.6f .. %.6f, device %.6f .. %.6f\n", t_host0, t_host1, t0, t1);
+    assert_true(t1 >= t0);
+    // the anchor pairs clocks to well under a millisecond; allow generous slack
+    assert_true(t0 >= t_host0 - 0.01 && t1 <= t_host1 + 0.01);
+    down(h, d, bytes);
+    for (size_t i = 0; i < bytes; i++)
+        if (h[i]) fail_msg("memset_zero: byte %zu is %d", i, h[i]);
+    rel(d);
+    free(h);
+    assert_non_null(backend_cuda_stream(&gpu));
+    char bus[32];
+    backend_cuda_pci_bus_id(0, bus, sizeof bus);
+    assert_true(strlen(bus) > 0);
+}
+
+/* A layernorm + matmul captured into a graph, replayed after the input changed in place. */
+static void test_graph(void **state) {
+    (void)state;
+    uint64_t rng = 707;
+    const int rows = 16, C = 128, out_dim = 96;
+    float *in = rand_floats(rows * C, &rng, -1, 1), *w = rand_floats(out_dim * C, &rng, -1, 1);
+    float *g = rand_floats(C, &rng, 0.5f, 1.5f), *b = rand_floats(C, &rng, -0.1f, 0.1f);
+    float *norm = host_alloc(sizeof(float) * rows * C);
+    float *want = host_alloc(sizeof(float) * rows * out_dim), *got = host_alloc(sizeof(float) * rows * out_dim);
+    float *d_in = up(in, sizeof(float) * rows * C), *d_w = up(w, sizeof(float) * out_dim * C);
+    float *d_g = up(g, sizeof(float) * C), *d_b = up(b, sizeof(float) * C);
+    float *d_norm = gpu.ops->alloc(gpu.ctx, sizeof(float) * rows * C);
+    float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * rows * out_dim);
+    weight_view wv = {DTYPE_F32, d_w, NULL};
+    void *exec = NULL;
+    for (int round = 0; round < 2; round++) {
+        if (round == 0) {
+            assert_int_equal(backend_cuda_graph_begin(&gpu), 0);
+            gpu.ops->layernorm(gpu.ctx, d_norm, d_in, d_g, d_b, rows, C, 1e-5f);
+            gpu.ops->matmul(gpu.ctx, d_out, d_norm, wv, NULL, rows, C, out_dim);
+            if (backend_cuda_graph_end_and_launch(&gpu, &exec) != 0) fail_msg("%s", error_message());
+        } else {
+            ref_fill_uniform(in, rows * C, &rng, -2, 2);
+            gpu.ops->copy_to_device(gpu.ctx, d_in, in, sizeof(float) * rows * C);
+            backend_cuda_graph_launch(&gpu, exec);
+        }
+        down(got, d_out, sizeof(float) * rows * out_dim);
+        ref_layernorm(norm, in, g, b, rows, C, 1e-5f);
+        ref_matmul(want, norm, w, NULL, rows, C, out_dim);
+        expect_close(got, want, (long)rows * out_dim, FP32_TOL, round ? "graph replay" : "graph capture");
+    }
+    backend_cuda_graph_destroy(&gpu, exec);
+    rel(d_in); rel(d_w); rel(d_g); rel(d_b); rel(d_norm); rel(d_out);
+    free(in); free(w); free(g); free(b); free(norm); free(want); free(got);
+}
+
+int main(void) {
+    if (backend_cuda_device_count() == 0) {
+        printf("skipped: no CUDA device\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_embed),     cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_matmul),    cmocka_unit_test(test_bias_gelu),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_memory_and_marks), cmocka_unit_test(test_graph),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

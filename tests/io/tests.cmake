@@ -1,0 +1,80 @@
+# Checkpoints, import-hf, safetensors and the tokenizer. The HF-style fixture directories are
+# written at test time by tests/io/make_hf_dir.py --all (fixture ckpt_hf) into the build tree.
+set(CKPT_FIXTURES ${CMAKE_CURRENT_BINARY_DIR}/ckpt_fixtures)
+set(CKPT_PYTHON /usr/bin/python3)
+
+add_test(NAME ckpt_make_fixtures
+         COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/io/make_hf_dir.py --all ${CKPT_FIXTURES})
+set_tests_properties(ckpt_make_fixtures PROPERTIES FIXTURES_SETUP ckpt_hf LABELS "unit;checkpoint"
+                     TIMEOUT 120)
+
+tripar_unit_test(test_safetensors SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/io/test_safetensors.c
+                 LABELS checkpoint)
+tripar_unit_test(test_checkpoint SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/io/test_checkpoint.c
+                 LABELS checkpoint)
+tripar_unit_test(test_tokenizer SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/io/test_tokenizer.c
+                 LABELS checkpoint)
+foreach(t test_checkpoint test_tokenizer)
+  target_link_libraries(${t} PRIVATE tripar_cli) # they import through `tripar import-hf`
+  set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT CKPT_FIXTURES=${CKPT_FIXTURES})
+  set_tests_properties(${t} PROPERTIES FIXTURES_REQUIRED ckpt_hf)
+endforeach()
+
+# Parallel save and load over several meshes (uneven layer and head splits included).
+add_executable(test_checkpoint_mpi ${CMAKE_CURRENT_SOURCE_DIR}/io/test_checkpoint_mpi.c)
+target_link_libraries(test_checkpoint_mpi PRIVATE tripar_core)
+foreach(mesh "1;1;1;1" "2;1;2;1" "3;1;1;3" "3;1;3;1" "4;2;2;1" "4;1;2;2")
+  list(GET mesh 0 np)
+  list(GET mesh 1 dp)
+  list(GET mesh 2 tp)
+  list(GET mesh 3 pp)
+  set(name ckpt_save_load_dp${dp}_tp${tp}_pp${pp})
+  tripar_mpi_test(${name} ${np} $<TARGET_FILE:test_checkpoint_mpi> ${dp} ${tp} ${pp}
+                  ${CMAKE_CURRENT_BINARY_DIR}/${name}.h5)
+  set_property(TEST ${name} APPEND PROPERTY LABELS checkpoint)
+  # Open MPI and HDF5 keep allocations past MPI_Finalize, in plugins no suppression can name;
+  # ASan still checks every access, and the serial tests above check leaks in our readers.
+  set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+endforeach()
+
+# The CLI: `tripar import-hf` exit codes and messages (tests/expect_exit.sh).
+set(CKPT_EXPECT ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh)
+add_test(NAME ckpt_cli_import_ok
+         COMMAND ${CKPT_EXPECT} 0 "28 tensors from 3 files \\(F32 0, F16 0, BF16 28\\); tokenizer: yes" --
+                 $<TARGET_FILE:tripar> import-hf ${CKPT_FIXTURES}/bf16 --out ${CKPT_FIXTURES}/cli_bf16.h5)
+add_test(NAME ckpt_cli_import_usage
+         COMMAND ${CKPT_EXPECT} 2 "usage: tripar import-hf" -- $<TARGET_FILE:tripar> import-hf)
+add_test(NAME ckpt_cli_import_missing
+         COMMAND ${CKPT_EXPECT} 2 "tensor 'h\\.1\\.attn\\.c_proj\\.bias' is missing" --
+                 $<TARGET_FILE:tripar> import-hf ${CKPT_FIXTURES}/break-missing-tensor
+                 --out ${CKPT_FIXTURES}/cli_never.h5)
+add_test(NAME ckpt_cli_import_shape
+         COMMAND ${CKPT_EXPECT} 2 "'h\\.1\\.mlp\\.c_fc\\.weight' has shape \\[16, 72\\]" --
+                 $<TARGET_FILE:tripar> import-hf ${CKPT_FIXTURES}/break-shape-config-mismatch
+                 --out ${CKPT_FIXTURES}/cli_never.h5)
+add_test(NAME ckpt_cli_import_header
+         COMMAND ${CKPT_EXPECT} 2 "header size .* runs past the end of the file" --
+                 $<TARGET_FILE:tripar> import-hf ${CKPT_FIXTURES}/break-header-past-eof
+                 --out ${CKPT_FIXTURES}/cli_never.h5)
+set_tests_properties(ckpt_cli_import_ok ckpt_cli_import_usage ckpt_cli_import_missing
+                     ckpt_cli_import_shape ckpt_cli_import_header
+                     PROPERTIES LABELS "unit;checkpoint" FIXTURES_REQUIRED ckpt_hf TIMEOUT 60)
+# End to end with real checkpoints: Hugging Face import against an independent numpy GPT-2,
+# on one rank and on a tp=2 x pp=2 mesh, and the save/reload round trip (label mpi).
+foreach(variant f32 f16 bf16 f32-mlp)
+  foreach(mesh "1;1;1" "4;2;2")
+    list(GET mesh 0 np)
+    list(GET mesh 1 tp)
+    list(GET mesh 2 pp)
+    set(name ckpt_e2e_${variant}_np${np})
+    add_test(NAME ${name} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_e2e.sh
+             ${CMAKE_CURRENT_BINARY_DIR}/ckpt_fixtures/${variant} ${CMAKE_CURRENT_BINARY_DIR}/ckpt_e2e
+             ${np} ${tp} ${pp})
+    set_tests_properties(${name} PROPERTIES LABELS "mpi;checkpoint" FIXTURES_REQUIRED ckpt_hf
+                         ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+  endforeach()
+endforeach()
+add_test(NAME ckpt_save_reload_bit_identical COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_roundtrip.sh
+         ${CMAKE_CURRENT_SOURCE_DIR}/parallel/factor.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_roundtrip)
+set_tests_properties(ckpt_save_reload_bit_identical PROPERTIES LABELS "mpi;checkpoint"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)

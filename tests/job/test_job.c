@@ -1,0 +1,601 @@
+/* Tests of job files: fields and defaults, every error class with its file:line and allowed
+ * values, --set overrides, and dump-then-reload round trips. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "base/check.h"
+#include "job/job.h"
+
+#ifndef TRIPAR_SOURCE_DIR
+#define TRIPAR_SOURCE_DIR "."
+#endif
+
+static char tmp_dir[256];
+
+static int setup_tmp(void **state) {
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/tripar_test_job_XXXXXX");
+    assert_non_null(mkdtemp(tmp_dir));
+    return 0;
+}
+
+static int teardown_tmp(void **state) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *src_path(const char *rel) {
+    static char path[4][1024];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, 1024, "%s/%s", TRIPAR_SOURCE_DIR, rel);
+    return p;
+}
+
+/* Writes text to tmp_dir/name and returns the path (valid until the 4th next call). */
+static const char *write_tmp(const char *name, const char *text) {
+    static char path[4][512];
+    static int next;
+    char *p = path[next++ % 4];
+    snprintf(p, 512, "%s/%s", tmp_dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+static int regex_matches(const char *pattern, const char *subject) {
+    int err = 0;
+    PCRE2_SIZE off = 0;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, 0, &err, &off, NULL);
+    if (!re) {
+        print_error("bad regex '%s'\n", pattern);
+        return 0;
+    }
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = pcre2_match(re, (PCRE2_SPTR)subject, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    return rc >= 0;
+}
+
+/* Loads and expects failure with a message matching pattern. */
+static void expect_error(const char *path, const char *const *sets, int n_sets,
+                         const char *pattern) {
+    job j;
+    int rc = job_load(&j, path, sets, n_sets);
+    if (rc != STATUS_BAD_INPUT || !regex_matches(pattern, error_message()))
+        print_error("job %s: rc %d, message:\n  %s\nexpected /%s/\n", path, rc, error_message(),
+                    pattern);
+    assert_int_equal(rc, STATUS_BAD_INPUT);
+    assert_true(regex_matches(pattern, error_message()));
+    /* a failed load leaves a zeroed job: freeing it again must be harmless */
+    assert_null(j.tokens);
+    job_free(&j);
+}
+
+static void load_ok(job *j, const char *path, const char *const *sets, int n_sets) {
+    int rc = job_load(j, path, sets, n_sets);
+    if (rc) print_error("job %s: %s\n", path, error_message());
+    assert_int_equal(rc, STATUS_OK);
+    assert_non_null(j->yaml);
+}
+
+static void test_tiny_fields(void **state) {
+    job j;
+    load_ok(&j, src_path("jobs/tiny.yaml"), NULL, 0);
+    assert_int_equal(j.synthetic, 1);
+    assert_string_equal(j.checkpoint, "");
+    assert_int_equal(j.layers, 2);
+    assert_int_equal(j.heads, 2);
+    assert_int_equal(j.embd, 32);
+    assert_int_equal(j.vocab, 64);
+    assert_int_equal(j.ctx, 32);
+    assert_int_equal(j.mlp, 4 * 32); /* resolved from 0 */
+    assert_int_equal(j.seed, 1);
+    assert_int_equal(j.batch, 2);
+    assert_int_equal(j.prompt_len, 4);
+    for (int i = 0; i < 8; i++) assert_int_equal(j.tokens[i], i + 1);
+    assert_int_equal(j.new_tokens, 4);
+    assert_string_equal(j.out, "tiny.h5");
+    assert_int_equal(j.n_activations, 2);
+    assert_string_equal(j.activations[0], "embed");
+    assert_string_equal(j.activations[1], "logits");
+    assert_true(job_records_activation(&j, "logits"));
+    assert_false(job_records_activation(&j, "final"));
+    /* defaults of every key the file leaves out */
+    assert_int_equal(j.norm, NORM_PRE);
+    assert_int_equal(j.precision, PRECISION_FP32);
+    assert_int_equal(j.kv_cache, KV_CONTIGUOUS);
+    assert_int_equal(j.kv_block, 16);
+    assert_true(j.ln_eps == 1e-5f);
+    assert_int_equal(j.backend, BACKEND_CPU);
+    assert_int_equal(j.threads, 0);
+    assert_int_equal(j.device, -1);
+    assert_int_equal(j.comm, COMM_AUTO);
+    assert_int_equal(j.cuda_graphs, 0);
+    assert_int_equal(j.allow_tf32, 0);
+    assert_int_equal(j.microbatches, 1);
+    assert_string_equal(j.order, "tp-pp-dp");
+    assert_int_equal(j.overlap, 0);
+    assert_int_equal(j.chunks, 2);
+    assert_int_equal(j.sampling, SAMPLING_GREEDY);
+    assert_true(j.temperature == 1.0f);
+    assert_int_equal(j.top_k, 0);
+    assert_int_equal(j.sample_seed, 1);
+    assert_int_equal(j.warmup, 0);
+    assert_int_equal(j.iterations, 1);
+    assert_int_equal(j.timings, TIMINGS_STEP);
+    assert_int_equal(j.flush_every, 0);
+    /* where keys were set */
+    assert_int_equal(job_key_line(&j, "model.synthetic.layers"), 3);
+    assert_int_equal(job_key_line(&j, "input.tokens"), 7);
+    assert_int_equal(job_key_line(&j, "generate.new_tokens"), 11);
+    assert_int_equal(job_key_line(&j, "record.activations"), 14);
+    assert_int_equal(job_key_line(&j, "bench.warmup"), 0);
+    assert_int_equal(job_validate_model(&j), STATUS_OK);
+    job_free(&j);
+    job_free(&j); /* safe twice */
+}
+
+static void test_demo_synthetic_input(void **state) {
+    job a, b;
+    load_ok(&a, src_path("jobs/demo.yaml"), NULL, 0);
+    assert_int_equal(a.tp, 2);
+    assert_int_equal(a.pp, 2);
+    assert_int_equal(a.dp, 1);
+    assert_int_equal(a.tp * a.pp * a.dp, 4);
+    assert_int_equal(a.synthetic_input, 1);
+    assert_int_equal(a.batch, 2);
+    assert_int_equal(a.prompt_len, 16);
+    assert_int_equal(a.timings, TIMINGS_LAYER);
+    assert_string_equal(a.out, "demo.h5");
+    assert_true(a.prompt_len + a.new_tokens <= a.ctx);
+    int distinct = 0;
+    for (int i = 0; i < a.batch * a.prompt_len; i++) {
+        assert_true(a.tokens[i] >= 0 && a.tokens[i] < a.vocab);
+        distinct += i > 0 && a.tokens[i] != a.tokens[0];
+    }
+    assert_true(distinct > 0);
+    /* the same seed gives the same tokens; another seed others */
+    load_ok(&b, src_path("jobs/demo.yaml"), NULL, 0);
+    assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * 32);
+    job_free(&b);
+    const char *sets[] = {"input.synthetic.seed=8"};
+    load_ok(&b, src_path("jobs/demo.yaml"), sets, 1);
+    assert_memory_not_equal(a.tokens, b.tokens, sizeof(int32_t) * 32);
+    /* the hash of docs/jobs.md, recomputed here independently */
+    job_fill_synthetic_tokens(&b, 1000);
+    uint64_t z = 8 + 0x9E3779B97F4A7C15ull * 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    assert_int_equal(b.tokens[0], (int32_t)(z % 1000));
+    job_free(&b);
+    job_free(&a);
+}
+
+static void test_synthetic_defaults(void **state) {
+    job j;
+    load_ok(&j, write_tmp("min.yaml", "model:\n  synthetic:\ninput:\n  synthetic:\n"), NULL, 0);
+    assert_int_equal(j.layers, 2);
+    assert_int_equal(j.heads, 4);
+    assert_int_equal(j.embd, 64);
+    assert_int_equal(j.vocab, 256);
+    assert_int_equal(j.ctx, 128);
+    assert_int_equal(j.mlp, 256);
+    assert_int_equal(j.seed, 1234);
+    assert_int_equal(j.batch, 1);
+    assert_int_equal(j.prompt_len, 16);
+    assert_int_equal(j.input_seed, 42);
+    assert_int_equal(j.new_tokens, 16);
+    assert_string_equal(j.out, "run.h5");
+    assert_int_equal(j.n_activations, 0);
+    job_free(&j);
+}
+
+static void test_all_keys(void **state) {
+    job j;
+    const char *path = write_tmp(
+        "all.yaml",
+        "model:\n"
+        "  synthetic: {layers: 3, heads: 6, embd: 48, vocab: 500, ctx: 64, mlp: 100, seed: 9}\n"
+        "  norm: post\n  precision: bf16\n  kv_cache: paged\n  kv_block: 8\n  ln_eps: 1.0e-6\n"
+        "backend:\n  kind: cuda\n  threads: 3\n  device: 1\n  comm: nccl\n"
+        "  cuda_graphs: true\n  tf32: yes\n"
+        "parallel: {dp: 2, tp: 3, pp: 3, microbatches: 4, order: dp-tp-pp, overlap: true, "
+        "chunks: 5}\n"
+        "input:\n  tokens: [7, 8, 9]\n"
+        "generate: {new_tokens: 0, sampling: sample, temperature: 0.5, top_k: 40, seed: 77}\n"
+        "bench: {warmup: 10, iterations: 100}\n"
+        "record:\n  out: x/y.h5\n  activations: all\n  timings: off\n  flush_every: 3\n");
+    load_ok(&j, path, NULL, 0);
+    assert_int_equal(j.layers, 3);
+    assert_int_equal(j.heads, 6);
+    assert_int_equal(j.mlp, 100);
+    assert_int_equal(j.seed, 9);
+    assert_int_equal(j.norm, NORM_POST);
+    assert_int_equal(j.precision, PRECISION_BF16);
+    assert_int_equal(j.kv_cache, KV_PAGED);
+    assert_int_equal(j.kv_block, 8);
+    assert_true(j.ln_eps == 1.0e-6f);
+    assert_int_equal(j.backend, BACKEND_CUDA);
+    assert_int_equal(j.threads, 3);
+    assert_int_equal(j.device, 1);
+    assert_int_equal(j.comm, COMM_NCCL);
+    assert_int_equal(j.cuda_graphs, 1);
+    assert_int_equal(j.allow_tf32, 1);
+    assert_int_equal(j.dp, 2);
+    assert_int_equal(j.tp, 3);
+    assert_int_equal(j.pp, 3);
+    assert_int_equal(j.microbatches, 4);
+    assert_string_equal(j.order, "dp-tp-pp");
+    assert_int_equal(j.overlap, 1);
+    assert_int_equal(j.chunks, 5);
+    assert_int_equal(j.batch, 1);
+    assert_int_equal(j.prompt_len, 3);
+    assert_int_equal(j.tokens[2], 9);
+    assert_int_equal(j.new_tokens, 0);
+    assert_int_equal(j.sampling, SAMPLING_SAMPLE);
+    assert_true(j.temperature == 0.5f);
+    assert_int_equal(j.top_k, 40);
+    assert_int_equal(j.sample_seed, 77);
+    assert_int_equal(j.warmup, 10);
+    assert_int_equal(j.iterations, 100);
+    assert_string_equal(j.out, "x/y.h5");
+    assert_int_equal(j.n_activations, 1);
+    assert_true(job_records_activation(&j, "layer.2.mlp"));
+    assert_int_equal(j.timings, TIMINGS_OFF);
+    assert_int_equal(j.flush_every, 3);
+    assert_int_equal(job_key_line(&j, "backend.tf32"), 14);
+    job_free(&j);
+}
+
+static void test_backend_scalar(void **state) {
+    job j;
+    const char *path = write_tmp("b.yaml", "model: {synthetic: {}}\nbackend: cuda\n"
+                                           "input: {tokens: [1]}\n");
+    load_ok(&j, path, NULL, 0);
+    assert_int_equal(j.backend, BACKEND_CUDA);
+    assert_int_equal(j.threads, 0);
+    assert_int_equal(job_key_line(&j, "backend.kind"), 2);
+    job_free(&j);
+    /* a --set of a sub-key turns the short form into a mapping that keeps the kind */
+    const char *sets[] = {"backend.threads=4"};
+    load_ok(&j, path, sets, 1);
+    assert_int_equal(j.backend, BACKEND_CUDA);
+    assert_int_equal(j.threads, 4);
+    job_free(&j);
+    /* and --set backend=cpu on a mapping changes only the kind */
+    const char *sets2[] = {"backend.device=2", "backend=cpu"};
+    load_ok(&j, path, sets2, 2);
+    assert_int_equal(j.backend, BACKEND_CPU);
+    assert_int_equal(j.device, 2);
+    job_free(&j);
+    expect_error(
+        write_tmp("b2.yaml", "model: {synthetic: {}}\nbackend: tpu\ninput: {tokens: [1]}\n"), NULL,
+        0, "b2\\.yaml:2: backend: 'tpu' is not allowed; allowed: cpu, cuda$");
+}
+
+static void test_input_forms(void **state) {
+    job j;
+    /* a block sequence of block sequences */
+    load_ok(&j,
+            write_tmp("blk.yaml", "model: {synthetic: {}}\ninput:\n  tokens:\n    -\n      - 3\n"
+                                  "      - 4\n    -\n      - 5\n      - 6\n"),
+            NULL, 0);
+    assert_int_equal(j.batch, 2);
+    assert_int_equal(j.prompt_len, 2);
+    assert_int_equal(j.tokens[3], 6);
+    job_free(&j);
+
+    /* tokens_file relative to the job file's directory, not the working directory */
+    write_tmp("toks.txt", "# a comment\n1 2 3\n\n  4\t5 6  \n7 8 9\n");
+    const char *path =
+        write_tmp("tf.yaml", "model: {synthetic: {}}\ninput:\n  tokens_file: toks.txt\n");
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir("/"), 0);
+    job_load(&j, path, NULL, 0);
+    assert_int_equal(chdir(cwd), 0);
+    assert_non_null(j.yaml);
+    assert_int_equal(j.batch, 3);
+    assert_int_equal(j.prompt_len, 3);
+    assert_int_equal(j.tokens[4], 5);
+    assert_int_equal(j.tokens[8], 9);
+    assert_true(strstr(j.tokens_file, "toks.txt") && j.tokens_file[0] == '/');
+    job_free(&j);
+    write_tmp("bad_toks.txt", "1 2\n3 x4\n");
+    expect_error(
+        write_tmp("tf2.yaml", "model: {synthetic: {}}\ninput: {tokens_file: bad_toks.txt}\n"), NULL,
+        0, "bad_toks\\.txt:2: 'x4' is not a token id");
+
+    /* text and text_file: kept as text, tokenized later by the runner */
+    load_ok(
+        &j,
+        write_tmp("t.yaml", "model: {synthetic: {}}\ninput:\n  text: |\n    Hello,\n    world\n"),
+        NULL, 0);
+    assert_string_equal(j.text, "Hello,\nworld\n");
+    assert_int_equal(j.batch, 0);
+    assert_null(j.tokens);
+    job_free(&j);
+    write_tmp("story.txt", "Once upon a time: \"quoted\"\n");
+    load_ok(&j, write_tmp("tf3.yaml", "model: {synthetic: {}}\ninput: {text_file: story.txt}\n"),
+            NULL, 0);
+    assert_string_equal(j.text, "Once upon a time: \"quoted\"\n");
+    job_free(&j);
+}
+
+/* Every fixture of tests/job/README.md fails with its documented message. */
+static void test_bad_fixtures(void **state) {
+    FILE *f = fopen(src_path("tests/job/README.md"), "r");
+    assert_non_null(f);
+    char line[2048];
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        char name[256], pattern[1024];
+        if (sscanf(line, "| `%255[^`]` | %*[^|] | `%1023[^`]` |", name, pattern) != 2) continue;
+        char rel[300];
+        snprintf(rel, sizeof rel, "tests/job/%s", name);
+        expect_error(src_path(rel), NULL, 0, pattern);
+        rows++;
+    }
+    fclose(f);
+    assert_true(rows >= 25);
+}
+
+static void test_error_details(void **state) {
+    const char *m = "model: {synthetic: {}}\n";
+    char text[512];
+    /* a quoted number is a string */
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nparallel:\n  tp: \"2\"\n", m);
+    expect_error(write_tmp("e1.yaml", text), NULL, 0,
+                 "e1\\.yaml:4: parallel\\.tp: expected an integer, got the string '2'");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nparallel:\n  overlap: maybe\n", m);
+    expect_error(write_tmp("e2.yaml", text), NULL, 0,
+                 "e2\\.yaml:4: parallel\\.overlap: expected true or false, got 'maybe'");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1, -2]}\n", m);
+    expect_error(write_tmp("e3.yaml", text), NULL, 0,
+                 "e3\\.yaml:2: input\\.tokens: prompt 0 position 1 = -2 is out of range");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nrecord: [out]\n", m);
+    expect_error(write_tmp("e4.yaml", text), NULL, 0,
+                 "e4\\.yaml:3: record must be a mapping of keys \\(out, activations, timings, "
+                 "flush_every\\), got a sequence");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\n---\nmodel: {}\n", m);
+    expect_error(write_tmp("e5.yaml", text), NULL, 0, "e5\\.yaml:4: .*second one");
+    snprintf(text, sizeof text, "%sinput: {tokens: &a [1, *a]}\n", m);
+    expect_error(write_tmp("e6.yaml", text), NULL, 0, "e6\\.yaml:2: .*");
+    snprintf(text, sizeof text, "%sinput:\n  synthetic: {batch: 2, lenght: 3}\n", m);
+    expect_error(write_tmp("e7.yaml", text), NULL, 0,
+                 "e7\\.yaml:3: unknown key 'lenght' in input\\.synthetic; allowed: batch, "
+                 "length, seed");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\ngenerate: {sampling: beam}\n", m);
+    expect_error(
+        write_tmp("e8.yaml", text), NULL, 0,
+        "e8\\.yaml:3: generate\\.sampling: 'beam' is not allowed; allowed: greedy, sample");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nrecord: {timings: all}\n", m);
+    expect_error(write_tmp("e9.yaml", text), NULL, 0, "allowed: off, step, layer");
+    snprintf(text, sizeof text,
+             "model:\n  synthetic: {}\n  precision: int4\ninput: {tokens: [1]}\n");
+    expect_error(
+        write_tmp("e10.yaml", text), NULL, 0,
+        "e10\\.yaml:3: model\\.precision: 'int4' is not allowed; allowed: fp32, int8w, bf16, fp16");
+    snprintf(text, sizeof text,
+             "model:\n  synthetic: {}\n  kv_cache: ring\ninput: {tokens: [1]}\n");
+    expect_error(write_tmp("e11.yaml", text), NULL, 0, "allowed: contiguous, paged");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nbench: {iterations: 0}\n", m);
+    expect_error(write_tmp("e12.yaml", text), NULL, 0,
+                 "e12\\.yaml:3: bench\\.iterations = 0 is out of range; allowed: 1 to");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\ngenerate: {top_k: 1000}\n", m);
+    expect_error(write_tmp("e13.yaml", text), NULL, 0,
+                 "e13\\.yaml:3: generate\\.top_k = 1000 is more than model\\.vocab = 256");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nmodel: {}\n", m);
+    expect_error(write_tmp("e14.yaml", text), NULL, 0,
+                 "e14\\.yaml:3: duplicate key 'model' \\(first given on line 1\\)");
+    snprintf(text, sizeof text, "model: {checkpoint: nowhere.h5}\ninput: {tokens: [1]}\n");
+    expect_error(write_tmp("e15.yaml", text), NULL, 0,
+                 "e15\\.yaml:1: model\\.checkpoint: cannot read '.*/nowhere\\.h5'");
+}
+
+static void test_overrides(void **state) {
+    job j;
+    const char *tiny = src_path("jobs/tiny.yaml");
+    const char *sets[] = {
+        "model.synthetic.layers=4",                           /* nested int */
+        "record.out=other run.h5",                            /* string, taken verbatim */
+        "input.tokens=[[1,2],[3,4],[5,6]]",                   /* list */
+        "parallel.order=pp-tp-dp",          "bench.warmup=3", /* a section the file lacks */
+        "generate.temperature=0.25",
+    };
+    load_ok(&j, tiny, sets, 6);
+    assert_int_equal(j.layers, 4);
+    assert_string_equal(j.out, "other run.h5");
+    assert_int_equal(j.batch, 3);
+    assert_int_equal(j.prompt_len, 2);
+    assert_int_equal(j.tokens[5], 6);
+    assert_string_equal(j.order, "pp-tp-dp");
+    assert_int_equal(j.warmup, 3);
+    assert_true(j.temperature == 0.25f);
+    assert_int_equal(job_key_line(&j, "model.synthetic.layers"), 0); /* set on the command line */
+    assert_int_equal(job_key_line(&j, "model.synthetic.heads"), 3);  /* still from the file */
+    job_free(&j);
+
+    /* an override of the input source replaces the file's source */
+    const char *syn[] = {"input.synthetic={batch: 3, length: 5}"};
+    load_ok(&j, tiny, syn, 1);
+    assert_int_equal(j.synthetic_input, 1);
+    assert_int_equal(j.batch, 3);
+    assert_int_equal(j.prompt_len, 5);
+    job_free(&j);
+
+    /* a file without a record section gets one */
+    const char *path = write_tmp("norec.yaml", "model: {synthetic: {}}\ninput: {tokens: [1, 2]}\n");
+    const char *rec[] = {"record.activations=[embed, layer.1.mlp]", "record.timings=layer"};
+    load_ok(&j, path, rec, 2);
+    assert_int_equal(j.n_activations, 2);
+    assert_string_equal(j.activations[1], "layer.1.mlp");
+    assert_int_equal(j.timings, TIMINGS_LAYER);
+    job_free(&j);
+
+    const char *unknown[] = {"model.foo=1"};
+    expect_error(tiny, unknown, 1,
+                 "^--set model\\.foo=1: unknown key 'foo' in section 'model'; allowed: synthetic, "
+                 "checkpoint, norm, precision, kv_cache, kv_block, ln_eps$");
+    const char *unknown2[] = {"model.synthetic.depth=1"};
+    expect_error(tiny, unknown2, 1,
+                 "^--set model\\.synthetic\\.depth=1: unknown key 'depth' in model\\.synthetic; "
+                 "allowed: layers");
+    const char *section[] = {"training.lr=1"};
+    expect_error(tiny, section, 1, "^--set training\\.lr=1: unknown section 'training'");
+    const char *type[] = {"parallel.tp=two"};
+    expect_error(tiny, type, 1, "^--set parallel\\.tp=two: parallel\\.tp: expected an integer");
+    const char *noeq[] = {"parallel.tp"};
+    expect_error(tiny, noeq, 1, "^--set parallel\\.tp: expected SECTION\\.KEY=VALUE");
+    const char *badkey[] = {"parallel..tp=1"};
+    expect_error(tiny, badkey, 1, "bad key 'parallel\\.\\.tp'");
+    const char *through[] = {"model.synthetic.layers.x=1"};
+    expect_error(tiny, through, 1, "'model\\.synthetic\\.layers' holds a value, not a section");
+    const char *made[] = {"model.norm.x=1"}; /* absent from the file: made a section, refused */
+    expect_error(tiny, made, 1,
+                 "^--set model\\.norm\\.x=1: model\\.norm: a mapping is not "
+                 "allowed; allowed: pre, post$");
+    const char *syntax[] = {"input.tokens=[1, 2"};
+    expect_error(tiny, syntax, 1, "^--set input\\.tokens=\\[1, 2: YAML syntax error");
+    /* checks made after loading point at the --set that caused them */
+    const char *ctx[] = {"generate.new_tokens=100"};
+    expect_error(tiny, ctx, 1,
+                 "^--set generate\\.new_tokens=100: prompt of 4 tokens plus 100 "
+                 "new tokens exceeds model\\.ctx = 32$");
+    const char *vocab[] = {"model.synthetic.vocab=8"};
+    expect_error(tiny, vocab, 1,
+                 "/jobs/tiny\\.yaml:7: input: prompt 1 position 3: token id 8 is "
+                 "not below model\\.vocab = 8$");
+}
+
+/* dump -> load -> dump is a fixed point, and the reloaded job equals the first. */
+static void round_trip(const char *path, const char *const *sets, int n_sets) {
+    job a, b;
+    load_ok(&a, path, sets, n_sets);
+    const char *dumped = write_tmp("dump.yaml", a.yaml);
+    load_ok(&b, dumped, NULL, 0);
+    if (strcmp(a.yaml, b.yaml) != 0) print_error("first:\n%s\nsecond:\n%s\n", a.yaml, b.yaml);
+    assert_string_equal(a.yaml, b.yaml);
+    char *again = job_dump_string(&b);
+    assert_string_equal(again, b.yaml);
+    free(again);
+    /* the fields, not only the text */
+    assert_int_equal(a.layers, b.layers);
+    assert_int_equal(a.mlp, b.mlp);
+    assert_true(a.seed == b.seed && a.input_seed == b.input_seed && a.sample_seed == b.sample_seed);
+    assert_true(a.ln_eps == b.ln_eps && a.temperature == b.temperature);
+    assert_int_equal(a.batch, b.batch);
+    assert_int_equal(a.prompt_len, b.prompt_len);
+    if (a.tokens) assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * a.batch * a.prompt_len);
+    if (a.text) assert_string_equal(a.text, b.text);
+    assert_string_equal(a.checkpoint, b.checkpoint);
+    assert_string_equal(a.order, b.order);
+    assert_string_equal(a.out, b.out);
+    assert_int_equal(a.n_activations, b.n_activations);
+    assert_true(a.backend == b.backend && a.comm == b.comm && a.threads == b.threads &&
+                a.device == b.device && a.cuda_graphs == b.cuda_graphs &&
+                a.allow_tf32 == b.allow_tf32);
+    assert_true(a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.microbatches == b.microbatches &&
+                a.overlap == b.overlap && a.chunks == b.chunks);
+    assert_true(a.norm == b.norm && a.precision == b.precision && a.kv_cache == b.kv_cache &&
+                a.kv_block == b.kv_block);
+    assert_true(a.new_tokens == b.new_tokens && a.sampling == b.sampling && a.top_k == b.top_k);
+    assert_true(a.warmup == b.warmup && a.iterations == b.iterations && a.timings == b.timings &&
+                a.flush_every == b.flush_every);
+    job_free(&a);
+    job_free(&b);
+}
+
+static void test_round_trip(void **state) {
+    round_trip(src_path("jobs/tiny.yaml"), NULL, 0);
+    round_trip(src_path("jobs/demo.yaml"), NULL, 0);
+    const char *sets[] = {"model.precision=int8w",
+                          "model.ln_eps=3.3e-7",
+                          "backend.kind=cuda",
+                          "backend.comm=nccl",
+                          "backend.tf32=true",
+                          "parallel.overlap=on",
+                          "generate.sampling=sample",
+                          "generate.temperature=0.1",
+                          "generate.seed=18446744073709551615",
+                          "input.text=tab\there \"q\" \\ \x01 line\nnext: ü",
+                          "record.out=a \"b\".h5"};
+    round_trip(src_path("jobs/tiny.yaml"), sets, 11);
+    write_tmp("rt.txt", "1 2\n3 4\n");
+    round_trip(write_tmp("rt.yaml", "model: {synthetic: {}}\ninput: {tokens_file: rt.txt}\n"), NULL,
+               0);
+}
+
+/* A checkpoint job leaves the shape to the runner, which then validates it. */
+static void test_checkpoint_job(void **state) {
+    write_tmp("ck.h5", "not really HDF5; only its existence is checked here");
+    const char *path =
+        write_tmp("ck.yaml", "model:\n  checkpoint: ck.h5\n  precision: fp16\n"
+                             "parallel: {tp: 2}\ninput:\n  synthetic: {batch: 2, length: 4}\n"
+                             "generate: {new_tokens: 8}\n");
+    job j;
+    load_ok(&j, path, NULL, 0);
+    assert_int_equal(j.synthetic, 0);
+    assert_true(j.checkpoint[0] == '/' && strstr(j.checkpoint, "/ck.h5"));
+    assert_int_equal(j.layers, 0);
+    assert_int_equal(j.synthetic_input, 1);
+    assert_null(j.tokens);
+    assert_int_equal(job_validate_model(&j), STATUS_BAD_INPUT);
+    assert_true(regex_matches("ck\\.yaml:2: model shape unknown", error_message()));
+    /* what the runner does after reading the checkpoint's config */
+    j.layers = 2, j.heads = 4, j.embd = 32, j.vocab = 50, j.ctx = 11, j.mlp = 128;
+    job_fill_synthetic_tokens(&j, j.vocab);
+    assert_non_null(j.tokens);
+    assert_int_equal(job_validate_model(&j), STATUS_BAD_INPUT);
+    assert_true(regex_matches("^.*ck\\.yaml:7: prompt of 4 tokens plus 8 new tokens exceeds "
+                              "model\\.ctx = 11$",
+                              error_message()));
+    j.ctx = 12;
+    assert_int_equal(job_validate_model(&j), STATUS_OK);
+    j.heads = 3;
+    assert_int_equal(job_validate_model(&j), STATUS_BAD_INPUT);
+    assert_true(regex_matches("ck\\.yaml:2: model\\.heads = 3 does not divide model\\.embd = 32",
+                              error_message()));
+    j.heads = 4;
+    char *text = job_dump_string(&j);
+    assert_non_null(strstr(text, "# from the checkpoint: layers 2, heads 4"));
+    free(text);
+    round_trip(path, NULL, 0);
+    job_free(&j);
+}
+
+static void test_free_zeroed(void **state) {
+    job j;
+    memset(&j, 0, sizeof j);
+    job_free(&j);
+    job_free(NULL);
+    expect_error(src_path("tests/job/does_not_exist.yaml"), NULL, 0,
+                 "does_not_exist\\.yaml: cannot open job file");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiny_fields),        cmocka_unit_test(test_demo_synthetic_input),
+        cmocka_unit_test(test_synthetic_defaults), cmocka_unit_test(test_all_keys),
+        cmocka_unit_test(test_backend_scalar),     cmocka_unit_test(test_input_forms),
+        cmocka_unit_test(test_bad_fixtures),       cmocka_unit_test(test_error_details),
+        cmocka_unit_test(test_overrides),          cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_checkpoint_job),     cmocka_unit_test(test_free_zeroed),
+    };
+    return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
+}

@@ -1,0 +1,195 @@
+/* Reference twins of the backend ops (see ref_ops.h): the slowest, plainest version of each op,
+ * written from the formulas with double accumulation so a backend's error is measured against
+ * something much more accurate than itself. Frozen: change only to fix a proven bug. */
+#include "kernels/ref_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ref_embed(float *out, const int32_t *tokens, const int32_t *positions, const float *wte,
+               const float *wpe, int rows, int C, int vocab_begin, int vocab_end) {
+    for (int r = 0; r < rows; r++) {
+        int tok = tokens[r];
+        for (int c = 0; c < C; c++) {
+            double v = 0.0;
+            if (tok >= vocab_begin && tok < vocab_end) v += wte[(long)(tok - vocab_begin) * C + c];
+            if (wpe) v += wpe[(long)positions[r] * C + c];
+            out[(long)r * C + c] = (float)v;
+        }
+    }
+}
+
+static void ref_layernorm_row(float *out, const float *x, const float *gamma, const float *beta,
+                              int C, float eps) {
+    double mean = 0.0;
+    for (int c = 0; c < C; c++) mean += x[c];
+    mean /= C;
+    double var = 0.0;
+    for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean);
+    var /= C;
+    double rstd = 1.0 / sqrt(var + (double)eps);
+    for (int c = 0; c < C; c++) out[c] = (float)((x[c] - mean) * rstd * gamma[c] + beta[c]);
+}
+
+void ref_layernorm(float *out, const float *in, const float *gamma, const float *beta, int rows,
+                   int C, float eps) {
+    for (int r = 0; r < rows; r++)
+        ref_layernorm_row(out + (long)r * C, in + (long)r * C, gamma, beta, C, eps);
+}
+
+void ref_residual_layernorm(float *residual, float *norm_out, const float *delta,
+                            const float *gamma, const float *beta, int rows, int C, float eps) {
+    for (long i = 0; i < (long)rows * C; i++) residual[i] = residual[i] + delta[i];
+    if (norm_out) ref_layernorm(norm_out, residual, gamma, beta, rows, C, eps);
+}
+
+void ref_matmul(float *out, const float *in, const float *w, const float *bias, int rows,
+                int in_dim, int out_dim) {
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < out_dim; o++) {
+            double acc = bias ? bias[o] : 0.0;
+            for (int i = 0; i < in_dim; i++)
+                acc += (double)in[(long)r * in_dim + i] * w[(long)o * in_dim + i];
+            out[(long)r * out_dim + o] = (float)acc;
+        }
+}
+
+void ref_matmul_int8(float *out, const float *in, const int8_t *q, const float *scale,
+                     const float *bias, int rows, int in_dim, int out_dim) {
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < out_dim; o++) {
+            double acc = 0.0;
+            for (int i = 0; i < in_dim; i++)
+                acc += (double)in[(long)r * in_dim + i] * q[(long)o * in_dim + i];
+            acc *= scale[o];
+            if (bias) acc += bias[o];
+            out[(long)r * out_dim + o] = (float)acc;
+        }
+}
+
+float ref_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+float ref_f16_to_f32(uint16_t h) {
+    int sign = (h >> 15) & 1, exp = (h >> 10) & 31, mant = h & 1023;
+    double v;
+    if (exp == 0)
+        v = ldexp((double)mant, -24); // subnormal
+    else if (exp == 31)
+        v = mant ? NAN : INFINITY;
+    else
+        v = ldexp(1.0 + mant / 1024.0, exp - 15);
+    return (float)(sign ? -v : v);
+}
+
+void ref_weight_to_f32(float *out, weight_view w, long rows, long cols) {
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++) {
+            long i = r * cols + c;
+            switch (w.type) {
+            case DTYPE_F32: out[i] = ((const float *)w.data)[i]; break;
+            case DTYPE_INT8: out[i] = (float)((const int8_t *)w.data)[i] * w.scale[r]; break;
+            case DTYPE_BF16: out[i] = ref_bf16_to_f32(((const uint16_t *)w.data)[i]); break;
+            case DTYPE_F16: out[i] = ref_f16_to_f32(((const uint16_t *)w.data)[i]); break;
+            default: abort();
+            }
+        }
+}
+
+void ref_matmul_view(float *out, const float *in, weight_view w, const float *bias, int rows,
+                     int in_dim, int out_dim) {
+    if (w.type == DTYPE_INT8) {
+        ref_matmul_int8(out, in, w.data, w.scale, bias, rows, in_dim, out_dim);
+        return;
+    }
+    float *wf = malloc(sizeof(float) * (size_t)in_dim * (size_t)out_dim);
+    if (!wf) abort();
+    ref_weight_to_f32(wf, w, out_dim, in_dim);
+    ref_matmul(out, in, wf, bias, rows, in_dim, out_dim);
+    free(wf);
+}
+
+void ref_bias_gelu(float *inout, const float *bias, int rows, int cols) {
+    const double k = sqrt(2.0 / M_PI);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            double x = (double)inout[(long)r * cols + c] + (bias ? bias[c] : 0.0);
+            inout[(long)r * cols + c] =
+                (float)(0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x))));
+        }
+}
+
+void ref_attention(float *out, const float *qkv, int batch, int T, int heads, int head_dim) {
+    const long C = (long)heads * head_dim, row = 3 * C;
+    const double scale = 1.0 / sqrt((double)head_dim);
+    double *p = malloc(sizeof(double) * (size_t)T);
+    if (!p) abort();
+    for (int b = 0; b < batch; b++)
+        for (int h = 0; h < heads; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((long)b * T + t) * row + (long)h * head_dim;
+                double maxv = -INFINITY;
+                for (int s = 0; s <= t; s++) {
+                    const float *k = qkv + ((long)b * T + s) * row + C + (long)h * head_dim;
+                    double dot = 0.0;
+                    for (int d = 0; d < head_dim; d++) dot += (double)q[d] * k[d];
+                    p[s] = dot * scale;
+                    if (p[s] > maxv) maxv = p[s];
+                }
+                double sum = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    p[s] = exp(p[s] - maxv);
+                    sum += p[s];
+                }
+                float *o = out + ((long)b * T + t) * C + (long)h * head_dim;
+                for (int d = 0; d < head_dim; d++) {
+                    double acc = 0.0;
+                    for (int s = 0; s <= t; s++)
+                        acc += p[s] * qkv[((long)b * T + s) * row + 2 * C + (long)h * head_dim + d];
+                    o[d] = (float)(acc / sum);
+                }
+            }
+    free(p);
+}
+
+void ref_argmax(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        const float *x = logits + (long)r * cols;
+        int best = 0;
+        for (int c = 1; c < cols; c++)
+            if (x[c] > x[best]) best = c;
+        max_val[r] = x[best];
+        max_idx[r] = best;
+    }
+}
+
+uint64_t ref_rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+float ref_rng_uniform(uint64_t *state, float lo, float hi) {
+    double u = (double)(ref_rng_next(state) >> 11) * (1.0 / 9007199254740992.0); // [0, 1)
+    return (float)(lo + (hi - lo) * u);
+}
+
+void ref_fill_uniform(float *x, long n, uint64_t *state, float lo, float hi) {
+    for (long i = 0; i < n; i++) x[i] = ref_rng_uniform(state, lo, hi);
+}
+
+double ref_rel_error(const float *a, const float *ref, long n) {
+    double maxdiff = 0.0, maxref = 0.0;
+    for (long i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]);
+        if (d > maxdiff || d != d) maxdiff = d != d ? INFINITY : d; // NaN counts as failure
+        if (fabs((double)ref[i]) > maxref) maxref = fabs((double)ref[i]);
+    }
+    return maxref > 0.0 ? maxdiff / maxref : maxdiff;
+}

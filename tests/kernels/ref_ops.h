@@ -1,0 +1,68 @@
+/* Reference twins of every backend op: naive loops, double accumulation, no BLAS, no cache.
+ * Frozen once validated; every backend (cpu, cuda) is compared against these on host memory.
+ * Also the small helpers the op tests share: a seeded generator and the norm-wise error. */
+#pragma once
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out (rows, C) = (tok in [vocab_begin, vocab_end) ? wte[tok - vocab_begin] : 0)
+ *               + (wpe ? wpe[positions[r]] : 0) */
+void ref_embed(float *out, const int32_t *tokens, const int32_t *positions, const float *wte,
+               const float *wpe, int rows, int C, int vocab_begin, int vocab_end);
+
+/* out (rows, C) = (in - mean) / sqrt(var + eps) * gamma + beta; biased variance. */
+void ref_layernorm(float *out, const float *in, const float *gamma, const float *beta, int rows,
+                   int C, float eps);
+
+/* residual += delta, then norm_out = LayerNorm(residual) when norm_out is not NULL. */
+void ref_residual_layernorm(float *residual, float *norm_out, const float *delta,
+                            const float *gamma, const float *beta, int rows, int C, float eps);
+
+/* out (rows, out_dim) = in (rows, in_dim) @ W^T + bias; W (out_dim, in_dim) fp32; bias or NULL */
+void ref_matmul(float *out, const float *in, const float *w, const float *bias, int rows,
+                int in_dim, int out_dim);
+
+/* The same with weight-only INT8: W[o][i] = q[o][i] * scale[o]. */
+void ref_matmul_int8(float *out, const float *in, const int8_t *q, const float *scale,
+                     const float *bias, int rows, int in_dim, int out_dim);
+
+/* The same for any host weight_view (f32, int8, bf16, f16), via ref_weight_to_f32. */
+void ref_matmul_view(float *out, const float *in, weight_view w, const float *bias, int rows,
+                     int in_dim, int out_dim);
+
+/* Expands a host weight_view of (rows, cols) into fp32 (rows, cols). */
+void ref_weight_to_f32(float *out, weight_view w, long rows, long cols);
+
+/* Independent scalar conversions (bit-level bf16, arithmetic f16) for cross-checking. */
+float ref_bf16_to_f32(uint16_t h);
+float ref_f16_to_f32(uint16_t h);
+
+/* inout (rows, cols) = gelu_tanh(inout + bias); bias (cols) or NULL */
+void ref_bias_gelu(float *inout, const float *bias, int rows, int cols);
+
+/* Causal attention over a whole sequence, no cache: qkv (batch * T, 3 * heads * head_dim)
+ * laid out [q | k | v] with heads contiguous in each; out (batch * T, heads * head_dim).
+ * Row t of a sequence attends to positions 0..t. Compare rows pos0.. of a sequence with a
+ * backend call whose new tokens start at pos0. */
+void ref_attention(float *out, const float *qkv, int batch, int T, int heads, int head_dim);
+
+/* First maximum of each row. */
+void ref_argmax(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols);
+
+/* Test helpers. A splitmix64 generator: deterministic from the seed on every platform. */
+uint64_t ref_rng_next(uint64_t *state);
+/* Uniform in [lo, hi). */
+float ref_rng_uniform(uint64_t *state, float lo, float hi);
+void ref_fill_uniform(float *x, long n, uint64_t *state, float lo, float hi);
+
+/* Norm-wise relative error max|a - ref| / max|ref| (max|a - ref| when ref is all zero). */
+double ref_rel_error(const float *a, const float *ref, long n);
+
+#ifdef __cplusplus
+}
+#endif

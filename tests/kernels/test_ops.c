@@ -1,0 +1,431 @@
+/* Every CPU backend op against its reference twin (tests/ref_ops.c) on fresh random inputs of
+ * several shapes, odd sizes included, by norm-wise relative error; paged attention against
+ * contiguous; and the backend's memory, marks and no-allocation-in-steady-state contract. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/quant.h"
+#include "kernels/ref_ops.h"
+
+#define FP32_TOL 1e-5
+
+static backend be;
+
+static int setup(void **state) {
+    (void)state;
+    backend_options opt = {.threads = 0, .max_marks = 8};
+    return backend_cpu_init(&be, &opt);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    backend_cpu_free(&be);
+    return 0;
+}
+
+static float *rand_floats(long n, uint64_t *rng, float lo, float hi) {
+    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    assert_non_null(x);
+    ref_fill_uniform(x, n, rng, lo, hi);
+    return x;
+}
+
+static float *zeros(long n) {
+    float *x = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    assert_non_null(x);
+    return x;
+}
+
+static void expect_close(const float *got, const float *want, long n, double tol,
+                         const char *what) {
+    double err = ref_rel_error(got, want, n);
+    if (!(err < tol)) fail_msg("%s: relative error %.3g >= %.3g", what, err, tol);
+}
+
+static void test_embed(void **state) {
+    (void)state;
+    uint64_t rng = 11;
+    const int rows = 13, C = 33, vocab_begin = 10, vocab_end = 50, ctx = 20;
+    float *wte = rand_floats((long)(vocab_end - vocab_begin) * C, &rng, -1, 1);
+    float *wpe = rand_floats((long)ctx * C, &rng, -1, 1);
+    int32_t tokens[13], positions[13];
+    for (int r = 0; r < rows; r++) {
+        tokens[r] = (int32_t)(ref_rng_next(&rng) % 60); // some outside the shard
+        positions[r] = (int32_t)(ref_rng_next(&rng) % ctx);
+    }
+    tokens[0] = vocab_begin;
+    tokens[1] = vocab_end; // first token past the shard: zero from wte
+    float *got = zeros((long)rows * C), *want = zeros((long)rows * C);
+    for (int with_wpe = 0; with_wpe < 2; with_wpe++) {
+        const float *p = with_wpe ? wpe : NULL;
+        be.ops->embed(be.ctx, got, tokens, positions, wte, p, rows, C, vocab_begin, vocab_end);
+        ref_embed(want, tokens, positions, wte, p, rows, C, vocab_begin, vocab_end);
+        expect_close(got, want, (long)rows * C, FP32_TOL, "embed");
+    }
+    // Without wpe, an out-of-shard token gives an exact zero row.
+    be.ops->embed(be.ctx, got, tokens, positions, wte, NULL, rows, C, vocab_begin, vocab_end);
+    for (int c = 0; c < C; c++) assert_true(got[C + c] == 0.0f);
+    free(wte), free(wpe), free(got), free(want);
+}
+
+static void test_layernorm(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 1}, {5, 64}, {3, 771}, {17, 768}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint64_t rng = 100 + s;
+        int rows = shapes[s][0], C = shapes[s][1];
+        long n = (long)rows * C;
+        // An offset mean (+3) catches the single-pass variance formula.
+        float *in = rand_floats(n, &rng, 2, 4), *gamma = rand_floats(C, &rng, 0.5f, 1.5f);
+        float *beta = rand_floats(C, &rng, -0.5f, 0.5f);
+        float *got = zeros(n), *want = zeros(n);
+        be.ops->layernorm(be.ctx, got, in, gamma, beta, rows, C, 1e-5f);
+        ref_layernorm(want, in, gamma, beta, rows, C, 1e-5f);
+        expect_close(got, want, n, FP32_TOL, "layernorm");
+        free(in), free(gamma), free(beta), free(got), free(want);
+    }
+}
+
+static void test_residual_layernorm(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 7}, {9, 130}, {4, 1024}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint64_t rng = 200 + s;
+        int rows = shapes[s][0], C = shapes[s][1];
+        long n = (long)rows * C;
+        float *res = rand_floats(n, &rng, -2, 2), *delta = rand_floats(n, &rng, -1, 1);
+        float *gamma = rand_floats(C, &rng, 0.5f, 1.5f), *beta = rand_floats(C, &rng, -0.5f, 0.5f);
+        float *res_ref = zeros(n), *got = zeros(n), *want = zeros(n);
+        memcpy(res_ref, res, sizeof(float) * (size_t)n);
+        be.ops->residual_layernorm(be.ctx, res, got, delta, gamma, beta, rows, C, 1e-5f);
+        ref_residual_layernorm(res_ref, want, delta, gamma, beta, rows, C, 1e-5f);
+        expect_close(res, res_ref, n, FP32_TOL, "residual_layernorm residual");
+        expect_close(got, want, n, FP32_TOL, "residual_layernorm norm");
+        // norm_out NULL: add only, and the norm buffer is untouched.
+        memset(got, 0, sizeof(float) * (size_t)n);
+        be.ops->residual_layernorm(be.ctx, res, NULL, delta, gamma, beta, rows, C, 1e-5f);
+        ref_residual_layernorm(res_ref, NULL, delta, gamma, beta, rows, C, 1e-5f);
+        expect_close(res, res_ref, n, FP32_TOL, "residual add only");
+        for (long i = 0; i < n; i++) assert_true(got[i] == 0.0f);
+        free(res), free(delta), free(gamma), free(beta), free(res_ref), free(got), free(want);
+    }
+}
+
+/* Runs the backend matmul on w and compares with the reference on the same host weights. */
+static void check_matmul(weight_view w, int rows, int in_dim, int out_dim, uint64_t seed,
+                         int with_bias, const char *what) {
+    uint64_t rng = seed;
+    float *in = rand_floats((long)rows * in_dim, &rng, -1, 1);
+    float *bias = with_bias ? rand_floats(out_dim, &rng, -1, 1) : NULL;
+    float *got = zeros((long)rows * out_dim), *want = zeros((long)rows * out_dim);
+    be.ops->matmul(be.ctx, got, in, w, bias, rows, in_dim, out_dim);
+    ref_matmul_view(want, in, w, bias, rows, in_dim, out_dim);
+    char msg[128];
+    snprintf(msg, sizeof msg, "matmul %s rows %d in %d out %d bias %d", what, rows, in_dim, out_dim,
+             with_bias);
+    expect_close(got, want, (long)rows * out_dim, FP32_TOL, msg);
+    free(in), free(bias), free(got), free(want);
+}
+
+/* rows, in_dim, out_dim: odd sizes, rows 1 (the gemv path), widths past the tile budget so the
+ * tile holds the minimum rows, and out_dim not a multiple of the tile rows. */
+static const int matmul_shapes[][3] = {
+    {1, 64, 48}, {7, 129, 65}, {33, 300, 17}, {5, 100, 2000}, {3, 9000, 37}, {1, 9000, 37},
+};
+
+static void test_matmul_f32(void **state) {
+    (void)state;
+    for (size_t s = 0; s < sizeof matmul_shapes / sizeof matmul_shapes[0]; s++) {
+        int rows = matmul_shapes[s][0], in_dim = matmul_shapes[s][1], out_dim = matmul_shapes[s][2];
+        uint64_t rng = 300 + s;
+        float *w = rand_floats((long)out_dim * in_dim, &rng, -1, 1);
+        weight_view v = {.type = DTYPE_F32, .data = w, .scale = NULL};
+        check_matmul(v, rows, in_dim, out_dim, 400 + s, (int)(s & 1), "f32");
+        check_matmul(v, rows, in_dim, out_dim, 500 + s, !(s & 1), "f32");
+        free(w);
+    }
+}
+
+static void test_matmul_lowp(void **state) {
+    (void)state;
+    for (size_t s = 0; s < sizeof matmul_shapes / sizeof matmul_shapes[0]; s++) {
+        int rows = matmul_shapes[s][0], in_dim = matmul_shapes[s][1], out_dim = matmul_shapes[s][2];
+        long n = (long)out_dim * in_dim;
+        uint64_t rng = 600 + s;
+        float *w = rand_floats(n, &rng, -1, 1), *scale = zeros(out_dim);
+        int8_t *q = malloc((size_t)n);
+        uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
+        assert_non_null(q);
+        assert_non_null(h);
+        quant_rows_int8(q, scale, w, out_dim, in_dim, NULL);
+        check_matmul((weight_view){.type = DTYPE_INT8, .data = q, .scale = scale}, rows, in_dim,
+                     out_dim, 700 + s, 1, "int8");
+        convert_f32_to_bf16(h, w, n);
+        check_matmul((weight_view){.type = DTYPE_BF16, .data = h}, rows, in_dim, out_dim, 800 + s,
+                     1, "bf16");
+        convert_f32_to_f16(h, w, n);
+        check_matmul((weight_view){.type = DTYPE_F16, .data = h}, rows, in_dim, out_dim, 900 + s, 0,
+                     "f16");
+        free(w), free(scale), free(q), free(h);
+    }
+}
+
+static void test_bias_gelu(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 1}, {3, 257}, {8, 3072}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint64_t rng = 1000 + s;
+        int rows = shapes[s][0], cols = shapes[s][1];
+        long n = (long)rows * cols;
+        float *x = rand_floats(n, &rng, -6, 6), *bias = rand_floats(cols, &rng, -1, 1);
+        float *want = zeros(n);
+        x[0] = 3.0f; // keeps max|ref| away from 0: a lone negative input has a tiny GELU
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const float *b = with_bias ? bias : NULL;
+            memcpy(want, x, sizeof(float) * (size_t)n);
+            ref_bias_gelu(want, b, rows, cols);
+            float *got = zeros(n);
+            memcpy(got, x, sizeof(float) * (size_t)n);
+            be.ops->bias_gelu(be.ctx, got, b, rows, cols);
+            expect_close(got, want, n, FP32_TOL, "bias_gelu");
+            free(got);
+        }
+        free(x), free(bias), free(want);
+    }
+}
+
+static void test_argmax(void **state) {
+    (void)state;
+    uint64_t rng = 1100;
+    const int rows = 6, cols = 1001;
+    float *x = rand_floats((long)rows * cols, &rng, -5, 5);
+    x[0 * cols + 5] = 9.0f, x[0 * cols + 20] = 9.0f;       // tie: the first wins
+    for (int c = 0; c < cols; c++) x[1 * cols + c] = 1.0f; // all equal: column 0
+    x[2 * cols + cols - 1] = 50.0f;                        // last column
+    float got_v[6], want_v[6];
+    int32_t got_i[6], want_i[6];
+    be.ops->argmax(be.ctx, got_v, got_i, x, rows, cols);
+    ref_argmax(want_v, want_i, x, rows, cols);
+    assert_int_equal(got_i[0], 5);
+    assert_int_equal(got_i[1], 0);
+    assert_int_equal(got_i[2], cols - 1);
+    for (int r = 0; r < rows; r++) {
+        assert_int_equal(got_i[r], want_i[r]);
+        assert_true(got_v[r] == want_v[r]);
+        assert_true(got_v[r] == x[(long)r * cols + got_i[r]]);
+    }
+    free(x);
+}
+
+/* One attention scenario: cache rows [seq0, seq0 + batch) of a cache holding cache_seqs
+ * sequences; the sequence of T tokens is fed in the chunks of lens[] (prefill pieces then
+ * decode steps). Returns the outputs for all T positions (batch * T, C) so callers can compare
+ * layouts with each other; checks them against ref_attention. */
+typedef struct {
+    int heads, head_dim, batch, T, seq0, cache_seqs, max_ctx;
+    int block_size; // 0: contiguous
+    int nchunks;
+    int lens[8];
+} attn_case;
+
+static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_ref) {
+    const int H = tc->heads, hd = tc->head_dim, B = tc->batch, T = tc->T;
+    const long C = (long)H * hd;
+    uint64_t rng = seed;
+    float *qkv = rand_floats((long)B * T * 3 * C, &rng, -1, 1);
+    float *all = zeros((long)B * T * C);
+    kv_view kv = {.max_ctx = tc->max_ctx, .heads = H, .head_dim = hd};
+    int32_t *table = NULL;
+    long cache_floats;
+    if (tc->block_size) {
+        int bps = (tc->max_ctx + tc->block_size - 1) / tc->block_size;
+        int nblocks = tc->cache_seqs * bps;
+        table = malloc(sizeof(int32_t) * (size_t)nblocks);
+        assert_non_null(table);
+        for (int i = 0; i < nblocks; i++) table[i] = i;
+        // A shuffled table scatters each sequence's blocks across the pool.
+        for (int i = nblocks - 1; i > 0; i--) {
+            int j = (int)(ref_rng_next(&rng) % (uint64_t)(i + 1));
+            int32_t t = table[i];
+            table[i] = table[j], table[j] = t;
+        }
+        kv.block_table = table;
+        kv.block_size = tc->block_size;
+        kv.blocks_per_seq = bps;
+        cache_floats = (long)nblocks * H * tc->block_size * hd;
+    } else {
+        cache_floats = (long)tc->cache_seqs * H * tc->max_ctx * hd;
+    }
+    kv.k = be.ops->alloc(be.ctx, sizeof(float) * (size_t)cache_floats);
+    kv.v = be.ops->alloc(be.ctx, sizeof(float) * (size_t)cache_floats);
+
+    int pos0 = 0;
+    for (int c = 0; c < tc->nchunks; c++) {
+        int n = tc->lens[c];
+        float *in = zeros((long)B * n * 3 * C), *out = zeros((long)B * n * C);
+        for (int b = 0; b < B; b++)
+            memcpy(in + (long)b * n * 3 * C, qkv + ((long)b * T + pos0) * 3 * C,
+                   sizeof(float) * (size_t)(n * 3 * C));
+        be.ops->attention(be.ctx, out, in, kv, tc->seq0, B, n, pos0);
+        for (int b = 0; b < B; b++)
+            memcpy(all + ((long)b * T + pos0) * C, out + (long)b * n * C,
+                   sizeof(float) * (size_t)(n * C));
+        free(in), free(out);
+        pos0 += n;
+    }
+    assert_int_equal(pos0, T);
+
+    // The cache holds exactly the keys and values fed in, where the layout says.
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int p = 0; p < T; p += 3) {
+                int s = tc->seq0 + b;
+                long at =
+                    tc->block_size
+                        ? (((long)table[(long)s * kv.blocks_per_seq + p / tc->block_size] * H + h) *
+                               tc->block_size +
+                           p % tc->block_size) *
+                              hd
+                        : (((long)s * H + h) * tc->max_ctx + p) * hd;
+                const float *row = qkv + ((long)b * T + p) * 3 * C;
+                assert_memory_equal(kv.k + at, row + C + (long)h * hd, sizeof(float) * (size_t)hd);
+                assert_memory_equal(kv.v + at, row + 2 * C + (long)h * hd,
+                                    sizeof(float) * (size_t)hd);
+            }
+
+    if (check_ref) {
+        float *want = zeros((long)B * T * C);
+        ref_attention(want, qkv, B, T, H, hd);
+        char msg[160];
+        snprintf(msg, sizeof msg, "attention H %d hd %d B %d T %d block %d chunks %d", H, hd, B, T,
+                 tc->block_size, tc->nchunks);
+        expect_close(all, want, (long)B * T * C, FP32_TOL, msg);
+        free(want);
+    }
+    be.ops->release(be.ctx, kv.k);
+    be.ops->release(be.ctx, kv.v);
+    free(table), free(qkv);
+    return all;
+}
+
+static const attn_case attn_cases[] = {
+    // heads, hd, batch, T, seq0, cache_seqs, max_ctx, block, nchunks, lens
+    {1, 16, 1, 1, 0, 1, 4, 0, 1, {1}},            // single token, decode path only
+    {2, 16, 1, 9, 0, 1, 16, 0, 1, {9}},           // prefill only
+    {3, 16, 2, 12, 1, 4, 20, 0, 4, {7, 1, 1, 3}}, // prefill, decode, chunked prefill at pos0>0
+    {2, 64, 2, 21, 0, 2, 32, 0, 3, {5, 8, 1}},    // T < max_ctx with chunks
+    {1, 64, 1, 30, 0, 1, 33, 0, 8, {1, 1, 13, 1, 1, 11, 1, 1}},
+};
+
+static void test_attention_contiguous(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++) {
+        attn_case tc = attn_cases[i];
+        int sum = 0;
+        for (int c = 0; c < tc.nchunks; c++) sum += tc.lens[c];
+        tc.T = sum;
+        free(run_attention_case(&tc, 1200 + i, 1));
+    }
+}
+
+static void test_attention_paged(void **state) {
+    (void)state;
+    const int block_sizes[] = {1, 4, 5, 16};
+    for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++)
+        for (size_t k = 0; k < sizeof block_sizes / sizeof block_sizes[0]; k++) {
+            attn_case tc = attn_cases[i];
+            int sum = 0;
+            for (int c = 0; c < tc.nchunks; c++) sum += tc.lens[c];
+            tc.T = sum;
+            float *contiguous = run_attention_case(&tc, 1300 + i, 0);
+            tc.block_size = block_sizes[k];
+            float *paged = run_attention_case(&tc, 1300 + i, 1);
+            long n = (long)tc.batch * tc.T * tc.heads * tc.head_dim;
+            expect_close(paged, contiguous, n, 1e-6, "paged vs contiguous attention");
+            free(contiguous), free(paged);
+        }
+}
+
+/* After a first prefill + decode step has sized the scratch, further decode steps and
+ * matmuls of the same widths allocate nothing. */
+static void test_steady_state_no_alloc(void **state) {
+    (void)state;
+    const int H = 2, hd = 16, C = H * hd, max_ctx = 64, prompt = 5, in_dim = 40, out_dim = 24;
+    uint64_t rng = 1400;
+    kv_view kv = {.max_ctx = max_ctx, .heads = H, .head_dim = hd};
+    kv.k = be.ops->alloc(be.ctx, sizeof(float) * (size_t)(H * max_ctx * hd));
+    kv.v = be.ops->alloc(be.ctx, sizeof(float) * (size_t)(H * max_ctx * hd));
+    float *qkv = rand_floats((long)prompt * 3 * C, &rng, -1, 1), *out = zeros((long)prompt * C);
+    float *w = rand_floats((long)out_dim * in_dim, &rng, -1, 1), *scale = zeros(out_dim);
+    int8_t q[24 * 40];
+    quant_rows_int8(q, scale, w, out_dim, in_dim, NULL);
+    weight_view wv = {.type = DTYPE_INT8, .data = q, .scale = scale};
+    float *x = rand_floats((long)prompt * in_dim, &rng, -1, 1), *y = zeros((long)prompt * out_dim);
+
+    be.ops->matmul(be.ctx, y, x, wv, NULL, prompt, in_dim, out_dim);
+    be.ops->attention(be.ctx, out, qkv, kv, 0, 1, prompt, 0);
+    be.ops->attention(be.ctx, out, qkv, kv, 0, 1, 1, prompt);
+    long grown = backend_cpu_grow_count(&be);
+    for (int pos = prompt + 1; pos < max_ctx; pos++) {
+        be.ops->matmul(be.ctx, y, x, wv, NULL, 1, in_dim, out_dim);
+        be.ops->attention(be.ctx, out, qkv, kv, 0, 1, 1, pos);
+    }
+    assert_int_equal(backend_cpu_grow_count(&be), grown);
+    be.ops->release(be.ctx, kv.k);
+    be.ops->release(be.ctx, kv.v);
+    free(qkv), free(out), free(w), free(scale), free(x), free(y);
+}
+
+static void test_memory_and_marks(void **state) {
+    (void)state;
+    const size_t bytes = 1000;
+    unsigned char *d = be.ops->alloc(be.ctx, bytes);
+    assert_int_equal((uintptr_t)d % 64, 0);
+    for (size_t i = 0; i < bytes; i++) assert_int_equal(d[i], 0);
+    unsigned char src[1000], back[1000];
+    for (size_t i = 0; i < bytes; i++) src[i] = (unsigned char)(i * 7 + 1);
+    be.ops->copy_to_device(be.ctx, d, src, bytes);
+    be.ops->copy_to_host(be.ctx, back, d, bytes);
+    assert_memory_equal(back, src, bytes);
+    be.ops->memset_zero(be.ctx, d, bytes);
+    for (size_t i = 0; i < bytes; i++) assert_int_equal(d[i], 0);
+    be.ops->release(be.ctx, d);
+
+    be.ops->mark(be.ctx, 0);
+    be.ops->synchronize(be.ctx);
+    be.ops->mark(be.ctx, 7);
+    double t0 = be.ops->mark_seconds(be.ctx, 0), t1 = be.ops->mark_seconds(be.ctx, 7);
+    assert_true(t0 > 0.0);
+    assert_true(t1 >= t0);
+    assert_true(be.ops->peak_memory(be.ctx) > 0);
+    assert_string_equal(be.ops->name, "cpu");
+    assert_int_equal(dtype_size(DTYPE_INT8), 1);
+    assert_int_equal(dtype_size(DTYPE_BF16), 2);
+    assert_string_equal(dtype_name(DTYPE_F16), "f16");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_residual_layernorm),
+        cmocka_unit_test(test_matmul_f32),
+        cmocka_unit_test(test_matmul_lowp),
+        cmocka_unit_test(test_bias_gelu),
+        cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_attention_contiguous),
+        cmocka_unit_test(test_attention_paged),
+        cmocka_unit_test(test_steady_state_no_alloc),
+        cmocka_unit_test(test_memory_and_marks),
+    };
+    return cmocka_run_group_tests_name("ops", tests, setup, teardown);
+}

@@ -1,0 +1,61 @@
+# Records end to end (label mpi): real multi-rank runs of tests/records_e2e/mesh.yaml, their
+# timing events checked against the schedule, the run file against docs/schema.md, the tools
+# (report, diff, trace, plot.py) on them, and runs stopped by SIGTERM or broken by SIGKILL.
+# The events tests leave their files in records_e2e_out for the tool tests (fixture).
+set(E2E ${CMAKE_CURRENT_SOURCE_DIR}/records_e2e)
+set(E2E_OUT ${CMAKE_CURRENT_BINARY_DIR}/records_e2e_out)
+# Open MPI and HDF5 keep allocations past MPI_Finalize (see tests/records/tests.cmake).
+set(E2E_ENV ${TRIPAR_TEST_ENV} MPIEXEC=${MPIEXEC_EXECUTABLE} ASAN_OPTIONS=detect_leaks=0)
+
+function(records_e2e_test name)
+  cmake_parse_arguments(T "" "FIXTURE;TIMEOUT" "" ${ARGN})
+  add_test(NAME records_e2e_${name} COMMAND ${T_UNPARSED_ARGUMENTS})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 180)
+  endif()
+  set_tests_properties(records_e2e_${name} PROPERTIES LABELS "mpi;records" ENVIRONMENT
+                       "${E2E_ENV}" TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77)
+  if(T_FIXTURE STREQUAL "setup")
+    set_tests_properties(records_e2e_${name} PROPERTIES FIXTURES_SETUP records_e2e_files)
+  elseif(T_FIXTURE STREQUAL "required")
+    set_tests_properties(records_e2e_${name} PROPERTIES FIXTURES_REQUIRED records_e2e_files)
+  endif()
+endfunction()
+
+# 1. event counts per rank and phase against the schedule, for several meshes and levels
+records_e2e_test(events_tp2pp2 ${E2E}/run_case.sh ${E2E_OUT} tp2pp2 4
+  parallel.tp=2 parallel.pp=2 parallel.microbatches=2 FIXTURE setup)
+records_e2e_test(events_pp2 ${E2E}/run_case.sh ${E2E_OUT} pp2 2
+  parallel.pp=2 parallel.microbatches=2 bench.warmup=1 bench.iterations=2 record.flush_every=1
+  FIXTURE setup)
+records_e2e_test(events_one ${E2E}/run_case.sh ${E2E_OUT} one 1 FIXTURE setup)
+records_e2e_test(events_tp2 ${E2E}/run_case.sh ${E2E_OUT} tp2 2 parallel.tp=2)
+records_e2e_test(events_dp3 ${E2E}/run_case.sh ${E2E_OUT} dp3 3 parallel.dp=3)
+records_e2e_test(events_pp4 ${E2E}/run_case.sh ${E2E_OUT} pp4 4
+  parallel.pp=4 parallel.microbatches=3 record.flush_every=2)
+records_e2e_test(events_overlap ${E2E}/run_case.sh ${E2E_OUT} overlap 4
+  parallel.dp=2 parallel.tp=2 parallel.microbatches=2 parallel.overlap=true parallel.chunks=3)
+records_e2e_test(events_step ${E2E}/run_case.sh ${E2E_OUT} step 4
+  parallel.tp=2 parallel.pp=2 parallel.microbatches=3 model.norm=post record.timings=step)
+records_e2e_test(events_off ${E2E}/run_case.sh ${E2E_OUT} off 4
+  parallel.tp=2 parallel.pp=2 record.timings=off)
+# The `iteration` events carry the label of the generation they time (warm-up -1, then 0, 1...)
+# and weight_init belongs to none (-1).
+records_e2e_test(iteration_labels /usr/bin/python3 ${E2E}/check_events.py ${E2E_OUT}/pp2.h5
+  --iteration-labels FIXTURE required)
+
+# 2. a real 4-rank file against docs/schema.md
+records_e2e_test(schema /usr/bin/python3 ${E2E}/check_schema.py ${PROJECT_SOURCE_DIR}/docs/schema.md
+  ${E2E_OUT}/tp2pp2.h5 FIXTURE required)
+
+# 4, 5. report, diff (1e-5 against one rank; a planted divergence at layer.2.mlp) and trace
+records_e2e_test(tools /usr/bin/python3 ${E2E}/check_tools.py ${E2E_OUT} FIXTURE required)
+
+# 8. plot.py: timeline, phases of two runs, scaling over a folder of runs
+records_e2e_test(plot /usr/bin/python3 ${E2E}/check_plot.py ${PROJECT_SOURCE_DIR}/tools/plot.py
+  ${E2E_OUT} FIXTURE required TIMEOUT 300)
+
+# 6, 7. interrupted runs
+foreach(mode term-mpirun term-rank kill-rank)
+  records_e2e_test(${mode} ${E2E}/test_signal.sh ${mode} ${E2E_OUT}/signal)
+endforeach()
