@@ -4,6 +4,7 @@
 #pragma once
 #include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,15 +21,39 @@ typedef enum {
     COMM_FLOAT = 0,
     COMM_INT32 = 1,
     COMM_BYTE = 2,
+    COMM_DOUBLE = 3,
+    COMM_INT64 = 4,
 } comm_type;
 
+typedef enum { COMM_OP_SUM = 0, COMM_OP_MAX = 1 } comm_op;
+
+/* One (value, index) pair of a MAXLOC reduction, laid out as MPI_FLOAT_INT. */
+typedef struct {
+    float value;
+    int32_t index;
+} comm_maxloc_pair;
+
+struct comm;
+
+/* Buffers are the comm's memory kind: backend memory for the device comms (nccl, mpi-staged),
+ * host memory for mpi. The two exceptions, marked "host buffers", serve the host-side
+ * sampler: every backend takes host memory there. */
 typedef struct comm_ops {
     const char *name;
-    /* in-place sum over the group */
+    /* frees the backend context (ctx); the communicator belongs to the mesh */
+    void (*free)(void *ctx);
+    /* in-place sum over the group (the hot path: TP all-reduces of activations) */
     void (*allreduce_sum)(void *ctx, float *buf, size_t count);
     void (*iallreduce_sum)(void *ctx, float *buf, size_t count, comm_req *req);
+    /* in-place reduction of any type */
+    void (*allreduce)(void *ctx, void *buf, size_t count, comm_type type, comm_op op);
     /* recv holds size * count elements, rank i's contribution at i * count */
     void (*allgather)(void *ctx, void *recv, const void *send, size_t count, comm_type type);
+    /* host buffers: rank i contributes counts[i] elements, landing at recv + displs[i] */
+    void (*allgatherv)(void *ctx, void *recv, const void *send, const int *counts,
+                       const int *displs, comm_type type);
+    /* host buffers: in place, the largest value of each pair and its index (lowest on ties) */
+    void (*allreduce_maxloc)(void *ctx, comm_maxloc_pair *pairs, size_t count);
     void (*bcast)(void *ctx, void *buf, size_t count, comm_type type, int root);
     void (*isend)(void *ctx, const void *buf, size_t count, comm_type type, int peer, int tag,
                   comm_req *req);
@@ -37,13 +62,17 @@ typedef struct comm_ops {
     /* returns 1 when req is complete (and clears req->active) */
     int (*test)(void *ctx, comm_req *req);
     void (*wait)(void *ctx, comm_req *req);
+    /* withdraws a pending receive that will never be matched (a run stopping early) and
+     * clears req->active. Stream-ordered backends cannot withdraw enqueued work, so callers
+     * enqueue their receives only right before waiting on them (docs/design.md). */
+    void (*cancel)(void *ctx, comm_req *req);
     void (*barrier)(void *ctx);
 } comm_ops;
 
-typedef struct {
+typedef struct comm {
     const comm_ops *ops;
     void *ctx;
-    MPI_Comm mpi; /* the MPI communicator of the group, always present */
+    MPI_Comm mpi; /* the MPI communicator of the group, always present; set-up code only */
     int size;
     int rank;
     /* 1 when operations are ordered on the compute stream (NCCL): callers then neither
@@ -53,18 +82,24 @@ typedef struct {
 
 /* Wraps an MPI communicator (not duplicated; the mesh owns it). */
 void comm_mpi_init(comm *c, MPI_Comm mpi_comm);
-void comm_mpi_free(comm *c);
 
 /* NCCL over the same group: the group root creates the unique id and broadcasts it over
  * c->mpi. stream is the backend's cudaStream_t passed as void *. Returns 0 on success. */
 int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream);
-void comm_nccl_free(comm *c);
+
+/* Frees whatever backend c holds (c->ops->free) and clears c; an unset comm is fine. */
+void comm_free(comm *c);
 
 size_t comm_type_size(comm_type type);
-/* The MPI datatype of a comm_type, and an element count checked to fit MPI's int counts; for
- * the MPI-based backends (comm_mpi.c, comm_staged.c). */
+/* The MPI datatype and op of a comm_type and comm_op, and an element count checked to fit
+ * MPI's int counts; for the MPI-based backends (comm_mpi.c, comm_staged.c, comm_nccl.c). */
 MPI_Datatype comm_type_mpi(comm_type type);
+MPI_Op comm_op_mpi(comm_op op);
 int comm_count_int(size_t count);
+/* The host-buffer operations over an MPI communicator, shared by every backend. */
+void comm_mpi_allgatherv(MPI_Comm group, void *recv, const void *send, const int *counts,
+                         const int *displs, comm_type type);
+void comm_mpi_allreduce_maxloc(MPI_Comm group, comm_maxloc_pair *pairs, size_t count);
 
 /* Short-hands so call sites read as one line. */
 static inline void comm_allreduce_sum(comm *c, float *buf, size_t count) {
@@ -79,6 +114,9 @@ static inline void comm_wait(comm *c, comm_req *req) {
 }
 static inline int comm_test(comm *c, comm_req *req) {
     return req->active ? c->ops->test(c->ctx, req) : 1;
+}
+static inline void comm_cancel(comm *c, comm_req *req) {
+    if (req->active) c->ops->cancel(c->ctx, req);
 }
 
 #ifdef __cplusplus

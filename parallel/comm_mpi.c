@@ -2,6 +2,7 @@
  * Progress of non-blocking collectives is driven by MPI_Test calls that the forward pass
  * makes between chunks (docs/design.md explains why not a progress thread). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/check.h"
 #include "parallel/comm.h"
@@ -11,6 +12,8 @@ size_t comm_type_size(comm_type type) {
     case COMM_FLOAT: return sizeof(float);
     case COMM_INT32: return sizeof(int);
     case COMM_BYTE: return 1;
+    case COMM_DOUBLE: return sizeof(double);
+    case COMM_INT64: return sizeof(int64_t);
     }
     return 1;
 }
@@ -20,9 +23,13 @@ MPI_Datatype comm_type_mpi(comm_type type) {
     case COMM_FLOAT: return MPI_FLOAT;
     case COMM_INT32: return MPI_INT;
     case COMM_BYTE: return MPI_BYTE;
+    case COMM_DOUBLE: return MPI_DOUBLE;
+    case COMM_INT64: return MPI_INT64_T;
     }
     return MPI_BYTE;
 }
+
+MPI_Op comm_op_mpi(comm_op op) { return op == COMM_OP_MAX ? MPI_MAX : MPI_SUM; }
 
 static MPI_Comm group(void *ctx) { return *(MPI_Comm *)ctx; }
 
@@ -32,15 +39,45 @@ int comm_count_int(size_t count) {
     return (int)count;
 }
 
-static void mpi_allreduce_sum(void *ctx, float *buf, size_t count) {
-    MPI_CHECK(
-        MPI_Allreduce(MPI_IN_PLACE, buf, comm_count_int(count), MPI_FLOAT, MPI_SUM, group(ctx)));
-}
 
 static void mpi_iallreduce_sum(void *ctx, float *buf, size_t count, comm_req *req) {
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, comm_count_int(count), MPI_FLOAT, MPI_SUM,
                              group(ctx), &req->mpi));
     req->active = 1;
+}
+
+static void mpi_allreduce(void *ctx, void *buf, size_t count, comm_type type, comm_op op) {
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, comm_count_int(count), comm_type_mpi(type),
+                            comm_op_mpi(op), group(ctx)));
+}
+
+static void mpi_allreduce_sum(void *ctx, float *buf, size_t count) {
+    mpi_allreduce(ctx, buf, count, COMM_FLOAT, COMM_OP_SUM);
+}
+
+void comm_mpi_allgatherv(MPI_Comm group, void *recv, const void *send, const int *counts,
+                         const int *displs, comm_type type) {
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(group, &rank));
+    MPI_CHECK(MPI_Allgatherv(send, counts[rank], comm_type_mpi(type), recv, counts, displs,
+                             comm_type_mpi(type), group));
+}
+
+/* MPI_MAXLOC breaks ties to the lowest index, as a single rank's argmax does. */
+void comm_mpi_allreduce_maxloc(MPI_Comm group, comm_maxloc_pair *pairs, size_t count) {
+    _Static_assert(sizeof(comm_maxloc_pair) == sizeof(float) + sizeof(int),
+                   "comm_maxloc_pair must match MPI_FLOAT_INT");
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs, comm_count_int(count), MPI_FLOAT_INT, MPI_MAXLOC,
+                            group));
+}
+
+static void mpi_allgatherv(void *ctx, void *recv, const void *send, const int *counts,
+                           const int *displs, comm_type type) {
+    comm_mpi_allgatherv(group(ctx), recv, send, counts, displs, type);
+}
+
+static void mpi_allreduce_maxloc(void *ctx, comm_maxloc_pair *pairs, size_t count) {
+    comm_mpi_allreduce_maxloc(group(ctx), pairs, count);
 }
 
 static void mpi_allgather(void *ctx, void *recv, const void *send, size_t count, comm_type type) {
@@ -78,18 +115,32 @@ static void mpi_wait(void *ctx, comm_req *req) {
     req->active = 0;
 }
 
+/* A cancelled receive still completes: waiting on it releases the request. */
+static void mpi_cancel(void *ctx, comm_req *req) {
+    MPI_CHECK(MPI_Cancel(&req->mpi));
+    MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
+    req->active = 0;
+}
+
 static void mpi_barrier(void *ctx) { MPI_CHECK(MPI_Barrier(group(ctx))); }
+
+static void mpi_free(void *ctx) { free(ctx); }
 
 static const comm_ops mpi_ops = {
     .name = "mpi",
+    .free = mpi_free,
     .allreduce_sum = mpi_allreduce_sum,
     .iallreduce_sum = mpi_iallreduce_sum,
+    .allreduce = mpi_allreduce,
     .allgather = mpi_allgather,
+    .allgatherv = mpi_allgatherv,
+    .allreduce_maxloc = mpi_allreduce_maxloc,
     .bcast = mpi_bcast,
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .test = mpi_test,
     .wait = mpi_wait,
+    .cancel = mpi_cancel,
     .barrier = mpi_barrier,
 };
 
@@ -104,8 +155,7 @@ void comm_mpi_init(comm *c, MPI_Comm mpi_comm) {
     MPI_CHECK(MPI_Comm_rank(mpi_comm, &c->rank));
 }
 
-void comm_mpi_free(comm *c) {
-    free(c->ctx);
-    c->ctx = NULL;
-    c->ops = NULL;
+void comm_free(comm *c) {
+    if (c->ops) c->ops->free(c->ctx);
+    memset(c, 0, sizeof *c);
 }

@@ -39,6 +39,8 @@ static ncclDataType_t nccl_type(comm_type type) {
     case COMM_FLOAT: return ncclFloat32;
     case COMM_INT32: return ncclInt32;
     case COMM_BYTE: return ncclUint8;
+    case COMM_DOUBLE: return ncclFloat64;
+    case COMM_INT64: return ncclInt64;
     }
     tripar_dief(__FILE__, __LINE__, "comm: nccl: unknown comm_type %d", (int)type);
 }
@@ -91,17 +93,36 @@ static int nccl_test(void *vctx, comm_req *req) {
     return 1;
 }
 
-static void nccl_iallreduce_sum(void *vctx, float *buf, size_t count, comm_req *req) {
-    nccl_ctx *ctx = (nccl_ctx *)vctx;
+static void nccl_iallreduce(nccl_ctx *ctx, void *buf, size_t count, comm_type type, comm_op op,
+                            comm_req *req) {
     lane_fork(ctx, &ctx->coll);
-    NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, ctx->nccl, ctx->coll.stream));
+    NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(type), op == COMM_OP_MAX ? ncclMax : ncclSum,
+                             ctx->nccl, ctx->coll.stream));
     lane_finish(&ctx->coll, req);
 }
 
-static void nccl_allreduce_sum(void *vctx, float *buf, size_t count) {
+static void nccl_iallreduce_sum(void *vctx, float *buf, size_t count, comm_req *req) {
+    nccl_iallreduce((nccl_ctx *)vctx, buf, count, COMM_FLOAT, COMM_OP_SUM, req);
+}
+
+static void nccl_allreduce(void *vctx, void *buf, size_t count, comm_type type, comm_op op) {
     comm_req req = {0};
-    nccl_iallreduce_sum(vctx, buf, count, &req);
+    nccl_iallreduce((nccl_ctx *)vctx, buf, count, type, op, &req);
     nccl_wait(vctx, &req);
+}
+
+static void nccl_allreduce_sum(void *vctx, float *buf, size_t count) {
+    nccl_allreduce(vctx, buf, count, COMM_FLOAT, COMM_OP_SUM);
+}
+
+/* Host buffers (the sampler's): plain MPI over the same group. */
+static void nccl_allgatherv(void *vctx, void *recv, const void *send, const int *counts,
+                            const int *displs, comm_type type) {
+    comm_mpi_allgatherv(((nccl_ctx *)vctx)->mpi, recv, send, counts, displs, type);
+}
+
+static void nccl_allreduce_maxloc(void *vctx, comm_maxloc_pair *pairs, size_t count) {
+    comm_mpi_allreduce_maxloc(((nccl_ctx *)vctx)->mpi, pairs, count);
 }
 
 static void nccl_allgather(void *vctx, void *recv, const void *send, size_t count,
@@ -147,6 +168,15 @@ static void nccl_irecv(void *vctx, void *buf, size_t count, comm_type type, int 
     lane_finish(&ctx->p2p, req);
 }
 
+/* Work enqueued on a stream cannot be withdrawn: the engine enqueues a receive only right
+ * before it waits on it, so none is ever pending when a run stops. */
+static void nccl_cancel(void *vctx, comm_req *req) {
+    (void)vctx;
+    (void)req;
+    tripar_dief(__FILE__, __LINE__, "comm: nccl: a receive already enqueued on the stream cannot "
+                "be cancelled");
+}
+
 /* A host barrier: everything this rank queued is finished, then the group meets. */
 static void nccl_barrier(void *vctx) {
     nccl_ctx *ctx = (nccl_ctx *)vctx;
@@ -156,16 +186,31 @@ static void nccl_barrier(void *vctx) {
     MPI_CHECK(MPI_Barrier(ctx->mpi));
 }
 
+static void nccl_free(void *vctx) {
+    nccl_ctx *ctx = vctx;
+    if (!ctx) return;
+    lane_free(&ctx->coll);
+    lane_free(&ctx->p2p);
+    CUDA_CHECK(cudaEventDestroy(ctx->ready));
+    NCCL_CHECK(ncclCommDestroy(ctx->nccl));
+    free(ctx);
+}
+
 static const comm_ops nccl_ops = {
     .name = "nccl",
+    .free = nccl_free,
     .allreduce_sum = nccl_allreduce_sum,
     .iallreduce_sum = nccl_iallreduce_sum,
+    .allreduce = nccl_allreduce,
     .allgather = nccl_allgather,
+    .allgatherv = nccl_allgatherv,
+    .allreduce_maxloc = nccl_allreduce_maxloc,
     .bcast = nccl_bcast,
     .isend = nccl_isend,
     .irecv = nccl_irecv,
     .test = nccl_test,
     .wait = nccl_wait,
+    .cancel = nccl_cancel,
     .barrier = nccl_barrier,
 };
 
@@ -194,16 +239,4 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
     c->ctx = ctx;
     c->stream_ordered = 1; /* queued on the compute stream's order: no host sync needed */
     return 0;
-}
-
-void comm_nccl_free(comm *c) {
-    nccl_ctx *ctx = c->ctx;
-    if (!ctx) return;
-    lane_free(&ctx->coll);
-    lane_free(&ctx->p2p);
-    CUDA_CHECK(cudaEventDestroy(ctx->ready));
-    NCCL_CHECK(ncclCommDestroy(ctx->nccl));
-    free(ctx);
-    c->ctx = NULL;
-    c->ops = NULL;
 }

@@ -9,5 +9,3 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
     error_set("backend.comm: nccl: this tripar was built without CUDA/NCCL");
     return -1;
 }
-
-void comm_nccl_free(comm *c) { (void)c; }

@@ -1,6 +1,7 @@
-/* Comm backend selection per job (see comm_setup.h and docs/cuda.md, "Communication"):
- * cpu -> MPI; cuda -> NCCL, or MPI staged through pinned host memory when a GPU is shared or
- * backend.comm is mpi. Tokens between stages are host data and always take plain MPI. */
+/* Comm backend selection per run (see comm_setup.h and docs/cuda.md, "Communication"):
+ * host-memory backends -> MPI; device backends -> NCCL, or MPI staged through pinned host
+ * memory when a GPU is shared or backend.comm is mpi. Tokens between stages, the stop vote and
+ * the sampler's exchanges are host data and always take plain MPI. */
 #include "parallel/comm_setup.h"
 
 #include <stdio.h>
@@ -20,23 +21,11 @@ static int staged_forced(void) {
     return v && !strcmp(v, "1");
 }
 
-/* The largest message the engine sends over TP or PP: a micro-batch prefill's activations,
- * (mb_max * prompt_len, embd) floats, where mb_max is the largest micro-batch of the largest
- * replica. */
-static size_t largest_message(const job *j, int *n_micro) {
-    int batch_local = (j->batch + j->dp - 1) / j->dp;
-    int micro = j->microbatches < batch_local ? j->microbatches : batch_local;
-    if (micro < 1) micro = 1;
-    int mb_max = (batch_local + micro - 1) / micro;
-    *n_micro = micro;
-    return (size_t)mb_max * (size_t)j->prompt_len * (size_t)j->embd * sizeof(float);
-}
-
 /* One tiny message along the pipeline and one all-reduce over TP, right after NCCL init: NCCL
  * connects peers lazily at their first operation, and doing that here keeps it out of the
  * first prefill's timings and out of any CUDA-graph capture. Receive-then-send per stage
  * cannot deadlock: stage 0 only sends. */
-static void nccl_warm_up(mesh *m, const backend *be) {
+static void warm_up_stream_ordered(mesh *m, const backend *be) {
     float *buf = be->ops->alloc(be->ctx, 2 * sizeof(float));
     comm *tp = &m->axis[AXIS_TP], *pp = &m->axis[AXIS_PP];
     comm_allreduce_sum(tp, buf, 1);
@@ -56,78 +45,102 @@ static void nccl_warm_up(mesh *m, const backend *be) {
     be->ops->release(be->ctx, buf);
 }
 
-int comm_setup(mesh *m, const job *j, const backend *be) {
-    // the engine sends nothing on backend buffers over DP; tokens are host data
-    comm_mpi_init(&m->axis[AXIS_DP], m->axis_mpi[AXIS_DP]);
-    comm_mpi_init(&m->pp_host, m->axis_mpi[AXIS_PP]);
-    const int cuda = j->backend == BACKEND_CUDA, forced = staged_forced();
-    if (!cuda && !forced) {
-        for (size_t a = 0; a < sizeof device_axes / sizeof device_axes[0]; a++)
-            comm_mpi_init(&m->axis[device_axes[a]], m->axis_mpi[device_axes[a]]);
-        return 0;
-    }
+/* The comm backends a device axis can take, selected by name through this table. Each init
+ * gets the group, the compute backend and the plan; it returns 0, or -1 with error_message(). */
+typedef int (*comm_init_fn)(comm *c, MPI_Comm group, const backend *be, const comm_plan *plan);
 
-    const int shared = cuda ? device_shared(m) : 0;
-    int nccl = 0;
-    switch (j->comm) {
-    case COMM_NCCL:
-        if (shared) {
-            error_set("%s:%d: backend.comm: nccl needs one GPU per rank, but ranks of one node "
+static int init_mpi(comm *c, MPI_Comm group, const backend *be, const comm_plan *plan) {
+    comm_mpi_init(c, group);
+    return 0;
+}
+
+static int init_nccl(comm *c, MPI_Comm group, const backend *be, const comm_plan *plan) {
+    return comm_nccl_init(c, group, backend_cuda_stream(be));
+}
+
+/* The pipeline holds per micro-batch one receive and up to two sends in flight (the engine's
+ * ping-pong buffers); TP all-reduces complete at once and use the one synchronous buffer. */
+static int init_staged_tp(comm *c, MPI_Comm group, const backend *be, const comm_plan *plan) {
+    comm_staged_init(c, group, be, plan->max_message_bytes, 0);
+    return 0;
+}
+
+static int init_staged_pp(comm *c, MPI_Comm group, const backend *be, const comm_plan *plan) {
+    comm_staged_init(c, group, be, plan->max_message_bytes, 3 * plan->microbatches);
+    return 0;
+}
+
+enum { COMM_BACKEND_MPI = 0, COMM_BACKEND_NCCL, COMM_BACKEND_STAGED };
+
+static const struct {
+    const char *description;       /* for the start-up line; NULL: say nothing (host memory) */
+    comm_init_fn init[AXIS_COUNT]; /* per device axis (TP, PP) */
+} comm_backends[] = {
+    [COMM_BACKEND_MPI] = {NULL, {[AXIS_TP] = init_mpi, [AXIS_PP] = init_mpi}},
+    [COMM_BACKEND_NCCL] = {"nccl", {[AXIS_TP] = init_nccl, [AXIS_PP] = init_nccl}},
+    [COMM_BACKEND_STAGED] = {"mpi-staged (through pinned host memory)",
+                             {[AXIS_TP] = init_staged_tp, [AXIS_PP] = init_staged_pp}},
+};
+
+/* Which backend the device axes take. Host-memory compute backends always use MPI (unless the
+ * staged test hook asks otherwise); device backends use NCCL when every rank has its own GPU,
+ * else MPI staged through host memory. Returns -1 with error_message() set when the user's
+ * choice cannot work. */
+static int choose_device_comm(const mesh *m, const comm_plan *plan, const backend *be,
+                              int *shared) {
+    const int device_memory = backend_cuda_stream(be) != NULL;
+    *shared = 0;
+    if (staged_forced()) return COMM_BACKEND_STAGED;
+    if (!device_memory) return COMM_BACKEND_MPI;
+    *shared = device_shared(m);
+    switch (plan->choice) {
+    case COMM_CHOICE_NCCL:
+        if (*shared) {
+            error_set("%s: backend.comm: nccl needs one GPU per rank, but ranks of one node "
                       "share a GPU (more ranks per node than visible devices, or backend.device "
                       "pins several ranks to one); launch one rank per GPU, or use "
                       "backend.comm: mpi (or auto), which stages through host memory",
-                      j->source, job_key_line(j, "backend.comm"));
+                      plan->choice_origin);
+            return -1;
+        }
+        return COMM_BACKEND_NCCL;
+    case COMM_CHOICE_MPI: return COMM_BACKEND_STAGED;
+    case COMM_CHOICE_AUTO: break;
+    }
+    return *shared ? COMM_BACKEND_STAGED : COMM_BACKEND_NCCL;
+}
+
+int comm_setup(mesh *m, const comm_plan *plan, const backend *be) {
+    // the engine sends nothing on backend buffers over DP; tokens and votes are host data
+    comm_mpi_init(&m->axis[AXIS_DP], m->axis_mpi[AXIS_DP]);
+    comm_mpi_init(&m->pp_host, m->axis_mpi[AXIS_PP]);
+    comm_mpi_init(&m->world_host, m->world);
+    int shared = 0;
+    const int chosen = choose_device_comm(m, plan, be, &shared);
+    if (chosen < 0) {
+        comm_teardown(m);
+        return -1;
+    }
+    for (size_t a = 0; a < sizeof device_axes / sizeof device_axes[0]; a++) {
+        const int axis = device_axes[a];
+        if (comm_backends[chosen].init[axis](&m->axis[axis], m->axis_mpi[axis], be, plan) != 0) {
             comm_teardown(m);
             return -1;
         }
-        nccl = 1;
-        break;
-    case COMM_MPI: nccl = 0; break;
-    case COMM_AUTO: nccl = !shared; break;
     }
-    nccl &= cuda && !forced;
-
-    int n_micro = 1;
-    const size_t max_bytes = largest_message(j, &n_micro);
-    for (size_t a = 0; a < sizeof device_axes / sizeof device_axes[0]; a++) {
-        const int axis = device_axes[a];
-        if (nccl) {
-            if (comm_nccl_init(&m->axis[axis], m->axis_mpi[axis], backend_cuda_stream(be)) != 0) {
-                comm_teardown(m);
-                return -1;
-            }
-        } else {
-            /* TP all-reduces complete at once (one buffer); the pipeline holds per micro-batch
-             * one receive and up to two sends in flight (generate.c's ping-pong buffers) */
-            int slots = axis == AXIS_PP ? 3 * n_micro : 0;
-            comm_staged_init(&m->axis[axis], m->axis_mpi[axis], be, max_bytes, slots);
-        }
-    }
-    if (nccl) nccl_warm_up(m, be);
+    if (!comm_backends[chosen].description) return 0; /* host memory: nothing to warm up */
+    if (m->axis[AXIS_TP].stream_ordered) warm_up_stream_ordered(m, be);
     if (m->world_rank == 0)
         fprintf(stderr, "tripar: comm: tp and pp over %s (backend.comm %s%s)\n",
-                nccl ? "nccl" : "mpi-staged (through pinned host memory)",
-                forced ? "overridden by TRIPAR_COMM_STAGED=1" : comm_kind_name(j->comm),
+                comm_backends[chosen].description,
+                staged_forced() ? "overridden by TRIPAR_COMM_STAGED=1" : plan->choice_name,
                 shared ? ", a GPU is shared" : "");
     return 0;
 }
 
 void comm_teardown(mesh *m) {
-    for (int a = 0; a < AXIS_COUNT; a++) {
-        comm *c = &m->axis[a];
-        if (!c->ops) continue;
-        if (!strcmp(c->ops->name, "nccl")) comm_nccl_free(c);
-        else if (!strcmp(c->ops->name, "mpi-staged")) {
-            /* sized from the job at start-up, so growing means a message nobody planned for */
-            if (comm_staged_grows(c) > 0)
-                fprintf(stderr, "tripar: warning: [rank %d] mpi-staged comm on axis %d allocated "
-                                "%ld staging buffers after start-up\n",
-                        m->world_rank, a, comm_staged_grows(c));
-            comm_staged_free(c);
-        }
-        else comm_mpi_free(c);
-        memset(c, 0, sizeof *c);
-    }
-    if (m->pp_host.ops) comm_mpi_free(&m->pp_host);
-    memset(&m->pp_host, 0, sizeof m->pp_host);
+    for (int a = 0; a < AXIS_COUNT; a++)
+        comm_free(&m->axis[a]);
+    comm_free(&m->pp_host);
+    comm_free(&m->world_host);
 }

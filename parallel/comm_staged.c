@@ -2,6 +2,7 @@
  * MPI (no CUDA-aware build, several ranks sharing one GPU) can serve the CUDA backend. Every
  * operation synchronises the compute stream first, so it is host-blocking, not stream-ordered. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,14 +90,18 @@ static void to_device(staged_ctx *ctx, void *dst, const void *src, size_t bytes)
 
 /* The backend's copies wait for the compute stream, so the data is what the kernels queued
  * before this call wrote; the copy back completes before it returns. */
-static void staged_allreduce_sum(void *vctx, float *buf, size_t count) {
+static void staged_allreduce(void *vctx, void *buf, size_t count, comm_type type, comm_op op) {
     staged_ctx *ctx = vctx;
-    size_t bytes = count * sizeof(float);
+    size_t bytes = count * comm_type_size(type);
     slot_reserve(ctx, &ctx->sync, bytes, 1);
     to_host(ctx, ctx->sync.host, buf, bytes);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ctx->sync.host, comm_count_int(count), MPI_FLOAT, MPI_SUM,
-                            ctx->mpi));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ctx->sync.host, comm_count_int(count),
+                            comm_type_mpi(type), comm_op_mpi(op), ctx->mpi));
     to_device(ctx, buf, ctx->sync.host, bytes);
+}
+
+static void staged_allreduce_sum(void *vctx, float *buf, size_t count) {
+    staged_allreduce(vctx, buf, count, COMM_FLOAT, COMM_OP_SUM);
 }
 
 /* Completes before returning (req stays inactive): a host-staged all-reduce cannot overlap the
@@ -116,6 +121,16 @@ static void staged_allgather(void *vctx, void *recv, const void *send, size_t co
     MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, comm_count_int(count),
                             comm_type_mpi(type), ctx->mpi));
     to_device(ctx, recv, host, bytes * (size_t)ctx->size);
+}
+
+/* Host buffers: nothing to stage. */
+static void staged_allgatherv(void *vctx, void *recv, const void *send, const int *counts,
+                              const int *displs, comm_type type) {
+    comm_mpi_allgatherv(((staged_ctx *)vctx)->mpi, recv, send, counts, displs, type);
+}
+
+static void staged_allreduce_maxloc(void *vctx, comm_maxloc_pair *pairs, size_t count) {
+    comm_mpi_allreduce_maxloc(((staged_ctx *)vctx)->mpi, pairs, count);
 }
 
 static void staged_bcast(void *vctx, void *buf, size_t count, comm_type type, int root) {
@@ -142,8 +157,8 @@ static void staged_isend(void *vctx, const void *buf, size_t count, comm_type ty
     req->active = 1;
 }
 
-/* The message lands in the slot; completion (test or wait) copies it into buf. A receive
- * cancelled through req->mpi (a stop signal) keeps its slot: the run is ending. */
+/* The message lands in the slot; completion (test or wait) copies it into buf, and cancel
+ * releases the slot without copying. */
 static void staged_irecv(void *vctx, void *buf, size_t count, comm_type type, int peer, int tag,
                          comm_req *req) {
     staged_ctx *ctx = vctx;
@@ -177,22 +192,49 @@ static void staged_wait(void *vctx, comm_req *req) {
     staged_complete(vctx, req);
 }
 
+static void staged_cancel(void *vctx, comm_req *req) {
+    MPI_CHECK(MPI_Cancel(&req->mpi));
+    MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
+    slot_of(vctx, req)->device = NULL; /* nothing arrived: copy nothing back */
+    staged_complete(vctx, req);
+}
+
 static void staged_barrier(void *vctx) {
     staged_ctx *ctx = vctx;
     ctx->be->ops->synchronize(ctx->be->ctx);
     MPI_CHECK(MPI_Barrier(ctx->mpi));
 }
 
+/* Staging buffers are sized from the job at start-up, so one allocated later means a message
+ * nobody planned for: worth a warning, not a failure. */
+static void staged_free(void *vctx) {
+    staged_ctx *ctx = vctx;
+    if (!ctx) return;
+    if (ctx->grows > 0)
+        fprintf(stderr, "tripar: warning: [rank %d] mpi-staged comm allocated %ld staging "
+                        "buffers after start-up\n", tripar_world_rank(), ctx->grows);
+    for (int i = 0; i < ctx->n_slots; i++)
+        host_free(ctx, ctx->slots[i].host);
+    free(ctx->slots);
+    host_free(ctx, ctx->sync.host);
+    free(ctx);
+}
+
 static const comm_ops staged_ops = {
     .name = "mpi-staged",
+    .free = staged_free,
     .allreduce_sum = staged_allreduce_sum,
     .iallreduce_sum = staged_iallreduce_sum,
+    .allreduce = staged_allreduce,
     .allgather = staged_allgather,
+    .allgatherv = staged_allgatherv,
+    .allreduce_maxloc = staged_allreduce_maxloc,
     .bcast = staged_bcast,
     .isend = staged_isend,
     .irecv = staged_irecv,
     .test = staged_test,
     .wait = staged_wait,
+    .cancel = staged_cancel,
     .barrier = staged_barrier,
 };
 
@@ -217,20 +259,4 @@ void comm_staged_init(comm *c, MPI_Comm mpi_comm, const backend *be, size_t max_
     c->size = ctx->size;
     c->rank = ctx->rank;
     c->stream_ordered = 0;
-}
-
-long comm_staged_grows(const comm *c) {
-    return c->ops == &staged_ops ? ((const staged_ctx *)c->ctx)->grows : 0;
-}
-
-void comm_staged_free(comm *c) {
-    staged_ctx *ctx = c->ctx;
-    if (!ctx) return;
-    for (int i = 0; i < ctx->n_slots; i++)
-        host_free(ctx, ctx->slots[i].host);
-    free(ctx->slots);
-    host_free(ctx, ctx->sync.host);
-    free(ctx);
-    c->ctx = NULL;
-    c->ops = NULL;
 }

@@ -120,11 +120,16 @@ void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *orde
 void mesh_attach_mpi(mesh *m) {
     for (int a = 0; a < AXIS_COUNT; a++)
         comm_mpi_init(&m->axis[a], m->axis_mpi[a]);
+    comm_mpi_init(&m->world_host, m->world);
 }
 
+/* Frees the comms still attached (comm_teardown frees them earlier when the backend goes first)
+ * and the communicators. */
 void mesh_free(mesh *m) {
+    comm_free(&m->pp_host);
+    comm_free(&m->world_host);
     for (int a = 0; a < AXIS_COUNT; a++) {
-        if (m->axis[a].ops && strcmp(m->axis[a].ops->name, "mpi") == 0) comm_mpi_free(&m->axis[a]);
+        comm_free(&m->axis[a]);
         if (m->axis_mpi[a] != MPI_COMM_NULL && m->axis_mpi[a]) MPI_Comm_free(&m->axis_mpi[a]);
     }
     if (m->node_mpi != MPI_COMM_NULL && m->node_mpi) MPI_Comm_free(&m->node_mpi);

@@ -31,6 +31,8 @@ typedef struct {
     comm axis[AXIS_COUNT];         /* the comm backend over each axis communicator */
     comm pp_host;                  /* MPI over axis_mpi[AXIS_PP] for host buffers (pipeline
                                       tokens); set by comm_setup, unset (ops NULL) otherwise */
+    comm world_host;               /* MPI over world for host buffers (the stop vote, the
+                                      arrival stream's decisions) */
 } mesh;
 
 #define MESH_TP(m) ((m)->size[AXIS_TP])
@@ -51,7 +53,8 @@ void mesh_coords_of(const int size[AXIS_COUNT], const int order[AXIS_COUNT], int
 int mesh_validate(int world_size, int dp, int tp, int pp, const char *order);
 
 /* Builds the mesh over world: coordinates, node info and the MPI axis communicators.
- * Comm backends are attached separately (mesh_attach_mpi / NCCL in the cuda path). */
+ * Comm backends are attached separately: comm_setup (parallel/comm_setup.h) for a run, or
+ * mesh_attach_mpi (MPI on every axis and world_host) for tests and tools. */
 void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order);
 void mesh_attach_mpi(mesh *m);
 void mesh_free(mesh *m);

@@ -3,6 +3,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "base/check.h"
 
 double stats_percentile(const double *sorted, long n, double q) {
     if (n <= 0) return NAN;
@@ -22,6 +25,16 @@ static int compare_double(const void *a, const void *b) {
 
 void stats_sort(double *values, long n) {
     if (n > 1) qsort(values, (size_t)n, sizeof(double), compare_double);
+}
+
+double stats_percentile_of(const double *values, long n, double q) {
+    if (n <= 0) return NAN;
+    double *sorted = xmalloc((size_t)n * sizeof(double));
+    memcpy(sorted, values, (size_t)n * sizeof(double));
+    stats_sort(sorted, n);
+    double v = stats_percentile(sorted, n, q);
+    free(sorted);
+    return v;
 }
 
 double stats_mean(const double *values, long n) {

@@ -9,6 +9,9 @@ extern "C" {
  * closest ranks (numpy.percentile's default "linear" method). NAN when n == 0. */
 double stats_percentile(const double *sorted, long n, double q);
 
+/* The same of n samples in any order (copied, not modified). */
+double stats_percentile_of(const double *values, long n, double q);
+
 /* Sorts values ascending in place. */
 void stats_sort(double *values, long n);
 

@@ -435,7 +435,7 @@ int commbench_main(int argc, char **argv) {
     free(rows);
     free(send);
     free(recv);
-    comm_mpi_free(&world_comm);
+    comm_free(&world_comm);
     mesh_free(&m);
     if (!write_ok) return TRIPAR_EXIT_USAGE;
     return wrong_total ? TRIPAR_EXIT_RUNTIME : TRIPAR_EXIT_OK;

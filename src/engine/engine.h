@@ -1,22 +1,84 @@
 /* The generation engine of one rank: its model shard, its activation arena and KV cache, and
- * the pipeline schedule that runs prefill and decode over micro-batches. */
+ * the pipeline schedule that runs prefill and decode over micro-batches. The engine computes:
+ * it opens no file and calls MPI only through comm_ops. What the caller must do mid-run
+ * (flushing timings) it does in the step callback; what it records afterwards (tokens,
+ * activations) it reads from the engine's host buffers. */
 #pragma once
 #include <signal.h>
 #include <stdint.h>
 
-#include "job/job.h"
-#include "parallel/mesh.h"
-#include "model/model.h"
 #include "metrics/timing.h"
+#include "model/model.h"
+#include "parallel/mesh.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define ENGINE_MAX_MICRO 64
+#define ENGINE_MAX_CHUNKS 64
+
+/* Called after every step (prefill = step 0, then each decode step) of a generation, on every
+ * rank, before the ranks vote on stopping. */
+typedef void (*engine_step_fn)(void *user, int step);
+
+/* Everything the engine needs to know of a run. Pointers are borrowed and must outlive it. */
+typedef struct {
+    /* what runs, and where */
+    model *model;
+    const backend *be;
+    const mesh *mesh;    /* coordinates and world rank; comms are passed below */
+    timer *tm;
+    comm *tp, *pp;       /* backend buffers: the forward pass's collectives and stage messages */
+    comm *pp_host;       /* host buffers over the PP axis (tokens from the last stage) */
+    comm *world;         /* host buffers over every rank (the stop vote, the arrival stream) */
+
+    /* the batch: global prompts, split over the dp replicas by the engine */
+    const int32_t *prompts; /* (batch, prompt_len) */
+    int batch, prompt_len, new_tokens;
+
+    /* the schedule */
+    int microbatches;
+    int overlap, chunks;    /* TP all-reduces in `chunks` pieces overlapped with compute */
+    kv_cache_kind kv_cache;
+    int kv_block;           /* positions per KV block when paged */
+    int cuda_graphs;        /* replay decode steps from captured graphs when the backend can */
+
+    /* sampling */
+    sampling_kind sampling;
+    float temperature;
+    int top_k;
+    uint64_t sample_seed;
+
+    /* what to capture: activation point names ("embed", "layer.3.mlp", "all", ...) */
+    const char *const *activations;
+    int n_activations;
+
+    /* the caller's hooks */
+    engine_step_fn on_step;
+    void *on_step_user;
+    volatile sig_atomic_t *stop_flag; /* polled between steps; NULL: never stop early */
+} engine_config;
+
+/* Points the comm fields of cfg at the mesh's comms (the ones comm_setup or mesh_attach_mpi
+ * attached). */
+void engine_config_use_mesh(engine_config *cfg, mesh *m);
+
+/* How a replica's sequences split into micro-batches: at most `microbatches`, balanced. The one
+ * rule every user of the split shares (the engine, the comm plan, --dry-run's memory plan). */
+typedef struct {
+    int n_micro;
+    int begin[ENGINE_MAX_MICRO], size[ENGINE_MAX_MICRO];
+    int max_size;
+} microbatch_split;
+
+void microbatch_split_init(microbatch_split *s, int sequences, int microbatches);
+/* The sequences of the largest of dp replicas (the last: balanced splits put the remainder
+ * there). */
+int replica_sequences_max(int batch, int dp);
 
 /* Where one recorded activation point lands: a host staging tensor holding this rank's
- * block of the global tensor, written to the run file after generation. */
+ * block of the global tensor, which the caller writes out after generation. */
 typedef struct {
     char name[48];
     int layer;          /* -1 for embed/final/logits */
@@ -30,23 +92,24 @@ typedef struct {
 
 enum { ACT_EMBED = 0, ACT_ATTN, ACT_MLP, ACT_FINAL, ACT_LOGITS };
 
+/* 1 when name is an activation point of a model with `layers` layers ("all" included). */
+int activation_name_valid(const char *name, int layers);
+
 typedef struct {
-    const job *j;
+    engine_config cfg;
     model *m;
     const backend *be;
-    mesh *mesh;
     timer *tm;
-    comm *tp, *pp, *dp;
+    comm *tp, *pp, *pp_host, *world;
 
     /* this replica's share of the batch */
     int batch_local, seq_global_begin;
-    int n_micro;
-    int mb_begin[ENGINE_MAX_MICRO], mb_size[ENGINE_MAX_MICRO];
-    int mb_max;
+    microbatch_split split; /* of the active sequences (engine_set_active) */
+    int mb_max;             /* largest micro-batch of the whole share: sizes the arena */
     int prompt_len, new_tokens, total_len, kv_capacity;
     int chunks;
 
-    /* arena (backend memory), sized for the largest micro-batch prefill */
+    /* arena (backend memory), sized for the largest micro-batch prefill (engine.c's table) */
     void *arena;
     size_t arena_bytes;
     float *stage_buf[ENGINE_MAX_MICRO][2]; // (mb_max * T, C) ping-pong per micro-batch
@@ -64,6 +127,7 @@ typedef struct {
     float *kv_k, *kv_v;     // contiguous: (L, batch, H, cap, hd); paged: (L, blocks, H, blk, hd)
     int32_t *block_table;   // (batch, blocks_per_seq) paged only
     int blocks_per_seq;
+    size_t kv_layer_elems;  // one layer's share of kv_k / kv_v
     int head_rows_max;
 
     /* host state */
@@ -74,26 +138,23 @@ typedef struct {
     float *logits_shard_host; /* (mb_max, V_local) */
     float *sample_scratch;  /* (vocab) top-k selection */
     int *vocab_counts, *vocab_displs; /* (tp) */
-    float *maxloc_host;     /* (mb_max) pairs for MAXLOC */
+    comm_maxloc_pair *maxloc_host;    /* (mb_max) */
     int32_t *tok_send[ENGINE_MAX_MICRO], *tok_recv[ENGINE_MAX_MICRO];
-    comm_req send_req[ENGINE_MAX_MICRO], recv_req[ENGINE_MAX_MICRO];
+    comm_req send_req[ENGINE_MAX_MICRO][2], recv_req[ENGINE_MAX_MICRO];
     comm_req tok_send_req[ENGINE_MAX_MICRO], tok_recv_req[ENGINE_MAX_MICRO];
     float *deferred_recv[ENGINE_MAX_MICRO]; /* stream-ordered receives not yet enqueued */
     size_t deferred_count[ENGINE_MAX_MICRO];
-    comm_req chunk_req[64];
+    comm_req chunk_req[ENGINE_MAX_CHUNKS];
 
     activation_point *points;
     int n_points;
     int capture;            /* record activations during this prefill */
 
-    /* run file for periodic timing flushes, and the signal flag polled between steps */
-    struct runfile *rf;
-    const struct tokenizer *tok; /* decodes /output/text when the checkpoint has one */
-    volatile sig_atomic_t *stop_flag;
-    int stop_local, stop_global;
-    MPI_Request stop_req;
+    /* the stop vote: a non-blocking sum over the world of each rank's stop flag */
+    float stop_vote;
+    comm_req stop_req;
 
-    /* CUDA-graph executables of decode steps (graph.c); NULL until the first capture */
+    /* CUDA-graph executables of decode steps (graph_replay.c); NULL until the first capture */
     struct graph_cache *graphs;
 
     /* per-iteration results on this rank */
@@ -102,8 +163,14 @@ typedef struct {
 
 /* Collective over the world. Allocates the arena and KV cache once; nothing is allocated
  * after this returns. */
-void engine_init(engine *e, const job *j, model *m, const backend *be, mesh *mesh, timer *tm);
+void engine_init(engine *e, const engine_config *cfg);
+/* Frees everything, the captured graphs included (call before the backend is freed). */
 void engine_free(engine *e);
+
+/* Bytes of the arena a rank at these coordinates would allocate, activations and KV cache
+ * apart: the same size table engine_init carves, for --dry-run's memory plan. */
+void engine_arena_plan(const engine_config *cfg, const shard_geom *g, const model_config *mc,
+                       int dp, int dp_rank, size_t *activation_bytes, size_t *kv_bytes);
 
 /* One full generation (prefill + decode) of this replica's prompts. iteration tags the timing
  * events; capture records the requested activations. Returns 1 when every rank agreed to stop
@@ -121,22 +188,12 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
  * the same value. */
 void engine_set_active(engine *e, int global_active);
 
-/* The stage forward as the schedule runs it: engine_stage_forward directly, or on the CUDA
- * backend with backend.cuda_graphs a decode step replayed from a captured graph (graph.c). */
+/* The stage forward as the schedule runs it: engine_stage_forward directly, or, when the
+ * backend can capture graphs and the run asks for them, a decode step replayed from a captured
+ * graph (graph_replay.c). */
 void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int pos0);
-/* Destroys the captured graphs (call before engine_free and before the backend is freed). */
+/* Destroys the captured graphs (engine_free calls it). */
 void engine_graphs_free(engine *e);
-
-/* The comm for host-side pipeline messages (tokens sent from the last stage to the first):
- * plain MPI over the PP axis even when e->pp is NCCL or staged, which take backend buffers.
- * Meshes set up without comm_setup (tests: MPI only) use pp itself. */
-static inline comm *engine_pp_host(engine *e) {
-    return e->mesh->pp_host.ops ? &e->mesh->pp_host : e->pp;
-}
-
-/* Writes outputs and activations to the run file (collective). */
-struct runfile;
-void engine_write_outputs(engine *e, struct runfile *rf);
 
 #ifdef __cplusplus
 }

@@ -20,8 +20,8 @@ static void capture_point(engine *e, int kind, int layer, const float *x, int mb
     for (int p = 0; p < e->n_points; p++) {
         activation_point *pt = &e->points[p];
         if (pt->kind != kind || pt->layer != layer || !pt->held) continue;
-        size_t offset = (size_t)e->mb_begin[mb] * e->prompt_len * width;
-        size_t bytes = (size_t)e->mb_size[mb] * e->prompt_len * width * sizeof(float);
+        size_t offset = (size_t)e->split.begin[mb] * e->prompt_len * width;
+        size_t bytes = (size_t)e->split.size[mb] * e->prompt_len * width * sizeof(float);
         e->be->ops->copy_to_host(e->be->ctx, pt->host + offset, x, bytes);
     }
 }
@@ -39,14 +39,14 @@ static void tp_allreduce_blocking(engine *e, float *buf, size_t count, int step,
 }
 
 /* A row-parallel product followed by its all-reduce. With overlap on, the rows are cut into
- * pieces and piece i's all-reduce is in flight while piece i+1 multiplies; MPI_Test between
- * pieces drives progress. The bias is added by TP rank 0 only, so it is counted once. */
+ * pieces and piece i's all-reduce is in flight while piece i+1 multiplies; testing the earlier
+ * pieces between products drives their progress. The bias is added by TP rank 0 only, so it is counted once. */
 static void row_parallel_allreduce(engine *e, float *out, const float *in, weight_view w,
                                    const float *bias, int rows, int in_dim, int out_dim,
                                    phase gemm_phase, int step, int mb, int layer) {
     const backend_ops *ops = e->be->ops;
     const float *bias_once = e->tp->rank == 0 ? bias : NULL;
-    int pieces = (e->j->overlap && e->tp->size > 1) ? e->chunks : 1;
+    int pieces = (e->cfg.overlap && e->tp->size > 1) ? e->chunks : 1;
     if (pieces > rows) pieces = rows;
     if (pieces <= 1) {
         int ev = timer_begin(e->tm, gemm_phase, step, mb, layer);
@@ -55,7 +55,7 @@ static void row_parallel_allreduce(engine *e, float *out, const float *in, weigh
         tp_allreduce_blocking(e, out, (size_t)rows * out_dim, step, mb, layer);
         return;
     }
-    double started[64], finished[64];
+    double started[ENGINE_MAX_CHUNKS], finished[ENGINE_MAX_CHUNKS];
     for (int i = 0; i < pieces; i++) {
         int r0 = split_begin(rows, pieces, i), rn = split_count(rows, pieces, i);
         int ev = timer_begin(e->tm, gemm_phase, step, mb, layer);
@@ -102,7 +102,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
     const weights *w = &m->w;
     const backend_ops *ops = e->be->ops;
     void *ctx = e->be->ctx;
-    const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local, nb = e->mb_size[mb];
+    const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local, nb = e->split.size[mb];
     const int rows = nb * n_new;
     const float eps = m->cfg.ln_eps;
     const int pre_norm = m->cfg.norm == NORM_PRE;
@@ -125,14 +125,10 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         const float *fc1_b = w->fc1_b + (size_t)l * M, *fc2_b = w->fc2_b + (size_t)l * C;
         const float *ln1_g = w->ln1_g + (size_t)l * C, *ln1_b = w->ln1_b + (size_t)l * C;
         const float *ln2_g = w->ln2_g + (size_t)l * C, *ln2_b = w->ln2_b + (size_t)l * C;
-        size_t kv_layer = (size_t)(e->j->kv_cache == KV_PAGED
-                                       ? e->batch_local * e->blocks_per_seq * e->j->kv_block
-                                       : e->batch_local * e->kv_capacity) *
-                          g->n_heads * g->head_dim;
-        kv_view cache = {.k = e->kv_k + l * kv_layer,
-                         .v = e->kv_v + l * kv_layer,
+        kv_view cache = {.k = e->kv_k + l * e->kv_layer_elems,
+                         .v = e->kv_v + l * e->kv_layer_elems,
                          .block_table = e->block_table,
-                         .block_size = e->j->kv_block,
+                         .block_size = e->cfg.kv_block,
                          .blocks_per_seq = e->blocks_per_seq,
                          .max_ctx = e->kv_capacity,
                          .heads = g->n_heads,
@@ -145,7 +141,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         timer_end(e->tm, ev);
 
         ev = timer_begin(e->tm, PHASE_ATTENTION, step, mb, layer);
-        ops->attention(ctx, e->att, e->qkv, cache, e->mb_begin[mb], nb, n_new, pos0);
+        ops->attention(ctx, e->att, e->qkv, cache, e->split.begin[mb], nb, n_new, pos0);
         timer_end(e->tm, ev);
 
         row_parallel_allreduce(e, e->o, e->att, proj_w, proj_b, rows, A, C, PHASE_ATTN_OUT_GEMM,

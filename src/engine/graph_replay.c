@@ -39,13 +39,16 @@ void engine_graphs_free(engine *e) {
     e->graphs = NULL;
 }
 
+/* Only a backend with a compute stream can capture graphs. */
+static int backend_can_capture(const engine *e) { return backend_cuda_stream(e->be) != NULL; }
+
 /* Whether this call may be captured. Decode steps only (the prefill runs once per iteration and
  * records activations), not the first decode step (it runs plainly first, so lazy module
  * loading, NCCL connections and workspaces are settled outside any capture), and only when
  * the TP collectives are stream-ordered (NCCL): MPI blocks on the host, which a graph cannot
  * hold. */
 static int graph_eligible(const engine *e, int step, int n_new) {
-    if (e->j->backend != BACKEND_CUDA || !e->j->cuda_graphs) return 0;
+    if (!backend_can_capture(e) || !e->cfg.cuda_graphs) return 0;
     if (n_new != 1 || step < 2 || e->capture) return 0;
     return e->tp->size == 1 || e->tp->stream_ordered;
 }
@@ -59,7 +62,7 @@ static graph_slot *graph_slot_for(engine *e, int mb, int step) {
     }
     if (!gc) {
         gc = xcalloc(1, sizeof *gc);
-        gc->n_micro = e->n_micro > mb ? e->n_micro : mb + 1;
+        gc->n_micro = e->split.n_micro > mb ? e->split.n_micro : mb + 1;
         gc->steps = (long)gc->n_micro * steps_total <= GRAPH_CACHE_MAX ? steps_total : 1;
         gc->slots = xcalloc((size_t)gc->n_micro * gc->steps, sizeof *gc->slots);
         e->graphs = gc;
@@ -70,8 +73,8 @@ static graph_slot *graph_slot_for(engine *e, int mb, int step) {
 void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int pos0) {
     static int warned;
     if (!graph_eligible(e, step, n_new)) {
-        if (e->j->backend == BACKEND_CUDA && e->j->cuda_graphs && n_new == 1 && step >= 2 &&
-            !e->tp->stream_ordered && e->tp->size > 1 && !warned++ && e->mesh->world_rank == 0)
+        if (backend_can_capture(e) && e->cfg.cuda_graphs && n_new == 1 && step >= 2 &&
+            !e->tp->stream_ordered && e->tp->size > 1 && !warned++ && e->cfg.mesh->world_rank == 0)
             fprintf(stderr, "tripar: warning: backend.cuda_graphs: tensor-parallel all-reduces "
                             "over %s block on the host and cannot be captured; decode steps run "
                             "without graphs (use backend.comm: nccl)\n", e->tp->ops->name);
@@ -82,7 +85,7 @@ void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int p
     struct graph_cache *gc;
     graph_slot *s = graph_slot_for(e, mb, step);
     gc = e->graphs;
-    if (s->exec && s->x == x && s->nb == e->mb_size[mb] && s->mb_begin == e->mb_begin[mb] &&
+    if (s->exec && s->x == x && s->nb == e->split.size[mb] && s->mb_begin == e->split.begin[mb] &&
         s->pos0 == pos0) {
         backend_cuda_graph_launch(be, s->exec);
         gc->replays++;
@@ -104,8 +107,8 @@ void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int p
                     "(micro-batch %d) failed: %s", step, mb, error_message());
     e->tm->level = level;
     s->x = x;
-    s->nb = e->mb_size[mb];
-    s->mb_begin = e->mb_begin[mb];
+    s->nb = e->split.size[mb];
+    s->mb_begin = e->split.begin[mb];
     s->pos0 = pos0;
     gc->captures++;
 }

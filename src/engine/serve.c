@@ -9,13 +9,7 @@
 #include <time.h>
 
 #include "base/check.h"
-#include "base/stats.h"
-
-static uint64_t serve_mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "base/hash.h"
 
 long serve_arrivals(double rate, double duration, uint64_t seed, double *times, long max) {
     if (!(rate > 0) || !(duration > 0)) return 0;
@@ -23,7 +17,7 @@ long serve_arrivals(double rate, double duration, uint64_t seed, double *times, 
     long n = 0;
     for (uint64_t k = 0; n < max; k++) {
         /* 53 random bits; 1 - u is in (0, 1], so the log is finite */
-        double u = (double)(serve_mix64(seed + 0x9E3779B97F4A7C15ull * (k + 1)) >> 11) * 0x1p-53;
+        double u = (double)(hash_stream(seed, k) >> 11) * 0x1p-53;
         t += -log(1.0 - u) / rate;
         if (t >= duration) break;
         times[n++] = t;
@@ -37,22 +31,21 @@ static void sleep_seconds(double s) {
     nanosleep(&ts, NULL);
 }
 
-int serve_run(engine *e, const job *j, serve_result *r) {
-    int rank = 0;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+int serve_run(engine *e, const serve_config *sc, serve_result *r) {
+    const int rank = e->cfg.mesh->world_rank, batch = e->cfg.batch;
+    comm *world = e->world;
     memset(r, 0, sizeof *r);
-    r->target_rate = j->arrival_rate;
-    r->duration = j->duration;
-    r->seed = j->arrival_seed;
+    r->target_rate = sc->rate;
+    r->duration = sc->duration;
+    r->seed = sc->seed;
 
-    double expected = (double)j->arrival_rate * j->duration;
+    double expected = sc->rate * sc->duration;
     long max = expected * 2 + 64 < (double)SERVE_MAX_REQUESTS ? (long)(expected * 2 + 64)
                                                                 : SERVE_MAX_REQUESTS;
     double *arrival = xcalloc((size_t)max, sizeof(double));
-    long n_total = rank == 0 ? serve_arrivals(j->arrival_rate, j->duration, j->arrival_seed,
-                                              arrival, max) : 0;
-    MPI_CHECK(MPI_Bcast(&n_total, 1, MPI_LONG, 0, MPI_COMM_WORLD));
-    MPI_CHECK(MPI_Bcast(arrival, (int)n_total, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    int64_t n_total = rank == 0 ? serve_arrivals(sc->rate, sc->duration, sc->seed, arrival, max) : 0;
+    world->ops->bcast(world->ctx, &n_total, 1, COMM_INT64, 0);
+    world->ops->bcast(world->ctx, arrival, (size_t)n_total, COMM_DOUBLE, 0);
     r->arrived = n_total;
     r->arrival = arrival;
     r->latency = xcalloc((size_t)(n_total + 1), sizeof(double));
@@ -61,9 +54,9 @@ int serve_run(engine *e, const job *j, serve_result *r) {
     r->batch_size = xcalloc((size_t)(n_total + 1), sizeof(double));
 
     /* Times are on rank 0's clock: other ranks add their offset (timing.h). */
-    const double offset = e->tm->clock_offset, bound = 2.0 * j->duration;
+    const double offset = e->tm->clock_offset, bound = 2.0 * sc->duration;
     const int last_stage = e->m->geom.last_stage;
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    world->ops->barrier(world->ctx);
     double t0 = 0;
     if (rank == 0) t0 = timer_host_seconds();
     long next = 0;
@@ -78,7 +71,7 @@ int serve_run(engine *e, const job *j, serve_result *r) {
                 long waiting = 0;
                 while (next + waiting < n_total && arrival[next + waiting] <= now) waiting++;
                 if (waiting > 0) {
-                    n = waiting < j->batch ? (int)waiting : j->batch;
+                    n = waiting < batch ? (int)waiting : batch;
                     start = now;
                     break;
                 }
@@ -87,14 +80,14 @@ int serve_run(engine *e, const job *j, serve_result *r) {
                 sleep_seconds(until - now);
             }
         }
-        MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        world->ops->bcast(world->ctx, &n, 1, COMM_INT32, 0);
         if (n < 0) break;
         engine_set_active(e, n);
         int stop = engine_generate(e, -1, 0);
         double local[2] = {last_stage && e->first_token_time > 0 ? e->first_token_time + offset : 0,
                            e->end_time + offset};
-        double global[2];
-        MPI_CHECK(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+        double global[2] = {local[0], local[1]};
+        world->ops->allreduce(world->ctx, global, 2, COMM_DOUBLE, COMM_OP_MAX);
         if (rank == 0) {
             if (r->batches == 0) r->first_token_time = global[0];
             double first = global[0] - t0, end = global[1] - t0;
@@ -114,12 +107,12 @@ int serve_run(engine *e, const job *j, serve_result *r) {
             break;
         }
     }
-    engine_set_active(e, j->batch);
+    engine_set_active(e, batch);
     if (rank == 0) {
         r->unserved = n_total - r->served;
         if (r->wall_seconds > 0) {
             r->achieved_requests_per_s = r->served / r->wall_seconds;
-            r->achieved_tokens_per_s = (double)r->served * j->new_tokens / r->wall_seconds;
+            r->achieved_tokens_per_s = (double)r->served * e->new_tokens / r->wall_seconds;
         }
     }
     return stopped;
@@ -132,72 +125,4 @@ void serve_result_free(serve_result *r) {
     free(r->ttft);
     free(r->batch_size);
     memset(r, 0, sizeof *r);
-}
-
-/* Mean and percentiles of one per-request series as attributes of /metrics/arrival. */
-static void serve_summary_write(runfile *rf, const char *name, const double *values, long n) {
-    double *sorted = xcalloc((size_t)(n > 0 ? n : 1), sizeof(double));
-    if (n > 0) memcpy(sorted, values, (size_t)n * sizeof(double));
-    stats_sort(sorted, n);
-    char attr[64];
-    snprintf(attr, sizeof attr, "%s_mean", name);
-    runfile_write_scalar(rf, "metrics/arrival", attr, stats_mean(sorted, n));
-    static const struct { const char *suffix; double q; } points[] = {
-        {"p50", 50}, {"p90", 90}, {"p99", 99}};
-    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
-        snprintf(attr, sizeof attr, "%s_%s", name, points[i].suffix);
-        runfile_write_scalar(rf, "metrics/arrival", attr, stats_percentile(sorted, n, points[i].q));
-    }
-    free(sorted);
-}
-
-void serve_write_metrics(runfile *rf, const serve_result *r) {
-    /* series lengths are rank 0's; the writers broadcast them */
-    runfile_write_series(rf, "metrics/arrival/arrival", r->arrival, r->arrived);
-    runfile_write_series(rf, "metrics/arrival/latency", r->latency, r->served);
-    runfile_write_series(rf, "metrics/arrival/queue_delay", r->queue_delay, r->served);
-    runfile_write_series(rf, "metrics/arrival/ttft", r->ttft, r->served);
-    runfile_write_series(rf, "metrics/arrival/batch_size", r->batch_size, r->batches);
-    static const char *const G = "metrics/arrival";
-    runfile_write_scalar(rf, G, "target_rate", r->target_rate);
-    runfile_write_scalar(rf, G, "duration", r->duration);
-    runfile_write_scalar(rf, G, "seed", (double)r->seed);
-    runfile_write_scalar(rf, G, "arrived", (double)r->arrived);
-    runfile_write_scalar(rf, G, "served", (double)r->served);
-    runfile_write_scalar(rf, G, "unserved", (double)r->unserved);
-    runfile_write_scalar(rf, G, "batches", (double)r->batches);
-    runfile_write_scalar(rf, G, "mean_batch", r->batches ? (double)r->served / r->batches : 0);
-    runfile_write_scalar(rf, G, "wall_seconds", r->wall_seconds);
-    runfile_write_scalar(rf, G, "achieved_requests_per_s", r->achieved_requests_per_s);
-    runfile_write_scalar(rf, G, "achieved_tokens_per_s", r->achieved_tokens_per_s);
-    serve_summary_write(rf, "latency", r->latency, r->served);
-    serve_summary_write(rf, "queue_delay", r->queue_delay, r->served);
-    serve_summary_write(rf, "ttft", r->ttft, r->served);
-}
-
-static double serve_pct(const double *values, long n, double q) {
-    double *sorted = xcalloc((size_t)(n > 0 ? n : 1), sizeof(double));
-    if (n > 0) memcpy(sorted, values, (size_t)n * sizeof(double));
-    stats_sort(sorted, n);
-    double v = stats_percentile(sorted, n, q);
-    free(sorted);
-    return v;
-}
-
-void serve_print(const serve_result *r, int new_tokens) {
-    long n = r->served;
-    printf("  %-13s target %.2f req/s for %.1f s (seed %llu): %ld arrived, %ld served in %ld "
-           "batches (mean %.2f), %ld unserved\n",
-           "arrival", r->target_rate, r->duration, (unsigned long long)r->seed, r->arrived,
-           r->served, r->batches, r->batches ? (double)n / r->batches : 0.0, r->unserved);
-    printf("  %-13s achieved %.2f req/s (%.1f%% of target), %.1f tokens/s (%d new each)\n", "",
-           r->achieved_requests_per_s,
-           r->target_rate > 0 ? 100 * r->achieved_requests_per_s / r->target_rate : 0.0,
-           r->achieved_tokens_per_s, new_tokens);
-    printf("  %-13s latency p50 %.3f p90 %.3f p99 %.3f ms | queue p50 %.3f p99 %.3f ms | "
-           "TTFT p50 %.3f p99 %.3f ms\n", "",
-           serve_pct(r->latency, n, 50) * 1e3, serve_pct(r->latency, n, 90) * 1e3,
-           serve_pct(r->latency, n, 99) * 1e3, serve_pct(r->queue_delay, n, 50) * 1e3,
-           serve_pct(r->queue_delay, n, 99) * 1e3, serve_pct(r->ttft, n, 50) * 1e3,
-           serve_pct(r->ttft, n, 99) * 1e3);
 }

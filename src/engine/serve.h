@@ -5,7 +5,6 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
-#include "io/runfile.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,19 +33,20 @@ typedef struct {
  * ascending times and returns how many. */
 long serve_arrivals(double rate, double duration, uint64_t seed, double *times, long max);
 
+/* The stream: bench.arrival_rate, bench.duration and bench.arrival_seed. */
+typedef struct {
+    double rate, duration;
+    uint64_t seed;
+} serve_config;
+
 /* Runs the stream (collective over the world). Rank 0 draws and broadcasts the arrivals and
  * decides every batch: the first min(waiting, input batch) requests, or a wait for the next
  * arrival when none waits. Every rank runs the same generations with engine_set_active(n).
  * The stream ends when every arrival is served or, as a bound, at 2 * duration; the rest are
  * unserved. Results are rank 0's (the others get zeros). Returns 1 when stopped by a signal.
  * Leaves the engine with the whole batch active. */
-int serve_run(engine *e, const job *j, serve_result *r);
+int serve_run(engine *e, const serve_config *sc, serve_result *r);
 void serve_result_free(serve_result *r);
-
-/* /metrics/arrival (collective): see docs/benchmarks.md. */
-void serve_write_metrics(runfile *rf, const serve_result *r);
-/* Rank 0's summary lines, in the style of the run table. */
-void serve_print(const serve_result *r, int new_tokens);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 
 #include "job/job.h"
 #include "parallel/mesh.h"
+#include "metrics/run_metrics.h"
 #include "metrics/timing.h"
 
 #ifdef __cplusplus
@@ -15,19 +16,6 @@ extern "C" {
 #endif
 
 typedef struct runfile runfile;
-
-/* Per-run scalar results and per-iteration series (see docs/schema.md, /metrics). */
-typedef struct {
-    int iterations;
-    double *latency;        /* (iterations) seconds, end to end */
-    double *ttft;           /* (iterations) time to first token */
-    double *tpot;           /* (iterations) mean time per output token after the first */
-    double prefill_seconds; /* of the last measured iteration, slowest rank */
-    double decode_seconds;
-    double cold_start_seconds; /* process start to first token of the first iteration */
-    long prompt_tokens, generated_tokens, requests;
-    double peak_memory_bytes;  /* this rank's */
-} run_metrics;
 
 /* Collective. Writes root attributes (format "tripar-run", versions, the resolved job YAML,
  * creation time, world size, dp/tp/pp/microbatches, backend, precision, host list,

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/check.h"
+#include "base/hash.h"
 #include "job/job_tree.h"
 
 #define TRY(expr)                                                                                  \
@@ -802,13 +803,6 @@ void job_free(job *j) {
     memset(j, 0, sizeof *j);
 }
 
-/* splitmix64's finalizer: a counter-based hash, so any rank can make any token. */
-static uint64_t job_mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 void job_fill_synthetic_tokens(job *j, int vocab) {
     CHECK(vocab > 0 && j->batch > 0 && j->prompt_len > 0,
           "job_fill_synthetic_tokens: vocab %d, batch %d, prompt_len %d", vocab, j->batch,
@@ -818,7 +812,7 @@ void job_fill_synthetic_tokens(job *j, int vocab) {
     j->tokens = xmalloc(n * sizeof *j->tokens);
     for (size_t i = 0; i < n; i++)
         j->tokens[i] =
-            (int32_t)(job_mix64(j->input_seed + 0x9E3779B97F4A7C15ull * (i + 1)) % (uint64_t)vocab);
+            (int32_t)(hash_stream(j->input_seed, i) % (uint64_t)vocab); /* any rank, any token */
 }
 
 int job_records_activation(const job *j, const char *point) {

@@ -2,7 +2,7 @@
  * against what this machine's sgemm and memory system deliver right now (bench.roofline). */
 #pragma once
 #include "model/model.h"
-#include "io/runfile.h"
+#include "metrics/run_metrics.h"
 
 typedef struct {
     double model_flops;         /* prefill FLOPs of the whole model for the batch */

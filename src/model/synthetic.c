@@ -4,25 +4,14 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "base/hash.h"
 #include "model/model.h"
 
-uint64_t synthetic_hash64(uint64_t x) {
-    /* splitmix64's finaliser: a bijective mix with good avalanche, cheap enough to call per
-     * element. */
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+/* splitmix64 with the golden-ratio increment folded in: the published formula
+ * (docs/design.md) hashes x + 0x9e37..., so keep this exact form. */
+uint64_t synthetic_hash64(uint64_t x) { return hash_mix64(x + 0x9e3779b97f4a7c15ull); }
 
-uint64_t synthetic_name_hash(const char *name) {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        h ^= *p;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
+uint64_t synthetic_name_hash(const char *name) { return hash_fnv1a64(name); }
 
 /* Irwin-Hall sum of four uniforms from the four 16-bit fields of one hash, rescaled to unit
  * variance: integer-exact up to the final scaling, so identical on every machine. */

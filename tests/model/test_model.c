@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include "base/check.h"
+#include "cli/run_context.h"
 #include "engine/engine.h"
 #include "ref_model.h"
 
@@ -44,7 +45,13 @@ static void harness_init(harness *h, const char **overrides, int n) {
     model_tensor_table(&h->m, &cfg, &g, wt);
     model_alloc(&h->m, &h->be);
     model_fill_synthetic(&h->m, &h->be, h->j.seed, &h->mesh.axis[AXIS_TP]);
-    engine_init(&h->e, &h->j, &h->m, &h->be, &h->mesh, &h->tm);
+    engine_config ec;
+    engine_config_from_job(&ec, &h->j);
+    engine_config_use_mesh(&ec, &h->mesh);
+    ec.model = &h->m;
+    ec.be = &h->be;
+    ec.tm = &h->tm;
+    engine_init(&h->e, &ec);
     engine_generate(&h->e, 0, 1);
 }
 
@@ -104,7 +111,7 @@ static void check_against_reference(const char **overrides, int n, int quantize_
         /* The last decode step went through the KV cache; recompute it without one. The
          * step before the last sampled token saw tokens [0, total - 1). The logits buffer
          * holds the last micro-batch's rows. */
-        const int last_mb = h.e.n_micro - 1, row = b - h.e.mb_begin[last_mb];
+        const int last_mb = h.e.split.n_micro - 1, row = b - h.e.split.begin[last_mb];
         if (row < 0) continue;
         ref_model_forward(&ref, got, total - 1, ref_logits);
         h.be.ops->copy_to_host(h.be.ctx, last, h.e.logits + (size_t)row * V, (size_t)V * sizeof(float));

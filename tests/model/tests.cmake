@@ -3,6 +3,6 @@ add_library(tripar_ref_model STATIC ${CMAKE_CURRENT_SOURCE_DIR}/model/ref_model.
 target_link_libraries(tripar_ref_model PUBLIC tripar_core)
 target_include_directories(tripar_ref_model PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/model)
 tripar_unit_test(test_model SOURCES model/test_model.c LABELS model)
-target_link_libraries(test_model PRIVATE tripar_ref_model)
+target_link_libraries(test_model PRIVATE tripar_ref_model tripar_cli) # engine_config_from_job
 # Counts the allocator calls of tripar's own code to prove generation allocates nothing.
 target_link_options(test_model PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)

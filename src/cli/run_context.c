@@ -1,0 +1,278 @@
+/* Setting up one run of `tripar run` (run_context.h): resolving the job, and building the mesh,
+ * backend, comms, timer, model shard and engine in order, with one path that frees them. */
+#include "cli/run_context.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/check.h"
+#include "io/checkpoint.h"
+#include "io/prompt.h"
+#include "parallel/comm_setup.h"
+#include "parallel/device.h"
+
+/* Mesh checks that depend on the model and the batch; the world-size check is separate so
+ * --dry-run can plan a mesh larger than the processes it runs on. */
+static int mesh_fits_model(const job *j) {
+    char where[256];
+    if (j->heads % j->tp != 0) {
+        error_set("%s: parallel.tp = %d does not divide model heads = %d; tensor parallelism "
+                  "splits whole heads",
+                  job_key_origin(j, "parallel.tp", where, sizeof where), j->tp, j->heads);
+        return -1;
+    }
+    if (j->layers < j->pp) {
+        error_set("%s: parallel.pp = %d stages but the model has only %d layers; each stage "
+                  "needs at least one layer",
+                  job_key_origin(j, "parallel.pp", where, sizeof where), j->pp, j->layers);
+        return -1;
+    }
+    if (j->batch < j->dp) {
+        error_set("%s: parallel.dp = %d replicas but the input has only %d prompts; each "
+                  "replica needs at least one",
+                  job_key_origin(j, "parallel.dp", where, sizeof where), j->dp, j->batch);
+        return -1;
+    }
+    return 0;
+}
+
+/* The checkpoint's shape replaces the job's model keys, and the resolved job records it. */
+static int adopt_checkpoint_shape(job *j) {
+    model_config ck;
+    if (checkpoint_read_config(j->checkpoint, &ck) != STATUS_OK) return STATUS_BAD_INPUT;
+    j->layers = ck.layers, j->heads = ck.heads, j->embd = ck.embd, j->vocab = ck.vocab;
+    j->ctx = ck.ctx, j->mlp = ck.mlp, j->ln_eps = ck.ln_eps, j->norm = ck.norm;
+    free(j->yaml);
+    j->yaml = job_dump_string(j);
+    return STATUS_OK;
+}
+
+int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
+    const char *overrides[RUN_MAX_OVERRIDES + SWEEP_MAX_KEYS];
+    char point_sets[SWEEP_MAX_KEYS][SWEEP_TEXT_MAX];
+    int n_overrides = 0;
+    for (int i = 0; i < a->n_overrides; i++)
+        overrides[n_overrides++] = a->overrides[i];
+    for (int k = 0; k < a->sweep.n_axes; k++) { /* the point's values win over --set */
+        sweep_override(&a->sweep, point, k, point_sets[k], sizeof point_sets[k]);
+        overrides[n_overrides++] = point_sets[k];
+    }
+    *tok = NULL;
+    job *j = out;
+    if (job_load(j, a->job_path, overrides, n_overrides) != STATUS_OK) return STATUS_BAD_INPUT;
+    int ok = !j->checkpoint[0] || adopt_checkpoint_shape(j) == STATUS_OK;
+    if (ok && j->synthetic_input) job_fill_synthetic_tokens(j, j->vocab);
+    ok = ok && prompt_tokenize(j, tok) == STATUS_OK;
+    ok = ok && job_validate_model(j) == STATUS_OK && mesh_fits_model(j) == 0;
+    if (ok) return STATUS_OK;
+    tokenizer_free(*tok);
+    *tok = NULL;
+    job_free(j);
+    return STATUS_BAD_INPUT;
+}
+
+void engine_config_from_job(engine_config *cfg, const job *j) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->prompts = j->tokens;
+    cfg->batch = j->batch;
+    cfg->prompt_len = j->prompt_len;
+    cfg->new_tokens = j->new_tokens;
+    cfg->microbatches = j->microbatches;
+    cfg->overlap = j->overlap;
+    cfg->chunks = j->chunks;
+    cfg->kv_cache = j->kv_cache;
+    cfg->kv_block = j->kv_block;
+    cfg->cuda_graphs = j->cuda_graphs;
+    cfg->sampling = j->sampling;
+    cfg->temperature = j->temperature;
+    cfg->top_k = j->top_k;
+    cfg->sample_seed = j->sample_seed;
+    cfg->activations = (const char *const *)j->activations;
+    cfg->n_activations = j->n_activations;
+}
+
+static dtype weight_dtype_of(precision_kind p) {
+    switch (p) {
+    case PRECISION_INT8W: return DTYPE_INT8;
+    case PRECISION_BF16: return DTYPE_BF16;
+    case PRECISION_FP16: return DTYPE_F16;
+    case PRECISION_FP32: break;
+    }
+    return DTYPE_F32;
+}
+
+/* Memory of one rank at every (pp, tp) coordinate of the largest replica: the weights' size
+ * table and the engine's arena table, the same ones a run allocates from. */
+void run_print_memory_plan(const job *j, const model_config *cfg) {
+    engine_config ec;
+    engine_config_from_job(&ec, j);
+    printf("# memory per rank (weights + activations + KV cache), backend %s\n",
+           backend_kind_name(j->backend));
+    printf("memory_per_rank:\n");
+    for (int pp = 0; pp < j->pp; pp++)
+        for (int tp = 0; tp < j->tp; tp++) {
+            model m;
+            shard_geom g;
+            memset(&m, 0, sizeof m);
+            shard_geom_init(&g, cfg, j->tp, tp, j->pp, pp);
+            model_tensor_table(&m, cfg, &g, weight_dtype_of(j->precision));
+            double weights = (double)model_weight_bytes(&m);
+            size_t act = 0, kv = 0;
+            engine_arena_plan(&ec, &g, cfg, j->dp, j->dp - 1, &act, &kv);
+            printf(
+                "  - {pp_rank: %d, tp_rank: %d, layer_begin: %d, layer_end: %d, weights_mib: %.2f, "
+                "activations_mib: %.2f, kv_cache_mib: %.2f, total_mib: %.2f}\n",
+                pp, tp, g.layer_begin, g.layer_end, weights / 1048576.0, act / 1048576.0,
+                kv / 1048576.0, (weights + (double)act + (double)kv) / 1048576.0);
+        }
+}
+
+int run_user_error(void) {
+    if (tripar_world_rank() == 0) fprintf(stderr, "tripar: error: %s\n", error_message());
+    return TRIPAR_EXIT_USAGE;
+}
+
+static int default_threads(const mesh *m) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int per_rank = (int)(cores / (m->local_size > 0 ? m->local_size : 1));
+    return per_rank > 0 ? per_rank : 1;
+}
+
+/* Timing events to preallocate: every phase of every layer of every step of every generation
+ * the run may make. Past the cap, events are counted as dropped. */
+static long event_capacity(const job *j) {
+    long steps = j->new_tokens > 0 ? j->new_tokens : 1;
+    long per_step = (long)(j->microbatches) * ((long)j->layers * 16 + 16);
+    /* an arrival stream may run up to one generation per request */
+    long stream = j->arrival_rate > 0 ? (long)(2.0 * j->arrival_rate * j->duration) + 64 : 0;
+    long capacity = 64 + (long)(j->warmup + j->iterations + stream) * steps * per_step;
+    return capacity > 4000000 ? 4000000 : capacity;
+}
+
+/* Starts the backend on every rank; a rank that cannot start says why, and all exit 2. */
+static int backend_start(run_context *rc, long capacity) {
+    const job *j = &rc->j;
+    backend_options bopt = {.threads = j->threads > 0 ? j->threads : default_threads(&rc->mesh),
+                            .device = j->backend == BACKEND_CUDA
+                                          ? device_select(&rc->mesh, j->device)
+                                          : -1,
+                            .allow_tf32 = j->allow_tf32,
+                            .max_marks = (int)(2 * capacity)};
+    int bad = j->backend == BACKEND_CUDA ? backend_cuda_init(&rc->be, &bopt)
+                                         : backend_cpu_init(&rc->be, &bopt);
+    int any_bad = 0;
+    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    rc->have_backend = !bad;
+    if (!any_bad) {
+        if (j->backend == BACKEND_CUDA) device_record(&rc->mesh, bopt.device); /* warns if shared */
+        return TRIPAR_EXIT_OK;
+    }
+    if (!bad) error_set("backend %s could not start on another rank", backend_kind_name(j->backend));
+    if (bad || rc->mesh.world_rank == 0)
+        fprintf(stderr, "tripar: error: [rank %d host %s] %s\n", rc->mesh.world_rank,
+                rc->mesh.host, error_message());
+    return TRIPAR_EXIT_USAGE;
+}
+
+static int comms_start(run_context *rc) {
+    const job *j = &rc->j;
+    static const comm_choice choices[] = {
+        [COMM_AUTO] = COMM_CHOICE_AUTO, [COMM_MPI] = COMM_CHOICE_MPI, [COMM_NCCL] = COMM_CHOICE_NCCL};
+    char origin[JOB_PATH_MAX + 32];
+    snprintf(origin, sizeof origin, "%s:%d", j->source, job_key_line(j, "backend.comm"));
+    /* the largest message over TP or PP is a micro-batch prefill's activations in the largest
+     * replica */
+    microbatch_split largest;
+    microbatch_split_init(&largest, replica_sequences_max(j->batch, j->dp), j->microbatches);
+    comm_plan plan = {
+        .choice = choices[j->comm],
+        .choice_name = comm_kind_name(j->comm),
+        .choice_origin = origin,
+        .max_message_bytes = (size_t)largest.max_size * (size_t)j->prompt_len *
+                             (size_t)j->embd * sizeof(float),
+        .microbatches = largest.n_micro,
+    };
+    if (comm_setup(&rc->mesh, &plan, &rc->be) != 0) return run_user_error();
+    rc->have_comms = 1;
+    return TRIPAR_EXIT_OK;
+}
+
+/* The model shard: the size table, one allocation, then the weights from the checkpoint or
+ * the synthetic hash (timed as weight_init), and --save-checkpoint. */
+static int model_start(run_context *rc, const run_args *a) {
+    const job *j = &rc->j;
+    shard_geom g;
+    shard_geom_init(&g, &rc->cfg, j->tp, rc->mesh.coord[AXIS_TP], j->pp, rc->mesh.coord[AXIS_PP]);
+    model_tensor_table(&rc->m, &rc->cfg, &g, weight_dtype_of(j->precision));
+    model_alloc(&rc->m, &rc->be);
+    rc->have_model = 1;
+    double w0 = timer_host_seconds();
+    if (rc->mesh.world_rank == 0 && rc->m.weight_bytes > (256u << 20))
+        fprintf(stderr, "tripar: %s weights, %.0f MiB on rank 0\n",
+                j->checkpoint[0] ? "loading" : "generating", rc->m.weight_bytes / 1048576.0);
+    comm *tp = &rc->mesh.axis[AXIS_TP];
+    if (j->checkpoint[0]) {
+        if (checkpoint_load(&rc->m, &rc->be, j->checkpoint, MPI_COMM_WORLD, tp) != STATUS_OK)
+            return run_user_error();
+    } else {
+        model_fill_synthetic(&rc->m, &rc->be, j->seed, tp);
+    }
+    timer_add_host(&rc->tm, PHASE_WEIGHT_INIT, -1, -1, TIMER_NO_LAYER, w0, timer_host_seconds());
+    if (a->save_checkpoint) {
+        if (checkpoint_save(&rc->m, j->seed, a->save_checkpoint, &rc->mesh) != STATUS_OK)
+            CHECK(0, "could not write checkpoint %s: %s", a->save_checkpoint, error_message());
+        if (rc->mesh.world_rank == 0) printf("tripar: wrote checkpoint %s\n", a->save_checkpoint);
+    }
+    return TRIPAR_EXIT_OK;
+}
+
+static void engine_start(run_context *rc, volatile sig_atomic_t *stop_flag) {
+    engine_config ec;
+    engine_config_from_job(&ec, &rc->j);
+    engine_config_use_mesh(&ec, &rc->mesh);
+    ec.model = &rc->m;
+    ec.be = &rc->be;
+    ec.tm = &rc->tm;
+    ec.on_step = run_record_step;
+    ec.on_step_user = rc;
+    ec.stop_flag = stop_flag;
+    engine_init(&rc->e, &ec);
+    rc->have_engine = 1;
+}
+
+int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t *stop_flag) {
+    const job *j = &rc->j;
+    mesh_init(&rc->mesh, MPI_COMM_WORLD, j->dp, j->tp, j->pp, j->order);
+    rc->have_mesh = 1;
+    const long capacity = event_capacity(j);
+    int code = backend_start(rc, capacity);
+    if (code == TRIPAR_EXIT_OK) code = comms_start(rc);
+    if (code != TRIPAR_EXIT_OK) return code;
+    timer_init(&rc->tm, j->timings, &rc->be, capacity, MPI_COMM_WORLD);
+    rc->tm.iteration = -1; /* set-up events belong to no measured iteration */
+    rc->have_timer = 1;
+    if ((code = model_start(rc, a)) != TRIPAR_EXIT_OK) return code;
+    engine_start(rc, stop_flag);
+    rc->rf = runfile_create(rc->out_path, j, &rc->mesh);
+    CHECK(rc->rf != NULL, "cannot create run file %s: %s", rc->out_path, error_message());
+    return TRIPAR_EXIT_OK;
+}
+
+void run_context_free(run_context *rc) {
+    if (rc->have_engine) engine_free(&rc->e);
+    if (rc->have_timer) timer_free(&rc->tm);
+    if (rc->have_model) model_free(&rc->m, &rc->be);
+    if (rc->have_backend) {
+        if (rc->j.backend == BACKEND_CUDA)
+            backend_cuda_free(&rc->be);
+        else
+            backend_cpu_free(&rc->be);
+    }
+    if (rc->have_comms) comm_teardown(&rc->mesh);
+    if (rc->have_mesh) mesh_free(&rc->mesh);
+    tokenizer_free(rc->tok);
+    job_free(&rc->j);
+    memset(rc, 0, sizeof *rc);
+}

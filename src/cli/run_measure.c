@@ -1,0 +1,99 @@
+/* The benchmark protocol of `tripar run` (run_context.h): warm-up generations, then measured
+ * ones, with the arrival stream before them when asked. Latency and TTFT of an iteration are
+ * the slowest rank's; cold start runs from process start to the first token. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "cli/run_context.h"
+
+#define PROGRESS_SECONDS 5.0
+
+/* The latest first-token time of any last-stage rank, on every rank. */
+static double first_token_latest(run_context *rc, double first) {
+    comm *world = &rc->mesh.world_host;
+    world->ops->allreduce(world->ctx, &first, 1, COMM_DOUBLE, COMM_OP_MAX);
+    return first;
+}
+
+/* The arrival stream runs warm, after the warm-up and before the measured iterations, so the
+ * output tokens still come from whole-batch generations. */
+static int measure_stream(run_context *rc, run_metrics *rm, serve_result *stream,
+                          double process_start, int *cold_done) {
+    comm *world = &rc->mesh.world_host;
+    serve_config sc = {rc->j.arrival_rate, rc->j.duration, rc->j.arrival_seed};
+    int stopped = serve_run(&rc->e, &sc, stream);
+    if (!*cold_done && stream->batches > 0) {
+        rm->cold_start_seconds = stream->first_token_time - process_start;
+        world->ops->bcast(world->ctx, &rm->cold_start_seconds, 1, COMM_DOUBLE, 0);
+        *cold_done = 1;
+    }
+    return stopped;
+}
+
+/* One generation between barriers, timed as an `iteration` event. Returns 1 when stopped. */
+static int measure_one(run_context *rc, int measured, double *latency, double *ttft,
+                       double *first_token) {
+    comm *world = &rc->mesh.world_host;
+    engine *e = &rc->e;
+    const int last_stage = e->m->geom.last_stage;
+    world->ops->barrier(world->ctx);
+    double t0 = timer_host_seconds();
+    rc->tm.iteration = measured >= 0 ? measured : -1; /* before the event opens: it is tagged */
+    int ev = timer_begin(&rc->tm, PHASE_ITERATION, -1, -1, TIMER_NO_LAYER);
+    int stopped = engine_generate(e, measured >= 0 ? measured : -1, measured == 0);
+    timer_end(&rc->tm, ev);
+    double slowest[2] = {e->end_time - t0, last_stage ? e->first_token_time - t0 : 0.0};
+    world->ops->allreduce(world->ctx, slowest, 2, COMM_DOUBLE, COMM_OP_MAX);
+    *latency = slowest[0];
+    *ttft = slowest[1];
+    *first_token = last_stage ? e->first_token_time : 0.0;
+    return stopped;
+}
+
+int run_measure(run_context *rc, run_metrics *rm, serve_result *stream, double process_start,
+                volatile sig_atomic_t *stop_flag) {
+    const job *j = &rc->j;
+    comm *world = &rc->mesh.world_host;
+    memset(rm, 0, sizeof *rm);
+    memset(stream, 0, sizeof *stream);
+    rm->iterations = j->iterations;
+    rm->latency = xcalloc((size_t)j->iterations, sizeof(double));
+    rm->ttft = xcalloc((size_t)j->iterations, sizeof(double));
+    rm->tpot = xcalloc((size_t)j->iterations, sizeof(double));
+    if (j->roofline && rc->mesh.world_rank == 0)
+        rc->roof.sgemm_gflops_before = roofline_sgemm(&rc->roof, &rc->cfg, j->batch, j->prompt_len);
+
+    int stopped = 0, cold_done = 0;
+    double last_progress = timer_host_seconds();
+    for (int it = 0; it < j->warmup + j->iterations && !stopped; it++) {
+        const int measured = it - j->warmup;
+        if (measured == 0 && j->arrival_rate > 0 &&
+            (stopped = measure_stream(rc, rm, stream, process_start, &cold_done)))
+            break;
+        double latency, ttft, first_token;
+        stopped = measure_one(rc, measured, &latency, &ttft, &first_token);
+        if (!cold_done) {
+            rm->cold_start_seconds = first_token_latest(rc, first_token) - process_start;
+            cold_done = 1;
+        }
+        if (measured >= 0 && !stopped) {
+            rm->latency[measured] = latency;
+            rm->ttft[measured] = ttft;
+            rm->tpot[measured] = j->new_tokens > 1 ? (latency - ttft) / (j->new_tokens - 1) : 0.0;
+        }
+        int any_signal = *stop_flag != 0;
+        world->ops->allreduce(world->ctx, &any_signal, 1, COMM_INT32, COMM_OP_MAX);
+        stopped |= any_signal;
+        /* Long benchmarks show they are alive: a line every few seconds from rank 0. */
+        if (rc->mesh.world_rank == 0 && timer_host_seconds() - last_progress > PROGRESS_SECONDS &&
+            it + 1 < j->warmup + j->iterations) {
+            fprintf(stderr, "tripar: %s %d/%d done, latency %.3f s\n",
+                    measured < 0 ? "warm-up" : "iteration", measured < 0 ? it + 1 : measured + 1,
+                    measured < 0 ? j->warmup : j->iterations, latency);
+            last_progress = timer_host_seconds();
+        }
+    }
+    return stopped;
+}

@@ -1,0 +1,266 @@
+/* What `tripar run` records (run_context.h): the engine's tokens, text and activations in the
+ * run file, its timing events (flushed mid-run through the step callback), the metrics of the
+ * protocol and of the arrival stream, and rank 0's result table. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "base/stats.h"
+#include "cli/run_context.h"
+#include "io/prompt.h"
+
+double run_percentile(const double *values, int n, double q) {
+    return stats_percentile_of(values, n, q);
+}
+
+void run_record_step(void *user, int step) {
+    run_context *rc = user;
+    if (rc->rf && rc->j.flush_every > 0 && (step + 1) % rc->j.flush_every == 0)
+        runfile_write_events(rc->rf, &rc->tm); /* a killed job keeps what it measured */
+}
+
+/* Tokens, their text when the checkpoint has a tokenizer, and the captured activations. The
+ * last stage of each replica knows every generated token; its TP rank 0 writes them. */
+static void record_outputs(run_context *rc) {
+    const engine *e = &rc->e;
+    const shard_geom *g = &e->m->geom;
+    const int writer = g->last_stage && g->tp_rank == 0;
+    const long rows = writer ? e->batch_local : 0;
+    runfile_write_tokens(rc->rf, e->tokens, e->seq_global_begin, rows, rc->j.batch, e->total_len);
+    if (rc->tok) {
+        char **texts = xcalloc((size_t)(rows > 0 ? rows : 1), sizeof(char *));
+        prompt_decode_rows(rc->tok, e->tokens, rows, e->total_len, texts);
+        runfile_write_text(rc->rf, (const char *const *)texts, e->seq_global_begin, rows,
+                           rc->j.batch);
+        for (long r = 0; r < rows; r++)
+            free(texts[r]);
+        free(texts);
+    }
+    for (int p = 0; p < e->n_points; p++) {
+        const activation_point *pt = &e->points[p];
+        runfile_write_activation(rc->rf, pt->name, 3, pt->dims, pt->start, pt->count, pt->host);
+    }
+}
+
+/* Mean and percentiles of one per-request series as attributes of /metrics/arrival. */
+static void stream_summary_write(runfile *rf, const char *name, const double *values, long n) {
+    double *sorted = xcalloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (n > 0) memcpy(sorted, values, (size_t)n * sizeof(double));
+    stats_sort(sorted, n);
+    char attr[64];
+    snprintf(attr, sizeof attr, "%s_mean", name);
+    runfile_write_scalar(rf, "metrics/arrival", attr, stats_mean(sorted, n));
+    static const struct {
+        const char *suffix;
+        double q;
+    } points[] = {{"p50", 50}, {"p90", 90}, {"p99", 99}};
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        snprintf(attr, sizeof attr, "%s_%s", name, points[i].suffix);
+        runfile_write_scalar(rf, "metrics/arrival", attr, stats_percentile(sorted, n, points[i].q));
+    }
+    free(sorted);
+}
+
+/* /metrics/arrival (collective): see docs/benchmarks.md. */
+static void stream_metrics_write(runfile *rf, const serve_result *r) {
+    /* series lengths are rank 0's; the writers broadcast them */
+    runfile_write_series(rf, "metrics/arrival/arrival", r->arrival, r->arrived);
+    runfile_write_series(rf, "metrics/arrival/latency", r->latency, r->served);
+    runfile_write_series(rf, "metrics/arrival/queue_delay", r->queue_delay, r->served);
+    runfile_write_series(rf, "metrics/arrival/ttft", r->ttft, r->served);
+    runfile_write_series(rf, "metrics/arrival/batch_size", r->batch_size, r->batches);
+    static const char *const G = "metrics/arrival";
+    runfile_write_scalar(rf, G, "target_rate", r->target_rate);
+    runfile_write_scalar(rf, G, "duration", r->duration);
+    runfile_write_scalar(rf, G, "seed", (double)r->seed);
+    runfile_write_scalar(rf, G, "arrived", (double)r->arrived);
+    runfile_write_scalar(rf, G, "served", (double)r->served);
+    runfile_write_scalar(rf, G, "unserved", (double)r->unserved);
+    runfile_write_scalar(rf, G, "batches", (double)r->batches);
+    runfile_write_scalar(rf, G, "mean_batch", r->batches ? (double)r->served / r->batches : 0);
+    runfile_write_scalar(rf, G, "wall_seconds", r->wall_seconds);
+    runfile_write_scalar(rf, G, "achieved_requests_per_s", r->achieved_requests_per_s);
+    runfile_write_scalar(rf, G, "achieved_tokens_per_s", r->achieved_tokens_per_s);
+    stream_summary_write(rf, "latency", r->latency, r->served);
+    stream_summary_write(rf, "queue_delay", r->queue_delay, r->served);
+    stream_summary_write(rf, "ttft", r->ttft, r->served);
+}
+
+/* Rank 0's arrival-stream lines, in the style of the run table. */
+static void stream_print(const serve_result *r, int new_tokens) {
+    long n = r->served;
+    printf("  %-13s target %.2f req/s for %.1f s (seed %llu): %ld arrived, %ld served in %ld "
+           "batches (mean %.2f), %ld unserved\n",
+           "arrival", r->target_rate, r->duration, (unsigned long long)r->seed, r->arrived,
+           r->served, r->batches, r->batches ? (double)n / r->batches : 0.0, r->unserved);
+    printf("  %-13s achieved %.2f req/s (%.1f%% of target), %.1f tokens/s (%d new each)\n", "",
+           r->achieved_requests_per_s,
+           r->target_rate > 0 ? 100 * r->achieved_requests_per_s / r->target_rate : 0.0,
+           r->achieved_tokens_per_s, new_tokens);
+    printf("  %-13s latency p50 %.3f p90 %.3f p99 %.3f ms | queue p50 %.3f p99 %.3f ms | "
+           "TTFT p50 %.3f p99 %.3f ms\n",
+           "", stats_percentile_of(r->latency, n, 50) * 1e3,
+           stats_percentile_of(r->latency, n, 90) * 1e3,
+           stats_percentile_of(r->latency, n, 99) * 1e3,
+           stats_percentile_of(r->queue_delay, n, 50) * 1e3,
+           stats_percentile_of(r->queue_delay, n, 99) * 1e3,
+           stats_percentile_of(r->ttft, n, 50) * 1e3, stats_percentile_of(r->ttft, n, 99) * 1e3);
+}
+
+static void print_table(const run_context *rc, const run_metrics *rm, const int32_t *first_row,
+                        const double *peak) {
+    const job *j = &rc->j;
+    const model_config *cfg = &rc->cfg;
+    const mesh *m = &rc->mesh;
+    const engine *e = &rc->e;
+    int n = rm->iterations;
+    double ttft = run_percentile(rm->ttft, n, 50), lat = run_percentile(rm->latency, n, 50);
+    double tpot = run_percentile(rm->tpot, n, 50);
+    long params = 0;
+    for (int i = 0; i < e->m->n_tensors; i++)
+        params += tensor_global_elems(&e->m->tensors[i]);
+    printf("tripar %s | %s -> %s\n", TRIPAR_VERSION, j->source, rc->out_path);
+    printf("  %-13s dp=%d tp=%d pp=%d  microbatches=%d  overlap=%s  backend=%s  precision=%s  "
+           "kv=%s\n",
+           "strategy", MESH_DP(m), MESH_TP(m), MESH_PP(m), j->microbatches,
+           j->overlap ? "on" : "off", backend_kind_name(j->backend),
+           precision_kind_name(j->precision), kv_cache_kind_name(j->kv_cache));
+    printf("  %-13s layers=%d heads=%d embd=%d mlp=%d vocab=%d ctx=%d norm=%s (%.2fM params)\n",
+           "model", cfg->layers, cfg->heads, cfg->embd, cfg->mlp, cfg->vocab, cfg->ctx,
+           norm_kind_name(cfg->norm), params / 1e6);
+    printf("  %-13s %d prompts x %d tokens, %d new tokens each; %d measured iteration(s)\n",
+           "batch", j->batch, j->prompt_len, j->new_tokens, n);
+    printf("  %-13s %9.3f ms   %10.1f tokens/s\n", "prefill", ttft * 1e3,
+           ttft > 0 ? j->batch * (double)j->prompt_len / ttft : 0.0);
+    if (j->new_tokens > 1)
+        printf("  %-13s %9.3f ms/token %7.1f tokens/s\n", "decode", tpot * 1e3,
+               tpot > 0 ? j->batch / tpot : 0.0);
+    printf("  %-13s TTFT p50 %.3f ms | TPOT p50 %.3f ms | latency p50 %.3f ms p99 %.3f ms\n",
+           "latency", ttft * 1e3, tpot * 1e3, lat * 1e3, run_percentile(rm->latency, n, 99) * 1e3);
+    int world = m->world_size, replicas = MESH_DP(m);
+    double toks = lat > 0 ? (double)rm->generated_tokens / lat : 0.0;
+    double reqs = lat > 0 ? (double)rm->requests / lat : 0.0;
+    printf("  %-13s %.1f tokens/s, %.3f requests/s at latency p50 | per rank (/%d) %.1f "
+           "tokens/s %.3f req/s | per replica (/%d) %.1f tokens/s\n",
+           "throughput", toks, reqs, world, toks / world, reqs / world, replicas, toks / replicas);
+    static const char *const names[] = {"TTFT", "TPOT", "latency"};
+    const double *series[] = {rm->ttft, rm->tpot, rm->latency};
+    for (int k = 0; k < 3; k++)
+        printf("  %-13s %-7s p50 %9.3f  p90 %9.3f  p99 %9.3f ms\n", k ? "" : "percentiles",
+               names[k], run_percentile(series[k], n, 50) * 1e3,
+               run_percentile(series[k], n, 90) * 1e3, run_percentile(series[k], n, 99) * 1e3);
+    double pmin = peak[0], pmax = peak[0];
+    for (int r = 1; r < world; r++)
+        pmin = fmin(pmin, peak[r]), pmax = fmax(pmax, peak[r]);
+    printf("  %-13s max %.2f MiB, min %.2f MiB over %d rank(s)", "peak memory", pmax / 1048576.0,
+           pmin / 1048576.0, world);
+    for (int r = 0; r < world && world > 1 && world <= 8; r++)
+        printf("%s%.2f", r ? " " : " [MiB per rank: ", peak[r] / 1048576.0);
+    printf("%s\n", world > 1 && world <= 8 ? "]" : "");
+    printf("  %-13s %.3f s (process start to first token) | warm start (TTFT p50) %.3f ms\n",
+           "cold start", rm->cold_start_seconds, ttft * 1e3);
+    printf("  %-13s", "prompt 0");
+    for (int i = 0; i < e->total_len && i < 48; i++)
+        printf("%s%d", i == j->prompt_len ? " | " : " ", first_row[i]);
+    printf("%s\n", e->total_len > 48 ? " ..." : "");
+    if (rc->tok) {
+        size_t len = 0;
+        char *text = tokenizer_decode(rc->tok, first_row, e->total_len, &len);
+        printf("  %-13s %.*s\n", "text 0", (int)(len < 400 ? len : 400), text);
+        free(text);
+    }
+}
+
+/* The first prompt's tokens on every rank, for the table (timed as dp_gather). */
+static void gather_first_row(run_context *rc, int32_t *first_row) {
+    comm *world = &rc->mesh.world_host;
+    const engine *e = &rc->e;
+    double t0 = timer_host_seconds();
+    int holder = e->m->geom.last_stage && e->m->geom.tp_rank == 0 && e->seq_global_begin == 0;
+    int src = holder ? rc->mesh.world_rank : 0;
+    world->ops->allreduce(world->ctx, &src, 1, COMM_INT32, COMM_OP_MAX);
+    if (holder) memcpy(first_row, e->tokens, (size_t)e->total_len * sizeof(int32_t));
+    world->ops->bcast(world->ctx, first_row, (size_t)e->total_len, COMM_INT32, src);
+    rc->tm.iteration = -1;
+    timer_add_host(&rc->tm, PHASE_DP_GATHER, -1, -1, TIMER_NO_LAYER, t0, timer_host_seconds());
+}
+
+/* Rank 0's summary of one sweep point. */
+static void point_fill(run_point *point, const run_context *rc, const run_metrics *rm,
+                       const double *peak) {
+    int n = rm->iterations;
+    snprintf(point->out, sizeof point->out, "%s", rc->out_path);
+    point->ttft_p50 = run_percentile(rm->ttft, n, 50);
+    point->tpot_p50 = run_percentile(rm->tpot, n, 50);
+    point->latency_p50 = run_percentile(rm->latency, n, 50);
+    point->tokens_per_s =
+        point->latency_p50 > 0 ? (double)rm->generated_tokens / point->latency_p50 : 0;
+    point->peak_memory_max = 0;
+    for (int r = 0; r < rc->mesh.world_size; r++)
+        point->peak_memory_max = fmax(point->peak_memory_max, peak[r]);
+}
+
+/* The roofline lines: the sgemm ceiling again (after the run) and the bandwidth bound of a
+ * decode step, which streams every weight of every stage. */
+static void roofline_finish(run_context *rc, const run_metrics *rm) {
+    const model *m = &rc->m;
+    double model_bytes = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const tensor_desc *t = &m->tensors[i];
+        model_bytes += (double)tensor_global_elems(t) *
+                       (t->is_matrix ? (double)dtype_size(m->weight_dtype) : 4.0);
+    }
+    rc->roof.sgemm_gflops_after =
+        roofline_sgemm(&rc->roof, &rc->cfg, rc->j.batch, rc->j.prompt_len);
+    roofline_bandwidth(&rc->roof, model_bytes);
+    roofline_print(&rc->roof, rm, rc->j.batch, rc->j.prompt_len, rc->j.new_tokens);
+}
+
+int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int stopped,
+               run_point *point) {
+    const job *j = &rc->j;
+    comm *world = &rc->mesh.world_host;
+    const int rank0 = rc->mesh.world_rank == 0;
+    int32_t *first_row = xcalloc((size_t)rc->e.total_len, sizeof(int32_t));
+    gather_first_row(rc, first_row);
+    rm->prompt_tokens = (long)j->batch * j->prompt_len;
+    rm->generated_tokens = (long)j->batch * j->new_tokens;
+    rm->requests = j->batch;
+    rm->peak_memory_bytes = (double)rc->be.ops->peak_memory(rc->be.ctx);
+    double *peak = xcalloc((size_t)rc->mesh.world_size, sizeof(double));
+    world->ops->allgather(world->ctx, peak, &rm->peak_memory_bytes, 1, COMM_DOUBLE);
+    if (j->iterations > 0) {
+        rm->prefill_seconds = rm->ttft[j->iterations - 1];
+        rm->decode_seconds = rm->latency[j->iterations - 1] - rm->ttft[j->iterations - 1];
+    }
+
+    record_outputs(rc);
+    runfile_write_events(rc->rf, &rc->tm);
+    runfile_write_metrics(rc->rf, rm);
+    if (j->arrival_rate > 0) stream_metrics_write(rc->rf, stream);
+    int code = TRIPAR_EXIT_OK;
+    if (stopped) {
+        runfile_close_incomplete(rc->rf);
+        if (rank0)
+            fprintf(stderr,
+                    "tripar: stopped by signal; %s.partial holds what was measured "
+                    "(complete=0)\n",
+                    rc->out_path);
+        code = TRIPAR_EXIT_RUNTIME;
+    } else {
+        runfile_finish(rc->rf);
+        if (rank0) {
+            print_table(rc, rm, first_row, peak);
+            if (j->arrival_rate > 0) stream_print(stream, j->new_tokens);
+            if (point) point_fill(point, rc, rm, peak);
+            if (j->roofline) roofline_finish(rc, rm);
+        }
+        world->ops->barrier(world->ctx);
+    }
+    rc->rf = NULL; /* finished or closed: run_context_free has nothing to close */
+    free(first_row);
+    free(peak);
+    return code;
+}
