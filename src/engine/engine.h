@@ -140,6 +140,7 @@ typedef struct {
     int *vocab_counts, *vocab_displs; /* (tp) */
     comm_maxloc_pair *maxloc_host;    /* (mb_max) */
     int32_t *tok_send[ENGINE_MAX_MICRO], *tok_recv[ENGINE_MAX_MICRO];
+    int slot[ENGINE_MAX_MICRO];       /* which stage_buf of the micro-batch the step uses */
     comm_req send_req[ENGINE_MAX_MICRO][2], recv_req[ENGINE_MAX_MICRO];
     comm_req tok_send_req[ENGINE_MAX_MICRO], tok_recv_req[ENGINE_MAX_MICRO];
     float *deferred_recv[ENGINE_MAX_MICRO]; /* stream-ordered receives not yet enqueued */

@@ -137,97 +137,116 @@ static int stop_agreed(engine *e) {
     return 0;
 }
 
-int engine_generate(engine *e, int iteration, int capture) {
+/* This micro-batch's input on this stage: on the first stage its tokens (sampled by the last
+ * stage, in decode) embedded into x, once x's previous send has left; elsewhere the previous
+ * stage's activations. */
+static void stage_input(engine *e, float *x, int mb, int step, int n_new, int pos0) {
     const shard_geom *g = &e->m->geom;
-    const backend_ops *ops = e->be->ops;
-    const int C = e->m->cfg.embd, T = e->prompt_len, pp = g->pp;
-    const int steps = e->new_tokens > 0 ? e->new_tokens : 1;
-    const int prev = g->pp_rank - 1, next = g->pp_rank + 1, last = pp - 1;
-    comm *ppc = e->pp;
-    comm *tokc = e->pp_host; /* tokens are host data: plain MPI even when pp is NCCL */
-    int slot[ENGINE_MAX_MICRO];
-    comm_req (*send_req)[2] = e->send_req;
+    if (!g->first_stage) {
+        wait_stage_recv(e, g->pp_rank - 1, step, mb);
+        return;
+    }
+    if (step > 0 && g->pp > 1) {
+        wait_timed(e, e->pp_host, &e->tok_recv_req[mb], PHASE_PP_RECV_WAIT, step, mb);
+        for (int b = 0; b < e->split.size[mb]; b++)
+            e->tokens[(size_t)(e->split.begin[mb] + b) * e->total_len + pos0] = e->tok_recv[mb][b];
+    }
+    wait_timed(e, e->pp, &e->send_req[mb][e->slot[mb]], PHASE_PP_SEND, step, mb);
+    embed_microbatch(e, x, mb, step, n_new, pos0);
+}
 
-    int stopped = 0;
+/* Sends x to the next stage; x stays untouched while the send is in flight, so the
+ * micro-batch's next step uses its other buffer. */
+static void stage_send(engine *e, const float *x, int mb, int step, int n_new) {
+    comm *ppc = e->pp;
+    if (!ppc->stream_ordered) e->be->ops->synchronize(e->be->ctx);
+    int ev = timer_begin(e->tm, PHASE_PP_SEND, step, mb, TIMER_NO_LAYER);
+    ppc->ops->isend(ppc->ctx, x, (size_t)e->split.size[mb] * n_new * e->m->cfg.embd, COMM_FLOAT,
+                    e->m->geom.pp_rank + 1, mb, &e->send_req[mb][e->slot[mb]]);
+    timer_end(e->tm, ev);
+    e->slot[mb] = 1 - e->slot[mb];
+}
+
+/* Posts what the micro-batch's next step will wait for, so it can land during other work:
+ * the previous stage's activations, and on the first stage the last stage's tokens. */
+static void post_next_receives(engine *e, int mb, int step) {
+    const shard_geom *g = &e->m->geom;
+    const int nb = e->split.size[mb];
+    if (!g->first_stage) {
+        wait_timed(e, e->pp, &e->send_req[mb][e->slot[mb]], PHASE_PP_SEND, step, mb);
+        post_stage_recv(e, e->stage_buf[mb][e->slot[mb]], (size_t)nb * e->m->cfg.embd,
+                        g->pp_rank - 1, mb);
+    }
+    if (g->first_stage && g->pp > 1)
+        e->pp_host->ops->irecv(e->pp_host->ctx, e->tok_recv[mb], (size_t)nb, COMM_INT32,
+                               g->pp - 1, TAG_TOKENS + mb, &e->tok_recv_req[mb]);
+}
+
+/* Last stage: the micro-batch's next tokens from its logits, stored and (with pp > 1) sent to
+ * the first stage for the next step. */
+static void sample_tokens(engine *e, int mb, int step, int steps) {
+    const int nb = e->split.size[mb], T = e->prompt_len;
+    int ev = timer_begin(e->tm, PHASE_SAMPLE, step, mb, TIMER_NO_LAYER);
+    int32_t *chosen = e->tok_host;
+    select_tokens(e, mb, T + step, chosen);
+    timer_end(e->tm, ev);
+    if (step < e->new_tokens)
+        for (int b = 0; b < nb; b++)
+            e->tokens[(size_t)(e->split.begin[mb] + b) * e->total_len + T + step] = chosen[b];
+    if (e->m->geom.pp > 1 && step + 1 < steps) {
+        comm *tokc = e->pp_host; /* tokens are host data: plain MPI even when pp is NCCL */
+        wait_timed(e, tokc, &e->tok_send_req[mb], PHASE_PP_SEND, step, mb);
+        memcpy(e->tok_send[mb], chosen, (size_t)nb * sizeof(int32_t));
+        tokc->ops->isend(tokc->ctx, e->tok_send[mb], (size_t)nb, COMM_INT32, 0, TAG_TOKENS + mb,
+                         &e->tok_send_req[mb]);
+    }
+    if (step == 0 && mb == e->split.n_micro - 1) e->first_token_time = timer_host_seconds();
+}
+
+/* Clears the requests of the previous generation and posts the prefill's receives before any
+ * compute. */
+static void generation_start(engine *e, int iteration) {
+    const shard_geom *g = &e->m->geom;
     e->stop_vote = 0.0f;
     e->stop_req.active = 0;
     e->tm->iteration = iteration;
     e->first_token_time = 0.0;
     memset(e->send_req, 0, sizeof e->send_req);
     for (int mb = 0; mb < e->split.n_micro; mb++) {
-        slot[mb] = 0;
+        e->slot[mb] = 0;
         e->tok_send_req[mb].active = e->tok_recv_req[mb].active = e->recv_req[mb].active = 0;
-        /* Receives for the prefill are posted before any compute. */
         e->deferred_recv[mb] = NULL;
         if (!g->first_stage)
-            post_stage_recv(e, e->stage_buf[mb][0], (size_t)e->split.size[mb] * T * C, prev, mb);
+            post_stage_recv(e, e->stage_buf[mb][0],
+                            (size_t)e->split.size[mb] * e->prompt_len * e->m->cfg.embd,
+                            g->pp_rank - 1, mb);
     }
+}
 
-    for (int step = 0; step < steps; step++) {
+int engine_generate(engine *e, int iteration, int capture) {
+    const shard_geom *g = &e->m->geom;
+    const int T = e->prompt_len, steps = e->new_tokens > 0 ? e->new_tokens : 1;
+    int stopped = 0;
+    generation_start(e, iteration);
+    for (int step = 0; step < steps && !stopped; step++) {
         const int n_new = step == 0 ? T : 1, pos0 = step == 0 ? 0 : T + step - 1;
         e->capture = capture && step == 0; /* activations are recorded for the prefill only */
         for (int mb = 0; mb < e->split.n_micro; mb++) {
-            const int nb = e->split.size[mb];
             int ev_step = timer_begin(e->tm, PHASE_STEP, step, mb, TIMER_NO_LAYER);
-            float *x = e->stage_buf[mb][slot[mb]];
-            if (g->first_stage) {
-                if (step > 0 && pp > 1) { /* this micro-batch's tokens from the last stage */
-                    wait_timed(e, tokc, &e->tok_recv_req[mb], PHASE_PP_RECV_WAIT, step, mb);
-                    for (int b = 0; b < nb; b++)
-                        e->tokens[(size_t)(e->split.begin[mb] + b) * e->total_len + pos0] =
-                            e->tok_recv[mb][b];
-                }
-                wait_timed(e, ppc, &send_req[mb][slot[mb]], PHASE_PP_SEND, step, mb);
-                embed_microbatch(e, x, mb, step, n_new, pos0);
-            } else {
-                wait_stage_recv(e, prev, step, mb);
-            }
-
+            float *x = e->stage_buf[mb][e->slot[mb]];
+            stage_input(e, x, mb, step, n_new, pos0);
             engine_step_forward(e, x, mb, step, n_new, pos0);
-
-            if (!g->last_stage) {
-                if (!ppc->stream_ordered) ops->synchronize(e->be->ctx);
-                int ev = timer_begin(e->tm, PHASE_PP_SEND, step, mb, TIMER_NO_LAYER);
-                ppc->ops->isend(ppc->ctx, x, (size_t)nb * n_new * C, COMM_FLOAT, next, mb,
-                                &send_req[mb][slot[mb]]);
-                timer_end(e->tm, ev);
-                slot[mb] = 1 - slot[mb]; /* x stays untouched while its send is in flight */
-            }
-            if (!g->first_stage && step + 1 < steps) { /* post the next receive now */
-                wait_timed(e, ppc, &send_req[mb][slot[mb]], PHASE_PP_SEND, step, mb);
-                post_stage_recv(e, e->stage_buf[mb][slot[mb]], (size_t)nb * C, prev, mb);
-            }
-            if (g->first_stage && pp > 1 && step + 1 < steps)
-                tokc->ops->irecv(tokc->ctx, e->tok_recv[mb], (size_t)nb, COMM_INT32, last,
-                                 TAG_TOKENS + mb, &e->tok_recv_req[mb]);
-            if (g->last_stage) {
-                int ev = timer_begin(e->tm, PHASE_SAMPLE, step, mb, TIMER_NO_LAYER);
-                int32_t *chosen = e->tok_host;
-                select_tokens(e, mb, T + step, chosen);
-                timer_end(e->tm, ev);
-                if (step < e->new_tokens)
-                    for (int b = 0; b < nb; b++)
-                        e->tokens[(size_t)(e->split.begin[mb] + b) * e->total_len + T + step] =
-                            chosen[b];
-                if (pp > 1 && step + 1 < steps) {
-                    wait_timed(e, tokc, &e->tok_send_req[mb], PHASE_PP_SEND, step, mb);
-                    memcpy(e->tok_send[mb], chosen, (size_t)nb * sizeof(int32_t));
-                    tokc->ops->isend(tokc->ctx, e->tok_send[mb], (size_t)nb, COMM_INT32, 0,
-                                     TAG_TOKENS + mb, &e->tok_send_req[mb]);
-                }
-                if (step == 0 && mb == e->split.n_micro - 1) e->first_token_time = timer_host_seconds();
-            }
+            if (!g->last_stage) stage_send(e, x, mb, step, n_new);
+            if (step + 1 < steps) post_next_receives(e, mb, step);
+            if (g->last_stage) sample_tokens(e, mb, step, steps);
             timer_end(e->tm, ev_step);
         }
         if (e->cfg.on_step) e->cfg.on_step(e->cfg.on_step_user, step);
-        if (stop_agreed(e)) {
-            stopped = 1;
-            break;
-        }
+        stopped = stop_agreed(e);
     }
     drain_pending(e);
     stopped |= stop_vote_finish(e);
-    ops->synchronize(e->be->ctx);
+    e->be->ops->synchronize(e->be->ctx);
     e->end_time = timer_host_seconds();
     return stopped;
 }

@@ -224,6 +224,27 @@ static void test_sampling_is_seeded(void **state) {
     harness_free(&s);
 }
 
+/* --dry-run's memory plan reads the same arena table the engine carves: the plan's bytes are
+ * exactly the arena allocated, across micro-batches, paged caches and captured logits. */
+static void check_arena_plan(const char **overrides, int n) {
+    harness h;
+    harness_init(&h, overrides, n);
+    size_t act = 0, kv = 0;
+    engine_arena_plan(&h.e.cfg, &h.m.geom, &h.m.cfg, 1, 0, &act, &kv);
+    assert_int_equal(act + kv, h.e.arena_bytes);
+    assert_true(kv > 0 && act > 0);
+    harness_free(&h);
+}
+
+static void test_dry_run_plan_is_the_arena(void **state) {
+    (void)state;
+    check_arena_plan(NULL, 0);
+    const char *paged[] = {"model.kv_cache=paged", "model.kv_block=4", "parallel.microbatches=3"};
+    check_arena_plan(paged, 3);
+    const char *logits[] = {"record.activations=[logits]", "parallel.microbatches=2"};
+    check_arena_plan(logits, 2);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const char *src = getenv("TRIPAR_SOURCE_DIR");
@@ -235,6 +256,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_microbatches_and_paged_cache),
         cmocka_unit_test(test_sampling_is_seeded),
         cmocka_unit_test(test_generation_allocates_nothing),
+        cmocka_unit_test(test_dry_run_plan_is_the_arena),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

@@ -39,3 +39,13 @@ tripar_parallel_test(parallel_bad_mesh_layers
 tripar_parallel_test(parallel_bad_mesh_prompts
   ${PAR}/check_bad_mesh.sh 4 "parallel.dp = 4 replicas but the input has only 2 prompts"
   ${PAR}/factor.yaml --set parallel.dp=4 --set input.synthetic.batch=2)
+
+# The comm interface: every comm_ops entry on the mpi and staged backends, and comm_setup's choice.
+add_executable(parallel_test_comm parallel/test_comm.c)
+target_link_libraries(parallel_test_comm PRIVATE tripar_core)
+foreach(np 2 3)
+  tripar_mpi_test(parallel_comm_np${np} ${np} $<TARGET_FILE:parallel_test_comm>)
+  set_tests_properties(parallel_comm_np${np} PROPERTIES
+                       PASS_REGULAR_EXPRESSION "test_comm: 0 failure\\(s\\)")
+  set_property(TEST parallel_comm_np${np} APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+endforeach()
