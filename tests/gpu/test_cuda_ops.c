@@ -159,6 +159,9 @@ static void make_weight(dtype type, int rows, int cols, uint64_t *rng, void **da
         *scale = host_alloc(sizeof(float) * (size_t)rows);
         quant_rows_int8(*data, *scale, f, rows, cols, NULL);
         break;
+    default: // an out-of-range dtype; without this case -O2 -g sees *data maybe unset
+        *data = NULL;
+        fail_msg("make_weight: unknown dtype %d", (int)type);
     }
     free(f);
 }
