@@ -1,6 +1,7 @@
 /* The compute-backend boundary: every op the forward pass needs, in plain C types.
  * Pointers passed to ops are backend memory (host memory for cpu, device memory for cuda).
- * Each backend fills a struct backend_ops; the runner picks one at run time. */
+ * Each backend fills a struct backend_ops; the runner picks one by name at run time
+ * (backend_init, through the table in kernels/backend.c). */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +45,11 @@ typedef struct {
 
 typedef struct backend_ops {
     const char *name;
+
+    /* Frees the context: its workspaces, timing marks, streams and handles. Release what alloc
+     * returned first (the cuda backend frees leftovers, the cpu cannot). Callers use
+     * backend_free, which also clears the backend. */
+    void (*free)(void *ctx);
 
     /* memory: alloc returns zeroed backend memory of at least bytes, aligned to 64 */
     void *(*alloc)(void *ctx, size_t bytes);
@@ -100,6 +106,7 @@ typedef struct backend_ops {
      * monotonic clock once the stream has passed it (synchronising if needed). */
     void (*mark)(void *ctx, int slot);
     double (*mark_seconds)(void *ctx, int slot);
+
 } backend_ops;
 
 typedef struct {
@@ -114,15 +121,28 @@ typedef struct {
     int max_marks;   /* timing slots to preallocate */
 } backend_options;
 
-/* Each returns 0 on success, or non-zero with error_message() set (e.g. no CUDA device). */
+/* Starts the backend called name ("cpu", "cuda"). Returns 0, or non-zero with
+ * error_message() set: an unknown name (the message lists the known ones), no CUDA device, or
+ * a build without CUDA. be is cleared first, so backend_free is safe after a failure. */
+int backend_init(backend *be, const char *name, const backend_options *opt);
+/* Frees the backend through its ops and clears be; NULL, a cleared be and a second call are
+ * fine. */
+void backend_free(backend *be);
+
+/* Devices the backend called name can drive: 0 for cpu, for a build without CUDA, for an
+ * unknown name, or when no device is present. Local (no MPI); needs no backend_init. */
+int backend_device_count(const char *name);
+/* PCI bus id of a device of that backend ("0000:3b:00.0"), or "" when it has none. */
+void backend_pci_bus_id(const char *name, int device, char *out, int len);
+
+/* The constructors the table points to; each returns 0, or non-zero with error_message()
+ * set. Prefer backend_init. */
 int backend_cpu_init(backend *be, const backend_options *opt);
-void backend_cpu_free(backend *be);
 int backend_cuda_init(backend *be, const backend_options *opt);
+/* Old per-kind destructors, kept until src/cli/ moves to backend_free: prefer backend_free
+ * (these now call it). */
+void backend_cpu_free(backend *be);
 void backend_cuda_free(backend *be);
-/* Number of usable CUDA devices; 0 when CUDA is not built in or no device is present. */
-int backend_cuda_device_count(void);
-/* PCI bus id of a device ("0000:3b:00.0"), or "" when unavailable. */
-void backend_cuda_pci_bus_id(int device, char *out, int len);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,9 @@
-/* Selected instead of kernels/cuda/ when the build has no CUDA toolkit: backend: cuda then
- * fails with a clear message rather than at link time. */
+/* Selected instead of kernels/cuda/ when the build has no CUDA toolkit: the selection table's
+ * "cuda" row then fails with a clear message rather than at link time, and reports no devices. */
 #include <stdlib.h>
 
 #include "kernels/backend.h"
+#include "kernels/backend_devices.h"
 #include "base/check.h"
 
 int backend_cuda_init(backend *be, const backend_options *opt) {
@@ -13,7 +14,6 @@ int backend_cuda_init(backend *be, const backend_options *opt) {
     return -1;
 }
 
-void backend_cuda_free(backend *be) { (void)be; }
 int backend_cuda_device_count(void) { return 0; }
 void backend_cuda_pci_bus_id(int device, char *out, int len) {
     (void)device;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/backend_devices.h"
 #include "kernels/cuda_extra.h"
 
 /* cuBLAS gets a fixed workspace so it never allocates inside a captured graph. */
@@ -187,8 +188,25 @@ static double cuda_mark_seconds(void *vctx, int slot) {
     return ctx->anchor_host + 1e-3 * (double)ms;
 }
 
+static void cuda_free(void *vctx) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    CUDA_CHECK(cudaSetDevice(ctx->device));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    for (int i = 0; i < ctx->n_allocs; i++) CUDA_CHECK(cudaFree(ctx->allocs[i].ptr));
+    free(ctx->allocs);
+    if (ctx->convert.ptr) CUDA_CHECK(cudaFree(ctx->convert.ptr));
+    for (int i = 0; i < ctx->max_marks; i++) CUDA_CHECK(cudaEventDestroy(ctx->marks[i]));
+    free(ctx->marks);
+    CUDA_CHECK(cudaEventDestroy(ctx->anchor));
+    CUBLAS_CHECK(cublasDestroy(ctx->cublas));
+    CUDA_CHECK(cudaFree(ctx->cublas_ws));
+    CUDA_CHECK(cudaStreamDestroy(ctx->stream));
+    free(ctx);
+}
+
 static const backend_ops cuda_ops = {
     "cuda",
+    cuda_free,
     cuda_alloc,
     cuda_release,
     cuda_copy_to_device,
@@ -207,7 +225,7 @@ static const backend_ops cuda_ops = {
     cuda_mark_seconds,
 };
 
-/* --- init / free --------------------------------------------------------------------------- */
+/* --- device queries (the selection table's) and init -------------------------------------- */
 
 extern "C" int backend_cuda_device_count(void) {
     int n = 0;
@@ -269,25 +287,6 @@ extern "C" int backend_cuda_init(backend *be, const backend_options *opt) {
     be->ops = &cuda_ops;
     be->ctx = ctx;
     return 0;
-}
-
-extern "C" void backend_cuda_free(backend *be) {
-    cuda_ctx *ctx = (cuda_ctx *)be->ctx;
-    if (!ctx) return;
-    CUDA_CHECK(cudaSetDevice(ctx->device));
-    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
-    for (int i = 0; i < ctx->n_allocs; i++) CUDA_CHECK(cudaFree(ctx->allocs[i].ptr));
-    free(ctx->allocs);
-    if (ctx->convert.ptr) CUDA_CHECK(cudaFree(ctx->convert.ptr));
-    for (int i = 0; i < ctx->max_marks; i++) CUDA_CHECK(cudaEventDestroy(ctx->marks[i]));
-    free(ctx->marks);
-    CUDA_CHECK(cudaEventDestroy(ctx->anchor));
-    CUBLAS_CHECK(cublasDestroy(ctx->cublas));
-    CUDA_CHECK(cudaFree(ctx->cublas_ws));
-    CUDA_CHECK(cudaStreamDestroy(ctx->stream));
-    free(ctx);
-    be->ctx = NULL;
-    be->ops = NULL;
 }
 
 /* --- extras: stream and CUDA graphs (kernels/cuda_extra.h) --------------------------------- */

@@ -28,17 +28,17 @@ static backend gpu, cpu;
 static int setup(void **state) {
     (void)state;
     backend_options opt = {.threads = 1, .device = 0, .allow_tf32 = 0, .max_marks = 8};
-    if (backend_cuda_init(&gpu, &opt) != 0) {
+    if (backend_init(&gpu, "cuda", &opt) != 0) {
         fprintf(stderr, "%s\n", error_message());
         return -1;
     }
-    return backend_cpu_init(&cpu, &opt);
+    return backend_init(&cpu, "cpu", &opt);
 }
 
 static int teardown(void **state) {
     (void)state;
-    backend_cuda_free(&gpu);
-    backend_cpu_free(&cpu);
+    backend_free(&gpu);
+    backend_free(&cpu);
     return 0;
 }
 
@@ -186,12 +186,12 @@ static void matmul_case(dtype type, int allow_tf32, int rows, int in_dim, int ou
     backend tmp = gpu;
     if (allow_tf32) {
         backend_options opt = {.device = 0, .allow_tf32 = 1, .max_marks = 1};
-        assert_int_equal(backend_cuda_init(&tmp, &opt), 0);
+        assert_int_equal(backend_init(&tmp, "cuda", &opt), 0);
     }
     tmp.ops->matmul(tmp.ctx, d_out, d_in, dv, with_bias ? d_bias : NULL, rows, in_dim, out_dim);
     tmp.ops->synchronize(tmp.ctx);
     down(got, d_out, sizeof(float) * n);
-    if (allow_tf32) backend_cuda_free(&tmp);
+    if (allow_tf32) backend_free(&tmp);
 
     // bf16/f16 round the activations above 8 rows (tensor-core GEMM); fewer rows use a GEMV
     // that keeps fp32 activations
@@ -424,7 +424,7 @@ static void test_memory_and_marks(void **state) {
     free(h);
     assert_non_null(backend_cuda_stream(&gpu));
     char bus[32];
-    backend_cuda_pci_bus_id(0, bus, sizeof bus);
+    backend_pci_bus_id("cuda", 0, bus, sizeof bus);
     assert_true(strlen(bus) > 0);
 }
 
@@ -465,7 +465,7 @@ static void test_graph(void **state) {
 }
 
 int main(void) {
-    if (backend_cuda_device_count() == 0) {
+    if (backend_device_count("cuda") == 0) {
         printf("skipped: no CUDA device\n");
         return 77;
     }
