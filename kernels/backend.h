@@ -107,6 +107,43 @@ typedef struct backend_ops {
     void (*mark)(void *ctx, int slot);
     double (*mark_seconds)(void *ctx, int slot);
 
+    /* --- optional: NULL when the backend lacks the capability (all NULL on the cpu) -------
+     * A caller tests the entry, never the backend's kind, so a new backend with (or without)
+     * these capabilities needs no change in the engine or the comm. */
+
+    /* The compute stream (a cudaStream_t as void *). NCCL queues its collectives in order
+     * with the ops through it (comm_nccl_init); without one the comm blocks on the host. */
+    void *(*stream)(void *ctx);
+
+    /* Graph capture, so a decode step replays as one launch instead of one per op (host
+     * overhead is most of a small model's decode time). graph_begin starts capturing
+     * everything queued on the compute stream; between begin and end no op may synchronise,
+     * copy to the host, grow a workspace (run the same shapes once uncaptured first) or use
+     * a host-blocking comm. Returns 0, or non-zero with error_message() set. */
+    int (*graph_begin)(void *ctx);
+    /* Ends the capture, instantiates it into *graph_exec and launches it once. If *graph_exec
+     * already holds an executable graph of the same topology it is updated in place (cheap:
+     * e.g. the next decode step, whose position argument differs); otherwise it is replaced.
+     * Start with *graph_exec = NULL. Returns 0, or non-zero with error_message() set. */
+    int (*graph_end_and_launch)(void *ctx, void **graph_exec);
+    /* Replays an executable graph on the compute stream with the arguments it was captured
+     * with. */
+    void (*graph_launch)(void *ctx, void *graph_exec);
+    /* Frees an executable graph (NULL is fine). */
+    void (*graph_destroy)(void *ctx, void *graph_exec);
+
+    /* Page-locked host memory, zeroed, for staging backend buffers through MPI: copies from
+     * it run at full PCIe/NVLink speed, and plain host memory serves when the entry is NULL.
+     * Set-up paths only (pinning is slow); free with host_free (ptr NULL is fine). The memory
+     * belongs to the process, not to ctx, so host_free takes ctx NULL after the backend's
+     * free: the staged comm may be torn down after the backend. */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *ptr);
+
+    /* Device-wide free and total bytes. Counts memory of every process and library (NCCL,
+     * cuBLAS), unlike peak_memory which counts this backend's allocations: for a report of
+     * how full the device is. */
+    void (*memory_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
 } backend_ops;
 
 typedef struct {

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "kernels/cuda_extra.h"
 #include "parallel/device.h"
 
 static const int device_axes[] = {AXIS_TP, AXIS_PP};
@@ -92,7 +91,8 @@ int comm_setup(mesh *m, const job *j, const backend *be) {
     for (size_t a = 0; a < sizeof device_axes / sizeof device_axes[0]; a++) {
         const int axis = device_axes[a];
         if (nccl) {
-            if (comm_nccl_init(&m->axis[axis], m->axis_mpi[axis], backend_cuda_stream(be)) != 0) {
+            void *stream = be->ops->stream ? be->ops->stream(be->ctx) : NULL;
+            if (comm_nccl_init(&m->axis[axis], m->axis_mpi[axis], stream) != 0) {
                 comm_teardown(m);
                 return -1;
             }

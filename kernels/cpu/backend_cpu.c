@@ -88,6 +88,8 @@ static void cpu_free(void *vctx) {
     free(ctx);
 }
 
+/* Host work is synchronous and host memory needs no staging: no stream, no graphs, no pinned
+ * memory, no device memory to report; those optional entries stay NULL. */
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .free = cpu_free,

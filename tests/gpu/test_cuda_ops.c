@@ -1,7 +1,8 @@
 /* Every CUDA backend op against the CPU backend and the reference twins (tests/ref_ops.c) on
  * fresh random inputs: fp32 to 1e-5, TF32 to 5e-3, bf16/f16 activations to 2e-2; attention
  * through prefill, decode and chunked appends on contiguous and paged caches; argmax exactly;
- * plus memory, timing marks and CUDA-graph replay. Exits 77 (CTest: skipped) without a GPU. */
+ * plus memory, timing marks, the optional entries (stream, pinned host memory, device memory)
+ * and CUDA-graph replay. Exits 77 (CTest: skipped) without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +16,6 @@
 
 #include "kernels/backend.h"
 #include "base/check.h"
-#include "kernels/cuda_extra.h"
 #include "kernels/quant.h"
 #include "kernels/ref_ops.h"
 
@@ -422,7 +422,14 @@ static void test_memory_and_marks(void **state) {
         if (h[i]) fail_msg("memset_zero: byte %zu is %d", i, h[i]);
     rel(d);
     free(h);
-    assert_non_null(backend_cuda_stream(&gpu));
+    assert_non_null(gpu.ops->stream(gpu.ctx));
+    size_t free_b = 0, total_b = 0;
+    gpu.ops->memory_info(gpu.ctx, &free_b, &total_b);
+    assert_true(total_b > 0 && free_b <= total_b);
+    unsigned char *pinned = gpu.ops->host_alloc(gpu.ctx, bytes);
+    for (size_t i = 0; i < bytes; i++)
+        if (pinned[i]) fail_msg("host_alloc: byte %zu is %d, not zero", i, pinned[i]);
+    gpu.ops->host_free(gpu.ctx, pinned);
     char bus[32];
     backend_pci_bus_id("cuda", 0, bus, sizeof bus);
     assert_true(strlen(bus) > 0);
@@ -445,21 +452,21 @@ static void test_graph(void **state) {
     void *exec = NULL;
     for (int round = 0; round < 2; round++) {
         if (round == 0) {
-            assert_int_equal(backend_cuda_graph_begin(&gpu), 0);
+            assert_int_equal(gpu.ops->graph_begin(gpu.ctx), 0);
             gpu.ops->layernorm(gpu.ctx, d_norm, d_in, d_g, d_b, rows, C, 1e-5f);
             gpu.ops->matmul(gpu.ctx, d_out, d_norm, wv, NULL, rows, C, out_dim);
-            if (backend_cuda_graph_end_and_launch(&gpu, &exec) != 0) fail_msg("%s", error_message());
+            if (gpu.ops->graph_end_and_launch(gpu.ctx, &exec) != 0) fail_msg("%s", error_message());
         } else {
             ref_fill_uniform(in, rows * C, &rng, -2, 2);
             gpu.ops->copy_to_device(gpu.ctx, d_in, in, sizeof(float) * rows * C);
-            backend_cuda_graph_launch(&gpu, exec);
+            gpu.ops->graph_launch(gpu.ctx, exec);
         }
         down(got, d_out, sizeof(float) * rows * out_dim);
         ref_layernorm(norm, in, g, b, rows, C, 1e-5f);
         ref_matmul(want, norm, w, NULL, rows, C, out_dim);
         expect_close(got, want, (long)rows * out_dim, FP32_TOL, round ? "graph replay" : "graph capture");
     }
-    backend_cuda_graph_destroy(&gpu, exec);
+    gpu.ops->graph_destroy(gpu.ctx, exec);
     rel(d_in); rel(d_w); rel(d_g); rel(d_b); rel(d_norm); rel(d_out);
     free(in); free(w); free(g); free(b); free(norm); free(want); free(got);
 }
