@@ -1,6 +1,7 @@
 /* The compute-backend boundary: every op the forward pass needs, in plain C types.
  * Pointers passed to ops are backend memory (host memory for cpu, device memory for cuda).
- * Each backend fills a struct backend_ops; the runner picks one at run time. */
+ * Each backend fills a struct backend_ops; the runner picks one by name at run time
+ * (backend_init, through the table in kernels/backend.c). */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +45,11 @@ typedef struct {
 
 typedef struct backend_ops {
     const char *name;
+
+    /* Frees the context: its workspaces, timing marks, streams and handles. Release what alloc
+     * returned first (the cuda backend frees leftovers, the cpu cannot). Callers use
+     * backend_free, which also clears the backend. */
+    void (*free)(void *ctx);
 
     /* memory: alloc returns zeroed backend memory of at least bytes, aligned to 64 */
     void *(*alloc)(void *ctx, size_t bytes);
@@ -100,6 +106,44 @@ typedef struct backend_ops {
      * monotonic clock once the stream has passed it (synchronising if needed). */
     void (*mark)(void *ctx, int slot);
     double (*mark_seconds)(void *ctx, int slot);
+
+    /* --- optional: NULL when the backend lacks the capability (all NULL on the cpu) -------
+     * A caller tests the entry, never the backend's kind, so a new backend with (or without)
+     * these capabilities needs no change in the engine or the comm. */
+
+    /* The compute stream (a cudaStream_t as void *). NCCL queues its collectives in order
+     * with the ops through it (comm_nccl_init); without one the comm blocks on the host. */
+    void *(*stream)(void *ctx);
+
+    /* Graph capture, so a decode step replays as one launch instead of one per op (host
+     * overhead is most of a small model's decode time). graph_begin starts capturing
+     * everything queued on the compute stream; between begin and end no op may synchronise,
+     * copy to the host, grow a workspace (run the same shapes once uncaptured first) or use
+     * a host-blocking comm. Returns 0, or non-zero with error_message() set. */
+    int (*graph_begin)(void *ctx);
+    /* Ends the capture, instantiates it into *graph_exec and launches it once. If *graph_exec
+     * already holds an executable graph of the same topology it is updated in place (cheap:
+     * e.g. the next decode step, whose position argument differs); otherwise it is replaced.
+     * Start with *graph_exec = NULL. Returns 0, or non-zero with error_message() set. */
+    int (*graph_end_and_launch)(void *ctx, void **graph_exec);
+    /* Replays an executable graph on the compute stream with the arguments it was captured
+     * with. */
+    void (*graph_launch)(void *ctx, void *graph_exec);
+    /* Frees an executable graph (NULL is fine). */
+    void (*graph_destroy)(void *ctx, void *graph_exec);
+
+    /* Page-locked host memory, zeroed, for staging backend buffers through MPI: copies from
+     * it run at full PCIe/NVLink speed, and plain host memory serves when the entry is NULL.
+     * Set-up paths only (pinning is slow); free with host_free (ptr NULL is fine). The memory
+     * belongs to the process, not to ctx, so host_free takes ctx NULL after the backend's
+     * free: the staged comm may be torn down after the backend. */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *ptr);
+
+    /* Device-wide free and total bytes. Counts memory of every process and library (NCCL,
+     * cuBLAS), unlike peak_memory which counts this backend's allocations: for a report of
+     * how full the device is. */
+    void (*memory_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
 } backend_ops;
 
 typedef struct {
@@ -114,15 +158,24 @@ typedef struct {
     int max_marks;   /* timing slots to preallocate */
 } backend_options;
 
-/* Each returns 0 on success, or non-zero with error_message() set (e.g. no CUDA device). */
+/* Starts the backend called name ("cpu", "cuda"). Returns 0, or non-zero with
+ * error_message() set: an unknown name (the message lists the known ones), no CUDA device, or
+ * a build without CUDA. be is cleared first, so backend_free is safe after a failure. */
+int backend_init(backend *be, const char *name, const backend_options *opt);
+/* Frees the backend through its ops and clears be; NULL, a cleared be and a second call are
+ * fine. */
+void backend_free(backend *be);
+
+/* Devices the backend called name can drive: 0 for cpu, for a build without CUDA, for an
+ * unknown name, or when no device is present. Local (no MPI); needs no backend_init. */
+int backend_device_count(const char *name);
+/* PCI bus id of a device of that backend ("0000:3b:00.0"), or "" when it has none. */
+void backend_pci_bus_id(const char *name, int device, char *out, int len);
+
+/* The constructors the table points to; each returns 0, or non-zero with error_message()
+ * set. Prefer backend_init. */
 int backend_cpu_init(backend *be, const backend_options *opt);
-void backend_cpu_free(backend *be);
 int backend_cuda_init(backend *be, const backend_options *opt);
-void backend_cuda_free(backend *be);
-/* Number of usable CUDA devices; 0 when CUDA is not built in or no device is present. */
-int backend_cuda_device_count(void);
-/* PCI bus id of a device ("0000:3b:00.0"), or "" when unavailable. */
-void backend_cuda_pci_bus_id(int device, char *out, int len);
 
 #ifdef __cplusplus
 }

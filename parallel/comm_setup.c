@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "kernels/cuda_extra.h"
 #include "parallel/device.h"
 
 static const int device_axes[] = {AXIS_TP, AXIS_PP};
@@ -55,7 +54,7 @@ static int init_mpi(comm *c, MPI_Comm group, const backend *be, const comm_plan 
 }
 
 static int init_nccl(comm *c, MPI_Comm group, const backend *be, const comm_plan *plan) {
-    return comm_nccl_init(c, group, backend_cuda_stream(be));
+    return comm_nccl_init(c, group, be->ops->stream ? be->ops->stream(be->ctx) : NULL);
 }
 
 /* The pipeline holds per micro-batch one receive and up to two sends in flight (the engine's
@@ -88,7 +87,7 @@ static const struct {
  * choice cannot work. */
 static int choose_device_comm(const mesh *m, const comm_plan *plan, const backend *be,
                               int *shared) {
-    const int device_memory = backend_cuda_stream(be) != NULL;
+    const int device_memory = be->ops->stream != NULL; /* a compute stream: device memory */
     *shared = 0;
     if (staged_forced()) return COMM_BACKEND_STAGED;
     if (!device_memory) return COMM_BACKEND_MPI;

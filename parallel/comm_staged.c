@@ -8,12 +8,11 @@
 
 #include "base/check.h"
 #include "parallel/comm_setup.h"
-#include "kernels/cuda_extra.h"
 
 /* One staging buffer. A slot is held by one pending isend/irecv from post to completion;
  * handle in comm_req is the slot index + 1 (the slot table may move when it grows). */
 typedef struct {
-    void *host; /* (bytes) page-locked on cuda */
+    void *host; /* (bytes) page-locked when the backend has host_alloc */
     size_t bytes;
     int busy;
     void *device; /* irecv: the device buffer the message is copied into on completion */
@@ -23,7 +22,9 @@ typedef struct {
 typedef struct {
     MPI_Comm mpi;      /* not owned: the mesh frees it */
     const backend *be; /* copies go through its ops, which order after its compute stream */
-    int pinned;        /* cuda: cudaHostAlloc; cpu (tests): plain memory */
+    /* be->ops at init, kept because the staging is freed through it and comm_teardown may
+     * follow backend_free (which clears be): then host_free gets a NULL ctx */
+    const backend_ops *ops;
     int size, rank;
     staged_slot *slots;
     int n_slots;
@@ -31,13 +32,16 @@ typedef struct {
     long grows;       /* buffers allocated after init: 0 when init was sized right */
 } staged_ctx;
 
+/* Pinned when the backend offers it (cuda), so the copies run at full bus speed; plain memory
+ * otherwise (cpu, in tests), where backend memory already is host memory. */
 static void *host_alloc(staged_ctx *ctx, size_t bytes) {
-    return ctx->pinned ? backend_cuda_host_alloc(bytes) : xcalloc(1, bytes ? bytes : 1);
+    return ctx->ops->host_alloc ? ctx->ops->host_alloc(ctx->be->ctx, bytes)
+                                : xcalloc(1, bytes ? bytes : 1);
 }
 
 static void host_free(staged_ctx *ctx, void *ptr) {
-    if (ctx->pinned)
-        backend_cuda_host_free(ptr);
+    if (ctx->ops->host_alloc)
+        ctx->ops->host_free(ctx->be->ctx, ptr);
     else
         free(ptr);
 }
@@ -242,7 +246,7 @@ void comm_staged_init(comm *c, MPI_Comm mpi_comm, const backend *be, size_t max_
     staged_ctx *ctx = xcalloc(1, sizeof *ctx);
     ctx->mpi = mpi_comm;
     ctx->be = be;
-    ctx->pinned = backend_cuda_stream(be) != NULL;
+    ctx->ops = be->ops;
     MPI_CHECK(MPI_Comm_size(mpi_comm, &ctx->size));
     MPI_CHECK(MPI_Comm_rank(mpi_comm, &ctx->rank));
     // a group of one never communicates: no staging memory

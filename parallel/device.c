@@ -25,7 +25,7 @@ int device_local_rank(const mesh *m) {
 
 int device_select(const mesh *m, int override) {
     if (override >= 0) return override;
-    int n = backend_cuda_device_count();
+    int n = backend_device_count("cuda");
     return n > 0 ? device_local_rank(m) % n : 0;
 }
 
@@ -59,7 +59,7 @@ int device_shared(const mesh *m) {
 
 int device_record(mesh *m, int device) {
     m->device = device;
-    backend_cuda_pci_bus_id(device, m->pci_bus_id, (int)sizeof m->pci_bus_id);
+    backend_pci_bus_id("cuda", device, m->pci_bus_id, (int)sizeof m->pci_bus_id);
     int mates = device_mates(m), most = 0;
     MPI_CHECK(MPI_Allreduce(&mates, &most, 1, MPI_INT, MPI_MAX, m->world));
     if (most > 0 && m->world_rank == 0)

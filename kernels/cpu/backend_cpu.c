@@ -80,8 +80,19 @@ static double cpu_mark_seconds(void *vctx, int slot) {
     return ctx->marks[slot];
 }
 
+static void cpu_free(void *vctx) {
+    cpu_ctx *ctx = vctx;
+    free(ctx->tile.data);
+    free(ctx->attn.data);
+    free(ctx->marks);
+    free(ctx);
+}
+
+/* Host work is synchronous and host memory needs no staging: no stream, no graphs, no pinned
+ * memory, no device memory to report; those optional entries stay NULL. */
 static const backend_ops cpu_ops = {
     .name = "cpu",
+    .free = cpu_free,
     .alloc = cpu_alloc,
     .release = cpu_release,
     .copy_to_device = cpu_copy,
@@ -112,15 +123,4 @@ int backend_cpu_init(backend *be, const backend_options *opt) {
     be->ops = &cpu_ops;
     be->ctx = ctx;
     return 0;
-}
-
-void backend_cpu_free(backend *be) {
-    if (!be || !be->ctx) return;
-    cpu_ctx *ctx = be->ctx;
-    free(ctx->tile.data);
-    free(ctx->attn.data);
-    free(ctx->marks);
-    free(ctx);
-    be->ctx = NULL;
-    be->ops = NULL;
 }

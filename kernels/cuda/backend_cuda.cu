@@ -1,13 +1,13 @@
 /* The CUDA compute backend: device selection, the compute stream, cuBLAS, memory, timing marks
- * and the ops table. The op kernels live one family per file beside this one; CUDA-graph
- * capture of decode steps is exposed through kernels/cuda_extra.h. */
+ * and the ops table, with the optional entries the cpu lacks (stream, CUDA graphs, pinned host
+ * memory, device memory info). The op kernels live one family per file beside this one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda_extra.h"
+#include "kernels/backend_devices.h"
 
 /* cuBLAS gets a fixed workspace so it never allocates inside a captured graph. */
 #define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -187,8 +187,111 @@ static double cuda_mark_seconds(void *vctx, int slot) {
     return ctx->anchor_host + 1e-3 * (double)ms;
 }
 
+static void cuda_free(void *vctx) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    CUDA_CHECK(cudaSetDevice(ctx->device));
+    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
+    for (int i = 0; i < ctx->n_allocs; i++) CUDA_CHECK(cudaFree(ctx->allocs[i].ptr));
+    free(ctx->allocs);
+    if (ctx->convert.ptr) CUDA_CHECK(cudaFree(ctx->convert.ptr));
+    for (int i = 0; i < ctx->max_marks; i++) CUDA_CHECK(cudaEventDestroy(ctx->marks[i]));
+    free(ctx->marks);
+    CUDA_CHECK(cudaEventDestroy(ctx->anchor));
+    CUBLAS_CHECK(cublasDestroy(ctx->cublas));
+    CUDA_CHECK(cudaFree(ctx->cublas_ws));
+    CUDA_CHECK(cudaStreamDestroy(ctx->stream));
+    free(ctx);
+}
+
+/* --- optional entries: stream, CUDA graphs, pinned host memory, device memory ------------- */
+
+static void *cuda_stream(void *vctx) { return (void *)((cuda_ctx *)vctx)->stream; }
+
+static int cuda_graph_begin(void *vctx) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    // ThreadLocal: other threads (an MPI progress thread) may still call unsafe CUDA APIs
+    cudaError_t rc = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        error_set("backend: cuda: cudaStreamBeginCapture: %s", cudaGetErrorString(rc));
+        return -1;
+    }
+    ctx->capturing = 1;
+    return 0;
+}
+
+static int cuda_graph_end_and_launch(void *vctx, void **graph_exec) {
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    cudaGraph_t graph = NULL;
+    ctx->capturing = 0;
+    cudaError_t rc = cudaStreamEndCapture(ctx->stream, &graph);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        error_set("backend: cuda: cudaStreamEndCapture: %s (an op synchronised or used another "
+                  "stream without joining it back)",
+                  cudaGetErrorString(rc));
+        return -1;
+    }
+    cudaGraphExec_t exec = (cudaGraphExec_t)*graph_exec;
+    if (exec) {
+        // same topology, new kernel arguments (e.g. the next decode position): cheap update
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(exec, graph, &info) != cudaSuccess) {
+            (void)cudaGetLastError();
+            CUDA_CHECK(cudaGraphExecDestroy(exec));
+            exec = NULL;
+        }
+    }
+    if (!exec) {
+        rc = cudaGraphInstantiate(&exec, graph, 0);
+        if (rc != cudaSuccess) {
+            (void)cudaGetLastError();
+            cudaGraphDestroy(graph);
+            *graph_exec = NULL;
+            error_set("backend: cuda: cudaGraphInstantiate: %s", cudaGetErrorString(rc));
+            return -1;
+        }
+    }
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    *graph_exec = (void *)exec;
+    CUDA_CHECK(cudaGraphLaunch(exec, ctx->stream));
+    return 0;
+}
+
+static void cuda_graph_launch(void *vctx, void *graph_exec) {
+    CHECK(graph_exec != NULL, "backend: cuda: graph launch without a graph");
+    CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph_exec, ((cuda_ctx *)vctx)->stream));
+}
+
+static void cuda_graph_destroy(void *vctx, void *graph_exec) {
+    if (!graph_exec) return;
+    CUDA_CHECK(cudaStreamSynchronize(((cuda_ctx *)vctx)->stream));
+    CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)graph_exec));
+}
+
+static void *cuda_host_alloc(void *vctx, size_t bytes) {
+    void *ptr = NULL;
+    // portable: pinned for every device of the process, not only the current one
+    CUDA_CHECK(cudaHostAlloc(&ptr, bytes ? bytes : 1, cudaHostAllocPortable));
+    memset(ptr, 0, bytes);
+    return ptr;
+}
+
+/* vctx may be NULL (backend.h): portable pinned memory belongs to the process. */
+static void cuda_host_free(void *vctx, void *ptr) {
+    if (ptr) CUDA_CHECK(cudaFreeHost(ptr));
+}
+
+static void cuda_memory_info(void *vctx, size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = 0;
+    *total_bytes = 0;
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) (void)cudaGetLastError();
+}
+
+/* Positional (designated initialisers are C++20): the order is struct backend_ops's. */
 static const backend_ops cuda_ops = {
     "cuda",
+    cuda_free,
     cuda_alloc,
     cuda_release,
     cuda_copy_to_device,
@@ -205,9 +308,17 @@ static const backend_ops cuda_ops = {
     cuda_argmax,
     cuda_mark,
     cuda_mark_seconds,
+    cuda_stream,
+    cuda_graph_begin,
+    cuda_graph_end_and_launch,
+    cuda_graph_launch,
+    cuda_graph_destroy,
+    cuda_host_alloc,
+    cuda_host_free,
+    cuda_memory_info,
 };
 
-/* --- init / free --------------------------------------------------------------------------- */
+/* --- device queries (the selection table's) and init -------------------------------------- */
 
 extern "C" int backend_cuda_device_count(void) {
     int n = 0;
@@ -271,109 +382,3 @@ extern "C" int backend_cuda_init(backend *be, const backend_options *opt) {
     return 0;
 }
 
-extern "C" void backend_cuda_free(backend *be) {
-    cuda_ctx *ctx = (cuda_ctx *)be->ctx;
-    if (!ctx) return;
-    CUDA_CHECK(cudaSetDevice(ctx->device));
-    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
-    for (int i = 0; i < ctx->n_allocs; i++) CUDA_CHECK(cudaFree(ctx->allocs[i].ptr));
-    free(ctx->allocs);
-    if (ctx->convert.ptr) CUDA_CHECK(cudaFree(ctx->convert.ptr));
-    for (int i = 0; i < ctx->max_marks; i++) CUDA_CHECK(cudaEventDestroy(ctx->marks[i]));
-    free(ctx->marks);
-    CUDA_CHECK(cudaEventDestroy(ctx->anchor));
-    CUBLAS_CHECK(cublasDestroy(ctx->cublas));
-    CUDA_CHECK(cudaFree(ctx->cublas_ws));
-    CUDA_CHECK(cudaStreamDestroy(ctx->stream));
-    free(ctx);
-    be->ctx = NULL;
-    be->ops = NULL;
-}
-
-/* --- extras: stream and CUDA graphs (kernels/cuda_extra.h) --------------------------------- */
-
-/* NULL for a backend that is not this one (the cpu backend's ctx is no cuda_ctx). */
-static cuda_ctx *cuda_ctx_of(const backend *be) {
-    return be && be->ops == &cuda_ops ? (cuda_ctx *)be->ctx : NULL;
-}
-
-extern "C" void *backend_cuda_stream(const backend *be) {
-    cuda_ctx *ctx = cuda_ctx_of(be);
-    return ctx ? (void *)ctx->stream : NULL;
-}
-
-extern "C" int backend_cuda_graph_begin(backend *be) {
-    cuda_ctx *ctx = cuda_ctx_of(be);
-    if (!ctx) {
-        error_set("backend: CUDA graphs need backend: cuda");
-        return -1;
-    }
-    // ThreadLocal: other threads (an MPI progress thread) may still call unsafe CUDA APIs
-    cudaError_t rc = cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal);
-    if (rc != cudaSuccess) {
-        (void)cudaGetLastError();
-        error_set("backend: cuda: cudaStreamBeginCapture: %s", cudaGetErrorString(rc));
-        return -1;
-    }
-    ctx->capturing = 1;
-    return 0;
-}
-
-extern "C" int backend_cuda_graph_end_and_launch(backend *be, void **graph_exec) {
-    cuda_ctx *ctx = (cuda_ctx *)be->ctx;
-    cudaGraph_t graph = NULL;
-    ctx->capturing = 0;
-    cudaError_t rc = cudaStreamEndCapture(ctx->stream, &graph);
-    if (rc != cudaSuccess) {
-        (void)cudaGetLastError();
-        error_set("backend: cuda: cudaStreamEndCapture: %s (an op synchronised or used another "
-                  "stream without joining it back)",
-                  cudaGetErrorString(rc));
-        return -1;
-    }
-    cudaGraphExec_t exec = (cudaGraphExec_t)*graph_exec;
-    if (exec) {
-        // same topology, new kernel arguments (e.g. the next decode position): cheap update
-        cudaGraphExecUpdateResultInfo info;
-        if (cudaGraphExecUpdate(exec, graph, &info) != cudaSuccess) {
-            (void)cudaGetLastError();
-            CUDA_CHECK(cudaGraphExecDestroy(exec));
-            exec = NULL;
-        }
-    }
-    if (!exec) {
-        rc = cudaGraphInstantiate(&exec, graph, 0);
-        if (rc != cudaSuccess) {
-            (void)cudaGetLastError();
-            cudaGraphDestroy(graph);
-            *graph_exec = NULL;
-            error_set("backend: cuda: cudaGraphInstantiate: %s", cudaGetErrorString(rc));
-            return -1;
-        }
-    }
-    CUDA_CHECK(cudaGraphDestroy(graph));
-    *graph_exec = (void *)exec;
-    CUDA_CHECK(cudaGraphLaunch(exec, ctx->stream));
-    return 0;
-}
-
-extern "C" void backend_cuda_graph_launch(backend *be, void *graph_exec) {
-    cuda_ctx *ctx = cuda_ctx_of(be);
-    CHECK(ctx && graph_exec, "backend: cuda: graph launch without a cuda backend or graph");
-    CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph_exec, ctx->stream));
-}
-
-extern "C" void backend_cuda_graph_destroy(backend *be, void *graph_exec) {
-    if (!graph_exec) return;
-    cuda_ctx *ctx = (cuda_ctx *)be->ctx;
-    CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
-    CUDA_CHECK(cudaGraphExecDestroy((cudaGraphExec_t)graph_exec));
-}
-
-extern "C" void backend_cuda_memory_info(const backend *be, size_t *free_bytes,
-                                         size_t *total_bytes) {
-    (void)be;
-    *free_bytes = 0;
-    *total_bytes = 0;
-    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) (void)cudaGetLastError();
-}

@@ -44,7 +44,7 @@ typedef struct {
     double anchor_host;
     cudaEvent_t *marks;       /* (max_marks) */
     int max_marks;
-    int capturing;            /* inside backend_cuda_graph_begin .. _end */
+    int capturing;            /* inside graph_begin .. graph_end_and_launch */
     /* memory accounting of backend allocations (workspaces included) */
     size_t bytes_now, bytes_peak;
     cuda_allocation *allocs;  /* live allocations, for release's byte count */

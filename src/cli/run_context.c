@@ -160,8 +160,7 @@ static int backend_start(run_context *rc, long capacity) {
                                           : -1,
                             .allow_tf32 = j->allow_tf32,
                             .max_marks = (int)(2 * capacity)};
-    int bad = j->backend == BACKEND_CUDA ? backend_cuda_init(&rc->be, &bopt)
-                                         : backend_cpu_init(&rc->be, &bopt);
+    int bad = backend_init(&rc->be, backend_kind_name(j->backend), &bopt);
     int any_bad = 0;
     MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     rc->have_backend = !bad;
@@ -264,13 +263,8 @@ void run_context_free(run_context *rc) {
     if (rc->have_engine) engine_free(&rc->e);
     if (rc->have_timer) timer_free(&rc->tm);
     if (rc->have_model) model_free(&rc->m, &rc->be);
-    if (rc->have_backend) {
-        if (rc->j.backend == BACKEND_CUDA)
-            backend_cuda_free(&rc->be);
-        else
-            backend_cpu_free(&rc->be);
-    }
-    if (rc->have_comms) comm_teardown(&rc->mesh);
+    if (rc->have_comms) comm_teardown(&rc->mesh); /* staged comms free through the backend */
+    if (rc->have_backend) backend_free(&rc->be);
     if (rc->have_mesh) mesh_free(&rc->mesh);
     tokenizer_free(rc->tok);
     job_free(&rc->j);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "kernels/cuda_extra.h"
+#include "kernels/backend.h"
 #include "engine/engine.h"
 
 /* One executable graph and the arguments it was captured with. Kernel arguments are baked
@@ -33,14 +33,14 @@ void engine_graphs_free(engine *e) {
     struct graph_cache *gc = e->graphs;
     if (!gc) return;
     for (int i = 0; i < gc->n_micro * gc->steps; i++)
-        backend_cuda_graph_destroy((backend *)e->be, gc->slots[i].exec);
+        e->be->ops->graph_destroy(e->be->ctx, gc->slots[i].exec);
     free(gc->slots);
     free(gc);
     e->graphs = NULL;
 }
 
-/* Only a backend with a compute stream can capture graphs. */
-static int backend_can_capture(const engine *e) { return backend_cuda_stream(e->be) != NULL; }
+/* The backend says whether it can capture graphs: the entry is NULL when it cannot. */
+static int backend_can_capture(const engine *e) { return e->be->ops->graph_begin != NULL; }
 
 /* Whether this call may be captured. Decode steps only (the prefill runs once per iteration and
  * records activations), not the first decode step (it runs plainly first, so lazy module
@@ -81,13 +81,13 @@ void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int p
         engine_stage_forward(e, x, mb, step, n_new, pos0);
         return;
     }
-    backend *be = (backend *)e->be;
+    const backend *be = e->be;
     struct graph_cache *gc;
     graph_slot *s = graph_slot_for(e, mb, step);
     gc = e->graphs;
     if (s->exec && s->x == x && s->nb == e->split.size[mb] && s->mb_begin == e->split.begin[mb] &&
         s->pos0 == pos0) {
-        backend_cuda_graph_launch(be, s->exec);
+        be->ops->graph_launch(be->ctx, s->exec);
         gc->replays++;
         return;
     }
@@ -95,14 +95,14 @@ void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int p
      * replay; the timer is paused instead, and the schedule's PHASE_STEP brackets the graph. */
     timings_level level = e->tm->level;
     e->tm->level = TIMINGS_OFF;
-    if (backend_cuda_graph_begin(be) != 0) {
+    if (be->ops->graph_begin(be->ctx) != 0) {
         e->tm->level = level;
         tripar_dief(__FILE__, __LINE__, "backend.cuda_graphs: %s", error_message());
     }
     engine_stage_forward(e, x, mb, step, n_new, pos0);
     /* A failed capture never ran, but NCCL counted its collectives: the peers cannot be kept
      * in step, so this is fatal rather than a fallback. */
-    if (backend_cuda_graph_end_and_launch(be, &s->exec) != 0)
+    if (be->ops->graph_end_and_launch(be->ctx, &s->exec) != 0)
         tripar_dief(__FILE__, __LINE__, "backend.cuda_graphs: capture of decode step %d "
                     "(micro-batch %d) failed: %s", step, mb, error_message());
     e->tm->level = level;

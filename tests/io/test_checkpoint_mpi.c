@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
     if (rank == 0)
         printf("test_checkpoint_mpi dp=%d tp=%d pp=%d: %s\n", dp, tp, pp,
                total ? "FAILED" : "ok");
-    backend_cpu_free(&be);
+    backend_free(&be);
     mesh_free(&mesh);
     MPI_Finalize();
     return total ? 1 : 0;

@@ -28,7 +28,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    backend_cpu_free(&be);
+    backend_free(&be);
     return 0;
 }
 

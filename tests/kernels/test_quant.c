@@ -187,7 +187,7 @@ static void test_matmul_dequantized(void **state) {
         if (!(err < 2e-2))
             fail_msg("%s vs fp32 weights: relative error %g", dtype_name(views[k].type), err);
     }
-    backend_cpu_free(&be);
+    backend_free(&be);
     free(w), free(wf), free(x), free(bias), free(scale), free(got), free(want), free(q), free(h);
 }
 

@@ -8,3 +8,5 @@ tripar_unit_test(test_ops SOURCES kernels/test_ops.c LABELS ops)
 target_link_libraries(test_ops PRIVATE tripar_ref_ops)
 tripar_unit_test(test_quant SOURCES kernels/test_quant.c LABELS ops)
 target_link_libraries(test_quant PRIVATE tripar_ref_ops)
+# Backend selection by name through the table of kernels/backend.c.
+tripar_unit_test(test_backend SOURCES kernels/test_backend.c LABELS backend)

@@ -59,7 +59,7 @@ static void harness_free(harness *h) {
     engine_free(&h->e);
     model_free(&h->m, &h->be);
     timer_free(&h->tm);
-    backend_cpu_free(&h->be);
+    backend_free(&h->be);
     mesh_free(&h->mesh);
     job_free(&h->j);
 }

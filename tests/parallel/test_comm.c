@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     check_comm(&m.axis[AXIS_TP], "comm_setup staged tp");
     comm_teardown(&m);
     mesh_free(&m);
-    backend_cpu_free(&be);
+    backend_free(&be);
 
     int all = 0;
     MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
