@@ -58,6 +58,16 @@ static const char *const RECORD_KEYS[] = {"out", "activations", "timings", "flus
 static const char *const RAW_KEYS[] = {"model.checkpoint", "input.text", "input.tokens_file",
                                        "input.text_file",  "record.out", NULL};
 
+/* Keys whose value is a path (docs/jobs.md, type "path"). */
+static const char *const PATH_KEYS[] = {"model.checkpoint", "input.tokens_file", "input.text_file",
+                                        NULL};
+
+int job_key_is_path(const char *key) {
+    for (int i = 0; PATH_KEYS[i]; i++)
+        if (!strcmp(key, PATH_KEYS[i])) return 1;
+    return 0;
+}
+
 static const char *enum_name(const char *const *names, int count, int k) {
     return k >= 0 && k < count ? names[k] : "?";
 }
