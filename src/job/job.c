@@ -593,15 +593,14 @@ done:
  * that gave it): a file that is not a regular one (a directory, a FIFO) or is empty is refused
  * here rather than turning into a confusing tokenizer error later. */
 static int job_read_text_file(job *j, const jnode *v, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return jnode_fail(v, "input.text_file: cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    memset(&st, 0, sizeof st);
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    struct stat st; /* before opening: opening a FIFO would wait for a writer */
+    if (stat(path, &st) != 0)
+        return jnode_fail(v, "input.text_file: cannot open '%s': %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
         return jnode_fail(v, "input.text_file: '%s' is %s; give a file of UTF-8 text", path,
                           S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
-    }
+    FILE *f = fopen(path, "rb");
+    if (!f) return jnode_fail(v, "input.text_file: cannot open '%s': %s", path, strerror(errno));
     size_t cap = 4096, len = 0;
     char *text = xmalloc(cap);
     for (;;) {

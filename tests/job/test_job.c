@@ -643,7 +643,7 @@ static void test_path_fallback(void **state) {
     assert_int_equal(chdir(cwd), 0);
 }
 
-/* A text file that is empty, a directory or holds a NUL is refused at its key. */
+/* A text file that is empty, a directory, a FIFO or holds a NUL is refused at its key. */
 static void test_text_file_errors(void **state) {
     write_tmp("empty.txt", "");
     expect_error(write_tmp("te1.yaml", "model: {synthetic: {}}\ninput: {text_file: empty.txt}\n"),
@@ -661,6 +661,11 @@ static void test_text_file_errors(void **state) {
     fclose(f);
     expect_error(write_tmp("te3.yaml", "model: {synthetic: {}}\ninput: {text_file: nul.txt}\n"),
                  NULL, 0, "te3\\.yaml:2: input\\.text_file: '.*/nul\\.txt' holds a NUL byte");
+    char fifo[512]; /* refused before it is opened: opening would wait for a writer */
+    snprintf(fifo, sizeof fifo, "%s/a_fifo", tmp_dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    expect_error(write_tmp("te4.yaml", "model: {synthetic: {}}\ninput: {text_file: a_fifo}\n"),
+                 NULL, 0, "te4\\.yaml:2: input\\.text_file: '.*/a_fifo' is not a regular file");
     char set[600];
     snprintf(set, sizeof set, "input.text_file=%s/empty.txt", tmp_dir);
     const char *sets[] = {set};
