@@ -22,8 +22,9 @@ static void usage(FILE *f) {
         "Runs the job under mpirun/srun: dp x tp x pp must equal the number of ranks.\n"
         "  --set K=V            override any job key (repeatable), e.g. --set parallel.tp=2\n"
         "  --sweep K=V1,V2      run every point of the cross product of the swept keys in\n"
-        "                       this one mpirun; point files are OUT-STEM.K=V[.K2=V2].h5\n"
-        "                       (repeatable; see docs/benchmarks.md)\n"
+        "                       this one mpirun; point files are OUT-STEM.K=V[.K2=V2].h5,\n"
+        "                       V a file's stem for path keys (repeatable; see\n"
+        "                       docs/benchmarks.md)\n"
         "  --out RUN.h5         run file (default: record.out of the job)\n"
         "  --dry-run            print the resolved job and the memory per rank; compute nothing\n"
         "  --save-checkpoint F  write the synthetic model to F as a tripar checkpoint\n"
@@ -108,6 +109,8 @@ static int run_one(const run_args *a, long point, double process_start, int chec
         job_dump(&rc.j, stdout);
         run_print_memory_plan(&rc.j, &rc.cfg);
     }
+    if (code == TRIPAR_EXIT_OK && check_only && result)
+        snprintf(result->out, sizeof result->out, "%s", rc.out_path);
     if (code == TRIPAR_EXIT_OK && !a->dry_run && !check_only) {
         signal(SIGTERM, on_stop_signal);
         signal(SIGINT, on_stop_signal);
@@ -138,6 +141,24 @@ static void sweep_point_label(const sweep *spec, long point, char *label, size_t
     }
 }
 
+/* Two points that write one run file would leave only the later one's numbers, so a sweep
+ * whose point files clash (two swept files with one stem, say) is refused before any computes.
+ * results[p].out holds each point's file, from the checking pass. */
+static int sweep_check_paths(const sweep *spec, const run_point *results, long points) {
+    char **paths = xcalloc((size_t)points, sizeof *paths);
+    for (long p = 0; p < points; p++) paths[p] = (char *)results[p].out;
+    long first = 0, clash = sweep_path_clash(paths, points, &first);
+    free(paths);
+    if (clash < 0) return TRIPAR_EXIT_OK;
+    char a[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX], b[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX];
+    sweep_point_label(spec, first, a, sizeof a);
+    sweep_point_label(spec, clash, b, sizeof b);
+    error_set("--sweep: points %ld (%s) and %ld (%s) would both write %s; give the swept values "
+              "distinct names (files: distinct stems)",
+              first + 1, a, clash + 1, b, results[clash].out);
+    return run_user_error();
+}
+
 int run_main(int argc, char **argv, double process_start) {
     run_args args;
     int world_rank = 0;
@@ -154,12 +175,15 @@ int run_main(int argc, char **argv, double process_start) {
         return rc;
     }
     /* every point is checked before any computes, so a bad value costs no compute */
-    for (long p = 0; p < points && !args.dry_run; p++)
-        if ((rc = run_one(&args, p, process_start, 1, NULL)) != TRIPAR_EXIT_OK) {
-            sweep_free(&args.sweep);
-            return rc;
-        }
     run_point *results = xcalloc((size_t)points, sizeof(run_point));
+    for (long p = 0; p < points && !args.dry_run && rc == TRIPAR_EXIT_OK; p++)
+        rc = run_one(&args, p, process_start, 1, &results[p]);
+    if (rc == TRIPAR_EXIT_OK && !args.dry_run) rc = sweep_check_paths(&args.sweep, results, points);
+    if (rc != TRIPAR_EXIT_OK) {
+        free(results);
+        sweep_free(&args.sweep);
+        return rc;
+    }
     long done = 0;
     for (long p = 0; p < points; p++, done++) {
         char label[SWEEP_MAX_KEYS * SWEEP_TEXT_MAX];

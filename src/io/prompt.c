@@ -6,16 +6,33 @@
 
 #include "base/check.h"
 
-int prompt_tokenize(job *j, tokenizer **tok) {
-    *tok = NULL;
-    if (!j->checkpoint[0]) {
-        if (!j->text) return STATUS_OK;
-        error_set("%s:%d: input.text needs a tokenizer, which comes with a checkpoint imported "
-                  "by tripar import-hf from a directory holding vocab.json and merges.txt "
-                  "(set model.checkpoint)",
-                  j->source, job_key_line(j, "input.text"));
+/* Text for a model without a tokenizer (a synthetic one): UTF-8 byte b becomes token id b. The
+ * weights are a hash, so no mapping of text to ids means more than another; this one is
+ * deterministic, needs no vocabulary files, and gives a prompt one token per byte of its text.
+ * A real checkpoint without a tokenizer is refused instead (prompt_tokenize): there the ids
+ * would be read as words of its vocabulary, and the run would silently be on nonsense. */
+static int prompt_bytes_to_ids(job *j) {
+    const char *key = j->text_file[0] ? "input.text_file" : "input.text";
+    char where[256];
+    if (j->vocab < 256) {
+        error_set("%s: %s: a model without a tokenizer reads text as bytes (token id = byte "
+                  "value), which needs model.synthetic.vocab >= 256, but it is %d",
+                  job_key_origin(j, key, where, sizeof where), key, j->vocab);
         return STATUS_BAD_INPUT;
     }
+    size_t n = strlen(j->text); /* job_load refuses empty text and caps it at 64 MiB */
+    int32_t *ids = xmalloc((n > 0 ? n : 1) * sizeof *ids);
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)(unsigned char)j->text[i];
+    free(j->tokens);
+    j->tokens = ids;
+    j->batch = 1;
+    j->prompt_len = (int)n;
+    return STATUS_OK;
+}
+
+int prompt_tokenize(job *j, tokenizer **tok) {
+    *tok = NULL;
+    if (!j->checkpoint[0]) return j->text ? prompt_bytes_to_ids(j) : STATUS_OK;
     int rc = tokenizer_load_checkpoint(tok, j->checkpoint);
     if (rc == 1) {
         if (!j->text) return STATUS_OK; /* token input, no tokenizer: no text output */

@@ -1,11 +1,14 @@
 /* Text in, text out: tokenizes input.text with the checkpoint's GPT-2 tokenizer and decodes
- * the generated rows back to text for the run file. */
+ * the generated rows back to text for the run file. A synthetic model, which has no tokenizer,
+ * reads text as bytes: token id = byte value. */
 #pragma once
 #include "job/job.h"
 #include "io/tokenizer.h"
 
-/* When the job gives text, loads the checkpoint's tokenizer and sets j->tokens as one prompt.
- * Returns STATUS_OK (tok set, or NULL when the job gives tokens) or STATUS_BAD_INPUT. */
+/* When the job gives text, sets j->tokens as one prompt: through the checkpoint's tokenizer, or
+ * one id per UTF-8 byte for a synthetic model (which needs vocab >= 256). Returns STATUS_OK
+ * (tok set for a checkpoint with a tokenizer, else NULL) or STATUS_BAD_INPUT with error_message()
+ * set at the input key. */
 int prompt_tokenize(job *j, tokenizer **tok);
 
 /* Decodes rows (rows, cols) of token ids into malloc'ed strings (texts[rows]). */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/check.h"
@@ -57,6 +58,16 @@ static const char *const RECORD_KEYS[] = {"out", "activations", "timings", "flus
 /* Values of these keys are strings taken verbatim from --set (a text may hold ": "). */
 static const char *const RAW_KEYS[] = {"model.checkpoint", "input.text", "input.tokens_file",
                                        "input.text_file",  "record.out", NULL};
+
+/* Keys whose value is a path (docs/jobs.md, type "path"). */
+static const char *const PATH_KEYS[] = {"model.checkpoint", "input.tokens_file", "input.text_file",
+                                        NULL};
+
+int job_key_is_path(const char *key) {
+    for (int i = 0; PATH_KEYS[i]; i++)
+        if (!strcmp(key, PATH_KEYS[i])) return 1;
+    return 0;
+}
 
 static const char *enum_name(const char *const *names, int count, int k) {
     return k >= 0 && k < count ? names[k] : "?";
@@ -306,9 +317,25 @@ static int job_get_string(job_loader *L, const jnode *m, const char *section, co
     return STATUS_OK;
 }
 
-/* A file path: relative ones given in the job file are relative to its directory; those given
- * with --set are relative to the working directory. Resolved to an absolute path, so a dumped
- * job still names the same file wherever it is reloaded. */
+/* dir/given as an absolute path, dir being absolute, "." (the working directory cwd) or
+ * relative to cwd. Returns STATUS_OK, or fails at v when it does not fit. */
+static int job_path_join(char *out, const char *dir, const char *cwd, const char *given,
+                         const jnode *v, const char *section, const char *key) {
+    int len = dir[0] == '/'       ? snprintf(out, JOB_PATH_MAX, "%s/%s", dir, given)
+              : !strcmp(dir, ".") ? snprintf(out, JOB_PATH_MAX, "%s/%s", cwd, given)
+                                  : snprintf(out, JOB_PATH_MAX, "%s/%s/%s", cwd, dir, given);
+    if (len >= JOB_PATH_MAX)
+        return jnode_fail(v, "%s.%s: path longer than %d characters", section, key,
+                          JOB_PATH_MAX - 1);
+    return STATUS_OK;
+}
+
+/* A file path. A relative one written in the job file is looked up in the job file's directory
+ * first and, when it is not there, in the working directory: a job kept beside its files finds
+ * them from anywhere, and a job in jobs/ may name data/prompts/... for runs from the repository
+ * root. One given with --set is relative to the working directory only, as on any command
+ * line. Resolved to an absolute path, so a dumped job still names the same file wherever it is
+ * reloaded. */
 static int job_get_path(job_loader *L, const jnode *m, const char *section, const char *key,
                         char *out) {
     char given[JOB_PATH_MAX];
@@ -316,20 +343,24 @@ static int job_get_path(job_loader *L, const jnode *m, const char *section, cons
     TRY(job_get_string(L, m, section, key, given, sizeof given));
     if (!given[0]) return STATUS_OK;
     const jnode *v = jnode_get(m, key, NULL);
-    char cwd[JOB_PATH_MAX];
+    char cwd[JOB_PATH_MAX], fallback[JOB_PATH_MAX];
+    fallback[0] = '\0';
     if (given[0] == '/' || !getcwd(cwd, sizeof cwd)) {
         snprintf(out, JOB_PATH_MAX, "%s", given);
     } else {
         const char *dir = v->line > 0 ? L->dir : ".";
-        int len = dir[0] == '/'       ? snprintf(out, JOB_PATH_MAX, "%s/%s", dir, given)
-                  : !strcmp(dir, ".") ? snprintf(out, JOB_PATH_MAX, "%s/%s", cwd, given)
-                                      : snprintf(out, JOB_PATH_MAX, "%s/%s/%s", cwd, dir, given);
-        if (len >= JOB_PATH_MAX)
-            return jnode_fail(v, "%s.%s: path longer than %d characters", section, key,
-                              JOB_PATH_MAX - 1);
+        TRY(job_path_join(out, dir, cwd, given, v, section, key));
+        if (strcmp(dir, ".") != 0 && access(out, F_OK) != 0) {
+            TRY(job_path_join(fallback, ".", cwd, given, v, section, key));
+            if (access(fallback, F_OK) == 0) memcpy(out, fallback, strlen(fallback) + 1);
+        }
     }
-    if (access(out, R_OK) != 0)
+    if (access(out, R_OK) != 0) {
+        if (fallback[0] && strcmp(out, fallback) != 0)
+            return jnode_fail(v, "%s.%s: cannot read '%s' (nor '%s' in the working directory): %s",
+                              section, key, out, fallback, strerror(errno));
         return jnode_fail(v, "%s.%s: cannot read '%s': %s", section, key, out, strerror(errno));
+    }
     return STATUS_OK;
 }
 
@@ -559,12 +590,18 @@ done:
     return STATUS_OK;
 }
 
-static int job_read_text_file(job *j, const char *path) {
+/* The whole of input.text_file as one prompt. Errors point at the key (file:line, or the --set
+ * that gave it): a file that is not a regular one (a directory, a FIFO) or is empty is refused
+ * here rather than turning into a confusing tokenizer error later. */
+static int job_read_text_file(job *j, const jnode *v, const char *path) {
+    struct stat st; /* before opening: opening a FIFO would wait for a writer */
+    if (stat(path, &st) != 0)
+        return jnode_fail(v, "input.text_file: cannot open '%s': %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return jnode_fail(v, "input.text_file: '%s' is %s; give a file of UTF-8 text", path,
+                          S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        error_set("%s: cannot open text file: %s", path, strerror(errno));
-        return STATUS_BAD_INPUT;
-    }
+    if (!f) return jnode_fail(v, "input.text_file: cannot open '%s': %s", path, strerror(errno));
     size_t cap = 4096, len = 0;
     char *text = xmalloc(cap);
     for (;;) {
@@ -573,8 +610,8 @@ static int job_read_text_file(job *j, const char *path) {
             if (cap > (size_t)CAP_TEXT) {
                 free(text);
                 fclose(f);
-                error_set("%s: text file larger than %ld bytes", path, CAP_TEXT);
-                return STATUS_BAD_INPUT;
+                return jnode_fail(v, "input.text_file: '%s' is larger than %ld bytes", path,
+                                  CAP_TEXT);
             }
             char *grown = realloc(text, cap);
             CHECK(grown, "out of memory reading %s", path);
@@ -584,12 +621,16 @@ static int job_read_text_file(job *j, const char *path) {
         len += got;
         if (got == 0) break;
     }
+    int read_error = ferror(f);
     fclose(f);
     text[len] = '\0';
-    if (strlen(text) != len) {
+    const char *why = read_error        ? "could not be read"
+                      : len == 0        ? "is empty; give the prompt's text"
+                      : strlen(text) != len ? "holds a NUL byte; give UTF-8 text"
+                                            : NULL;
+    if (why) {
         free(text);
-        error_set("%s: the text file holds a NUL byte; give UTF-8 text", path);
-        return STATUS_BAD_INPUT;
+        return jnode_fail(v, "input.text_file: '%s' %s", path, why);
     }
     j->text = text;
     return STATUS_OK;
@@ -634,7 +675,7 @@ static int job_walk_input(job_loader *L, const jnode *m, const jnode *m_key) {
     }
     if (!strcmp(given, "text_file")) {
         TRY(job_get_path(L, m, "input", "text_file", j->text_file));
-        return job_read_text_file(j, j->text_file);
+        return job_read_text_file(j, v, j->text_file);
     }
     const jnode *syn_key = NULL;
     jnode_get(m, "synthetic", &syn_key);

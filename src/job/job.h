@@ -121,6 +121,9 @@ char *job_dump_string(const job *j);
  * job_load calls it for synthetic models; for checkpoints the runner calls it. */
 void job_fill_synthetic_tokens(job *j, int vocab);
 
+/* 1 when the dotted key takes a path (model.checkpoint, input.tokens_file, input.text_file). */
+int job_key_is_path(const char *key);
+
 /* 1 when record.activations asks for this point ("embed", "layer.3.mlp", ...), "all" included. */
 int job_records_activation(const job *j, const char *point);
 

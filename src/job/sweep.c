@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "job/job.h"
 
 void sweep_init(sweep *s) { memset(s, 0, sizeof *s); }
 
@@ -100,6 +101,19 @@ void sweep_override(const sweep *s, long p, int a, char *out, size_t len) {
     snprintf(out, len, "%s=%s", s->axes[a].key, s->axes[a].values[sweep_value_index(s, p, a)]);
 }
 
+/* What a point's file name shows of a value: for a path key, the file's stem (the last
+ * component without its extension), so data/prompts/qa-512.txt names the point qa-512 rather
+ * than the whole path; any other value as given. */
+static void sweep_value_label(const char *key, const char *value, char *out, size_t len) {
+    const char *base = strrchr(value, '/');
+    base = base ? base + 1 : value;
+    size_t n = strlen(base);
+    const char *dot = strrchr(base, '.');
+    if (dot && dot > base) n = (size_t)(dot - base); /* a leading dot is a name, not an extension */
+    if (!job_key_is_path(key) || n == 0) base = value, n = strlen(value);
+    snprintf(out, len, "%.*s", (int)n, base);
+}
+
 int sweep_point_path(const sweep *s, long p, const char *out, char *path, size_t len) {
     size_t stem = strlen(out);
     if (s->n_axes > 0 && stem >= 3 && !strcmp(out + stem - 3, ".h5")) stem -= 3;
@@ -107,9 +121,10 @@ int sweep_point_path(const sweep *s, long p, const char *out, char *path, size_t
     memcpy(path, out, stem);
     size_t n = stem;
     for (int a = 0; a < s->n_axes; a++) {
-        char part[SWEEP_TEXT_MAX + 2];
-        int w = snprintf(part, sizeof part, ".%s=%s", s->axes[a].key,
-                         s->axes[a].values[sweep_value_index(s, p, a)]);
+        char label[SWEEP_TEXT_MAX], part[SWEEP_TEXT_MAX + 2];
+        sweep_value_label(s->axes[a].key, s->axes[a].values[sweep_value_index(s, p, a)], label,
+                          sizeof label);
+        int w = snprintf(part, sizeof part, ".%s=%s", s->axes[a].key, label);
         /* the value must not make directories or shell trouble in a file name */
         for (int i = 1 + (int)strlen(s->axes[a].key) + 1; i < w; i++) {
             char c = part[i];
@@ -125,4 +140,14 @@ int sweep_point_path(const sweep *s, long p, const char *out, char *path, size_t
     if (n + strlen(tail) + 1 > len) return -1;
     memcpy(path + n, tail, strlen(tail) + 1);
     return 0;
+}
+
+long sweep_path_clash(char *const *paths, long n, long *first) {
+    for (long q = 1; q < n; q++)
+        for (long p = 0; p < q; p++)
+            if (!strcmp(paths[p], paths[q])) {
+                *first = p;
+                return q;
+            }
+    return -1;
 }

@@ -42,9 +42,15 @@ int sweep_value_index(const sweep *s, long p, int a);
 void sweep_override(const sweep *s, long p, int a, char *out, size_t len);
 
 /* The run file of point p: out with a trailing ".h5" removed, then ".KEY=VALUE" per axis in
- * axis order, then ".h5"; characters of a value outside [A-Za-z0-9._+-] become '_'.
- * Without axes it is out itself. Returns 0, or -1 when it does not fit in len. */
+ * axis order, then ".h5". For a path key (job_key_is_path) VALUE is the file's stem, e.g.
+ * input.text_file=qa-512 for data/prompts/qa-512.txt. Characters of a value outside
+ * [A-Za-z0-9._+-] become '_'. Without axes it is out itself. Returns 0, or -1 when it does not
+ * fit in len. */
 int sweep_point_path(const sweep *s, long p, const char *out, char *path, size_t len);
+
+/* The first point q whose run file is also that of an earlier point (*first), or -1 when all
+ * n paths differ: two swept files with one stem, or two values that become the same name. */
+long sweep_path_clash(char *const *paths, long n, long *first);
 
 #ifdef __cplusplus
 }

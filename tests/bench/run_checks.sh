@@ -58,6 +58,45 @@ baseline)
     grep -Eq "^base.h5 +1.0000 +0.000e\+00 +0.000e\+00 .* 1.000$" out.txt
     grep -Eq "^int8w.h5 +[01]\.[0-9]{4} +[0-9.]+e-0[1-4] " out.txt
     ;;
+prompts)
+    # a 2-point sweep over two prompt files of data/prompts, named relative to the working
+    # directory as on a command line; a synthetic model reads them as bytes (token id = byte)
+    src=$TRIPAR_SOURCE_DIR
+    (cd "$src" && run 1 run "$job" --set model.synthetic.vocab=256 --set model.synthetic.ctx=600 \
+        --set bench.warmup=0 --set bench.iterations=1 --out "$dir/pr.h5" \
+        --sweep input.text_file=data/prompts/qa-128.txt,data/prompts/summarisation-128.txt) > out.txt
+    cat out.txt
+    grep -q "== sweep: 2 of 2 point" out.txt
+    ls
+    [ "$(ls | grep -c '^pr\.')" -eq 2 ]
+    $py - "$src/data/prompts" pr.input.text_file=qa-128.h5 pr.input.text_file=summarisation-128.h5 <<'PY'
+import sys, h5py, numpy as np
+prompts = sys.argv[1]
+for path, name in zip(sys.argv[2:], ("qa-128", "summarisation-128")):
+    text = open(f"{prompts}/{name}.txt", "rb").read()
+    with h5py.File(path, "r") as f:
+        assert int(f.attrs["complete"]) == 1, path
+        tokens = f["output/tokens"][()]
+        assert tokens.shape == (1, len(text) + 4), (path, tokens.shape)
+        assert (tokens[0, :len(text)] == np.frombuffer(text, np.uint8)).all(), path
+        job = f.attrs["job"].decode()
+        assert "text:" in job and ("Answer:" if name.startswith("qa") else "Summary:") in job
+print("prompt files ran as bytes, one point file each, named by stem")
+PY
+    ;;
+prompts_clash)
+    # two swept files with one stem would write one point file: refused, exit 2, no compute
+    mkdir other
+    cp "$TRIPAR_SOURCE_DIR/data/prompts/qa-128.txt" other/
+    rc=0
+    run 1 run "$job" --set model.synthetic.vocab=256 --set model.synthetic.ctx=600 --out pr.h5 \
+        --sweep "input.text_file=$TRIPAR_SOURCE_DIR/data/prompts/qa-128.txt,other/qa-128.txt" \
+        > out.txt 2>&1 || rc=$?
+    cat out.txt
+    [ "$rc" -eq 2 ]
+    grep -q "points 1 (input.text_file=.*qa-128.txt) and 2 (input.text_file=other/qa-128.txt) would both write pr.input.text_file=qa-128.h5" out.txt
+    [ -z "$(ls | grep '^pr')" ]
+    ;;
 *)
     echo "unknown check $check" >&2
     exit 64

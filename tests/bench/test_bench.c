@@ -82,6 +82,43 @@ static void test_sweep(void **state) {
     assert_int_equal(sweep_points(&s), 1);
     assert_int_equal(sweep_point_path(&s, 0, "run.h5", path, sizeof path), 0);
     assert_string_equal(path, "run.h5");
+    sweep_free(&s);
+}
+
+/* A path key's point is named by the file's stem; other keys keep the value (with '/' as '_').
+ * Point files that clash are found. */
+static void test_sweep_path_names(void **state) {
+    (void)state;
+    sweep s;
+    sweep_init(&s);
+    assert_int_equal(sweep_add(&s, "input.text_file=data/prompts/qa-512.txt,/abs/x/.hidden,"
+                                   "story,dir/"),
+                     STATUS_OK);
+    char path[512];
+    assert_int_equal(sweep_point_path(&s, 0, "out/pr.h5", path, sizeof path), 0);
+    assert_string_equal(path, "out/pr.input.text_file=qa-512.h5");
+    assert_int_equal(sweep_point_path(&s, 1, "pr.h5", path, sizeof path), 0);
+    assert_string_equal(path, "pr.input.text_file=.hidden.h5"); /* a leading dot is the name */
+    assert_int_equal(sweep_point_path(&s, 2, "pr.h5", path, sizeof path), 0);
+    assert_string_equal(path, "pr.input.text_file=story.h5");
+    assert_int_equal(sweep_point_path(&s, 3, "pr.h5", path, sizeof path), 0);
+    assert_string_equal(path, "pr.input.text_file=dir_.h5"); /* no stem: the whole value */
+    sweep_free(&s);
+    sweep_init(&s);
+    assert_int_equal(sweep_add(&s, "model.checkpoint=ck/gpt2.h5"), STATUS_OK);
+    assert_int_equal(sweep_add(&s, "input.tokens_file=data/prompts/qa-128.tokens"), STATUS_OK);
+    assert_int_equal(sweep_add(&s, "record.out=a/b.h5"), STATUS_OK); /* not a path key */
+    assert_int_equal(sweep_point_path(&s, 0, "r.h5", path, sizeof path), 0);
+    assert_string_equal(path,
+                        "r.model.checkpoint=gpt2.input.tokens_file=qa-128.record.out=a_b.h5.h5");
+    sweep_free(&s);
+
+    char a[] = "p.x=qa.h5", b[] = "p.x=sum.h5", c[] = "p.x=qa.h5";
+    char *distinct[] = {a, b}, *clashing[] = {a, b, c};
+    long first = -1;
+    assert_int_equal(sweep_path_clash(distinct, 2, &first), -1);
+    assert_int_equal(sweep_path_clash(clashing, 3, &first), 2);
+    assert_int_equal(first, 0);
 }
 
 static void test_arrivals(void **state) {
@@ -126,7 +163,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_score_hand_computed), cmocka_unit_test(test_token_agreement),
         cmocka_unit_test(test_logit_error),         cmocka_unit_test(test_sweep),
-        cmocka_unit_test(test_arrivals),            cmocka_unit_test(test_bench_keys),
+        cmocka_unit_test(test_sweep_path_names),    cmocka_unit_test(test_arrivals),
+        cmocka_unit_test(test_bench_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

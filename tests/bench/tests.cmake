@@ -1,6 +1,7 @@
 # Bench area: the composite score, accuracy metrics, sweeps and the arrival stream (unit), and
 # CLI runs under mpiexec (mpi): commbench verification, paged vs contiguous tokens, a 2-point
-# sweep, a bounded arrival stream and report --baseline. The int8w quantize/dequantize error
+# sweep, a 2-point sweep over data/prompts files (and one whose point files would clash), a
+# bounded arrival stream and report --baseline. The int8w quantize/dequantize error
 # bound is tested by test_quant (tests/kernels/tests.cmake), not here.
 tripar_unit_test(bench_unit SOURCES bench/test_bench.c LABELS bench)
 target_compile_definitions(bench_unit PRIVATE TRIPAR_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
@@ -36,7 +37,7 @@ add_test(NAME bench_sweep_bad_point
 set_tests_properties(bench_commbench_planted bench_commbench_bad_mesh bench_sweep_bad_point
                      PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}" TIMEOUT 300)
 
-foreach(check paged sweep arrival baseline)
+foreach(check paged sweep prompts prompts_clash arrival baseline)
   add_test(NAME bench_${check} COMMAND ${BENCH_DIR}/run_checks.sh ${check}
            ${CMAKE_CURRENT_BINARY_DIR}/bench_${check})
   set_tests_properties(bench_${check} PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}"

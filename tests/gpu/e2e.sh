@@ -11,7 +11,7 @@ MPIEXEC=${MPIEXEC:-mpirun}
 check=${1:?usage: e2e.sh logits|nccl1|shared2|shared4|graphs|bf16}
 work=$(mktemp -d "${TMPDIR:-/tmp}/tripar-gpu-$check.XXXXXX") || exit 1
 TINY=$TRIPAR_SOURCE_DIR/jobs/tiny.yaml
-FACTOR=$TRIPAR_SOURCE_DIR/tests/parallel/factor.yaml
+FACTOR=$TRIPAR_SOURCE_DIR/data/fixtures/factor.yaml
 fail=0
 
 skip() {

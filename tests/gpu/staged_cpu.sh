@@ -8,7 +8,7 @@ work=$1 world=$2
 shift 2
 export TRIPAR_COMM_STAGED=1
 "$(dirname "$0")/../parallel/check_factorizations.sh" "$work" \
-    "$(dirname "$0")/../parallel/factor.yaml" "$world" "$@"
+    "$(dirname "$0")/../../data/fixtures/factor.yaml" "$world" "$@"
 logs=("$work"/w"$world"-*.log)
 selected=$(grep -l 'over mpi-staged' "${logs[@]}" | wc -l)
 if [ "$selected" -ne "${#logs[@]}" ]; then

@@ -1,6 +1,7 @@
 /* GPT-2 byte-level BPE: hand-derived encodings for the small merges of make_hf_dir.py, exact
  * round trips of multilingual text, emoji, odd whitespace and arbitrary bytes, errors, and the
- * tokenizer stored in an imported checkpoint. Needs the ckpt_hf fixture (CKPT_FIXTURES). */
+ * tokenizer stored in an imported checkpoint, and text read as bytes by a synthetic model.
+ * Needs the ckpt_hf fixture (CKPT_FIXTURES). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,13 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "base/check.h"
 #include "cli/cli.h"
 #include "io/checkpoint.h"
+#include "io/prompt.h"
 #include "io/tokenizer.h"
+#include "job/job.h"
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -228,6 +232,39 @@ static void test_checkpoint_tokenizer(void **state) {
     assert_null(u);
 }
 
+/* A synthetic model has no tokenizer and reads text as bytes (io/prompt.c): one prompt, id =
+ * byte value, UTF-8 bytes included; a vocab below 256 is refused at the input key. */
+static void test_prompt_bytes(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tripar_prompt_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/bytes.yaml", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("model: {synthetic: {vocab: 256, ctx: 64}}\ninput:\n  text: \"H\xc3\xa9!\"\n", f);
+    fclose(f);
+    job j;
+    tokenizer *tok = (tokenizer *)&j; /* prompt_tokenize must set it, to NULL here */
+    assert_int_equal(job_load(&j, path, NULL, 0), STATUS_OK);
+    assert_int_equal(prompt_tokenize(&j, &tok), STATUS_OK);
+    assert_null(tok);
+    assert_int_equal(j.batch, 1);
+    assert_int_equal(j.prompt_len, 4);
+    const int32_t want[] = {'H', 0xc3, 0xa9, '!'};
+    for (int i = 0; i < 4; i++) assert_int_equal(j.tokens[i], want[i]);
+    job_free(&j);
+
+    const char *small[] = {"model.synthetic.vocab=200"};
+    assert_int_equal(job_load(&j, path, small, 1), STATUS_OK);
+    assert_int_equal(prompt_tokenize(&j, &tok), STATUS_BAD_INPUT);
+    assert_non_null(strstr(error_message(), "bytes.yaml:3: input.text: a model without a tokenizer "
+                                            "reads text as bytes"));
+    assert_non_null(strstr(error_message(), "model.synthetic.vocab >= 256, but it is 200"));
+    job_free(&j);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bpe_by_hand),
@@ -235,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip_bytes),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_checkpoint_tokenizer),
+        cmocka_unit_test(test_prompt_bytes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -588,6 +589,90 @@ static void test_free_zeroed(void **state) {
                  "does_not_exist\\.yaml: cannot open job file");
 }
 
+/* Writes text to tmp_dir/sub/name, making sub, and returns the path (valid until the next call). */
+static const char *write_tmp_in(const char *sub, const char *name, const char *text) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, sub);
+    mkdir(path, 0755); /* may exist already */
+    snprintf(path, sizeof path, "%s/%s/%s", tmp_dir, sub, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* A relative path in a job file: the job file's directory first, then the working directory;
+ * a --set path: the working directory only. */
+static void test_path_fallback(void **state) {
+    char cwd[1024], run_dir[600], job_path[600];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(run_dir, sizeof run_dir, "%s/run", tmp_dir);
+    write_tmp_in("run", "only_here.txt", "from the working directory");
+    write_tmp_in("run", "both.txt", "both: the working directory's");
+    write_tmp_in("jobs", "both.txt", "both: the job directory's");
+    snprintf(job_path, sizeof job_path, "%s",
+             write_tmp_in("jobs", "fb.yaml",
+                          "model: {synthetic: {}}\ninput:\n  text_file: only_here.txt\n"));
+    assert_int_equal(chdir(run_dir), 0);
+    job j;
+    load_ok(&j, job_path, NULL, 0);
+    assert_string_equal(j.text, "from the working directory");
+    assert_true(strstr(j.text_file, "/run/only_here.txt") != NULL);
+    job_free(&j);
+
+    const char *both[] = {"input.text_file=both.txt"};
+    write_tmp_in("jobs", "fb2.yaml", "model: {synthetic: {}}\ninput:\n  text_file: both.txt\n");
+    snprintf(job_path, sizeof job_path, "%s/jobs/fb2.yaml", tmp_dir);
+    load_ok(&j, job_path, NULL, 0); /* the job file's directory wins */
+    assert_string_equal(j.text, "both: the job directory's");
+    job_free(&j);
+    load_ok(&j, job_path, both, 1); /* --set: the working directory */
+    assert_string_equal(j.text, "both: the working directory's");
+    job_free(&j);
+
+    write_tmp_in("jobs", "fb3.yaml", "model: {synthetic: {}}\ninput:\n  text_file: nowhere.txt\n");
+    snprintf(job_path, sizeof job_path, "%s/jobs/fb3.yaml", tmp_dir);
+    expect_error(job_path, NULL, 0,
+                 "fb3\\.yaml:3: input\\.text_file: cannot read '.*/jobs/nowhere\\.txt' \\(nor "
+                 "'.*/run/nowhere\\.txt' in the working directory\\): No such file");
+    const char *missing[] = {"input.text_file=nowhere.txt"};
+    expect_error(job_path, missing, 1,
+                 "^--set input\\.text_file=nowhere\\.txt: input\\.text_file: cannot read "
+                 "'.*/run/nowhere\\.txt': No such file");
+    assert_int_equal(chdir(cwd), 0);
+}
+
+/* A text file that is empty, a directory, a FIFO or holds a NUL is refused at its key. */
+static void test_text_file_errors(void **state) {
+    write_tmp("empty.txt", "");
+    expect_error(write_tmp("te1.yaml", "model: {synthetic: {}}\ninput: {text_file: empty.txt}\n"),
+                 NULL, 0, "te1\\.yaml:2: input\\.text_file: '.*/empty\\.txt' is empty");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/a_dir", tmp_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    expect_error(write_tmp("te2.yaml", "model: {synthetic: {}}\ninput:\n  text_file: a_dir\n"),
+                 NULL, 0, "te2\\.yaml:3: input\\.text_file: '.*/a_dir' is a directory");
+    char nul[512];
+    snprintf(nul, sizeof nul, "%s/nul.txt", tmp_dir);
+    FILE *f = fopen(nul, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("a\0b", 1, 3, f), 3);
+    fclose(f);
+    expect_error(write_tmp("te3.yaml", "model: {synthetic: {}}\ninput: {text_file: nul.txt}\n"),
+                 NULL, 0, "te3\\.yaml:2: input\\.text_file: '.*/nul\\.txt' holds a NUL byte");
+    char fifo[512]; /* refused before it is opened: opening would wait for a writer */
+    snprintf(fifo, sizeof fifo, "%s/a_fifo", tmp_dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    expect_error(write_tmp("te4.yaml", "model: {synthetic: {}}\ninput: {text_file: a_fifo}\n"),
+                 NULL, 0, "te4\\.yaml:2: input\\.text_file: '.*/a_fifo' is not a regular file");
+    char set[600];
+    snprintf(set, sizeof set, "input.text_file=%s/empty.txt", tmp_dir);
+    const char *sets[] = {set};
+    expect_error(src_path("jobs/tiny.yaml"), sets, 1,
+                 "^--set input\\.text_file=.*empty\\.txt: input\\.text_file: '.*' is empty");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_fields),        cmocka_unit_test(test_demo_synthetic_input),
@@ -596,6 +681,7 @@ int main(void) {
         cmocka_unit_test(test_bad_fixtures),       cmocka_unit_test(test_error_details),
         cmocka_unit_test(test_overrides),          cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_checkpoint_job),     cmocka_unit_test(test_free_zeroed),
+        cmocka_unit_test(test_path_fallback),      cmocka_unit_test(test_text_file_errors),
     };
     return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }

@@ -9,36 +9,36 @@ endfunction()
 
 foreach(world 1 2 3 4 6 8)
   tripar_parallel_test(parallel_factorizations_w${world}
-    ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_w${world} ${PAR}/factor.yaml ${world})
+    ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_w${world} ${TRIPAR_FIXTURES}/factor.yaml ${world})
 endforeach()
 foreach(mb 2 3 4)
   tripar_parallel_test(parallel_microbatches_${mb}_overlap
-    ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_mb${mb} ${PAR}/factor.yaml 4
+    ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_mb${mb} ${TRIPAR_FIXTURES}/factor.yaml 4
     -- parallel.microbatches=${mb} parallel.overlap=true parallel.chunks=3)
 endforeach()
 tripar_parallel_test(parallel_overlap_chunks
-  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_overlap ${PAR}/factor.yaml 2 6
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_overlap ${TRIPAR_FIXTURES}/factor.yaml 2 6
   -- parallel.overlap=true parallel.chunks=4)
 # 5 layers on 2 stages (3 + 2) and 5 prompts over 2 or 3 replicas (uneven splits).
 tripar_parallel_test(parallel_uneven_splits
-  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_uneven ${PAR}/factor.yaml 2 3 4
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_uneven ${TRIPAR_FIXTURES}/factor.yaml 2 3 4
   -- model.synthetic.layers=5 input.synthetic.batch=5 parallel.microbatches=2)
 tripar_parallel_test(parallel_post_norm_paged
-  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_post ${PAR}/factor.yaml 4
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_post ${TRIPAR_FIXTURES}/factor.yaml 4
   -- model.norm=post model.kv_cache=paged model.kv_block=4)
 
 tripar_parallel_test(parallel_bad_mesh_product
   ${PAR}/check_bad_mesh.sh 3 "dp \\* tp \\* pp = 1 \\* 2 \\* 1 = 2, but the job was started with 3"
-  ${PAR}/factor.yaml --set parallel.tp=2)
+  ${TRIPAR_FIXTURES}/factor.yaml --set parallel.tp=2)
 tripar_parallel_test(parallel_bad_mesh_heads
   ${PAR}/check_bad_mesh.sh 5 "parallel.tp = 5 does not divide model.heads = 24"
-  ${PAR}/factor.yaml --set parallel.tp=5)
+  ${TRIPAR_FIXTURES}/factor.yaml --set parallel.tp=5)
 tripar_parallel_test(parallel_bad_mesh_layers
   ${PAR}/check_bad_mesh.sh 4 "parallel.pp = 4 is more than model.layers = 3"
-  ${PAR}/factor.yaml --set parallel.pp=4 --set model.synthetic.layers=3)
+  ${TRIPAR_FIXTURES}/factor.yaml --set parallel.pp=4 --set model.synthetic.layers=3)
 tripar_parallel_test(parallel_bad_mesh_prompts
   ${PAR}/check_bad_mesh.sh 4 "parallel.dp = 4 replicas but the input has only 2 prompts"
-  ${PAR}/factor.yaml --set parallel.dp=4 --set input.synthetic.batch=2)
+  ${TRIPAR_FIXTURES}/factor.yaml --set parallel.dp=4 --set input.synthetic.batch=2)
 
 # The comm interface: every comm_ops entry on the mpi and staged backends, and comm_setup's choice.
 add_executable(parallel_test_comm parallel/test_comm.c)
