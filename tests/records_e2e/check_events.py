@@ -5,7 +5,7 @@
   check_events.py RUN.h5 --iteration-labels   only: every event carries its generation's label
 
 Counts per rank and phase must equal the prediction of e2e_lib.predict_counts (the schedule of
-generate.c / forward.c / run.c, written out in docs/schema.md); at `record.timings: step` only
+src/engine/schedule.c, src/engine/forward.c and src/cli/run_measure.c, written out in docs/schema.md); at `record.timings: step` only
 layer = -1 events may appear, at `off` none. Clock checks compare events of different ranks
 that are causally ordered (a receive cannot complete before the matching send started, a
 collective cannot complete on one rank before every rank entered it), within the sum of the

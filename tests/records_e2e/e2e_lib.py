@@ -1,7 +1,7 @@
 """Shared helpers of the records end-to-end checks: reading a real run file with h5py and
 predicting, from the job it records, how many timing events of each phase every rank emits.
-The prediction follows the schedule of src/generate.c, src/forward.c and src/run.c; the
-formula is written out in docs/schema.md ("Event counts")."""
+The prediction follows the schedule of src/engine/schedule.c, src/engine/forward.c and
+src/cli/run_measure.c; the formula is written out in docs/schema.md ("Event counts")."""
 import sys
 
 SKIP = 77  # CTest SKIP_RETURN_CODE when h5py (or PyYAML) is missing
