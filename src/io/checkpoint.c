@@ -1,5 +1,5 @@
-/* HDF5 checkpoints: validation (serial, before any compute), the parallel shard load and the
- * parallel save of the synthetic model. The format is described in docs/checkpoint.md. */
+/* HDF5 checkpoints: validation (serial, before any compute), the parallel shard load, the
+ * parallel save of the synthetic model and the stored tokenizer. Format: docs/checkpoint.md. */
 #include "io/checkpoint.h"
 
 #include <errno.h>
@@ -570,4 +570,25 @@ int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges
     }
     H5Fclose(file);
     return rc;
+}
+
+int checkpoint_load_tokenizer(tokenizer **t, const char *path) {
+    *t = NULL;
+    char *vocab = NULL, *merges = NULL;
+    int rc = checkpoint_read_tokenizer(path, &vocab, &merges);
+    if (rc < 0) return STATUS_BAD_INPUT;
+    if (rc == 1) return 1;
+    rc = tokenizer_load_strings(t, vocab, merges);
+    free(vocab);
+    free(merges);
+    if (rc != STATUS_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", error_message());
+        error_set("%s: /tokenizer: %s", path, why);
+    }
+    return rc;
+}
+
+int tokenizer_load_checkpoint(tokenizer **t, const char *ckpt_path) {
+    return checkpoint_load_tokenizer(t, ckpt_path);
 }

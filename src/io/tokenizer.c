@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "io/checkpoint.h"
 
 /* GPT-2's pre-tokenisation pattern (openai/gpt-2 encoder.py), matched in UTF + UCP mode. */
 static const char gpt2_pattern[] =
@@ -238,23 +237,6 @@ int tokenizer_load_strings(tokenizer **out, const char *vocab_json, const char *
     }
     *out = t;
     return STATUS_OK;
-}
-
-int tokenizer_load_checkpoint(tokenizer **t, const char *ckpt_path) {
-    *t = NULL;
-    char *vocab = NULL, *merges = NULL;
-    int rc = checkpoint_read_tokenizer(ckpt_path, &vocab, &merges);
-    if (rc < 0) return STATUS_BAD_INPUT;
-    if (rc == 1) return 1;
-    rc = tokenizer_load_strings(t, vocab, merges);
-    free(vocab);
-    free(merges);
-    if (rc != STATUS_OK) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", error_message());
-        error_set("%s: /tokenizer: %s", ckpt_path, why);
-    }
-    return rc;
 }
 
 int tokenizer_max_id(const tokenizer *t) { return t->n_ids - 1; }

@@ -14,8 +14,8 @@ typedef struct tokenizer tokenizer;
  * STATUS_BAD_INPUT with error_message() saying what is wrong (and the merges line). */
 int tokenizer_load_strings(tokenizer **t, const char *vocab_json, const char *merges_txt);
 
-/* Loads /tokenizer/{vocab,merges} of a checkpoint. Returns 0, 1 when the checkpoint has no
- * tokenizer (*t = NULL), or STATUS_BAD_INPUT (2) with error_message() set. */
+/* Transitional: the old name of checkpoint_load_tokenizer (io/checkpoint.h), defined in
+ * checkpoint.c and kept only until src/io/prompt.c calls the new name. */
 int tokenizer_load_checkpoint(tokenizer **t, const char *ckpt_path);
 
 /* Encodes len bytes of text (UTF-8; invalid sequences are kept as raw bytes so decode still
