@@ -406,8 +406,8 @@ static long cb_verify_op(const cb_bench *b, const cb_args *a, comm *c, int op, l
     return all_wrong;
 }
 
-static void cb_row_fill(cb_row *r, int op, int ax, int ranks, long used, long count,
-                        double slowest, long wrong) {
+static void cb_row_fill(cb_row *r, int op, int ax, int ranks, long used, long count, double slowest,
+                        long wrong) {
     snprintf(r->op, sizeof r->op, "%s", OP_NAMES[op]);
     snprintf(r->axis, sizeof r->axis, "%s", AXIS_NAMES[ax]);
     snprintf(r->type, sizeof r->type, "float");

@@ -70,11 +70,11 @@ static void rank_metadata_append(json_t *events, const run_data *run, int r) {
     snprintf(name, sizeof name, "rank %d (dp%d tp%d pp%d) %s", r, rr->dp_rank, rr->tp_rank,
              rr->pp_rank, rr->host);
     json_array_append_new(events, metadata("process_name", r, 0, json_pack("{s:s}", "name", name)));
-    json_array_append_new(events, metadata("process_sort_index", r, 0,
-                                           json_pack("{s:i}", "sort_index", r)));
+    json_array_append_new(
+        events, metadata("process_sort_index", r, 0, json_pack("{s:i}", "sort_index", r)));
     for (int t = 0; t < TID_COUNT; t++)
-        json_array_append_new(events, metadata("thread_name", r, t,
-                                               json_pack("{s:s}", "name", tid_names[t])));
+        json_array_append_new(
+            events, metadata("thread_name", r, t, json_pack("{s:s}", "name", tid_names[t])));
 }
 
 /* One complete ("X") event: a span of rank pid, in microseconds. */
@@ -87,9 +87,9 @@ static json_t *span_event(const timing_event *e, int pid) {
     json_object_set_new(x, "dur", json_real((e->t_end - e->t_start) * 1e6));
     json_object_set_new(x, "pid", json_integer(pid));
     json_object_set_new(x, "tid", json_integer(phase_tid(e->phase)));
-    json_object_set_new(x, "args", json_pack("{s:i,s:i,s:i,s:i}", "step", e->step, "microbatch",
-                                             e->microbatch, "layer", e->layer, "iteration",
-                                             e->iteration));
+    json_object_set_new(x, "args",
+                        json_pack("{s:i,s:i,s:i,s:i}", "step", e->step, "microbatch", e->microbatch,
+                                  "layer", e->layer, "iteration", e->iteration));
     return x;
 }
 
