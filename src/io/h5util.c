@@ -121,22 +121,21 @@ void h5_attr_write_double(hid_t obj, const char *name, double value) {
     attr_write_scalar(obj, name, H5T_NATIVE_DOUBLE, &value);
 }
 
-void h5_attr_write_doubles(hid_t obj, const char *name, const double *values, long n) {
+static void attr_write_array(hid_t obj, const char *name, hid_t type, const void *values, long n) {
     hsize_t dims[1] = {(hsize_t)n};
     hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t attr = attr_open_fresh(obj, name, H5T_NATIVE_DOUBLE, space);
-    H5_CHECK(H5Awrite(attr, H5T_NATIVE_DOUBLE, values));
+    hid_t attr = attr_open_fresh(obj, name, type, space);
+    H5_CHECK(H5Awrite(attr, type, values));
     H5Aclose(attr);
     H5Sclose(space);
 }
 
+void h5_attr_write_doubles(hid_t obj, const char *name, const double *values, long n) {
+    attr_write_array(obj, name, H5T_NATIVE_DOUBLE, values, n);
+}
+
 void h5_attr_write_longs(hid_t obj, const char *name, const long long *values, long n) {
-    hsize_t dims[1] = {(hsize_t)n};
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t attr = attr_open_fresh(obj, name, H5T_NATIVE_LLONG, space);
-    H5_CHECK(H5Awrite(attr, H5T_NATIVE_LLONG, values));
-    H5Aclose(attr);
-    H5Sclose(space);
+    attr_write_array(obj, name, H5T_NATIVE_LLONG, values, n);
 }
 
 /* Opens an attribute for reading, or -1 without printing an HDF5 error. */
