@@ -532,52 +532,14 @@ void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *
     H5Gclose(group);
 }
 
-/* Reads a scalar string dataset, fixed-length or variable-length (as h5py writes str). */
-static char *string_dataset_read(hid_t file, const char *link) {
-    hid_t dset;
-    H5E_BEGIN_TRY { dset = H5Dopen2(file, link, H5P_DEFAULT); } H5E_END_TRY;
-    if (dset < 0) return NULL;
-    char *out = NULL;
-    hid_t ftype = H5Dget_type(dset);
-    hid_t space = H5Dget_space(dset);
-    if (H5Tget_class(ftype) == H5T_STRING && H5Sget_simple_extent_npoints(space) == 1) {
-        herr_t err;
-        if (H5Tis_variable_str(ftype) > 0) {
-            hid_t mtype = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mtype, H5T_VARIABLE);
-            char *vl = NULL;
-            H5E_BEGIN_TRY { err = H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, &vl); }
-            H5E_END_TRY;
-            if (err >= 0 && vl) {
-                out = strdup(vl);
-                H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &vl);
-            }
-            H5Tclose(mtype);
-        } else {
-            size_t size = H5Tget_size(ftype);
-            out = xcalloc(size + 1, 1);
-            H5E_BEGIN_TRY { err = H5Dread(dset, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out); }
-            H5E_END_TRY;
-            if (err < 0) {
-                free(out);
-                out = NULL;
-            }
-        }
-    }
-    H5Sclose(space);
-    H5Tclose(ftype);
-    H5Dclose(dset);
-    return out;
-}
-
 int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt) {
     *vocab_json = *merges_txt = NULL;
     hid_t file = h5_open_read(path);
     if (file < 0) return -1;
     int rc = 1;
     if (h5_exists(file, "/tokenizer/vocab") && h5_exists(file, "/tokenizer/merges")) {
-        *vocab_json = string_dataset_read(file, "/tokenizer/vocab");
-        *merges_txt = string_dataset_read(file, "/tokenizer/merges");
+        *vocab_json = h5_dataset_read_string(file, "/tokenizer/vocab");
+        *merges_txt = h5_dataset_read_string(file, "/tokenizer/merges");
         rc = 0;
         if (!*vocab_json || !*merges_txt) {
             error_set("%s: /tokenizer/vocab and /tokenizer/merges must be scalar strings", path);

@@ -147,36 +147,57 @@ static hid_t attr_open_quiet(hid_t obj, const char *name) {
     return attr;
 }
 
+/* Reads one string of any length from an attribute (is_attr) or a dataset, without printing
+ * HDF5 errors: a variable-length one (as h5py writes str) through a C string, a fixed-length
+ * one as a NUL-terminated string one byte longer in the file's character set (so HDF5 does
+ * not refuse UTF-8, and drops space padding). NULL when it is not one string or unreadable. */
+static char *string_read(hid_t obj, int is_attr) {
+    hid_t ftype = is_attr ? H5Aget_type(obj) : H5Dget_type(obj);
+    hid_t space = is_attr ? H5Aget_space(obj) : H5Dget_space(obj);
+    char *out = NULL;
+    if (H5Tget_class(ftype) == H5T_STRING && H5Sget_simple_extent_npoints(space) == 1) {
+        int variable = H5Tis_variable_str(ftype) > 0;
+        size_t size = variable ? 0 : H5Tget_size(ftype);
+        hid_t mtype = H5Tcopy(variable ? H5T_C_S1 : ftype);
+        H5_CHECK(H5Tset_size(mtype, variable ? H5T_VARIABLE : size + 1));
+        if (!variable) H5_CHECK(H5Tset_strpad(mtype, H5T_STR_NULLTERM));
+        char *vl = NULL;
+        if (!variable) out = xcalloc(size + 2, 1);
+        void *buf = variable ? (void *)&vl : (void *)out;
+        herr_t err;
+        H5E_BEGIN_TRY {
+            err = is_attr ? H5Aread(obj, mtype, buf)
+                          : H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+        } H5E_END_TRY;
+        if (variable && err >= 0 && vl) {
+            out = strdup(vl);
+            H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &vl);
+        }
+        if (!variable && err < 0) {
+            free(out);
+            out = NULL;
+        }
+        H5Tclose(mtype);
+    }
+    H5Sclose(space);
+    H5Tclose(ftype);
+    return out;
+}
+
 char *h5_attr_read_string_alloc(hid_t obj, const char *name) {
     hid_t attr = attr_open_quiet(obj, name);
     if (attr < 0) return NULL;
-    char *out = NULL;
-    hid_t ftype = H5Aget_type(attr);
-    if (H5Tget_class(ftype) == H5T_STRING) {
-        if (H5Tis_variable_str(ftype) > 0) {
-            hid_t mtype = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mtype, H5T_VARIABLE);
-            char *vl = NULL;
-            if (H5Aread(attr, mtype, &vl) >= 0 && vl) {
-                out = strdup(vl);
-                hid_t space = H5Aget_space(attr);
-                H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &vl);
-                H5Sclose(space);
-            }
-            H5Tclose(mtype);
-        } else {
-            size_t size = H5Tget_size(ftype);
-            hid_t mtype = h5_string_type(size + 1);
-            out = xcalloc(size + 2, 1);
-            if (H5Aread(attr, mtype, out) < 0) {
-                free(out);
-                out = NULL;
-            }
-            H5Tclose(mtype);
-        }
-    }
-    H5Tclose(ftype);
+    char *out = string_read(attr, 1);
     H5Aclose(attr);
+    return out;
+}
+
+char *h5_dataset_read_string(hid_t loc, const char *path) {
+    hid_t dset;
+    H5E_BEGIN_TRY { dset = H5Dopen2(loc, path, H5P_DEFAULT); } H5E_END_TRY;
+    if (dset < 0) return NULL;
+    char *out = string_read(dset, 0);
+    H5Dclose(dset);
     return out;
 }
 
