@@ -79,14 +79,24 @@ static hid_t attr_open_fresh(hid_t obj, const char *name, hid_t type, hid_t spac
     return attr;
 }
 
+/* Writes data of type over space as attribute name (created or overwritten); closes space. */
+static void attr_write(hid_t obj, const char *name, hid_t type, hid_t space, const void *data) {
+    H5_CHECK(space);
+    hid_t attr = attr_open_fresh(obj, name, type, space);
+    H5_CHECK(H5Awrite(attr, type, data));
+    H5Aclose(attr);
+    H5Sclose(space);
+}
+
+static hid_t space_1d(long n) {
+    hsize_t dims[1] = {(hsize_t)n};
+    return H5Screate_simple(1, dims, NULL);
+}
+
 void h5_attr_write_string(hid_t obj, const char *name, const char *value) {
     if (!value) value = "";
     hid_t type = h5_string_type(strlen(value) + 1);
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = attr_open_fresh(obj, name, type, space);
-    H5_CHECK(H5Awrite(attr, type, value));
-    H5Aclose(attr);
-    H5Sclose(space);
+    attr_write(obj, name, type, H5Screate(H5S_SCALAR), value);
     H5Tclose(type);
 }
 
@@ -94,48 +104,26 @@ void h5_attr_write_strings(hid_t obj, const char *name, const char *const *value
                            size_t width) {
     char *packed = xcalloc((unsigned long)(n > 0 ? n : 1), width);
     for (int i = 0; i < n; i++) strncpy(packed + (size_t)i * width, values[i], width - 1);
-    hsize_t dims[1] = {(hsize_t)n};
     hid_t type = h5_string_type(width);
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t attr = attr_open_fresh(obj, name, type, space);
-    H5_CHECK(H5Awrite(attr, type, packed));
-    H5Aclose(attr);
-    H5Sclose(space);
+    attr_write(obj, name, type, space_1d(n), packed);
     H5Tclose(type);
     free(packed);
 }
 
-static void attr_write_scalar(hid_t obj, const char *name, hid_t type, const void *value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = attr_open_fresh(obj, name, type, space);
-    H5_CHECK(H5Awrite(attr, type, value));
-    H5Aclose(attr);
-    H5Sclose(space);
-}
-
 void h5_attr_write_int(hid_t obj, const char *name, long long value) {
-    attr_write_scalar(obj, name, H5T_NATIVE_LLONG, &value);
+    attr_write(obj, name, H5T_NATIVE_LLONG, H5Screate(H5S_SCALAR), &value);
 }
 
 void h5_attr_write_double(hid_t obj, const char *name, double value) {
-    attr_write_scalar(obj, name, H5T_NATIVE_DOUBLE, &value);
-}
-
-static void attr_write_array(hid_t obj, const char *name, hid_t type, const void *values, long n) {
-    hsize_t dims[1] = {(hsize_t)n};
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t attr = attr_open_fresh(obj, name, type, space);
-    H5_CHECK(H5Awrite(attr, type, values));
-    H5Aclose(attr);
-    H5Sclose(space);
+    attr_write(obj, name, H5T_NATIVE_DOUBLE, H5Screate(H5S_SCALAR), &value);
 }
 
 void h5_attr_write_doubles(hid_t obj, const char *name, const double *values, long n) {
-    attr_write_array(obj, name, H5T_NATIVE_DOUBLE, values, n);
+    attr_write(obj, name, H5T_NATIVE_DOUBLE, space_1d(n), values);
 }
 
 void h5_attr_write_longs(hid_t obj, const char *name, const long long *values, long n) {
-    attr_write_array(obj, name, H5T_NATIVE_LLONG, values, n);
+    attr_write(obj, name, H5T_NATIVE_LLONG, space_1d(n), values);
 }
 
 /* Opens an attribute for reading, or -1 without printing an HDF5 error. */
