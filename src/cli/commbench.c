@@ -107,6 +107,23 @@ static int cb_parse_int(const char *s, int lo, int *out, const char *option) {
     return 0;
 }
 
+/* MIN:MAX (or one size) in bytes, 4 <= MIN <= MAX. */
+static int cb_parse_sizes(const char *text, long *min_bytes, long *max_bytes) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *colon = strchr(buf, ':');
+    if (colon) *colon = '\0';
+    *min_bytes = cb_parse_size(buf);
+    *max_bytes = colon ? cb_parse_size(colon + 1) : *min_bytes;
+    if (*min_bytes < 4 || *max_bytes < *min_bytes) {
+        error_set("tripar commbench: --sizes %s: expected MIN:MAX in bytes, 4 <= MIN <= MAX <= "
+                  "4G, with K, M or G suffixes (e.g. 8:256M)",
+                  text);
+        return -1;
+    }
+    return 0;
+}
+
 static int cb_parse_args(cb_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->min_bytes = 8, a->max_bytes = 256L << 20, a->iters = 20, a->warmup = 5;
@@ -126,18 +143,7 @@ static int cb_parse_args(cb_args *a, int argc, char **argv) {
             error_set("tripar commbench: unknown or incomplete option '%s' (see --help)", arg);
             return -1;
         } else if (!strcmp(arg, "--sizes")) {
-            char buf[64];
-            snprintf(buf, sizeof buf, "%s", val);
-            char *colon = strchr(buf, ':');
-            if (colon) *colon = '\0';
-            a->min_bytes = cb_parse_size(buf);
-            a->max_bytes = colon ? cb_parse_size(colon + 1) : a->min_bytes;
-            if (a->min_bytes < 4 || a->max_bytes < a->min_bytes) {
-                error_set("tripar commbench: --sizes %s: expected MIN:MAX in bytes, 4 <= MIN <= "
-                          "MAX <= 4G, with K, M or G suffixes (e.g. 8:256M)",
-                          val);
-                return -1;
-            }
+            if (cb_parse_sizes(val, &a->min_bytes, &a->max_bytes)) return -1;
             i++;
         } else if (!strcmp(arg, "--iters") || !strcmp(arg, "--warmup") || !strcmp(arg, "--dp") ||
                    !strcmp(arg, "--tp") || !strcmp(arg, "--pp")) {
@@ -317,6 +323,155 @@ static int cb_write(const char *path, const cb_row *rows, long n, const mesh *m,
     return 0;
 }
 
+/* The mesh of a job file, or of --dp/--tp/--pp (default: one TP group of all ranks), checked
+ * against the world size. -1 with error_message() set when it cannot be used. */
+static int cb_mesh_resolve(cb_args *a, int world) {
+    if (a->job_path) {
+        job j;
+        if (job_load(&j, a->job_path, NULL, 0) != STATUS_OK) return -1;
+        a->dp = j.dp, a->tp = j.tp, a->pp = j.pp;
+        snprintf(a->order, sizeof a->order, "%s", j.order);
+        job_free(&j);
+    }
+    if (!a->dp && !a->tp && !a->pp) a->tp = world;
+    a->dp = a->dp ? a->dp : 1, a->tp = a->tp ? a->tp : 1, a->pp = a->pp ? a->pp : 1;
+    return mesh_validate(world, a->dp, a->tp, a->pp, a->order) != 0 ? -1 : 0;
+}
+
+/* What a run holds: the mesh and its axes' communicators, buffers for the largest operation
+ * and the table, so the loop over operations allocates nothing. */
+typedef struct {
+    int rank, world_size;
+    mesh m;
+    comm *axes[CB_AXIS_COUNT];
+    float *send, *recv; /* (max_bytes/4 + 1) */
+    cb_row *rows;       /* (sizes * OP_COUNT * CB_AXIS_COUNT + 1) */
+    long n_rows, wrong_total;
+} cb_bench;
+
+static void cb_bench_init(cb_bench *b, const cb_args *a) {
+    memset(b, 0, sizeof *b);
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &b->rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &b->world_size));
+    mesh_init(&b->m, MPI_COMM_WORLD, a->dp, a->tp, a->pp, a->order);
+    mesh_attach_mpi(&b->m);
+    b->axes[CB_AXIS_TP] = &b->m.axis[AXIS_TP];
+    b->axes[CB_AXIS_PP] = &b->m.axis[AXIS_PP];
+    b->axes[CB_AXIS_DP] = &b->m.axis[AXIS_DP];
+    b->axes[CB_AXIS_WORLD] = &b->m.world_host; /* mesh_attach_mpi attached it */
+    /* the largest buffer: an all-gather's output of max_bytes */
+    long max_count = a->max_bytes / 4;
+    b->send = xcalloc((size_t)max_count + 1, sizeof(float));
+    b->recv = xcalloc((size_t)max_count + 1, sizeof(float));
+    long max_rows = 0;
+    for (long bytes = a->min_bytes; bytes <= a->max_bytes; bytes *= 2)
+        max_rows++;
+    max_rows *= OP_COUNT * CB_AXIS_COUNT;
+    b->rows = xcalloc((size_t)max_rows + 1, sizeof(cb_row));
+}
+
+static void cb_bench_free(cb_bench *b) {
+    free(b->rows);
+    free(b->send);
+    free(b->recv);
+    mesh_free(&b->m);
+}
+
+/* Seconds per operation of the slowest rank, over iters after warmup. */
+static double cb_time_op(const cb_bench *b, const cb_args *a, comm *c, int op, long count) {
+    cb_fill(op, b->send, b->recv, count, c->rank, c->size);
+    for (int it = 0; it < a->warmup; it++)
+        cb_run_op(c, op, b->send, b->recv, count);
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = timer_host_seconds();
+    for (int it = 0; it < a->iters; it++)
+        cb_run_op(c, op, b->send, b->recv, count);
+    double mine = (timer_host_seconds() - t0) / a->iters, slowest = 0;
+    MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return slowest;
+}
+
+/* Wrong elements over all ranks of one more run. Repeated all-reduces grow the data, so the
+ * checked run starts from fresh data. used: elements of the output buffer. */
+static long cb_verify_op(const cb_bench *b, const cb_args *a, comm *c, int op, long count,
+                         long used) {
+    cb_fill(op, b->send, b->recv, count, c->rank, c->size);
+    cb_run_op(c, op, b->send, b->recv, count);
+    if (a->plant_error && b->rank == 0) b->recv[used / 2] += 1.0f;
+    long wrong = cb_check(op, b->recv, count, c->rank, c->size), all_wrong = 0;
+    MPI_CHECK(MPI_Allreduce(&wrong, &all_wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    return all_wrong;
+}
+
+static void cb_row_fill(cb_row *r, int op, int ax, int ranks, long used, long count, double slowest,
+                        long wrong) {
+    snprintf(r->op, sizeof r->op, "%s", OP_NAMES[op]);
+    snprintf(r->axis, sizeof r->axis, "%s", AXIS_NAMES[ax]);
+    snprintf(r->type, sizeof r->type, "float");
+    r->ranks = ranks;
+    r->size_bytes = used * 4;
+    r->count = count;
+    r->time_us = slowest * 1e6;
+    r->algbw_gbs = slowest > 0 ? (double)r->size_bytes / slowest / 1e9 : 0;
+    r->busbw_gbs = r->algbw_gbs * cb_bus_factor(op, ranks);
+    r->wrong = wrong;
+}
+
+static void cb_row_print(const cb_row *r) {
+    printf("%12lld %12lld %6s %10.2f %10.3f %10.3f %8lld\n", (long long)r->size_bytes,
+           (long long)r->count, r->type, r->time_us, r->algbw_gbs, r->busbw_gbs,
+           (long long)r->wrong);
+}
+
+/* One operation on every group of axis ax at once, sizes doubling: fill, time, verify. */
+static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, int op) {
+    comm *c = b->axes[ax];
+    if (b->rank == 0) {
+        printf("# %s over %s: %d groups of %d ranks, running at once\n", OP_NAMES[op],
+               AXIS_NAMES[ax], b->world_size / c->size, c->size);
+        printf("%12s %12s %6s %10s %10s %10s %8s\n", "size(B)", "count", "type", "time(us)",
+               "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    }
+    for (long bytes = a->min_bytes; bytes <= a->max_bytes; bytes *= 2) {
+        /* size is the whole output buffer, as in nccl-tests; all-gather's count is per rank,
+         * so sizes below one element per rank are skipped */
+        long total = bytes / 4;
+        long count = op == OP_ALLGATHER ? total / c->size : total;
+        if (count < 1) continue;
+        long used = op == OP_ALLGATHER ? count * c->size : count;
+        double slowest = cb_time_op(b, a, c, op, count);
+        long wrong = cb_verify_op(b, a, c, op, count, used);
+        b->wrong_total += wrong;
+        cb_row *r = &b->rows[b->n_rows++];
+        cb_row_fill(r, op, ax, c->size, used, count, slowest, wrong);
+        if (b->rank == 0) cb_row_print(r);
+    }
+}
+
+static void cb_run_axis(cb_bench *b, const cb_args *a, int ax) {
+    if (b->axes[ax]->size < 2) {
+        if (b->rank == 0) printf("# axis %s: 1 rank per group, skipped\n", AXIS_NAMES[ax]);
+        return;
+    }
+    for (int op = 0; op < OP_COUNT; op++)
+        if (a->ops[op]) cb_run_sizes(b, a, ax, op);
+}
+
+/* Rank 0 writes --out; every rank learns whether it worked. Returns 1 when it did (or no
+ * file was asked for). */
+static int cb_results_save(const cb_bench *b, const cb_args *a) {
+    int write_ok = 1;
+    if (a->out && b->rank == 0) {
+        write_ok = cb_write(a->out, b->rows, b->n_rows, &b->m, a) == 0;
+        if (!write_ok)
+            fprintf(stderr, "tripar: error: %s\n", error_message());
+        else
+            printf("# wrote %s\n", a->out);
+    }
+    MPI_CHECK(MPI_Bcast(&write_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return write_ok;
+}
+
 int commbench_main(int argc, char **argv) {
     int rank = 0, world = 1;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -324,119 +479,25 @@ int commbench_main(int argc, char **argv) {
     cb_args a;
     int rc = cb_parse_args(&a, argc, argv);
     if (rc > 0) return TRIPAR_EXIT_OK;
-    if (rc == 0 && a.job_path) {
-        job j;
-        if (job_load(&j, a.job_path, NULL, 0) != STATUS_OK) {
-            rc = -1;
-        } else {
-            a.dp = j.dp, a.tp = j.tp, a.pp = j.pp;
-            snprintf(a.order, sizeof a.order, "%s", j.order);
-            job_free(&j);
-        }
-    }
-    if (rc == 0) {
-        if (!a.dp && !a.tp && !a.pp) a.tp = world; /* default: all ranks in one TP group */
-        a.dp = a.dp ? a.dp : 1, a.tp = a.tp ? a.tp : 1, a.pp = a.pp ? a.pp : 1;
-        if (mesh_validate(world, a.dp, a.tp, a.pp, a.order) != 0) rc = -1;
-    }
+    if (rc == 0) rc = cb_mesh_resolve(&a, world);
     if (rc < 0) {
         if (rank == 0) fprintf(stderr, "tripar: error: %s\n", error_message());
         return TRIPAR_EXIT_USAGE;
     }
 
-    mesh m;
-    mesh_init(&m, MPI_COMM_WORLD, a.dp, a.tp, a.pp, a.order);
-    mesh_attach_mpi(&m);
-    comm world_comm;
-    comm_mpi_init(&world_comm, MPI_COMM_WORLD);
-    comm *axes[CB_AXIS_COUNT] = {&m.axis[AXIS_TP], &m.axis[AXIS_PP], &m.axis[AXIS_DP], &world_comm};
-
-    /* the largest buffer: an all-gather's output of max_bytes */
-    long max_count = a.max_bytes / 4;
-    float *send = xcalloc((size_t)max_count + 1, sizeof(float));
-    float *recv = xcalloc((size_t)max_count + 1, sizeof(float));
-    long max_rows = 0;
-    for (long b = a.min_bytes; b <= a.max_bytes; b *= 2)
-        max_rows++;
-    max_rows *= OP_COUNT * CB_AXIS_COUNT;
-    cb_row *rows = xcalloc((size_t)max_rows + 1, sizeof(cb_row));
-    long n_rows = 0, wrong_total = 0;
-
+    cb_bench b;
+    cb_bench_init(&b, &a);
     if (rank == 0)
         printf("# tripar commbench: %d ranks, mesh dp=%d tp=%d pp=%d (%s), comm mpi, %d iters "
                "after %d warm-up, float32\n#\n",
-               world, a.dp, a.tp, a.pp, m.order_text, a.iters, a.warmup);
-    for (int ax = 0; ax < CB_AXIS_COUNT; ax++) {
-        if (!a.axes[ax]) continue;
-        comm *c = axes[ax];
-        if (c->size < 2) {
-            if (rank == 0) printf("# axis %s: 1 rank per group, skipped\n", AXIS_NAMES[ax]);
-            continue;
-        }
-        for (int op = 0; op < OP_COUNT; op++) {
-            if (!a.ops[op]) continue;
-            if (rank == 0) {
-                printf("# %s over %s: %d groups of %d ranks, running at once\n", OP_NAMES[op],
-                       AXIS_NAMES[ax], world / c->size, c->size);
-                printf("%12s %12s %6s %10s %10s %10s %8s\n", "size(B)", "count", "type", "time(us)",
-                       "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-            }
-            for (long bytes = a.min_bytes; bytes <= a.max_bytes; bytes *= 2) {
-                /* size is the whole output buffer, as in nccl-tests; all-gather's count is per
-                 * rank, so sizes below one element per rank are skipped */
-                long total = bytes / 4;
-                long count = op == OP_ALLGATHER ? total / c->size : total;
-                if (count < 1) continue;
-                long used = op == OP_ALLGATHER ? count * c->size : count;
-                cb_fill(op, send, recv, count, c->rank, c->size);
-                for (int it = 0; it < a.warmup; it++)
-                    cb_run_op(c, op, send, recv, count);
-                MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-                double t0 = timer_host_seconds();
-                for (int it = 0; it < a.iters; it++)
-                    cb_run_op(c, op, send, recv, count);
-                double mine = (timer_host_seconds() - t0) / a.iters, slowest = 0;
-                MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-                /* repeated all-reduces grow the data, so the checked run starts from fresh data */
-                cb_fill(op, send, recv, count, c->rank, c->size);
-                cb_run_op(c, op, send, recv, count);
-                if (a.plant_error && rank == 0) recv[used / 2] += 1.0f;
-                long wrong = cb_check(op, recv, count, c->rank, c->size), all_wrong = 0;
-                MPI_CHECK(MPI_Allreduce(&wrong, &all_wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
-                wrong_total += all_wrong;
-                cb_row *r = &rows[n_rows++];
-                snprintf(r->op, sizeof r->op, "%s", OP_NAMES[op]);
-                snprintf(r->axis, sizeof r->axis, "%s", AXIS_NAMES[ax]);
-                snprintf(r->type, sizeof r->type, "float");
-                r->ranks = c->size;
-                r->size_bytes = used * 4;
-                r->count = count;
-                r->time_us = slowest * 1e6;
-                r->algbw_gbs = slowest > 0 ? (double)r->size_bytes / slowest / 1e9 : 0;
-                r->busbw_gbs = r->algbw_gbs * cb_bus_factor(op, c->size);
-                r->wrong = all_wrong;
-                if (rank == 0)
-                    printf("%12lld %12lld %6s %10.2f %10.3f %10.3f %8lld\n",
-                           (long long)r->size_bytes, (long long)r->count, r->type, r->time_us,
-                           r->algbw_gbs, r->busbw_gbs, (long long)r->wrong);
-            }
-        }
-    }
-    if (rank == 0) printf("#\n# #wrong total: %ld%s\n", wrong_total, wrong_total ? "  FAILED" : "");
-    int write_ok = 1;
-    if (a.out && rank == 0) {
-        write_ok = cb_write(a.out, rows, n_rows, &m, &a) == 0;
-        if (!write_ok)
-            fprintf(stderr, "tripar: error: %s\n", error_message());
-        else
-            printf("# wrote %s\n", a.out);
-    }
-    MPI_CHECK(MPI_Bcast(&write_ok, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    free(rows);
-    free(send);
-    free(recv);
-    comm_free(&world_comm);
-    mesh_free(&m);
+               world, a.dp, a.tp, a.pp, b.m.order_text, a.iters, a.warmup);
+    for (int ax = 0; ax < CB_AXIS_COUNT; ax++)
+        if (a.axes[ax]) cb_run_axis(&b, &a, ax);
+    if (rank == 0)
+        printf("#\n# #wrong total: %ld%s\n", b.wrong_total, b.wrong_total ? "  FAILED" : "");
+    int write_ok = cb_results_save(&b, &a);
+    long wrong_total = b.wrong_total;
+    cb_bench_free(&b);
     if (!write_ok) return TRIPAR_EXIT_USAGE;
     return wrong_total ? TRIPAR_EXIT_RUNTIME : TRIPAR_EXIT_OK;
 }

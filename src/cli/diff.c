@@ -166,47 +166,104 @@ static int parse_tolerance(const char *text, double *out) {
     return 0;
 }
 
-int diff_main(int argc, char **argv) {
-    const char *files[2] = {NULL, NULL};
+typedef struct {
+    const char *files[2];
+    double rtol, atol;
+} diff_args;
+
+/* Returns 0 to go on, 1 after --help, or -1 on bad usage (already reported). */
+static int diff_parse_args(diff_args *a, int argc, char **argv) {
     int nfiles = 0;
-    double rtol = 1e-4, atol = 0;
+    memset(a, 0, sizeof *a);
+    a->rtol = 1e-4, a->atol = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             diff_usage(stdout);
-            return TRIPAR_EXIT_OK;
+            return 1;
         } else if (!strcmp(argv[i], "--rtol") || !strcmp(argv[i], "--atol")) {
             if (i + 1 >= argc ||
-                parse_tolerance(argv[i + 1], argv[i][2] == 'r' ? &rtol : &atol) != 0) {
+                parse_tolerance(argv[i + 1], argv[i][2] == 'r' ? &a->rtol : &a->atol) != 0) {
                 fprintf(stderr, "tripar diff: %s needs a non-negative number\n", argv[i]);
-                return TRIPAR_EXIT_USAGE;
+                return -1;
             }
             i++;
         } else if (argv[i][0] == '-' || nfiles == 2) {
             fprintf(stderr, "tripar diff: unexpected argument %s\n", argv[i]);
             diff_usage(stderr);
-            return TRIPAR_EXIT_USAGE;
+            return -1;
         } else {
-            files[nfiles++] = argv[i];
+            a->files[nfiles++] = argv[i];
         }
     }
     if (nfiles != 2) {
         diff_usage(stderr);
-        return TRIPAR_EXIT_USAGE;
+        return -1;
     }
-    hid_t fa = h5_open_read(files[0]);
-    if (fa < 0) {
-        fprintf(stderr, "tripar diff: %s\n", error_message());
-        return TRIPAR_EXIT_USAGE;
-    }
-    hid_t fb = h5_open_read(files[1]);
-    if (fb < 0) {
-        fprintf(stderr, "tripar diff: %s\n", error_message());
-        H5Fclose(fa);
-        return TRIPAR_EXIT_USAGE;
-    }
-    printf("A: %s\nB: %s\n", files[0], files[1]);
-    int tokens_ok = tokens_compare(fa, fb);
+    return 0;
+}
 
+/* Opens A and B, or reports why not (closing what was opened) and returns -1. */
+static int diff_files_open(const char *const files[2], hid_t f[2]) {
+    for (int i = 0; i < 2; i++) {
+        f[i] = h5_open_read(files[i]);
+        if (f[i] < 0) {
+            fprintf(stderr, "tripar diff: %s\n", error_message());
+            if (i == 1) H5Fclose(f[0]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* How one activation point differs between the files. */
+typedef struct {
+    char shape[64];
+    double max_abs, max_rel;
+    const char *status; /* "ok", "EXCEEDS", "unreadable" or "shape differs" */
+} point_result;
+
+/* max|a-b| over n values (NaN anywhere is a divergence, not a silent pass), and max|a|. */
+static double max_abs_diff(const float *a, const float *b, long n, double *max_a) {
+    double max_abs = 0;
+    *max_a = 0;
+    for (long k = 0; k < n; k++) {
+        double d = fabs((double)a[k] - (double)b[k]);
+        if (isnan(d)) d = INFINITY;
+        if (d > max_abs) max_abs = d;
+        if (fabs(a[k]) > *max_a) *max_a = fabs(a[k]);
+    }
+    return max_abs;
+}
+
+/* Within tolerance when max|a-b| <= atol + rtol * max|a|. */
+static void point_measure(hid_t fa, hid_t fb, const char *name, double rtol, double atol,
+                          point_result *r) {
+    char path[300];
+    snprintf(path, sizeof path, "activations/%s", name);
+    int na, nb;
+    hsize_t da[8], db[8];
+    long ca, cb;
+    float *a = h5_dataset_read_all(fa, path, H5T_NATIVE_FLOAT, &na, da, &ca);
+    float *b = h5_dataset_read_all(fb, path, H5T_NATIVE_FLOAT, &nb, db, &cb);
+    shape_text(na, da, r->shape, sizeof r->shape);
+    double max_abs = 0, max_a = 0;
+    if (!a || !b) {
+        r->status = "unreadable";
+    } else if (!same_shape(na, da, nb, db)) {
+        r->status = "shape differs";
+    } else {
+        max_abs = max_abs_diff(a, b, ca, &max_a);
+        r->status = max_abs <= atol + rtol * max_a ? "ok" : "EXCEEDS";
+    }
+    r->max_abs = max_abs;
+    r->max_rel = max_a > 0 ? max_abs / max_a : (max_abs > 0 ? INFINITY : 0);
+    free(a);
+    free(b);
+}
+
+/* Every activation point of A that B also has, in model order, one row each, then the points
+ * only B has and the verdict line. Returns how many points are outside tolerance. */
+static int activations_compare(hid_t fa, hid_t fb, double rtol, double atol) {
     point_list pa, pb;
     points_list(fa, &pa);
     points_list(fb, &pb);
@@ -221,40 +278,13 @@ int diff_main(int argc, char **argv) {
             printf("%-24s only in A\n", name);
             continue;
         }
-        char path[300];
-        snprintf(path, sizeof path, "activations/%s", name);
-        int na, nb;
-        hsize_t da[8], db[8];
-        long ca, cb;
-        float *a = h5_dataset_read_all(fa, path, H5T_NATIVE_FLOAT, &na, da, &ca);
-        float *b = h5_dataset_read_all(fb, path, H5T_NATIVE_FLOAT, &nb, db, &cb);
-        char shape[64];
-        shape_text(na, da, shape, sizeof shape);
-        const char *status;
-        double max_abs = 0, max_a = 0;
-        if (!a || !b) {
-            status = "unreadable";
-        } else if (!same_shape(na, da, nb, db)) {
-            status = "shape differs";
-        } else {
-            for (long k = 0; k < ca; k++) {
-                double d = fabs((double)a[k] - (double)b[k]);
-                /* NaN anywhere is a divergence, not a silent pass */
-                if (isnan(d)) d = INFINITY;
-                if (d > max_abs) max_abs = d;
-                if (fabs(a[k]) > max_a) max_a = fabs(a[k]);
-            }
-            status = max_abs <= atol + rtol * max_a ? "ok" : "EXCEEDS";
-        }
-        double max_rel = max_a > 0 ? max_abs / max_a : (max_abs > 0 ? INFINITY : 0);
-        int bad = strcmp(status, "ok") != 0;
-        if (bad) {
+        point_result r;
+        point_measure(fa, fb, name, rtol, atol, &r);
+        if (strcmp(r.status, "ok") != 0) {
             failures++;
             if (!first_bad) first_bad = name;
         }
-        printf("%-24s %-18s %13.6e %13.6e  %s\n", name, shape, max_abs, max_rel, status);
-        free(a);
-        free(b);
+        printf("%-24s %-18s %13.6e %13.6e  %s\n", name, r.shape, r.max_abs, r.max_rel, r.status);
     }
     for (int i = 0; i < pb.n; i++)
         if (!points_contain(&pa, pb.items[i].name)) printf("%-24s only in B\n", pb.items[i].name);
@@ -264,11 +294,23 @@ int diff_main(int argc, char **argv) {
                first_bad, rtol, atol, failures, failures == 1 ? "" : "s");
     else if (pa.n)
         printf("all common activation points within rtol %g, atol %g\n", rtol, atol);
-    int ok = tokens_ok && failures == 0;
-    printf("%s\n", ok ? "AGREE" : "DIFFER");
     free(pa.items);
     free(pb.items);
-    H5Fclose(fa);
-    H5Fclose(fb);
+    return failures;
+}
+
+int diff_main(int argc, char **argv) {
+    diff_args a;
+    int rc = diff_parse_args(&a, argc, argv);
+    if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
+    hid_t f[2];
+    if (diff_files_open(a.files, f) != 0) return TRIPAR_EXIT_USAGE;
+    printf("A: %s\nB: %s\n", a.files[0], a.files[1]);
+    int tokens_ok = tokens_compare(f[0], f[1]);
+    int failures = activations_compare(f[0], f[1], a.rtol, a.atol);
+    int ok = tokens_ok && failures == 0;
+    printf("%s\n", ok ? "AGREE" : "DIFFER");
+    H5Fclose(f[0]);
+    H5Fclose(f[1]);
     return ok ? TRIPAR_EXIT_OK : TRIPAR_EXIT_RUNTIME;
 }

@@ -423,107 +423,148 @@ static int tokenizer_files_read(const char *dir, const model_config *cfg, char *
     return 1;
 }
 
-int import_hf_main(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL;
+/* Returns 0 to go on, 1 after --help, or -1 on bad usage (already reported). */
+static int import_parse_args(int argc, char **argv, const char **dir, const char **out) {
+    *dir = *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
-            return TRIPAR_EXIT_OK;
+            return 1;
         } else if (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "-o") == 0) {
             if (i + 1 == argc) {
                 fprintf(stderr, "import-hf: --out needs a file name\n");
-                return TRIPAR_EXIT_USAGE;
+                return -1;
             }
-            out = argv[++i];
+            *out = argv[++i];
         } else if (strncmp(argv[i], "--out=", 6) == 0) {
-            out = argv[i] + 6;
-        } else if (argv[i][0] == '-' || dir) {
+            *out = argv[i] + 6;
+        } else if (argv[i][0] == '-' || *dir) {
             fprintf(stderr, "import-hf: unexpected argument '%s'\n", argv[i]);
             usage(stderr);
-            return TRIPAR_EXIT_USAGE;
+            return -1;
         } else {
-            dir = argv[i];
+            *dir = argv[i];
         }
     }
-    if (!dir || !out) {
+    if (!*dir || !*out) {
         usage(stderr);
-        return TRIPAR_EXIT_USAGE;
+        return -1;
     }
+    return 0;
+}
 
+/* One import: what is read from the HF directory, and what is counted for the summary. */
+typedef struct {
+    const char *dir, *out;
     model_config cfg;
-    hf_model *hf = xcalloc(1, sizeof *hf);
-    hf_tensor *list = NULL;
-    char *vocab = NULL, *merges = NULL;
-    int has_tokenizer = 0;
-    int rc = config_load(dir, &cfg);
-    if (rc == STATUS_OK) rc = hf_model_open(hf, dir);
-    if (rc == STATUS_OK) {
-        list = xcalloc((unsigned long)(12 * cfg.layers + 4), sizeof *list);
-        rc = hf_validate(hf, list, hf_tensor_list(&cfg, list), &cfg, dir);
-    }
-    if (rc == STATUS_OK) {
-        has_tokenizer = tokenizer_files_read(dir, &cfg, &vocab, &merges);
-        if (has_tokenizer < 0) rc = STATUS_BAD_INPUT;
-    }
-    hid_t file = -1;
-    if (rc == STATUS_OK) {
-        H5E_BEGIN_TRY { file = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
-        H5E_END_TRY;
-        if (file < 0) {
-            error_set("%s: cannot create the checkpoint", out);
-            rc = STATUS_BAD_INPUT;
-        }
-    }
-    if (rc != STATUS_OK) {
-        fprintf(stderr, "import-hf: %s\n", error_message());
-        hf_model_free(hf);
-        free(hf);
-        free(list);
-        free(vocab);
-        free(merges);
-        return TRIPAR_EXIT_USAGE;
-    }
+    hf_model *hf;
+    hf_tensor *list; /* (12 * layers + 4), in checkpoint order */
+    int n_tensors;
+    char *vocab, *merges;
+    int has_tokenizer;
+    int dtype_count[3]; /* tensors read as F32, F16, BF16 */
+} hf_import;
 
-    checkpoint_write_config_attrs(file, &cfg);
+static void hf_import_free(hf_import *im) {
+    hf_model_free(im->hf);
+    free(im->hf);
+    free(im->list);
+    free(im->vocab);
+    free(im->merges);
+}
+
+/* Everything checked before the first byte is written: config.json, the safetensors files,
+ * every expected tensor and its shape, the tokenizer files. Returns STATUS_OK or
+ * STATUS_BAD_INPUT with error_message() set. */
+static int hf_import_plan(hf_import *im) {
+    int rc = config_load(im->dir, &im->cfg);
+    if (rc == STATUS_OK) rc = hf_model_open(im->hf, im->dir);
+    if (rc == STATUS_OK) {
+        im->list = xcalloc((unsigned long)(12 * im->cfg.layers + 4), sizeof *im->list);
+        im->n_tensors = hf_tensor_list(&im->cfg, im->list);
+        rc = hf_validate(im->hf, im->list, im->n_tensors, &im->cfg, im->dir);
+    }
+    if (rc == STATUS_OK) {
+        im->has_tokenizer = tokenizer_files_read(im->dir, &im->cfg, &im->vocab, &im->merges);
+        if (im->has_tokenizer < 0) rc = STATUS_BAD_INPUT;
+    }
+    return rc;
+}
+
+static int hf_checkpoint_create(const char *out, hid_t *file) {
+    H5E_BEGIN_TRY { *file = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
+    H5E_END_TRY;
+    if (*file < 0) {
+        error_set("%s: cannot create the checkpoint", out);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
+/* Index of /weights/<name> in checkpoint_tensor_names (name is one of them). */
+static int weights_dataset_index(const char *name) {
+    int d = 0;
+    while (strcmp(checkpoint_tensor_names[d], name) != 0)
+        d++;
+    return d;
+}
+
+/* Converts one HF tensor into its slice of dset; only it is in memory (twice when it is
+ * transposed). */
+static void hf_tensor_convert(hf_import *im, const hf_tensor *h, hid_t dset) {
+    const safetensors_tensor *t = hf_find(im->hf, h->name, NULL);
+    uint64_t elems = safetensors_tensor_elems(t);
+    float *a = xmalloc(elems * sizeof(float));
+    float *b = h->transpose ? xmalloc(elems * sizeof(float)) : NULL;
+    hf_tensor_write(dset, h, t, a, b);
+    if (strcmp(h->dst, "wte") == 0) lm_head_compare(im->hf, &im->cfg, a);
+    im->dtype_count[t->dtype]++;
+    free(a);
+    free(b);
+}
+
+static void hf_weights_write(hf_import *im, hid_t file) {
     hid_t group = h5_group_open_or_create(file, "weights");
-    int n = hf_tensor_list(&cfg, list);
-    int dtype_count[3] = {0, 0, 0};
     hid_t dsets[CHECKPOINT_N_TENSORS];
     for (int d = 0; d < CHECKPOINT_N_TENSORS; d++)
-        dsets[d] = checkpoint_dataset_create(group, &cfg, checkpoint_tensor_names[d]);
-    for (int k = 0; k < n; k++) {
-        const safetensors_tensor *t = hf_find(hf, list[k].name, NULL);
-        int d = 0;
-        while (strcmp(checkpoint_tensor_names[d], list[k].dst) != 0)
-            d++;
-        /* one HF tensor in memory at a time (twice when it is transposed) */
-        uint64_t elems = safetensors_tensor_elems(t);
-        float *a = xmalloc(elems * sizeof(float));
-        float *b = list[k].transpose ? xmalloc(elems * sizeof(float)) : NULL;
-        hf_tensor_write(dsets[d], &list[k], t, a, b);
-        if (strcmp(list[k].dst, "wte") == 0) lm_head_compare(hf, &cfg, a);
-        dtype_count[t->dtype]++;
-        free(a);
-        free(b);
-    }
+        dsets[d] = checkpoint_dataset_create(group, &im->cfg, checkpoint_tensor_names[d]);
+    for (int k = 0; k < im->n_tensors; k++)
+        hf_tensor_convert(im, &im->list[k], dsets[weights_dataset_index(im->list[k].dst)]);
     for (int d = 0; d < CHECKPOINT_N_TENSORS; d++)
         H5Dclose(dsets[d]);
     H5Gclose(group);
-    if (has_tokenizer) checkpoint_write_tokenizer(file, vocab, merges);
-    H5_CHECK(H5Fclose(file));
+}
 
+static void hf_import_summary_print(const hf_import *im) {
+    const model_config *cfg = &im->cfg;
     struct stat st;
-    long long bytes = stat(out, &st) == 0 ? (long long)st.st_size : 0;
+    long long bytes = stat(im->out, &st) == 0 ? (long long)st.st_size : 0;
     printf("import-hf: %s -> %s\n  layers %d, heads %d, embd %d, mlp %d, vocab %d, ctx %d, "
            "ln_eps %g\n  %d tensors from %d file%s (F32 %d, F16 %d, BF16 %d); tokenizer: %s; "
            "%.1f MB\n",
-           dir, out, cfg.layers, cfg.heads, cfg.embd, cfg.mlp, cfg.vocab, cfg.ctx,
-           (double)cfg.ln_eps, n, hf->n_shards, hf->n_shards == 1 ? "" : "s", dtype_count[0],
-           dtype_count[1], dtype_count[2], has_tokenizer ? "yes" : "no", (double)bytes / 1e6);
-    hf_model_free(hf);
-    free(hf);
-    free(list);
-    free(vocab);
-    free(merges);
-    return TRIPAR_EXIT_OK;
+           im->dir, im->out, cfg->layers, cfg->heads, cfg->embd, cfg->mlp, cfg->vocab, cfg->ctx,
+           (double)cfg->ln_eps, im->n_tensors, im->hf->n_shards, im->hf->n_shards == 1 ? "" : "s",
+           im->dtype_count[0], im->dtype_count[1], im->dtype_count[2],
+           im->has_tokenizer ? "yes" : "no", (double)bytes / 1e6);
+}
+
+int import_hf_main(int argc, char **argv) {
+    hf_import im = {0};
+    int rc = import_parse_args(argc, argv, &im.dir, &im.out);
+    if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
+    im.hf = xcalloc(1, sizeof *im.hf);
+    hid_t file = -1;
+    rc = hf_import_plan(&im);
+    if (rc == STATUS_OK) rc = hf_checkpoint_create(im.out, &file);
+    if (rc == STATUS_OK) {
+        checkpoint_write_config_attrs(file, &im.cfg);
+        hf_weights_write(&im, file);
+        if (im.has_tokenizer) checkpoint_write_tokenizer(file, im.vocab, im.merges);
+        H5_CHECK(H5Fclose(file));
+        hf_import_summary_print(&im);
+    } else {
+        fprintf(stderr, "import-hf: %s\n", error_message());
+    }
+    hf_import_free(&im);
+    return rc == STATUS_OK ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
 }

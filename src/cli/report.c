@@ -45,10 +45,11 @@ static double rank_wall(const double *totals, const timing_event *ev, long n, in
     return hi > lo ? hi - lo : 0;
 }
 
-static void summary_compute(run_summary *s) {
-    run_data *run = &s->run;
+/* Seconds per phase per rank; warm-up events (iteration < 0) are left out when the run has
+ * measured iterations. */
+static void summary_phase_totals(run_summary *s) {
+    const run_data *run = &s->run;
     int P = run->world_size;
-    run_data_label(run, s->label, sizeof s->label);
     s->phase_total = xcalloc((unsigned long)P * PHASE_COUNT, sizeof(double));
     for (int r = 0; r < P; r++)
         for (long i = 0; i < run->n_events[r]; i++)
@@ -64,8 +65,12 @@ static void summary_compute(run_summary *s) {
             s->events++;
         }
     }
+}
+
+/* Min, median and max over ranks of each phase's time. */
+static void summary_phase_spread(run_summary *s) {
+    int P = s->run.world_size;
     double *column = xcalloc((unsigned long)P, sizeof(double));
-    double *busy = xcalloc((unsigned long)P, sizeof(double));
     for (int p = 0; p < PHASE_COUNT; p++) {
         for (int r = 0; r < P; r++)
             column[r] = phase_row(s, r)[p];
@@ -74,7 +79,14 @@ static void summary_compute(run_summary *s) {
         s->phase_median[p] = stats_percentile(column, P, 50);
         s->phase_max[p] = column[P - 1];
     }
-    for (int r = 0; r < P; r++) {
+    free(column);
+}
+
+/* Compute, communication, exposed communication and bubble as sums over ranks and shares of
+ * the summed wall time; busy[r] gets rank r's compute seconds. */
+static void summary_time_shares(run_summary *s, double *busy) {
+    const run_data *run = &s->run;
+    for (int r = 0; r < run->world_size; r++) {
         const double *row = phase_row(s, r);
         double compute = 0;
         for (int p = 0; p < PHASE_COUNT; p++)
@@ -94,6 +106,11 @@ static void summary_compute(run_summary *s) {
         s->bubble_frac = s->bubble / s->wall;
         s->other_frac = fmax(0, 1 - s->compute_frac - s->exposed_frac);
     }
+}
+
+/* The busiest rank and how far it lags the median one (sorts busy). */
+static void summary_slowest_rank(run_summary *s, double *busy) {
+    int P = s->run.world_size;
     s->slowest_rank = 0;
     for (int r = 1; r < P; r++)
         if (busy[r] > busy[s->slowest_rank]) s->slowest_rank = r;
@@ -101,7 +118,15 @@ static void summary_compute(run_summary *s) {
     stats_sort(busy, P);
     s->median_busy = stats_percentile(busy, P, 50);
     s->slowest_lag = s->slowest_busy - s->median_busy;
-    free(column);
+}
+
+static void summary_compute(run_summary *s) {
+    run_data_label(&s->run, s->label, sizeof s->label);
+    summary_phase_totals(s);
+    summary_phase_spread(s);
+    double *busy = xcalloc((unsigned long)s->run.world_size, sizeof(double));
+    summary_time_shares(s, busy);
+    summary_slowest_rank(s, busy);
     free(busy);
 }
 
@@ -353,68 +378,94 @@ static void report_usage(FILE *out) {
                  "  the composite score of each run against BASE (docs/benchmarks.md).\n");
 }
 
-int report_main(int argc, char **argv) {
-    const char *csv = NULL, *json = NULL, *baseline = NULL;
-    const char **files = xcalloc((unsigned long)argc, sizeof(char *));
-    int n = 0;
+typedef struct {
+    const char *csv, *json, *baseline;
+    const char **files; /* (argc), caller frees */
+    int n;
+} report_args;
+
+/* Returns 0 to go on, 1 after --help, or -1 on bad usage (already reported). */
+static int report_parse_args(report_args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->files = xcalloc((unsigned long)argc, sizeof(char *));
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             report_usage(stdout);
-            free(files);
-            return TRIPAR_EXIT_OK;
+            return 1;
         } else if ((!strcmp(argv[i], "--csv") || !strcmp(argv[i], "--json")) && i + 1 < argc) {
-            *(argv[i][2] == 'c' ? &csv : &json) = argv[i + 1];
+            *(argv[i][2] == 'c' ? &a->csv : &a->json) = argv[i + 1];
             i++;
         } else if (!strcmp(argv[i], "--baseline") && i + 1 < argc) {
-            baseline = argv[++i];
+            a->baseline = argv[++i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "tripar report: unknown or incomplete option %s\n", argv[i]);
             report_usage(stderr);
-            free(files);
-            return TRIPAR_EXIT_USAGE;
+            return -1;
         } else {
-            files[n++] = argv[i];
+            a->files[a->n++] = argv[i];
         }
     }
-    if (n == 0) {
+    if (a->n == 0) {
         report_usage(stderr);
-        free(files);
-        return TRIPAR_EXIT_USAGE;
+        return -1;
     }
-    run_summary *s = xcalloc((unsigned long)n, sizeof(run_summary));
-    int rc = TRIPAR_EXIT_OK, loaded = 0;
-    for (; loaded < n; loaded++) {
-        if (summary_load(&s[loaded], files[loaded]) != STATUS_OK) {
-            fprintf(stderr, "tripar report: %s\n", error_message());
-            rc = TRIPAR_EXIT_USAGE;
-            break;
-        }
+    return 0;
+}
+
+/* Loads files in order up to the first that fails; returns how many loaded. */
+static int summaries_load(run_summary *s, const char *const *files, int n) {
+    int loaded = 0;
+    while (loaded < n && summary_load(&s[loaded], files[loaded]) == STATUS_OK)
+        loaded++;
+    return loaded;
+}
+
+/* Each run, then a comparison table when there are several. */
+static void summaries_print(FILE *out, const run_summary *s, int n) {
+    for (int i = 0; i < n; i++) {
+        print_single(out, &s[i]);
+        if (i + 1 < n) fprintf(out, "\n");
     }
-    if (rc == TRIPAR_EXIT_OK) {
-        for (int i = 0; i < n; i++) {
-            print_single(stdout, &s[i]);
-            if (i + 1 < n) printf("\n");
-        }
-        if (n > 1) {
-            printf("\n");
-            print_comparison(stdout, s, n);
-        }
-        if (baseline) {
-            run_summary base;
-            if (summary_load(&base, baseline) != STATUS_OK) {
-                rc = TRIPAR_EXIT_USAGE;
-            } else {
-                if (print_baseline(stdout, &base, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
-                summary_free(&base);
-            }
-        }
-        if (csv && write_csv(csv, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
-        if (json && write_json(json, s, n) != STATUS_OK) rc = TRIPAR_EXIT_USAGE;
-        if (rc != TRIPAR_EXIT_OK) fprintf(stderr, "tripar report: %s\n", error_message());
+    if (n > 1) {
+        fprintf(out, "\n");
+        print_comparison(out, s, n);
     }
+}
+
+static int baseline_compare(FILE *out, const char *path, const run_summary *s, int n) {
+    run_summary base;
+    if (summary_load(&base, path) != STATUS_OK) return STATUS_BAD_INPUT;
+    int rc = print_baseline(out, &base, s, n);
+    summary_free(&base);
+    return rc;
+}
+
+/* Text, then the baseline section, --csv and --json; every step runs even after one fails.
+ * Returns STATUS_BAD_INPUT when any failed (error_message() tells the last). */
+static int report_emit(const report_args *a, const run_summary *s, int n) {
+    summaries_print(stdout, s, n);
+    int rc = STATUS_OK;
+    if (a->baseline && baseline_compare(stdout, a->baseline, s, n) != STATUS_OK)
+        rc = STATUS_BAD_INPUT;
+    if (a->csv && write_csv(a->csv, s, n) != STATUS_OK) rc = STATUS_BAD_INPUT;
+    if (a->json && write_json(a->json, s, n) != STATUS_OK) rc = STATUS_BAD_INPUT;
+    return rc;
+}
+
+int report_main(int argc, char **argv) {
+    report_args a;
+    int rc = report_parse_args(&a, argc, argv);
+    if (rc != 0) {
+        free(a.files);
+        return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
+    }
+    run_summary *s = xcalloc((unsigned long)a.n, sizeof(run_summary));
+    int loaded = summaries_load(s, a.files, a.n);
+    rc = loaded == a.n ? report_emit(&a, s, a.n) : STATUS_BAD_INPUT;
+    if (rc != STATUS_OK) fprintf(stderr, "tripar report: %s\n", error_message());
     for (int i = 0; i < loaded; i++)
         summary_free(&s[i]);
     free(s);
-    free(files);
-    return rc;
+    free(a.files);
+    return rc == STATUS_OK ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
 }

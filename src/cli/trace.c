@@ -39,75 +39,101 @@ static void trace_usage(FILE *out) {
                  "chrome://tracing).\n");
 }
 
-int trace_main(int argc, char **argv) {
-    const char *in = NULL, *out = NULL;
+/* Returns 0 to go on, 1 after --help, or -1 on bad usage (already reported). */
+static int trace_parse_args(int argc, char **argv, const char **in, const char **out) {
+    *in = *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             trace_usage(stdout);
-            return TRIPAR_EXIT_OK;
+            return 1;
         } else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc) {
-            out = argv[++i];
-        } else if (argv[i][0] != '-' && !in) {
-            in = argv[i];
+            *out = argv[++i];
+        } else if (argv[i][0] != '-' && !*in) {
+            *in = argv[i];
         } else {
             fprintf(stderr, "tripar trace: unexpected argument %s\n", argv[i]);
             trace_usage(stderr);
-            return TRIPAR_EXIT_USAGE;
+            return -1;
         }
     }
-    if (!in || !out) {
+    if (!*in || !*out) {
         trace_usage(stderr);
-        return TRIPAR_EXIT_USAGE;
+        return -1;
     }
+    return 0;
+}
+
+/* The process and thread names of rank r. */
+static void rank_metadata_append(json_t *events, const run_data *run, int r) {
+    const run_rank *rr = &run->ranks[r];
+    char name[160];
+    snprintf(name, sizeof name, "rank %d (dp%d tp%d pp%d) %s", r, rr->dp_rank, rr->tp_rank,
+             rr->pp_rank, rr->host);
+    json_array_append_new(events, metadata("process_name", r, 0, json_pack("{s:s}", "name", name)));
+    json_array_append_new(
+        events, metadata("process_sort_index", r, 0, json_pack("{s:i}", "sort_index", r)));
+    for (int t = 0; t < TID_COUNT; t++)
+        json_array_append_new(
+            events, metadata("thread_name", r, t, json_pack("{s:s}", "name", tid_names[t])));
+}
+
+/* One complete ("X") event: a span of rank pid, in microseconds. */
+static json_t *span_event(const timing_event *e, int pid) {
+    json_t *x = json_object();
+    json_object_set_new(x, "name", json_string(phase_name((phase)e->phase)));
+    json_object_set_new(x, "cat", json_string(tid_names[phase_tid(e->phase)]));
+    json_object_set_new(x, "ph", json_string("X"));
+    json_object_set_new(x, "ts", json_real(e->t_start * 1e6));
+    json_object_set_new(x, "dur", json_real((e->t_end - e->t_start) * 1e6));
+    json_object_set_new(x, "pid", json_integer(pid));
+    json_object_set_new(x, "tid", json_integer(phase_tid(e->phase)));
+    json_object_set_new(x, "args",
+                        json_pack("{s:i,s:i,s:i,s:i}", "step", e->step, "microbatch", e->microbatch,
+                                  "layer", e->layer, "iteration", e->iteration));
+    return x;
+}
+
+/* The trace document: every rank's names and spans, and the run it came from. */
+static json_t *trace_build(const run_data *run, const char *in) {
+    json_t *events = json_array();
+    for (int r = 0; r < run->world_size; r++) {
+        rank_metadata_append(events, run, r);
+        for (long i = 0; i < run->n_events[r]; i++)
+            json_array_append_new(events, span_event(&run->events[r][i], r));
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "traceEvents", events);
+    json_object_set_new(root, "displayTimeUnit", json_string("ms"));
+    char label[96];
+    run_data_label(run, label, sizeof label);
+    json_object_set_new(root, "otherData", json_pack("{s:s,s:s}", "run", in, "strategy", label));
+    return root;
+}
+
+static long run_event_count(const run_data *run) {
+    long total = 0;
+    for (int r = 0; r < run->world_size; r++)
+        total += run->n_events[r];
+    return total;
+}
+
+int trace_main(int argc, char **argv) {
+    const char *in, *out;
+    int rc = trace_parse_args(argc, argv, &in, &out);
+    if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
     run_data run;
     if (run_data_load(&run, in) != STATUS_OK) {
         fprintf(stderr, "tripar trace: %s\n", error_message());
         return TRIPAR_EXIT_USAGE;
     }
     if (!run.complete) fprintf(stderr, "tripar trace: warning: %s is incomplete\n", in);
-    json_t *events = json_array();
-    long total = 0;
-    for (int r = 0; r < run.world_size; r++) {
-        const run_rank *rr = &run.ranks[r];
-        char name[160];
-        snprintf(name, sizeof name, "rank %d (dp%d tp%d pp%d) %s", r, rr->dp_rank, rr->tp_rank,
-                 rr->pp_rank, rr->host);
-        json_array_append_new(events, metadata("process_name", r, 0,
-                                               json_pack("{s:s}", "name", name)));
-        json_array_append_new(events, metadata("process_sort_index", r, 0,
-                                               json_pack("{s:i}", "sort_index", r)));
-        for (int t = 0; t < TID_COUNT; t++)
-            json_array_append_new(events, metadata("thread_name", r, t,
-                                                   json_pack("{s:s}", "name", tid_names[t])));
-        for (long i = 0; i < run.n_events[r]; i++) {
-            const timing_event *e = &run.events[r][i];
-            json_t *x = json_object();
-            json_object_set_new(x, "name", json_string(phase_name((phase)e->phase)));
-            json_object_set_new(x, "cat", json_string(tid_names[phase_tid(e->phase)]));
-            json_object_set_new(x, "ph", json_string("X"));
-            json_object_set_new(x, "ts", json_real(e->t_start * 1e6));
-            json_object_set_new(x, "dur", json_real((e->t_end - e->t_start) * 1e6));
-            json_object_set_new(x, "pid", json_integer(r));
-            json_object_set_new(x, "tid", json_integer(phase_tid(e->phase)));
-            json_object_set_new(x, "args", json_pack("{s:i,s:i,s:i,s:i}", "step", e->step,
-                                                     "microbatch", e->microbatch, "layer",
-                                                     e->layer, "iteration", e->iteration));
-            json_array_append_new(events, x);
-            total++;
-        }
-    }
-    json_t *root = json_object();
-    json_object_set_new(root, "traceEvents", events);
-    json_object_set_new(root, "displayTimeUnit", json_string("ms"));
-    char label[96];
-    run_data_label(&run, label, sizeof label);
-    json_object_set_new(root, "otherData", json_pack("{s:s,s:s}", "run", in, "strategy", label));
-    int rc = TRIPAR_EXIT_OK;
+    json_t *root = trace_build(&run, in);
+    rc = TRIPAR_EXIT_OK;
     if (json_dump_file(root, out, JSON_COMPACT) != 0) {
         fprintf(stderr, "tripar trace: %s: cannot write\n", out);
         rc = TRIPAR_EXIT_USAGE;
     } else {
-        printf("%s: %ld events from %d ranks\n", out, total, run.world_size);
+        printf("%s: %ld events from %d ranks\n", out, run_event_count(&run), run.world_size);
     }
     json_decref(root);
     run_data_free(&run);

@@ -1,5 +1,5 @@
-/* HDF5 checkpoints: validation (serial, before any compute), the parallel shard load and the
- * parallel save of the synthetic model. The format is described in docs/checkpoint.md. */
+/* HDF5 checkpoints: validation (serial, before any compute), the parallel shard load, the
+ * parallel save of the synthetic model and the stored tokenizer. Format: docs/checkpoint.md. */
 #include "io/checkpoint.h"
 
 #include <errno.h>
@@ -299,26 +299,44 @@ static hid_t memory_space(long n) {
     return space;
 }
 
-int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp) {
+/* Opens path read-only (or creates it) with the MPI-IO driver on every rank of world. Returns
+ * -1 on every rank when any rank failed, so no rank goes on into a collective alone. */
+static hid_t file_open_mpio(const char *path, MPI_Comm world, int create) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5_CHECK(fapl);
     H5_CHECK(H5Pset_fapl_mpio(fapl, world, MPI_INFO_NULL));
     /* one rank reads the metadata and broadcasts it, instead of every rank hitting the FS */
-    H5_CHECK(H5Pset_all_coll_metadata_ops(fapl, 1));
+    if (!create) H5_CHECK(H5Pset_all_coll_metadata_ops(fapl, 1));
     hid_t file;
-    H5E_BEGIN_TRY { file = H5Fopen(path, H5F_ACC_RDONLY, fapl); } H5E_END_TRY;
+    H5E_BEGIN_TRY {
+        file = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                      : H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    } H5E_END_TRY;
     H5Pclose(fapl);
     int bad = file < 0, any_bad = 0;
     MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world));
-    if (any_bad) {
-        if (file >= 0) H5Fclose(file);
-        error_set("%s: cannot open the checkpoint with parallel HDF5", path);
-        return STATUS_BAD_INPUT;
-    }
+    if (any_bad && file >= 0) H5Fclose(file);
+    return any_bad ? -1 : file;
+}
 
-    /* Shapes first, agreed over world, so no rank starts a collective read another skips. */
-    long max_local = 1;
-    hid_t dsets[CHECKPOINT_N_TENSORS];
+/* The file space of dset with this rank's n elements of t selected (none when n is 0). */
+static hid_t shard_file_space(hid_t dset, const tensor_desc *t, long n) {
+    hid_t fspace = H5Dget_space(dset);
+    H5_CHECK(fspace);
+    if (n > 0)
+        select_local_blocks(fspace, t);
+    else
+        H5_CHECK(H5Sselect_none(fspace));
+    return fspace;
+}
+
+/* Opens every /weights dataset and checks its shape against the model's, agreed over world
+ * before any collective read, so no rank starts a read another skips. On success fills dsets
+ * and the largest local shard; otherwise closes what it opened and returns STATUS_BAD_INPUT. */
+static int weights_open_checked(hid_t file, const model *m, const char *path, MPI_Comm world,
+                                hid_t dsets[CHECKPOINT_N_TENSORS], long *max_local) {
+    int bad = 0, any_bad = 0;
+    *max_local = 1;
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
         const char *name = checkpoint_tensor_names[i];
         char link[64];
@@ -343,17 +361,20 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
             error_set("%s: tensor '%s' does not have the model's shape %s", path, name, a);
         }
         if (!same) bad = 1;
-        if (tensor_held(t) && tensor_local_elems(t) > max_local) max_local = tensor_local_elems(t);
+        if (tensor_held(t) && tensor_local_elems(t) > *max_local)
+            *max_local = tensor_local_elems(t);
     }
     MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world));
-    if (any_bad) {
-        if (!bad) error_set("%s: the checkpoint does not match the model (see rank 0)", path);
-        for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
-            if (dsets[i] >= 0) H5Dclose(dsets[i]);
-        H5Fclose(file);
-        return STATUS_BAD_INPUT;
-    }
+    if (!any_bad) return STATUS_OK;
+    if (!bad) error_set("%s: the checkpoint does not match the model (see rank 0)", path);
+    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
+        if (dsets[i] >= 0) H5Dclose(dsets[i]);
+    return STATUS_BAD_INPUT;
+}
 
+/* Reads this rank's shard of every dataset (collectively; closing each) and stores it. */
+static void weights_read_shards(model *m, const backend *be, hid_t dsets[CHECKPOINT_N_TENSORS],
+                                long max_local, comm *tp) {
     float *staging = xmalloc((unsigned long)max_local * sizeof(float));
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
     H5_CHECK(xfer);
@@ -361,12 +382,7 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
         const tensor_desc *t = model_find_tensor(m, checkpoint_tensor_names[i]);
         long n = tensor_held(t) ? tensor_local_elems(t) : 0;
-        hid_t fspace = H5Dget_space(dsets[i]);
-        H5_CHECK(fspace);
-        if (n > 0)
-            select_local_blocks(fspace, t);
-        else
-            H5_CHECK(H5Sselect_none(fspace));
+        hid_t fspace = shard_file_space(dsets[i], t, n);
         hid_t mspace = memory_space(n);
         H5_CHECK(H5Dread(dsets[i], H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging));
         H5Sclose(mspace);
@@ -378,6 +394,21 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
     }
     H5Pclose(xfer);
     free(staging);
+}
+
+int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp) {
+    hid_t file = file_open_mpio(path, world, 0);
+    if (file < 0) {
+        error_set("%s: cannot open the checkpoint with parallel HDF5", path);
+        return STATUS_BAD_INPUT;
+    }
+    hid_t dsets[CHECKPOINT_N_TENSORS];
+    long max_local;
+    if (weights_open_checked(file, m, path, world, dsets, &max_local) != STATUS_OK) {
+        H5Fclose(file);
+        return STATUS_BAD_INPUT;
+    }
+    weights_read_shards(m, be, dsets, max_local, tp);
     H5_CHECK(H5Fclose(file));
     return STATUS_OK;
 }
@@ -429,16 +460,8 @@ hid_t checkpoint_dataset_create(hid_t group, const model_config *cfg, const char
 }
 
 int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh *mesh) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5_CHECK(fapl);
-    H5_CHECK(H5Pset_fapl_mpio(fapl, mesh->world, MPI_INFO_NULL));
-    hid_t file;
-    H5E_BEGIN_TRY { file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl); } H5E_END_TRY;
-    H5Pclose(fapl);
-    int bad = file < 0, any_bad = 0;
-    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, mesh->world));
-    if (any_bad) {
-        if (file >= 0) H5Fclose(file);
+    hid_t file = file_open_mpio(path, mesh->world, 1);
+    if (file < 0) {
         error_set("%s: cannot create the checkpoint", path);
         return STATUS_RUNTIME;
     }
@@ -475,11 +498,7 @@ int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh 
         for (long k = 0; k < n; k++)
             staging[k] = synthetic_value(seed, t->name, tensor_global_index(t, k), t->init,
                                          t->init_std);
-        hid_t fspace = H5Dget_space(dset);
-        if (n > 0)
-            select_local_blocks(fspace, t);
-        else
-            H5_CHECK(H5Sselect_none(fspace));
+        hid_t fspace = shard_file_space(dset, t, n);
         hid_t mspace = memory_space(n);
         H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging));
         H5Sclose(mspace);
@@ -513,52 +532,14 @@ void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *
     H5Gclose(group);
 }
 
-/* Reads a scalar string dataset, fixed-length or variable-length (as h5py writes str). */
-static char *string_dataset_read(hid_t file, const char *link) {
-    hid_t dset;
-    H5E_BEGIN_TRY { dset = H5Dopen2(file, link, H5P_DEFAULT); } H5E_END_TRY;
-    if (dset < 0) return NULL;
-    char *out = NULL;
-    hid_t ftype = H5Dget_type(dset);
-    hid_t space = H5Dget_space(dset);
-    if (H5Tget_class(ftype) == H5T_STRING && H5Sget_simple_extent_npoints(space) == 1) {
-        herr_t err;
-        if (H5Tis_variable_str(ftype) > 0) {
-            hid_t mtype = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mtype, H5T_VARIABLE);
-            char *vl = NULL;
-            H5E_BEGIN_TRY { err = H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, &vl); }
-            H5E_END_TRY;
-            if (err >= 0 && vl) {
-                out = strdup(vl);
-                H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &vl);
-            }
-            H5Tclose(mtype);
-        } else {
-            size_t size = H5Tget_size(ftype);
-            out = xcalloc(size + 1, 1);
-            H5E_BEGIN_TRY { err = H5Dread(dset, ftype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out); }
-            H5E_END_TRY;
-            if (err < 0) {
-                free(out);
-                out = NULL;
-            }
-        }
-    }
-    H5Sclose(space);
-    H5Tclose(ftype);
-    H5Dclose(dset);
-    return out;
-}
-
 int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt) {
     *vocab_json = *merges_txt = NULL;
     hid_t file = h5_open_read(path);
     if (file < 0) return -1;
     int rc = 1;
     if (h5_exists(file, "/tokenizer/vocab") && h5_exists(file, "/tokenizer/merges")) {
-        *vocab_json = string_dataset_read(file, "/tokenizer/vocab");
-        *merges_txt = string_dataset_read(file, "/tokenizer/merges");
+        *vocab_json = h5_dataset_read_string(file, "/tokenizer/vocab");
+        *merges_txt = h5_dataset_read_string(file, "/tokenizer/merges");
         rc = 0;
         if (!*vocab_json || !*merges_txt) {
             error_set("%s: /tokenizer/vocab and /tokenizer/merges must be scalar strings", path);
@@ -569,5 +550,22 @@ int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges
         }
     }
     H5Fclose(file);
+    return rc;
+}
+
+int checkpoint_load_tokenizer(tokenizer **t, const char *path) {
+    *t = NULL;
+    char *vocab = NULL, *merges = NULL;
+    int rc = checkpoint_read_tokenizer(path, &vocab, &merges);
+    if (rc < 0) return STATUS_BAD_INPUT;
+    if (rc == 1) return 1;
+    rc = tokenizer_load_strings(t, vocab, merges);
+    free(vocab);
+    free(merges);
+    if (rc != STATUS_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", error_message());
+        error_set("%s: /tokenizer: %s", path, why);
+    }
     return rc;
 }

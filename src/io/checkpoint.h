@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "io/tokenizer.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
 #include "model/model.h"
@@ -58,6 +59,10 @@ void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *
 /* Reads /tokenizer/vocab and /tokenizer/merges (malloc'ed). Returns 0, 1 when the checkpoint
  * has no tokenizer, or -1 with error_message() set when the file cannot be read. */
 int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt);
+
+/* Builds the checkpoint's tokenizer from /tokenizer/{vocab,merges}. Returns 0, 1 when the
+ * checkpoint has no tokenizer (*t = NULL), or STATUS_BAD_INPUT (2) with error_message() set. */
+int checkpoint_load_tokenizer(tokenizer **t, const char *path);
 
 #ifdef __cplusplus
 }

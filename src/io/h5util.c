@@ -79,14 +79,24 @@ static hid_t attr_open_fresh(hid_t obj, const char *name, hid_t type, hid_t spac
     return attr;
 }
 
+/* Writes data of type over space as attribute name (created or overwritten); closes space. */
+static void attr_write(hid_t obj, const char *name, hid_t type, hid_t space, const void *data) {
+    H5_CHECK(space);
+    hid_t attr = attr_open_fresh(obj, name, type, space);
+    H5_CHECK(H5Awrite(attr, type, data));
+    H5Aclose(attr);
+    H5Sclose(space);
+}
+
+static hid_t space_1d(long n) {
+    hsize_t dims[1] = {(hsize_t)n};
+    return H5Screate_simple(1, dims, NULL);
+}
+
 void h5_attr_write_string(hid_t obj, const char *name, const char *value) {
     if (!value) value = "";
     hid_t type = h5_string_type(strlen(value) + 1);
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = attr_open_fresh(obj, name, type, space);
-    H5_CHECK(H5Awrite(attr, type, value));
-    H5Aclose(attr);
-    H5Sclose(space);
+    attr_write(obj, name, type, H5Screate(H5S_SCALAR), value);
     H5Tclose(type);
 }
 
@@ -94,49 +104,26 @@ void h5_attr_write_strings(hid_t obj, const char *name, const char *const *value
                            size_t width) {
     char *packed = xcalloc((unsigned long)(n > 0 ? n : 1), width);
     for (int i = 0; i < n; i++) strncpy(packed + (size_t)i * width, values[i], width - 1);
-    hsize_t dims[1] = {(hsize_t)n};
     hid_t type = h5_string_type(width);
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t attr = attr_open_fresh(obj, name, type, space);
-    H5_CHECK(H5Awrite(attr, type, packed));
-    H5Aclose(attr);
-    H5Sclose(space);
+    attr_write(obj, name, type, space_1d(n), packed);
     H5Tclose(type);
     free(packed);
 }
 
-static void attr_write_scalar(hid_t obj, const char *name, hid_t type, const void *value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = attr_open_fresh(obj, name, type, space);
-    H5_CHECK(H5Awrite(attr, type, value));
-    H5Aclose(attr);
-    H5Sclose(space);
-}
-
 void h5_attr_write_int(hid_t obj, const char *name, long long value) {
-    attr_write_scalar(obj, name, H5T_NATIVE_LLONG, &value);
+    attr_write(obj, name, H5T_NATIVE_LLONG, H5Screate(H5S_SCALAR), &value);
 }
 
 void h5_attr_write_double(hid_t obj, const char *name, double value) {
-    attr_write_scalar(obj, name, H5T_NATIVE_DOUBLE, &value);
+    attr_write(obj, name, H5T_NATIVE_DOUBLE, H5Screate(H5S_SCALAR), &value);
 }
 
 void h5_attr_write_doubles(hid_t obj, const char *name, const double *values, long n) {
-    hsize_t dims[1] = {(hsize_t)n};
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t attr = attr_open_fresh(obj, name, H5T_NATIVE_DOUBLE, space);
-    H5_CHECK(H5Awrite(attr, H5T_NATIVE_DOUBLE, values));
-    H5Aclose(attr);
-    H5Sclose(space);
+    attr_write(obj, name, H5T_NATIVE_DOUBLE, space_1d(n), values);
 }
 
 void h5_attr_write_longs(hid_t obj, const char *name, const long long *values, long n) {
-    hsize_t dims[1] = {(hsize_t)n};
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t attr = attr_open_fresh(obj, name, H5T_NATIVE_LLONG, space);
-    H5_CHECK(H5Awrite(attr, H5T_NATIVE_LLONG, values));
-    H5Aclose(attr);
-    H5Sclose(space);
+    attr_write(obj, name, H5T_NATIVE_LLONG, space_1d(n), values);
 }
 
 /* Opens an attribute for reading, or -1 without printing an HDF5 error. */
@@ -148,36 +135,57 @@ static hid_t attr_open_quiet(hid_t obj, const char *name) {
     return attr;
 }
 
+/* Reads one string of any length from an attribute (is_attr) or a dataset, without printing
+ * HDF5 errors: a variable-length one (as h5py writes str) through a C string, a fixed-length
+ * one as a NUL-terminated string one byte longer in the file's character set (so HDF5 does
+ * not refuse UTF-8, and drops space padding). NULL when it is not one string or unreadable. */
+static char *string_read(hid_t obj, int is_attr) {
+    hid_t ftype = is_attr ? H5Aget_type(obj) : H5Dget_type(obj);
+    hid_t space = is_attr ? H5Aget_space(obj) : H5Dget_space(obj);
+    char *out = NULL;
+    if (H5Tget_class(ftype) == H5T_STRING && H5Sget_simple_extent_npoints(space) == 1) {
+        int variable = H5Tis_variable_str(ftype) > 0;
+        size_t size = variable ? 0 : H5Tget_size(ftype);
+        hid_t mtype = H5Tcopy(variable ? H5T_C_S1 : ftype);
+        H5_CHECK(H5Tset_size(mtype, variable ? H5T_VARIABLE : size + 1));
+        if (!variable) H5_CHECK(H5Tset_strpad(mtype, H5T_STR_NULLTERM));
+        char *vl = NULL;
+        if (!variable) out = xcalloc(size + 2, 1);
+        void *buf = variable ? (void *)&vl : (void *)out;
+        herr_t err;
+        H5E_BEGIN_TRY {
+            err = is_attr ? H5Aread(obj, mtype, buf)
+                          : H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+        } H5E_END_TRY;
+        if (variable && err >= 0 && vl) {
+            out = strdup(vl);
+            H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &vl);
+        }
+        if (!variable && err < 0) {
+            free(out);
+            out = NULL;
+        }
+        H5Tclose(mtype);
+    }
+    H5Sclose(space);
+    H5Tclose(ftype);
+    return out;
+}
+
 char *h5_attr_read_string_alloc(hid_t obj, const char *name) {
     hid_t attr = attr_open_quiet(obj, name);
     if (attr < 0) return NULL;
-    char *out = NULL;
-    hid_t ftype = H5Aget_type(attr);
-    if (H5Tget_class(ftype) == H5T_STRING) {
-        if (H5Tis_variable_str(ftype) > 0) {
-            hid_t mtype = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mtype, H5T_VARIABLE);
-            char *vl = NULL;
-            if (H5Aread(attr, mtype, &vl) >= 0 && vl) {
-                out = strdup(vl);
-                hid_t space = H5Aget_space(attr);
-                H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &vl);
-                H5Sclose(space);
-            }
-            H5Tclose(mtype);
-        } else {
-            size_t size = H5Tget_size(ftype);
-            hid_t mtype = h5_string_type(size + 1);
-            out = xcalloc(size + 2, 1);
-            if (H5Aread(attr, mtype, out) < 0) {
-                free(out);
-                out = NULL;
-            }
-            H5Tclose(mtype);
-        }
-    }
-    H5Tclose(ftype);
+    char *out = string_read(attr, 1);
     H5Aclose(attr);
+    return out;
+}
+
+char *h5_dataset_read_string(hid_t loc, const char *path) {
+    hid_t dset;
+    H5E_BEGIN_TRY { dset = H5Dopen2(loc, path, H5P_DEFAULT); } H5E_END_TRY;
+    if (dset < 0) return NULL;
+    char *out = string_read(dset, 0);
+    H5Dclose(dset);
     return out;
 }
 

@@ -32,7 +32,8 @@ void h5_attr_write_longs(hid_t obj, const char *name, const long long *values, l
 /* Attribute readers for the tools. Return 0 on success, -1 when absent or of the wrong kind
  * (no HDF5 error is printed). read_string copies at most len-1 bytes. */
 int h5_attr_read_string(hid_t obj, const char *name, char *out, size_t len);
-/* Returns a malloc'ed copy of a string attribute of any length, or NULL. */
+/* Returns a malloc'ed copy of a string attribute of any length, fixed-length or
+ * variable-length (as h5py writes str), or NULL. */
 char *h5_attr_read_string_alloc(hid_t obj, const char *name);
 int h5_attr_read_long(hid_t obj, const char *name, long long *out);
 int h5_attr_read_double(hid_t obj, const char *name, double *out);
@@ -47,6 +48,10 @@ int h5_exists(hid_t loc, const char *path);
  * error is printed. For the serial tools (report, diff). */
 void *h5_dataset_read_all(hid_t file, const char *path, hid_t mem_type, int *ndims,
                           hsize_t dims[8], long *count);
+
+/* Returns a malloc'ed copy of a scalar string dataset, read as h5_attr_read_string_alloc reads
+ * attributes, or NULL when it is absent or not one string. */
+char *h5_dataset_read_string(hid_t loc, const char *path);
 
 /* Opens a file read-only with the serial (sec2) driver; returns -1 with error_message() set. */
 hid_t h5_open_read(const char *path);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "io/checkpoint.h"
 
 /* Text for a model without a tokenizer (a synthetic one): UTF-8 byte b becomes token id b. The
  * weights are a hash, so no mapping of text to ids means more than another; this one is
@@ -33,7 +34,7 @@ static int prompt_bytes_to_ids(job *j) {
 int prompt_tokenize(job *j, tokenizer **tok) {
     *tok = NULL;
     if (!j->checkpoint[0]) return j->text ? prompt_bytes_to_ids(j) : STATUS_OK;
-    int rc = tokenizer_load_checkpoint(tok, j->checkpoint);
+    int rc = checkpoint_load_tokenizer(tok, j->checkpoint);
     if (rc == 1) {
         if (!j->text) return STATUS_OK; /* token input, no tokenizer: no text output */
         error_set("%s: the checkpoint has no tokenizer (import it from a directory holding "

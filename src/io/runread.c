@@ -99,26 +99,20 @@ static void metrics_read(run_data *run) {
     H5Gclose(g);
 }
 
-int run_data_load(run_data *run, const char *path) {
-    memset(run, 0, sizeof *run);
-    snprintf(run->path, sizeof run->path, "%s", path);
-    run->file = h5_open_read(path);
-    if (run->file < 0) return STATUS_BAD_INPUT;
+/* The root attributes: the format check, the mesh shape and the run's labels. Returns
+ * STATUS_BAD_INPUT with error_message() set when the file is not a usable tripar run. */
+static int root_read(run_data *run, const char *path) {
     char format[32] = "";
     if (h5_attr_read_string(run->file, "format", format, sizeof format) != 0 ||
         strcmp(format, "tripar-run") != 0) {
         error_set("%s: not a tripar run file (root attribute format is \"%s\", want "
                   "\"tripar-run\")", path, format);
-        H5Fclose(run->file);
-        run->file = -1;
         return STATUS_BAD_INPUT;
     }
     run->complete = attr_int(run->file, "complete", 0);
     run->world_size = attr_int(run->file, "world_size", 0);
     if (run->world_size <= 0 || run->world_size > (1 << 24)) {
         error_set("%s: bad world_size attribute", path);
-        H5Fclose(run->file);
-        run->file = -1;
         return STATUS_BAD_INPUT;
     }
     run->dp = attr_int(run->file, "dp", 1);
@@ -131,14 +125,32 @@ int run_data_load(run_data *run, const char *path) {
     h5_attr_read_string(run->file, "precision", run->precision, sizeof run->precision);
     h5_attr_read_string(run->file, "created", run->created, sizeof run->created);
     h5_attr_read_string(run->file, "tripar_version", run->version, sizeof run->version);
+    return STATUS_OK;
+}
+
+/* Entries of the root attribute hosts, or 0 when it is absent. */
+static int hosts_count(hid_t file) {
     hid_t hosts = -1;
-    H5E_BEGIN_TRY { hosts = H5Aopen(run->file, "hosts", H5P_DEFAULT); } H5E_END_TRY;
-    if (hosts >= 0) {
-        hid_t space = H5Aget_space(hosts);
-        run->n_hosts = (int)H5Sget_simple_extent_npoints(space);
-        H5Sclose(space);
-        H5Aclose(hosts);
+    H5E_BEGIN_TRY { hosts = H5Aopen(file, "hosts", H5P_DEFAULT); } H5E_END_TRY;
+    if (hosts < 0) return 0;
+    hid_t space = H5Aget_space(hosts);
+    int n = (int)H5Sget_simple_extent_npoints(space);
+    H5Sclose(space);
+    H5Aclose(hosts);
+    return n;
+}
+
+int run_data_load(run_data *run, const char *path) {
+    memset(run, 0, sizeof *run);
+    snprintf(run->path, sizeof run->path, "%s", path);
+    run->file = h5_open_read(path);
+    if (run->file < 0) return STATUS_BAD_INPUT;
+    if (root_read(run, path) != STATUS_OK) {
+        H5Fclose(run->file);
+        run->file = -1;
+        return STATUS_BAD_INPUT;
     }
+    run->n_hosts = hosts_count(run->file);
     mesh_read(run);
     events_read(run);
     metrics_read(run);

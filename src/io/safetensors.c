@@ -41,21 +41,8 @@ void safetensors_free(safetensors_file *f) {
     memset(f, 0, sizeof *f);
 }
 
-/* Fills one tensor from its header entry; returns 0 or -1 with err set. */
-static int entry_parse(safetensors_tensor *t, const char *name, json_t *entry, size_t data_len,
-                       char *err, size_t errlen) {
-    if (!json_is_object(entry)) {
-        err_set(err, errlen, "tensor '%s': header entry is not a JSON object", name);
-        return -1;
-    }
-    json_t *dtype = json_object_get(entry, "dtype");
-    json_t *shape = json_object_get(entry, "shape");
-    json_t *offsets = json_object_get(entry, "data_offsets");
-    if (!json_is_string(dtype) || !json_is_array(shape) || !json_is_array(offsets)) {
-        err_set(err, errlen, "tensor '%s': entry needs dtype (string), shape and data_offsets "
-                "(arrays)", name);
-        return -1;
-    }
+static int entry_dtype_parse(safetensors_tensor *t, const char *name, json_t *dtype, char *err,
+                             size_t errlen) {
     const char *d = json_string_value(dtype);
     if (strcmp(d, "F32") == 0) {
         t->dtype = SAFETENSORS_F32;
@@ -68,6 +55,13 @@ static int entry_parse(safetensors_tensor *t, const char *name, json_t *entry, s
                 "BF16)", name, d);
         return -1;
     }
+    return 0;
+}
+
+/* Fills t->shape; *bytes gets prod(shape) * dtype size, or *overflow is set when that does
+ * not fit in 64 bits (bounded as we go, so the product never wraps). */
+static int entry_shape_parse(safetensors_tensor *t, const char *name, json_t *shape,
+                             uint64_t *bytes, int *overflow, char *err, size_t errlen) {
     size_t ndims = json_array_size(shape);
     if (ndims > SAFETENSORS_MAX_DIMS) {
         err_set(err, errlen, "tensor '%s': %zu dimensions (at most %d)", name, ndims,
@@ -75,9 +69,8 @@ static int entry_parse(safetensors_tensor *t, const char *name, json_t *entry, s
         return -1;
     }
     t->ndims = (int)ndims;
-    /* prod(shape) * size must not overflow: bound it by the data section as we go */
-    uint64_t bytes = safetensors_dtype_size(t->dtype);
-    int overflow = 0;
+    *bytes = safetensors_dtype_size(t->dtype);
+    *overflow = 0;
     for (size_t k = 0; k < ndims; k++) {
         json_t *v = json_array_get(shape, k);
         if (!json_is_integer(v) || json_integer_value(v) < 0) {
@@ -85,9 +78,15 @@ static int entry_parse(safetensors_tensor *t, const char *name, json_t *entry, s
             return -1;
         }
         t->shape[k] = (int64_t)json_integer_value(v);
-        if (t->shape[k] != 0 && bytes > UINT64_MAX / (uint64_t)t->shape[k]) overflow = 1;
-        else bytes *= (uint64_t)t->shape[k];
+        if (t->shape[k] != 0 && *bytes > UINT64_MAX / (uint64_t)t->shape[k]) *overflow = 1;
+        else *bytes *= (uint64_t)t->shape[k];
     }
+    return 0;
+}
+
+/* [begin, end] inside the data section of data_len bytes. */
+static int entry_offsets_parse(safetensors_tensor *t, const char *name, json_t *offsets,
+                               size_t data_len, char *err, size_t errlen) {
     if (json_array_size(offsets) != 2 || !json_is_integer(json_array_get(offsets, 0)) ||
         !json_is_integer(json_array_get(offsets, 1))) {
         err_set(err, errlen, "tensor '%s': data_offsets must be [begin, end]", name);
@@ -102,6 +101,31 @@ static int entry_parse(safetensors_tensor *t, const char *name, json_t *entry, s
     }
     t->begin = (uint64_t)b;
     t->end = (uint64_t)e;
+    return 0;
+}
+
+/* Fills one tensor from its header entry: dtype, shape, offsets that hold exactly the bytes
+ * shape and dtype need, and a copy of the name. Returns 0 or -1 with err set. */
+static int entry_parse(safetensors_tensor *t, const char *name, json_t *entry, size_t data_len,
+                       char *err, size_t errlen) {
+    if (!json_is_object(entry)) {
+        err_set(err, errlen, "tensor '%s': header entry is not a JSON object", name);
+        return -1;
+    }
+    json_t *dtype = json_object_get(entry, "dtype");
+    json_t *shape = json_object_get(entry, "shape");
+    json_t *offsets = json_object_get(entry, "data_offsets");
+    if (!json_is_string(dtype) || !json_is_array(shape) || !json_is_array(offsets)) {
+        err_set(err, errlen, "tensor '%s': entry needs dtype (string), shape and data_offsets "
+                "(arrays)", name);
+        return -1;
+    }
+    uint64_t bytes;
+    int overflow;
+    if (entry_dtype_parse(t, name, dtype, err, errlen) != 0 ||
+        entry_shape_parse(t, name, shape, &bytes, &overflow, err, errlen) != 0 ||
+        entry_offsets_parse(t, name, offsets, data_len, err, errlen) != 0)
+        return -1;
     if (overflow || bytes != t->end - t->begin) {
         err_set(err, errlen, "tensor '%s': data_offsets give %llu bytes but shape and dtype %s "
                 "need %s%llu", name, (unsigned long long)(t->end - t->begin),
@@ -154,29 +178,59 @@ static int overlap_check(const safetensors_file *f, char *err, size_t errlen) {
     return rc;
 }
 
-int safetensors_parse(safetensors_file *f, const uint8_t *buf, size_t len, char *err,
-                      size_t errlen) {
-    memset(f, 0, sizeof *f);
+/* The 8-byte little-endian header size, checked against the file; 0 with err set when it
+ * cannot be a safetensors header. */
+static uint64_t header_size_read(const uint8_t *buf, size_t len, char *err, size_t errlen) {
     if (len < 8) {
         err_set(err, errlen, "file is %zu bytes, too short for the 8-byte header size", len);
-        return -1;
+        return 0;
     }
     uint64_t header = 0;
     for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
     if (header == 0) {
         err_set(err, errlen, "header size is 0 (not a safetensors file?)");
-        return -1;
+        return 0;
     }
     if (header > SAFETENSORS_MAX_HEADER) {
         err_set(err, errlen, "header size %llu is absurd (limit %llu; not a safetensors file?)",
                 (unsigned long long)header, SAFETENSORS_MAX_HEADER);
-        return -1;
+        return 0;
     }
     if (header > len - 8) {
         err_set(err, errlen, "header size %llu runs past the end of the file (%zu bytes; "
                 "truncated?)", (unsigned long long)header, len);
-        return -1;
+        return 0;
     }
+    return header;
+}
+
+/* Every entry of the header object into f->tensors (sized for all of them), skipping
+ * __metadata__ but counting its keys. */
+static int entries_parse(safetensors_file *f, json_t *root, char *err, size_t errlen) {
+    const char *key;
+    json_t *value;
+    json_object_foreach(root, key, value) {
+        if (strcmp(key, "__metadata__") == 0) {
+            if (!json_is_object(value)) {
+                err_set(err, errlen, "__metadata__ is not a JSON object");
+                return -1;
+            }
+            f->n_metadata = (int)json_object_size(value);
+            continue;
+        }
+        safetensors_tensor *t = &f->tensors[f->n_tensors];
+        if (entry_parse(t, key, value, f->data_len, err, errlen) != 0) return -1;
+        t->data = f->data + t->begin;
+        f->n_tensors++;
+    }
+    return 0;
+}
+
+int safetensors_parse(safetensors_file *f, const uint8_t *buf, size_t len, char *err,
+                      size_t errlen) {
+    memset(f, 0, sizeof *f);
+    uint64_t header = header_size_read(buf, len, err, errlen);
+    if (header == 0) return -1;
     json_error_t jerr;
     json_t *root = json_loadb((const char *)buf + 8, (size_t)header, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -198,27 +252,7 @@ int safetensors_parse(safetensors_file *f, const uint8_t *buf, size_t len, char 
         err_set(err, errlen, "out of memory");
         return -1;
     }
-    int rc = 0;
-    const char *key;
-    json_t *value;
-    json_object_foreach(root, key, value) {
-        if (strcmp(key, "__metadata__") == 0) {
-            if (!json_is_object(value)) {
-                err_set(err, errlen, "__metadata__ is not a JSON object");
-                rc = -1;
-                break;
-            }
-            f->n_metadata = (int)json_object_size(value);
-            continue;
-        }
-        safetensors_tensor *t = &f->tensors[f->n_tensors];
-        if (entry_parse(t, key, value, f->data_len, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-        t->data = f->data + t->begin;
-        f->n_tensors++;
-    }
+    int rc = entries_parse(f, root, err, errlen);
     json_decref(root);
     if (rc == 0) rc = overlap_check(f, err, errlen);
     if (rc != 0) safetensors_free(f);

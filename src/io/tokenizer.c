@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "io/checkpoint.h"
 
 /* GPT-2's pre-tokenisation pattern (openai/gpt-2 encoder.py), matched in UTF + UCP mode. */
 static const char gpt2_pattern[] =
@@ -240,23 +239,6 @@ int tokenizer_load_strings(tokenizer **out, const char *vocab_json, const char *
     return STATUS_OK;
 }
 
-int tokenizer_load_checkpoint(tokenizer **t, const char *ckpt_path) {
-    *t = NULL;
-    char *vocab = NULL, *merges = NULL;
-    int rc = checkpoint_read_tokenizer(ckpt_path, &vocab, &merges);
-    if (rc < 0) return STATUS_BAD_INPUT;
-    if (rc == 1) return 1;
-    rc = tokenizer_load_strings(t, vocab, merges);
-    free(vocab);
-    free(merges);
-    if (rc != STATUS_OK) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", error_message());
-        error_set("%s: /tokenizer: %s", ckpt_path, why);
-    }
-    return rc;
-}
-
 int tokenizer_max_id(const tokenizer *t) { return t->n_ids - 1; }
 
 /* A growing int32 array for the output ids. */
@@ -285,14 +267,10 @@ static int pair_rank(const tokenizer *t, const char *word, const int *start, con
     return str_map_get(&t->merges, scratch, (size_t)(len[a] + 1 + len[b]), &rank) ? rank : -1;
 }
 
-/* BPE over one pre-token: bytes -> symbols, merge the best-ranked pair everywhere it occurs,
- * repeat, then look every symbol up. */
-static int piece_encode(const tokenizer *t, const unsigned char *bytes, size_t n, id_list *out) {
-    size_t wlen = 0;
-    for (size_t i = 0; i < n; i++) wlen += t->byte_sym_len[bytes[i]];
-    char *word = xmalloc(wlen + 1);
-    int *start = xmalloc(n * sizeof(int)), *len = xmalloc(n * sizeof(int));
-    char *scratch = xmalloc(wlen + 2);
+/* Spells the bytes as byte symbols into word; symbol i is word[start[i], +len[i]). Returns the
+ * number of symbols (n). */
+static int word_spell(const tokenizer *t, const unsigned char *bytes, size_t n, char *word,
+                      int *start, int *len) {
     int ns = 0;
     size_t pos = 0;
     for (size_t i = 0; i < n; i++) {
@@ -301,47 +279,76 @@ static int piece_encode(const tokenizer *t, const unsigned char *bytes, size_t n
         memcpy(word + pos, t->byte_sym[bytes[i]], t->byte_sym_len[bytes[i]]);
         pos += t->byte_sym_len[bytes[i]];
     }
-    while (ns > 1) {
-        int best = -1, best_at = -1;
-        for (int i = 0; i + 1 < ns; i++) {
-            int r = pair_rank(t, word, start, len, i, i + 1, scratch);
-            if (r >= 0 && (best < 0 || r < best)) {
-                best = r;
-                best_at = i;
-            }
+    return ns;
+}
+
+/* Position of the adjacent pair with the best (lowest) merge rank, or -1 when none merges. */
+static int best_pair(const tokenizer *t, const char *word, const int *start, const int *len,
+                     int ns, char *scratch) {
+    int best = -1, best_at = -1;
+    for (int i = 0; i + 1 < ns; i++) {
+        int r = pair_rank(t, word, start, len, i, i + 1, scratch);
+        if (r >= 0 && (best < 0 || r < best)) {
+            best = r;
+            best_at = i;
         }
-        if (best < 0) break;
-        /* merge every occurrence of the best pair, left to right, as GPT-2 does */
-        int la = len[best_at], lb = len[best_at + 1];
-        char *first = xmalloc((size_t)(la + lb));
-        memcpy(first, word + start[best_at], (size_t)(la + lb));
-        int w = 0;
-        for (int i = 0; i < ns; i++) {
-            if (i + 1 < ns && len[i] == la && len[i + 1] == lb &&
-                memcmp(word + start[i], first, (size_t)la) == 0 &&
-                memcmp(word + start[i + 1], first + la, (size_t)lb) == 0) {
-                start[w] = start[i];
-                len[w++] = la + lb;
-                i++;
-            } else {
-                start[w] = start[i];
-                len[w++] = len[i];
-            }
-        }
-        free(first);
-        ns = w;
     }
-    int rc = STATUS_OK;
+    return best_at;
+}
+
+/* Merges every occurrence of the pair at `at`, left to right, as GPT-2 does. Returns the new
+ * number of symbols. */
+static int pair_merge_all(const char *word, int *start, int *len, int ns, int at) {
+    int la = len[at], lb = len[at + 1];
+    char *first = xmalloc((size_t)(la + lb));
+    memcpy(first, word + start[at], (size_t)(la + lb));
+    int w = 0;
+    for (int i = 0; i < ns; i++) {
+        if (i + 1 < ns && len[i] == la && len[i + 1] == lb &&
+            memcmp(word + start[i], first, (size_t)la) == 0 &&
+            memcmp(word + start[i + 1], first + la, (size_t)lb) == 0) {
+            start[w] = start[i];
+            len[w++] = la + lb;
+            i++;
+        } else {
+            start[w] = start[i];
+            len[w++] = len[i];
+        }
+    }
+    free(first);
+    return w;
+}
+
+/* Appends the vocab id of every symbol; STATUS_BAD_INPUT when one is missing. */
+static int symbols_lookup(const tokenizer *t, const char *word, const int *start, const int *len,
+                          int ns, id_list *out) {
     for (int i = 0; i < ns; i++) {
         int id;
         if (!str_map_get(&t->vocab, word + start[i], (size_t)len[i], &id)) {
             error_set("tokenizer: symbol '%.*s' is not in vocab.json (the vocab must cover all "
                       "256 byte symbols)", len[i], word + start[i]);
-            rc = STATUS_BAD_INPUT;
-            break;
+            return STATUS_BAD_INPUT;
         }
         id_list_push(out, id);
     }
+    return STATUS_OK;
+}
+
+/* BPE over one pre-token: bytes -> symbols, merge the best-ranked pair everywhere it occurs,
+ * repeat, then look every symbol up. */
+static int piece_encode(const tokenizer *t, const unsigned char *bytes, size_t n, id_list *out) {
+    size_t wlen = 0;
+    for (size_t i = 0; i < n; i++) wlen += t->byte_sym_len[bytes[i]];
+    char *word = xmalloc(wlen + 1);
+    int *start = xmalloc(n * sizeof(int)), *len = xmalloc(n * sizeof(int));
+    char *scratch = xmalloc(wlen + 2);
+    int ns = word_spell(t, bytes, n, word, start, len);
+    while (ns > 1) {
+        int at = best_pair(t, word, start, len, ns, scratch);
+        if (at < 0) break;
+        ns = pair_merge_all(word, start, len, ns, at);
+    }
+    int rc = symbols_lookup(t, word, start, len, ns, out);
     free(word);
     free(start);
     free(len);

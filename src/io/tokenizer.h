@@ -14,10 +14,6 @@ typedef struct tokenizer tokenizer;
  * STATUS_BAD_INPUT with error_message() saying what is wrong (and the merges line). */
 int tokenizer_load_strings(tokenizer **t, const char *vocab_json, const char *merges_txt);
 
-/* Loads /tokenizer/{vocab,merges} of a checkpoint. Returns 0, 1 when the checkpoint has no
- * tokenizer (*t = NULL), or STATUS_BAD_INPUT (2) with error_message() set. */
-int tokenizer_load_checkpoint(tokenizer **t, const char *ckpt_path);
-
 /* Encodes len bytes of text (UTF-8; invalid sequences are kept as raw bytes so decode still
  * gives them back) into *ids (malloc'ed, caller frees), *n of them. Returns 0, or
  * STATUS_BAD_INPUT when a byte symbol is missing from the vocab. */

@@ -211,7 +211,7 @@ static void test_checkpoint_tokenizer(void **state) {
     char *argv[] = {"import-hf", src, "--out", out, NULL};
     assert_int_equal(import_hf_main(4, argv), 0);
     tokenizer *u = NULL;
-    assert_int_equal(tokenizer_load_checkpoint(&u, out), 0);
+    assert_int_equal(checkpoint_load_tokenizer(&u, out), 0);
     const char *text = "hello the world, I'll say hello!  \t";
     int32_t *a, *b;
     int na, nb;
@@ -228,7 +228,7 @@ static void test_checkpoint_tokenizer(void **state) {
     snprintf(out, sizeof out, "%s/tok_none.h5", fixtures());
     char *argv2[] = {"import-hf", src, "--out", out, NULL};
     assert_int_equal(import_hf_main(4, argv2), 0);
-    assert_int_equal(tokenizer_load_checkpoint(&u, out), 1);
+    assert_int_equal(checkpoint_load_tokenizer(&u, out), 1);
     assert_null(u);
 }
 
