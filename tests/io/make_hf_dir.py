@@ -9,8 +9,13 @@ import argparse
 import json
 import os
 import struct
+import sys
 
 import numpy as np
+
+# GPT-2's byte-to-character map, shared with the project's token counter.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from count_tokens import bytes_to_unicode  # noqa: E402
 
 BREAKS = [
     "header-size-zero", "header-past-eof", "header-absurd", "offsets-out-of-range", "overlap",
@@ -31,20 +36,6 @@ VARIANTS = {
     "f32-mlp": ["--dtype", "F32", "--mlp", "24", "--layers", "3", "--heads", "4", "--prefix",
                 "--lm-head", "differ", "--no-tokenizer", "--vocab", "300"],
 }
-
-
-def bytes_to_unicode():
-    """GPT-2's map of each byte to a printable unicode character (openai/gpt-2 encoder.py)."""
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-          + list(range(ord("®"), ord("ÿ") + 1)))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
 
 
 def write_tokenizer(out):
