@@ -54,13 +54,6 @@ static int point_parse(const char *name, int *kind, int *layer) {
     return 0;
 }
 
-int activation_name_valid(const char *name, int layers) {
-    int kind, layer;
-    if (!strcmp(name, "all")) return 1;
-    if (point_parse(name, &kind, &layer) != 0) return 0;
-    return (kind != ACT_ATTN && kind != ACT_MLP) || (layer >= 0 && layer < layers);
-}
-
 /* Whether this rank holds a point of this kind and layer: the residual stream is replicated
  * across TP, so TP rank 0 writes it; logits are split by vocabulary, so every TP rank writes
  * its columns. */

@@ -92,9 +92,6 @@ typedef struct {
 
 enum { ACT_EMBED = 0, ACT_ATTN, ACT_MLP, ACT_FINAL, ACT_LOGITS };
 
-/* 1 when name is an activation point of a model with `layers` layers ("all" included). */
-int activation_name_valid(const char *name, int layers);
-
 typedef struct {
     engine_config cfg;
     model *m;
