@@ -47,6 +47,11 @@ void backend_free(backend *be) {
     be->ctx = NULL;
 }
 
+int backend_drives_devices(const char *name) {
+    const backend_entry *entry = backend_lookup(name);
+    return entry && entry->device_count;
+}
+
 int backend_device_count(const char *name) {
     const backend_entry *entry = backend_lookup(name);
     return entry && entry->device_count ? entry->device_count() : 0;

@@ -166,6 +166,9 @@ int backend_init(backend *be, const char *name, const backend_options *opt);
  * fine. */
 void backend_free(backend *be);
 
+/* 1 when the backend called name drives devices (each rank picks one before backend_init),
+ * whether or not any is present; 0 for host backends. */
+int backend_drives_devices(const char *name);
 /* Devices the backend called name can drive: 0 for cpu, for a build without CUDA, for an
  * unknown name, or when no device is present. Local (no MPI); needs no backend_init. */
 int backend_device_count(const char *name);

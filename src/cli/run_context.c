@@ -154,18 +154,18 @@ static long event_capacity(const job *j) {
 /* Starts the backend on every rank; a rank that cannot start says why, and all exit 2. */
 static int backend_start(run_context *rc, long capacity) {
     const job *j = &rc->j;
+    const char *name = backend_kind_name(j->backend);
+    const int devices = backend_drives_devices(name);
     backend_options bopt = {.threads = j->threads > 0 ? j->threads : default_threads(&rc->mesh),
-                            .device = j->backend == BACKEND_CUDA
-                                          ? device_select(&rc->mesh, j->device)
-                                          : -1,
+                            .device = devices ? device_select(&rc->mesh, j->device) : -1,
                             .allow_tf32 = j->allow_tf32,
                             .max_marks = (int)(2 * capacity)};
-    int bad = backend_init(&rc->be, backend_kind_name(j->backend), &bopt);
+    int bad = backend_init(&rc->be, name, &bopt);
     int any_bad = 0;
     MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     rc->have_backend = !bad;
     if (!any_bad) {
-        if (j->backend == BACKEND_CUDA) device_record(&rc->mesh, bopt.device); /* warns if shared */
+        if (devices) device_record(&rc->mesh, bopt.device); /* /mesh; warns if shared */
         return TRIPAR_EXIT_OK;
     }
     if (!bad) error_set("backend %s could not start on another rank", backend_kind_name(j->backend));

@@ -111,6 +111,10 @@ static void test_device_queries(void **state) {
     assert_string_equal(bus, "");
     assert_true(backend_device_count("cuda") >= 0);
     if (!BUILT_WITH_CUDA) assert_int_equal(backend_device_count("cuda"), 0);
+    /* whether a rank picks a device comes from the table, present or not */
+    assert_int_equal(backend_drives_devices("cpu"), 0);
+    assert_int_equal(backend_drives_devices("cuda"), 1);
+    assert_int_equal(backend_drives_devices("tpu"), 0);
 }
 
 /* "cuda" starts exactly when a device is visible; otherwise the message says why. */
