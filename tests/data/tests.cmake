@@ -16,5 +16,8 @@ add_test(NAME data_prompts_small_vocab
                  "prompts\\.yaml:[0-9]+: input\\.text_file: a model without a tokenizer reads text as bytes .*vocab >= 256, but it is 100" --
                  $<TARGET_FILE:tripar> run ${PROJECT_SOURCE_DIR}/jobs/prompts.yaml
                  --set model.synthetic.vocab=100 --dry-run)
+# `tripar run` starts MPI, and Open MPI keeps allocations past MPI_Finalize: the leak-checked
+# unit pass (tools/setup.sh) would report them, as it would for the cli_ tests it skips.
 set_tests_properties(data_prompts_job_resolves data_prompts_small_vocab
-                     PROPERTIES LABELS "unit;data" ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 60)
+                     PROPERTIES LABELS "unit;data" TIMEOUT 60
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};ASAN_OPTIONS=detect_leaks=0")
