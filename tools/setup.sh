@@ -2,7 +2,8 @@
 # One entry point for a fresh Debian 12 machine: install packages, build, and run the demo or
 # the whole test suite. The README's two commands call this.
 #   tools/setup.sh demo   install, build, run jobs/demo.yaml on 4 CPU ranks, print the table
-#   tools/setup.sh test   install, build (plus an ASan+UBSan build), run every test via CTest
+#   tools/setup.sh test   install, build (plus an ASan+UBSan build), run every test via CTest,
+#                         then compile (not run) a RelWithDebInfo build with CUDA
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TRIPAR_BUILD_DIR:-build}
@@ -51,6 +52,11 @@ test)
     cmake --build "$BUILD-asan" -j"$JOBS"
     (cd "$BUILD-asan" && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$JOBS" -LE "slurm|gpu|fuzz")
     (cd "$BUILD-asan" && ctest --output-on-failure -j"$JOBS" -L unit -E "^(cli_.*|test_model)$")
+    # RelWithDebInfo, the build type when none is given, compiled with CUDA (when nvcc exists)
+    # and not run: gcc -O2 warns differently from -O3 and -O0, and -Werror turns that into a
+    # build failure the two builds above would never see. About half a minute on 2 cores.
+    cmake -S . -B "$BUILD-rwdi" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    cmake --build "$BUILD-rwdi" -j"$JOBS"
     ;;
 *)
     echo "usage: tools/setup.sh demo|test" >&2
