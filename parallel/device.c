@@ -18,8 +18,15 @@ static int env_index(const char *name) {
 }
 
 int device_local_rank(const mesh *m) {
-    int r = env_index("SLURM_LOCALID");
-    if (r < 0) r = env_index("OMPI_COMM_WORLD_LOCAL_RANK");
+    /* The process that forked this rank knows its node-local index. mpirun/prterun (Open MPI)
+     * and Hydra's mpiexec (MPICH, Intel MPI) fork ranks themselves and say so even inside a
+     * Slurm allocation, where the SLURM_* variables a rank inherits describe the launcher's
+     * daemon or the batch script (SLURM_LOCALID 0 on every rank), not the rank. */
+    int r = env_index("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (r < 0) r = env_index("MPI_LOCALRANKID");
+    /* srun forked this rank itself only if its task index is this MPI rank; an inherited
+     * SLURM_PROCID (the daemon's node index, the batch script's 0) differs on some rank. */
+    if (r < 0 && env_index("SLURM_PROCID") == m->world_rank) r = env_index("SLURM_LOCALID");
     return r >= 0 ? r : m->local_rank;
 }
 

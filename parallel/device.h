@@ -8,9 +8,12 @@
 extern "C" {
 #endif
 
-/* The node-local rank used to pick a device, first found of: SLURM_LOCALID,
- * OMPI_COMM_WORLD_LOCAL_RANK, MPI_COMM_TYPE_SHARED (m->local_rank). The launcher's numbers win
- * because they match how it bound CPUs and GPUs to tasks. */
+/* The node-local rank used to pick a device, first found of: OMPI_COMM_WORLD_LOCAL_RANK
+ * (mpirun/prterun forked this rank), MPI_LOCALRANKID (Hydra's mpiexec), SLURM_LOCALID when
+ * SLURM_PROCID equals m->world_rank (srun forked this rank), MPI_COMM_TYPE_SHARED
+ * (m->local_rank). The launcher's numbers win because they match how it bound CPUs and GPUs to
+ * tasks; an MPI launcher's win over Slurm's because under mpirun inside an allocation every
+ * rank inherits its daemon's SLURM_LOCALID (0). Reads the environment only: no MPI call. */
 int device_local_rank(const mesh *m);
 
 /* The device ordinal to pass as backend_options.device: override (backend.device >= 0) as is,

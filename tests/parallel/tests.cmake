@@ -49,3 +49,6 @@ foreach(np 2 3)
                        PASS_REGULAR_EXPRESSION "test_comm: 0 failure\\(s\\)")
   set_property(TEST parallel_comm_np${np} APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
 endforeach()
+
+# Which environment variable picks a rank's GPU under mpirun, srun and mpirun inside Slurm.
+tripar_unit_test(parallel_test_device SOURCES parallel/test_device.c LABELS parallel)
