@@ -140,18 +140,8 @@ static int default_threads(const mesh *m) {
     return per_rank > 0 ? per_rank : 1;
 }
 
-/* Timing events to preallocate: every phase of every layer of every step of every generation
- * the run may make. Past the cap, events are counted as dropped. */
-static long event_capacity(const job *j) {
-    long steps = j->new_tokens > 0 ? j->new_tokens : 1;
-    long per_step = (long)(j->microbatches) * ((long)j->layers * 16 + 16);
-    /* an arrival stream may run up to one generation per request */
-    long stream = j->arrival_rate > 0 ? (long)(2.0 * j->arrival_rate * j->duration) + 64 : 0;
-    long capacity = 64 + (long)(j->warmup + j->iterations + stream) * steps * per_step;
-    return capacity > 4000000 ? 4000000 : capacity;
-}
-
-/* Starts the backend on every rank; a rank that cannot start says why, and all exit 2. */
+/* Starts the backend on every rank; a rank that cannot start says why, and all exit 2. Its
+ * mark slots (CUDA events) are sized for the timer's events, none when timings are off. */
 static int backend_start(run_context *rc, long capacity) {
     const job *j = &rc->j;
     const char *name = backend_kind_name(j->backend);
@@ -245,7 +235,7 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
     const job *j = &rc->j;
     mesh_init(&rc->mesh, MPI_COMM_WORLD, j->dp, j->tp, j->pp, j->order);
     rc->have_mesh = 1;
-    const long capacity = event_capacity(j);
+    const long capacity = timer_event_capacity(j);
     int code = backend_start(rc, capacity);
     if (code == TRIPAR_EXIT_OK) code = comms_start(rc);
     if (code != TRIPAR_EXIT_OK) return code;

@@ -82,6 +82,27 @@ void clock_align(MPI_Comm world, double inject_offset, double *offset, double *u
     MPI_CHECK(MPI_Comm_free(&c));
 }
 
+/* Upper bounds per step of one micro-batch: outside layers embed, its TP all-reduce (2),
+ * pp_recv_wait, pp_send, head, sample and step are 8, so 16 leaves room; inside a layer at
+ * most 16 phases (norms, GEMMs, attention, the all-reduces of the overlap pieces). */
+enum { EVENTS_PER_STEP = 16, EVENTS_PER_LAYER = 16, EVENTS_OUTSIDE_STEPS = 64 };
+
+long timer_event_capacity(const job *j) {
+    long per_mb;
+    switch (j->timings) {
+    case TIMINGS_STEP: per_mb = EVENTS_PER_STEP; break;
+    case TIMINGS_LAYER: per_mb = (long)j->layers * EVENTS_PER_LAYER + EVENTS_PER_STEP; break;
+    default: return 0;
+    }
+    long steps = j->new_tokens > 0 ? j->new_tokens : 1;
+    long per_step = (long)j->microbatches * per_mb;
+    /* an arrival stream may run up to one generation per request */
+    long stream = j->arrival_rate > 0 ? (long)(2.0 * j->arrival_rate * j->duration) + 64 : 0;
+    long capacity =
+        EVENTS_OUTSIDE_STEPS + (long)(j->warmup + j->iterations + stream) * steps * per_step;
+    return capacity > TIMER_MAX_EVENTS ? TIMER_MAX_EVENTS : capacity;
+}
+
 void timer_init(timer *t, timings_level level, const backend *be, long capacity, MPI_Comm world) {
     memset(t, 0, sizeof *t);
     t->level = level;

@@ -76,6 +76,14 @@ double timer_host_seconds(void);
  * inject_offset is added to this rank's clock first (tests use it to plant a known skew). */
 void clock_align(MPI_Comm world, double inject_offset, double *offset, double *uncertainty);
 
+/* Timing events to preallocate for the job at its record.timings level: none when off; at
+ * `step` the events outside layers; at `layer` every phase of every layer too; each for every
+ * step of every generation the run may make, capped at TIMER_MAX_EVENTS (past it events are
+ * counted as dropped). The backend needs 2 mark slots per event (backend_options.max_marks):
+ * CUDA creates one event per slot at start-up, so `off` must cost none. */
+enum { TIMER_MAX_EVENTS = 4000000 };
+long timer_event_capacity(const job *j);
+
 void timer_init(timer *t, timings_level level, const backend *be, long capacity, MPI_Comm world);
 void timer_free(timer *t);
 

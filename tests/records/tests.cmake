@@ -39,3 +39,6 @@ add_test(NAME records_cli_diff COMMAND sh -c "\"$0\" diff \"$1\" \"$2\"; echo ex
          $<TARGET_FILE:tripar> ${RECORDS_OUT}/run_a.h5 ${RECORDS_OUT}/run_b.h5)
 set_tests_properties(records_cli_diff PROPERTIES LABELS "records" FIXTURES_REQUIRED records_files
                      PASS_REGULAR_EXPRESSION "first divergence: layer.1.mlp.*exit=1")
+
+# Timing events (and backend mark slots: CUDA events) preallocated per record.timings level.
+tripar_unit_test(records_timer_capacity SOURCES records/test_timer_capacity.c LABELS records)
