@@ -5,7 +5,48 @@
 #
 #   tests/gpu/device_check.sh            # from the repository root; carry build-gpu.tar.xz
 #   BUDGET=300 SKIP_BENCH=1 tests/gpu/device_check.sh
+#   tests/gpu/device_check.sh --judge GPUS LOG...   # only the verdict on skipped gpu tests
+# Exit status: 0 every check passed; 1 something failed, or a gpu test skipped although
+# nvidia-smi lists a GPU (CUDA cannot use it: a driver/runtime mismatch, a missing library);
+# 77 nvidia-smi lists no GPU, so the gpu tests skipped and nothing about the GPU code was learnt.
 set -u
+
+# judge GPUS LOG...: the verdict on the gpu tests from the number of GPUs nvidia-smi listed and
+# the logs that name skipped tests: this script's summary ("SKIPPED test NAME": exit 77) or
+# ctest's output ("Test #N: NAME ...***Skipped" or "***Not Run"). Prints one summary line and
+# returns 0 (none skipped), 1 (skipped with a GPU listed) or 77 (skipped, no GPU listed). A
+# skip is never a pass on a GPU machine: every gpu test skips exactly when CUDA sees no device.
+judge() {
+    local gpus=$1
+    shift
+    local names n
+    names=$(cat "$@" 2>/dev/null | awk '
+        /^SKIPPED +test / { print $3; next }
+        /Test +#[0-9]+: .*\*\*\*(Skipped|Not Run)/ { sub(/.*Test +#[0-9]+: /, ""); print $1 }' |
+        sort -u | tr '\n' ' ')
+    n=$(wc -w <<<"$names")
+    if ((n == 0)); then
+        echo "PASS    no gpu test skipped"
+        return 0
+    fi
+    if ((gpus > 0)); then
+        echo "FAIL    $n gpu test(s) skipped although nvidia-smi lists $gpus GPU(s): CUDA cannot use them (driver/runtime mismatch?): $names"
+        return 1
+    fi
+    echo "NO-GPU  nvidia-smi lists no GPU: $n gpu test(s) skipped, nothing on a GPU was checked: $names"
+    return 77
+}
+
+if [[ ${1:-} == --judge ]]; then
+    if (($# < 3)) || [[ ! $2 =~ ^[0-9]+$ ]]; then
+        echo "usage: device_check.sh --judge GPUS LOG...   (GPUS: how many nvidia-smi -L lists)" >&2
+        exit 2
+    fi
+    shift
+    judge "$@"
+    exit
+fi
+
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/out-gpu}
@@ -55,6 +96,8 @@ step() {
     nvcc --version 2>/dev/null | tail -2
 } >"$ENVLOG" 2>&1
 say "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+# How many GPUs the driver lists: with any, a skipped gpu test is a failure (judge, below).
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 
 if [[ ! -d $BUNDLE && -f $BUNDLE.tar.xz ]]; then
     tar -xJf "$BUNDLE.tar.xz" || say "FAIL    unpacking $BUNDLE.tar.xz"
@@ -89,6 +132,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
 # one node, no fabric: shared memory only, and quiet about fabric plugins that cannot load
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_mtl='^ofi,psm,psm2' OMPI_MCA_osc='^ucx'
 export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_rmaps_base_oversubscribe=1
+# as CTest's TRIPAR_TEST_ENV: no CMA single copy (ptrace is often denied in containers)
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# NCCL's warnings (and why an init failed) reach the test logs, without its info chatter
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 export TRIPAR_SOURCE_DIR=$ROOT TRIPAR_BIN=$B/bin/tripar OPENBLAS_NUM_THREADS=1 MPIEXEC=mpirun
 export TMPDIR=${TMPDIR:-/tmp}
 
@@ -122,6 +169,8 @@ else
         step "$TESTLOG" 240 "test $name" bash -c "cd '$B' && exec $cmd" </dev/null
     done <"$B/gpu_tests.tsv"
 fi
+# A skipped gpu test on a machine whose driver lists a GPU is a FAIL line (and exit 1).
+say "$(judge "$GPUS" "$SUMMARY" "$TESTLOG")"
 
 # --- (d) benchmarks ------------------------------------------------------------------------------
 # GPT-2 124M (jobs/bench-gpt2-124m.yaml: 512-token prompt, 128 new tokens, batch 1) and a
@@ -195,4 +244,5 @@ fi
 
 say "done in $((SECONDS - T0))s of $BUDGET"
 grep -q -E '^(FAIL|TIMEOUT)' "$SUMMARY" && exit 1
+grep -q -E '^NO-GPU' "$SUMMARY" && exit 77
 exit 0

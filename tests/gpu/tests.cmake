@@ -22,3 +22,9 @@ if(TRIPAR_HAVE_CUDA)
                          ENVIRONMENT "${GPU_ENV}" TIMEOUT 300)
   endforeach()
 endif()
+
+# device_check.sh's verdict: a gpu test skipped where nvidia-smi lists a GPU fails the check
+# (fake logs, a fake bundle and a fake nvidia-smi; no GPU needed, so on every machine).
+add_test(NAME gpu_device_check_judge COMMAND ${GPU}/check_device_judge.sh)
+set_tests_properties(gpu_device_check_judge PROPERTIES LABELS "unit" ENVIRONMENT "${GPU_ENV}"
+                     TIMEOUT 120)
