@@ -124,10 +124,10 @@ static size_t cuda_peak_memory(void *vctx) { return ((cuda_ctx *)vctx)->bytes_pe
 
 /* --- ops: thin adapters from the table to the launchers ----------------------------------- */
 
-static void cuda_embed(void *vctx, float *out, const int32_t *tokens, const int32_t *positions,
-                       const float *wte, const float *wpe, int rows, int C, int vocab_begin,
+static void cuda_embed(void *vctx, float *out, const int32_t *tokens, const float *wte,
+                       const float *wpe, int rows, int C, int n_new, int pos0, int vocab_begin,
                        int vocab_end) {
-    embed_forward(out, tokens, positions, wte, wpe, rows, C, vocab_begin, vocab_end,
+    embed_forward(out, tokens, wte, wpe, rows, C, n_new, pos0, vocab_begin, vocab_end,
                   ((cuda_ctx *)vctx)->stream);
 }
 

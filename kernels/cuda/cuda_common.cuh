@@ -58,8 +58,8 @@ typedef struct {
 void *cuda_workspace_reserve(cuda_ctx *ctx, cuda_workspace *ws, size_t bytes);
 
 /* Launchers, one family per file: (out, in..., dims..., stream). */
-void embed_forward(float *out, const int32_t *tokens, const int32_t *positions, const float *wte,
-                   const float *wpe, int rows, int C, int vocab_begin, int vocab_end,
+void embed_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int rows,
+                   int C, int n_new, int pos0, int vocab_begin, int vocab_end,
                    cudaStream_t stream);
 void layernorm_forward(float *out, const float *in, const float *gamma, const float *beta,
                        int rows, int C, float eps, cudaStream_t stream);

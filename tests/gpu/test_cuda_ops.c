@@ -78,30 +78,40 @@ static void expect_close(const float *got, const float *want, long n, double tol
 
 /* --- ops ---------------------------------------------------------------------------------- */
 
+/* Rows are sequences of n_new tokens at positions pos0..: decode-like (n_new 1) and
+ * prefill-like layouts, against the cpu and the twin given the positions that layout means. */
 static void test_embed(void **state) {
     (void)state;
     uint64_t rng = 101;
-    const int rows = 37, C = 96, vb = 100, ve = 300, ctx = 64;
+    const int rows = 36, C = 96, vb = 100, ve = 300, ctx = 64;
+    const int layouts[][2] = {{1, 0}, {1, 63}, {4, 0}, {9, 20}, {36, 5}}; // (n_new, pos0)
     float *wte = rand_floats((long)(ve - vb) * C, &rng, -1, 1);
     float *wpe = rand_floats((long)ctx * C, &rng, -1, 1);
-    int32_t tokens[37], positions[37];
-    for (int r = 0; r < rows; r++) {
-        tokens[r] = (int32_t)(ref_rng_next(&rng) % 400);
-        positions[r] = (int32_t)(ref_rng_next(&rng) % ctx);
-    }
+    int32_t tokens[36], positions[36];
+    for (int r = 0; r < rows; r++) tokens[r] = (int32_t)(ref_rng_next(&rng) % 400);
     float *want = host_alloc(sizeof(float) * rows * C), *got = host_alloc(sizeof(float) * rows * C);
     float *d_wte = up(wte, sizeof(float) * (ve - vb) * C), *d_wpe = up(wpe, sizeof(float) * ctx * C);
-    int32_t *d_tok = up(tokens, sizeof tokens), *d_pos = up(positions, sizeof positions);
+    int32_t *d_tok = up(tokens, sizeof tokens);
     float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * rows * C);
-    for (int with_wpe = 0; with_wpe < 2; with_wpe++) {
-        cpu.ops->embed(cpu.ctx, want, tokens, positions, wte, with_wpe ? wpe : NULL, rows, C, vb, ve);
-        gpu.ops->embed(gpu.ctx, d_out, d_tok, d_pos, d_wte, with_wpe ? d_wpe : NULL, rows, C, vb, ve);
-        down(got, d_out, sizeof(float) * rows * C);
-        expect_close(got, want, (long)rows * C, FP32_TOL, with_wpe ? "embed wte+wpe vs cpu" : "embed wte vs cpu");
-        ref_embed(want, tokens, positions, wte, with_wpe ? wpe : NULL, rows, C, vb, ve);
-        expect_close(got, want, (long)rows * C, FP32_TOL, "embed vs ref");
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        const int n_new = layouts[l][0], pos0 = layouts[l][1];
+        for (int r = 0; r < rows; r++) positions[r] = pos0 + r % n_new;
+        for (int with_wpe = 0; with_wpe < 2; with_wpe++) {
+            const float *h_wpe = with_wpe ? wpe : NULL, *g_wpe = with_wpe ? d_wpe : NULL;
+            char what[64];
+            cpu.ops->embed(cpu.ctx, want, tokens, wte, h_wpe, rows, C, n_new, pos0, vb, ve);
+            gpu.ops->embed(gpu.ctx, d_out, d_tok, d_wte, g_wpe, rows, C, n_new, pos0, vb, ve);
+            down(got, d_out, sizeof(float) * rows * C);
+            snprintf(what, sizeof what, "embed n_new %d pos0 %d%s vs cpu", n_new, pos0,
+                     with_wpe ? " +wpe" : "");
+            expect_close(got, want, (long)rows * C, FP32_TOL, what);
+            ref_embed(want, tokens, positions, wte, h_wpe, rows, C, vb, ve);
+            snprintf(what, sizeof what, "embed n_new %d pos0 %d%s vs ref", n_new, pos0,
+                     with_wpe ? " +wpe" : "");
+            expect_close(got, want, (long)rows * C, FP32_TOL, what);
+        }
     }
-    rel(d_wte); rel(d_wpe); rel(d_tok); rel(d_pos); rel(d_out);
+    rel(d_wte); rel(d_wpe); rel(d_tok); rel(d_out);
     free(wte); free(wpe); free(want); free(got);
 }
 
