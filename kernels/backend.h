@@ -63,11 +63,14 @@ typedef struct backend_ops {
     size_t (*peak_memory)(void *ctx);
 
     /* out[r] = (tok in [vocab_begin, vocab_end) ? wte[tok - vocab_begin] : 0)
-     *        + (wpe ? wpe[positions[r]] : 0)
-     * out (rows, C); wte (vocab_end - vocab_begin, C); wpe (ctx, C) or NULL.
-     * Vocab-parallel: each TP rank adds its shard; an all-reduce completes the sum. */
-    void (*embed)(void *ctx, float *out, const int32_t *tokens, const int32_t *positions,
-                  const float *wte, const float *wpe, int rows, int C, int vocab_begin,
+     *        + (wpe ? wpe[pos0 + r % n_new] : 0)
+     * out (rows, C); tokens (rows); wte (vocab_end - vocab_begin, C); wpe (ctx, C) or NULL.
+     * The rows are sequences of n_new tokens each (rows a multiple of n_new), at positions
+     * pos0 .. pos0 + n_new - 1: positions are arguments, so a decode step copies no positions
+     * array to the device. Vocab-parallel: each TP rank adds its shard; an all-reduce
+     * completes the sum. */
+    void (*embed)(void *ctx, float *out, const int32_t *tokens, const float *wte,
+                  const float *wpe, int rows, int C, int n_new, int pos0, int vocab_begin,
                   int vocab_end);
 
     /* out = LayerNorm(in) * gamma + beta over the last dim; out, in (rows, C) */

@@ -32,8 +32,8 @@ float *cpu_scratch_reserve(cpu_ctx *ctx, cpu_scratch *s, size_t floats);
  * steady-state calls allocate nothing). */
 long backend_cpu_grow_count(const backend *be);
 
-void cpu_embed(void *ctx, float *out, const int32_t *tokens, const int32_t *positions,
-               const float *wte, const float *wpe, int rows, int C, int vocab_begin, int vocab_end);
+void cpu_embed(void *ctx, float *out, const int32_t *tokens, const float *wte, const float *wpe,
+               int rows, int C, int n_new, int pos0, int vocab_begin, int vocab_end);
 void cpu_layernorm(void *ctx, float *out, const float *in, const float *gamma, const float *beta,
                    int rows, int C, float eps);
 void cpu_residual_layernorm(void *ctx, float *residual, float *norm_out, const float *delta,

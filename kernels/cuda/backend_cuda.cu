@@ -124,10 +124,10 @@ static size_t cuda_peak_memory(void *vctx) { return ((cuda_ctx *)vctx)->bytes_pe
 
 /* --- ops: thin adapters from the table to the launchers ----------------------------------- */
 
-static void cuda_embed(void *vctx, float *out, const int32_t *tokens, const int32_t *positions,
-                       const float *wte, const float *wpe, int rows, int C, int vocab_begin,
+static void cuda_embed(void *vctx, float *out, const int32_t *tokens, const float *wte,
+                       const float *wpe, int rows, int C, int n_new, int pos0, int vocab_begin,
                        int vocab_end) {
-    embed_forward(out, tokens, positions, wte, wpe, rows, C, vocab_begin, vocab_end,
+    embed_forward(out, tokens, wte, wpe, rows, C, n_new, pos0, vocab_begin, vocab_end,
                   ((cuda_ctx *)vctx)->stream);
 }
 
@@ -154,9 +154,18 @@ static void cuda_bias_gelu(void *vctx, float *inout, const float *bias, int rows
 
 static void cuda_attention(void *vctx, float *out, const float *qkv, kv_view cache, int seq0,
                            int batch, int n_new, int pos0) {
-    cudaStream_t stream = ((cuda_ctx *)vctx)->stream;
-    kv_append_forward(cache, qkv, seq0, batch, n_new, pos0, stream);
-    attention_forward(out, qkv, cache, seq0, batch, n_new, pos0, stream);
+    cuda_ctx *ctx = (cuda_ctx *)vctx;
+    // Sized for a decode of this batch at any position below max_ctx, and reserved at every
+    // call: the prefill (never captured) grows it, so decode steps and graph captures do not.
+    size_t ws_floats = attention_workspace_floats(batch, cache.heads, cache.head_dim,
+                                                  cache.max_ctx, ctx->sm_count);
+    float *ws = (float *)cuda_workspace_reserve(ctx, &ctx->attn_split, sizeof(float) * ws_floats);
+    kv_append_forward(cache, qkv, seq0, batch, n_new, pos0, ctx->stream);
+    if (n_new == 1)
+        attention_decode_forward(out, ws, ws_floats, qkv, cache, seq0, batch, pos0, ctx->sm_count,
+                                 ctx->stream);
+    else
+        attention_forward(out, qkv, cache, seq0, batch, n_new, pos0, ctx->stream);
 }
 
 static void cuda_argmax(void *vctx, float *max_val, int32_t *max_idx, const float *logits,
@@ -194,6 +203,7 @@ static void cuda_free(void *vctx) {
     for (int i = 0; i < ctx->n_allocs; i++) CUDA_CHECK(cudaFree(ctx->allocs[i].ptr));
     free(ctx->allocs);
     if (ctx->convert.ptr) CUDA_CHECK(cudaFree(ctx->convert.ptr));
+    if (ctx->attn_split.ptr) CUDA_CHECK(cudaFree(ctx->attn_split.ptr));
     for (int i = 0; i < ctx->max_marks; i++) CUDA_CHECK(cudaEventDestroy(ctx->marks[i]));
     free(ctx->marks);
     CUDA_CHECK(cudaEventDestroy(ctx->anchor));
@@ -358,6 +368,7 @@ extern "C" int backend_cuda_init(backend *be, const backend_options *opt) {
     cuda_ctx *ctx = (cuda_ctx *)xcalloc(1, sizeof(cuda_ctx));
     ctx->device = opt->device;
     ctx->allow_tf32 = opt->allow_tf32;
+    CUDA_CHECK(cudaDeviceGetAttribute(&ctx->sm_count, cudaDevAttrMultiProcessorCount, ctx->device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&ctx->cublas));
     CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream));

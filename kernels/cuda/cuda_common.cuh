@@ -39,6 +39,8 @@ typedef struct {
     size_t cublas_ws_bytes;
     int allow_tf32;
     cuda_workspace convert;   /* matmul: activations in bf16/f16, or int8 weights as fp32 */
+    cuda_workspace attn_split; /* split decode attention's partials, sized from max_ctx */
+    int sm_count;             /* multiprocessors: how many blocks fill the device */
     /* timing marks: anchor paired with the host monotonic clock at init */
     cudaEvent_t anchor;
     double anchor_host;
@@ -56,8 +58,8 @@ typedef struct {
 void *cuda_workspace_reserve(cuda_ctx *ctx, cuda_workspace *ws, size_t bytes);
 
 /* Launchers, one family per file: (out, in..., dims..., stream). */
-void embed_forward(float *out, const int32_t *tokens, const int32_t *positions, const float *wte,
-                   const float *wpe, int rows, int C, int vocab_begin, int vocab_end,
+void embed_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int rows,
+                   int C, int n_new, int pos0, int vocab_begin, int vocab_end,
                    cudaStream_t stream);
 void layernorm_forward(float *out, const float *in, const float *gamma, const float *beta,
                        int rows, int C, float eps, cudaStream_t stream);
@@ -71,6 +73,13 @@ void kv_append_forward(kv_view cache, const float *qkv, int seq0, int batch, int
                        cudaStream_t stream);
 void attention_forward(float *out, const float *qkv, kv_view cache, int seq0, int batch,
                        int n_new, int pos0, cudaStream_t stream);
+/* Decode (one new query per sequence) with the keys split over blocks; the partials go to
+ * workspace, which must hold attention_workspace_floats(batch, heads, head_dim, max_ctx,
+ * sm_count) floats: that bound holds for every pos0 < max_ctx. */
+void attention_decode_forward(float *out, float *workspace, size_t workspace_floats,
+                              const float *qkv, kv_view cache, int seq0, int batch, int pos0,
+                              int sm_count, cudaStream_t stream);
+size_t attention_workspace_floats(int batch, int heads, int head_dim, int max_ctx, int sm_count);
 void argmax_forward(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols,
                     cudaStream_t stream);
 

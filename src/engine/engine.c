@@ -196,7 +196,7 @@ static int arena_table(const arena_shape *s, engine *e, int paged, arena_row row
     ROW(max_val, (size_t)s->mb_max * F, 0);
     ROW(max_idx, (size_t)s->mb_max * I, 0);
     ROW(tok_dev, R * I, 0);
-    ROW(pos_dev, R * I, 0);
+    ROW(next_tok, (size_t)s->batch_local * I, 0);
     ROW(kv_k, kv * F, 1);
     ROW(kv_v, kv * F, 1);
     if (paged) ROW(block_table, (size_t)s->batch_local * s->blocks_per_seq * I, 1);
@@ -260,7 +260,6 @@ static void host_buffers_init(engine *e) {
                e->cfg.prompts + (size_t)(e->seq_global_begin + s) * e->prompt_len,
                (size_t)e->prompt_len * sizeof(int32_t));
     e->tok_host = xmalloc(R * sizeof(int32_t));
-    e->pos_host = xmalloc(R * sizeof(int32_t));
     e->logits_host = xmalloc((size_t)e->mb_max * V * sizeof(float));
     e->sample_scratch = xmalloc((size_t)V * sizeof(float));
     e->logits_shard_host = xmalloc((size_t)e->mb_max * VL * sizeof(float) + sizeof(float));
@@ -319,7 +318,6 @@ void engine_free(engine *e) {
     free(e->points);
     free(e->tokens);
     free(e->tok_host);
-    free(e->pos_host);
     free(e->logits_host);
     free(e->logits_shard_host);
     free(e->sample_scratch);

@@ -119,8 +119,8 @@ typedef struct {
     float *logits;   // (R_head, V_local)
     float *max_val;  // (mb_max)
     int32_t *max_idx;// (mb_max)
-    int32_t *tok_dev;// (R) tokens for the embedding
-    int32_t *pos_dev;// (R) positions
+    int32_t *tok_dev;// (R) tokens for the embedding, copied from the host
+    int32_t *next_tok;// (batch_local) greedy argmax ids kept for the next step's embedding
     float *kv_k, *kv_v;     // contiguous: (L, batch, H, cap, hd); paged: (L, blocks, H, blk, hd)
     int32_t *block_table;   // (batch, blocks_per_seq) paged only
     int blocks_per_seq;
@@ -129,8 +129,7 @@ typedef struct {
 
     /* host state */
     int32_t *tokens;        /* (batch_local, total_len): prompt then generated */
-    int32_t *tok_host;      /* (R) staging for tokens/positions */
-    int32_t *pos_host;
+    int32_t *tok_host;      /* (R) staging for tokens */
     float *logits_host;     /* (mb_max, vocab) full rows for sampling */
     float *logits_shard_host; /* (mb_max, V_local) */
     float *sample_scratch;  /* (vocab) top-k selection */

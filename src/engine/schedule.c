@@ -11,6 +11,14 @@
 
 enum { TAG_TOKENS = 1000 };
 
+/* Greedy tokens stay on the backend between steps when this rank both picks and embeds them
+ * (pp == 1) and picking needs no MAXLOC across TP on the host (tp == 1): the argmax writes the
+ * ids where the next step's embedding reads them, so a decode step copies no tokens to the
+ * device. The host still copies the ids back each step: they are the run's output. */
+static int tokens_stay_on_device(const engine *e) {
+    return e->m->geom.pp == 1 && e->tp->size == 1 && e->cfg.sampling == SAMPLING_GREEDY;
+}
+
 /* Next token of each sequence of micro-batch mb from the logits on the backend; identical on
  * every TP rank. Greedy uses a distributed argmax (local max, then MAXLOC across TP, which
  * breaks ties to the lowest index like a single rank); sampling assembles the full rows. */
@@ -22,11 +30,13 @@ static void select_tokens(engine *e, int mb, int position, int32_t *out) {
     if (e->cfg.sampling == SAMPLING_GREEDY) {
         comm_maxloc_pair *pairs = e->maxloc_host;
         float *vals = e->logits_shard_host;
-        ops->argmax(e->be->ctx, e->max_val, e->max_idx, e->logits, nb, VL);
-        ops->copy_to_host(e->be->ctx, vals, e->max_val, (size_t)nb * sizeof(float));
-        ops->copy_to_host(e->be->ctx, e->tok_host, e->max_idx, (size_t)nb * sizeof(int32_t));
+        int32_t *idx = tokens_stay_on_device(e) ? e->next_tok + e->split.begin[mb] : e->max_idx;
+        ops->argmax(e->be->ctx, e->max_val, idx, e->logits, nb, VL);
+        /* the maxima matter only to the MAXLOC across TP */
+        if (tp->size > 1) ops->copy_to_host(e->be->ctx, vals, e->max_val, (size_t)nb * sizeof(float));
+        ops->copy_to_host(e->be->ctx, e->tok_host, idx, (size_t)nb * sizeof(int32_t));
         for (int b = 0; b < nb; b++) {
-            pairs[b].value = vals[b];
+            pairs[b].value = tp->size > 1 ? vals[b] : 0.0f;
             pairs[b].index = e->tok_host[b] + g->vocab_begin;
         }
         if (tp->size > 1) tp->ops->allreduce_maxloc(tp->ctx, pairs, (size_t)nb);
@@ -56,17 +66,21 @@ static void embed_microbatch(engine *e, float *x, int mb, int step, int n_new, i
     const shard_geom *g = &e->m->geom;
     const int nb = e->split.size[mb], rows = nb * n_new;
     int ev = timer_begin(e->tm, PHASE_EMBED, step, mb, TIMER_NO_LAYER);
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n_new; i++) {
-            int s = e->split.begin[mb] + b;
-            e->tok_host[b * n_new + i] = e->tokens[(size_t)s * e->total_len + pos0 + i];
-            e->pos_host[b * n_new + i] = pos0 + i;
-        }
-    e->be->ops->copy_to_device(e->be->ctx, e->tok_dev, e->tok_host, (size_t)rows * sizeof(int32_t));
-    e->be->ops->copy_to_device(e->be->ctx, e->pos_dev, e->pos_host, (size_t)rows * sizeof(int32_t));
+    const int32_t *tokens = e->tok_dev;
+    if (step > 0 && tokens_stay_on_device(e)) {
+        tokens = e->next_tok + e->split.begin[mb]; /* the previous step's argmax, n_new == 1 */
+    } else {
+        for (int b = 0; b < nb; b++)
+            for (int i = 0; i < n_new; i++) {
+                int s = e->split.begin[mb] + b;
+                e->tok_host[b * n_new + i] = e->tokens[(size_t)s * e->total_len + pos0 + i];
+            }
+        e->be->ops->copy_to_device(e->be->ctx, e->tok_dev, e->tok_host,
+                                   (size_t)rows * sizeof(int32_t));
+    }
     /* Position embeddings are added by TP rank 0 only, so the all-reduce counts them once. */
-    e->be->ops->embed(e->be->ctx, x, e->tok_dev, e->pos_dev, e->m->w.wte,
-                      g->tp_rank == 0 ? e->m->w.wpe : NULL, rows, e->m->cfg.embd, g->vocab_begin,
+    e->be->ops->embed(e->be->ctx, x, tokens, e->m->w.wte, g->tp_rank == 0 ? e->m->w.wpe : NULL,
+                      rows, e->m->cfg.embd, n_new, pos0, g->vocab_begin,
                       g->vocab_begin + g->vocab_local);
     timer_end(e->tm, ev);
     if (e->tp->size > 1) {

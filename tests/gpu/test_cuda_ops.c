@@ -1,6 +1,7 @@
 /* Every CUDA backend op against the CPU backend and the reference twins (tests/ref_ops.c) on
- * fresh random inputs: fp32 to 1e-5, TF32 to 5e-3, bf16/f16 activations to 2e-2; attention
- * through prefill, decode and chunked appends on contiguous and paged caches; argmax exactly;
+ * fresh random inputs: fp32 to 1e-5, TF32 to 5e-3, bf16/f16 activations to 2e-2; the decode
+ * GEMV on every dtype, aligned and not; attention through prefill, decode and chunked appends
+ * on contiguous and paged caches, and split-key decode at long contexts; argmax exactly;
  * plus memory, timing marks, the optional entries (stream, pinned host memory, device memory)
  * and CUDA-graph replay. Exits 77 (CTest: skipped) without a GPU. */
 #include <setjmp.h>
@@ -22,6 +23,7 @@
 #define FP32_TOL 1e-5
 #define TF32_TOL 5e-3
 #define HALF_TOL 2e-2
+#define CEIL4(n) (((n) + 3) / 4 * 4) /* paged test caches have 4 positions per block */
 
 static backend gpu, cpu;
 
@@ -78,30 +80,40 @@ static void expect_close(const float *got, const float *want, long n, double tol
 
 /* --- ops ---------------------------------------------------------------------------------- */
 
+/* Rows are sequences of n_new tokens at positions pos0..: decode-like (n_new 1) and
+ * prefill-like layouts, against the cpu and the twin given the positions that layout means. */
 static void test_embed(void **state) {
     (void)state;
     uint64_t rng = 101;
-    const int rows = 37, C = 96, vb = 100, ve = 300, ctx = 64;
+    const int rows = 36, C = 96, vb = 100, ve = 300, ctx = 64;
+    const int layouts[][2] = {{1, 0}, {1, 63}, {4, 0}, {9, 20}, {36, 5}}; // (n_new, pos0)
     float *wte = rand_floats((long)(ve - vb) * C, &rng, -1, 1);
     float *wpe = rand_floats((long)ctx * C, &rng, -1, 1);
-    int32_t tokens[37], positions[37];
-    for (int r = 0; r < rows; r++) {
-        tokens[r] = (int32_t)(ref_rng_next(&rng) % 400);
-        positions[r] = (int32_t)(ref_rng_next(&rng) % ctx);
-    }
+    int32_t tokens[36], positions[36];
+    for (int r = 0; r < rows; r++) tokens[r] = (int32_t)(ref_rng_next(&rng) % 400);
     float *want = host_alloc(sizeof(float) * rows * C), *got = host_alloc(sizeof(float) * rows * C);
     float *d_wte = up(wte, sizeof(float) * (ve - vb) * C), *d_wpe = up(wpe, sizeof(float) * ctx * C);
-    int32_t *d_tok = up(tokens, sizeof tokens), *d_pos = up(positions, sizeof positions);
+    int32_t *d_tok = up(tokens, sizeof tokens);
     float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * rows * C);
-    for (int with_wpe = 0; with_wpe < 2; with_wpe++) {
-        cpu.ops->embed(cpu.ctx, want, tokens, positions, wte, with_wpe ? wpe : NULL, rows, C, vb, ve);
-        gpu.ops->embed(gpu.ctx, d_out, d_tok, d_pos, d_wte, with_wpe ? d_wpe : NULL, rows, C, vb, ve);
-        down(got, d_out, sizeof(float) * rows * C);
-        expect_close(got, want, (long)rows * C, FP32_TOL, with_wpe ? "embed wte+wpe vs cpu" : "embed wte vs cpu");
-        ref_embed(want, tokens, positions, wte, with_wpe ? wpe : NULL, rows, C, vb, ve);
-        expect_close(got, want, (long)rows * C, FP32_TOL, "embed vs ref");
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        const int n_new = layouts[l][0], pos0 = layouts[l][1];
+        for (int r = 0; r < rows; r++) positions[r] = pos0 + r % n_new;
+        for (int with_wpe = 0; with_wpe < 2; with_wpe++) {
+            const float *h_wpe = with_wpe ? wpe : NULL, *g_wpe = with_wpe ? d_wpe : NULL;
+            char what[64];
+            cpu.ops->embed(cpu.ctx, want, tokens, wte, h_wpe, rows, C, n_new, pos0, vb, ve);
+            gpu.ops->embed(gpu.ctx, d_out, d_tok, d_wte, g_wpe, rows, C, n_new, pos0, vb, ve);
+            down(got, d_out, sizeof(float) * rows * C);
+            snprintf(what, sizeof what, "embed n_new %d pos0 %d%s vs cpu", n_new, pos0,
+                     with_wpe ? " +wpe" : "");
+            expect_close(got, want, (long)rows * C, FP32_TOL, what);
+            ref_embed(want, tokens, positions, wte, h_wpe, rows, C, vb, ve);
+            snprintf(what, sizeof what, "embed n_new %d pos0 %d%s vs ref", n_new, pos0,
+                     with_wpe ? " +wpe" : "");
+            expect_close(got, want, (long)rows * C, FP32_TOL, what);
+        }
     }
-    rel(d_wte); rel(d_wpe); rel(d_tok); rel(d_pos); rel(d_out);
+    rel(d_wte); rel(d_wpe); rel(d_tok); rel(d_out);
     free(wte); free(wpe); free(want); free(got);
 }
 
@@ -223,6 +235,62 @@ static void test_matmul(void **state) {
         }
     matmul_case(DTYPE_F32, 1, 64, 256, 192, 1, &rng);
     matmul_case(DTYPE_INT8, 1, 64, 256, 192, 1, &rng);
+}
+
+/* The decode GEMV (rows <= 8) of one dtype and shape, with the weight (misalign bit 0) and
+ * activation (bit 1) pointers 16-byte aligned or moved one element off it. */
+static void gemv_case(dtype type, int rows, int in_dim, int out_dim, int misalign, uint64_t *rng) {
+    void *w_host;
+    float *s_host;
+    make_weight(type, out_dim, in_dim, rng, &w_host, &s_host);
+    float *in = rand_floats((long)rows * in_dim, rng, -1, 1);
+    float *bias = rand_floats(out_dim, rng, -0.5f, 0.5f);
+    const size_t esz = dtype_size(type), w_bytes = esz * (size_t)in_dim * out_dim;
+    const size_t w_off = (misalign & 1) ? esz : 0, in_off = (misalign & 2) ? 1 : 0;
+    long n = (long)rows * out_dim;
+    float *want = host_alloc(sizeof(float) * n), *got = host_alloc(sizeof(float) * n);
+    char *d_wbuf = gpu.ops->alloc(gpu.ctx, w_bytes + 16); // alloc is 64-byte aligned
+    gpu.ops->copy_to_device(gpu.ctx, d_wbuf + w_off, w_host, w_bytes);
+    float *d_inbuf = gpu.ops->alloc(gpu.ctx, sizeof(float) * ((size_t)rows * in_dim + 4));
+    gpu.ops->copy_to_device(gpu.ctx, d_inbuf + in_off, in, sizeof(float) * rows * in_dim);
+    float *d_s = s_host ? up(s_host, sizeof(float) * out_dim) : NULL;
+    float *d_bias = up(bias, sizeof(float) * out_dim);
+    float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
+    weight_view hv = {type, w_host, s_host}, dv = {type, d_wbuf + w_off, d_s};
+    gpu.ops->matmul(gpu.ctx, d_out, d_inbuf + in_off, dv, d_bias, rows, in_dim, out_dim);
+    down(got, d_out, sizeof(float) * n);
+    ref_matmul_view(want, in, hv, bias, rows, in_dim, out_dim);
+    // fp32 accumulation of exact products (the weights are widened exactly)
+    const double tol = type == DTYPE_F32 ? FP32_TOL : 1e-4;
+    char what[96];
+    snprintf(what, sizeof what, "gemv %s %dx%dx%d misalign %d vs ref", dtype_name(type), rows,
+             in_dim, out_dim, misalign);
+    expect_close(got, want, n, tol, what);
+    cpu.ops->matmul(cpu.ctx, want, in, hv, bias, rows, in_dim, out_dim);
+    snprintf(what, sizeof what, "gemv %s %dx%dx%d misalign %d vs cpu", dtype_name(type), rows,
+             in_dim, out_dim, misalign);
+    expect_close(got, want, n, tol, what);
+    rel(d_wbuf); rel(d_inbuf); if (d_s) rel(d_s); rel(d_bias); rel(d_out);
+    free(w_host); free(s_host); free(in); free(bias); free(want); free(got);
+}
+
+/* Every dtype, rows 1..8, and row lengths (in_dim) that take each path of the kernel: 16-byte
+ * loads with no tail (768, 64), short rows sharing a warp between 2 or 4 outputs (20, 64), a
+ * tail after the 16-byte loads with every other weight row aligned (772 for bf16/f16, 776 for
+ * int8), odd lengths that are scalar throughout (131, 7); odd out_dim leaves part of the last
+ * block without an output. Each aligned, then with the weights, the activations or both one
+ * element off 16-byte alignment. */
+static void test_gemv(void **state) {
+    (void)state;
+    uint64_t rng = 313;
+    const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
+    const int shapes[][2] = {{768, 37}, {64, 45}, {20, 33}, {772, 29}, {776, 31}, {131, 70},
+                             {7, 9}};
+    for (size_t t = 0; t < 4; t++)
+        for (int rows = 1; rows <= 8; rows++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int misalign = 0; misalign < 4; misalign++)
+                    gemv_case(types[t], rows, shapes[s][0], shapes[s][1], misalign, &rng);
 }
 
 static void test_bias_gelu(void **state) {
@@ -353,6 +421,58 @@ static void test_attention(void **state) {
     }
 }
 
+/* Split-key decode at long contexts: a prefill of T tokens fills the cache, then decode steps
+ * at T, T + 1, ... (the last one captured into a CUDA graph, which must not grow the split
+ * workspace: the prefill reserved it) are compared with the cpu backend on the same cache.
+ * Splits are about 2 * SMs / (batch * heads), at least 64 keys each. */
+static void attention_split_case(int paged, int batch, int heads, int hd, int T, uint64_t *rng) {
+    const int decode = 3, seq0 = 1, seqs = batch + 1, max_ctx = CEIL4(T + decode);
+    const long C = (long)heads * hd, row = 3 * C;
+    test_cache tc;
+    cache_make(&tc, paged, seqs, heads, hd, max_ctx, rng);
+    float *qkv = rand_floats((long)batch * T * row, rng, -1, 1);
+    float *got = host_alloc(sizeof(float) * batch * T * C);
+    float *want = host_alloc(sizeof(float) * batch * T * C);
+    float *d_qkv = up(qkv, sizeof(float) * batch * T * row);
+    float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * batch * T * C);
+    gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, seq0, batch, T, 0);
+    cpu.ops->attention(cpu.ctx, want, qkv, tc.host, seq0, batch, T, 0);
+    void *exec = NULL;
+    for (int i = 0; i < decode; i++) {
+        const int pos0 = T + i, captured = i == decode - 1;
+        ref_fill_uniform(qkv, batch * row, rng, -1, 1);
+        gpu.ops->copy_to_device(gpu.ctx, d_qkv, qkv, sizeof(float) * batch * row);
+        if (captured) assert_int_equal(gpu.ops->graph_begin(gpu.ctx), 0);
+        gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, seq0, batch, 1, pos0);
+        if (captured && gpu.ops->graph_end_and_launch(gpu.ctx, &exec) != 0)
+            fail_msg("%s", error_message());
+        down(got, d_out, sizeof(float) * batch * C);
+        cpu.ops->attention(cpu.ctx, want, qkv, tc.host, seq0, batch, 1, pos0);
+        char what[112];
+        snprintf(what, sizeof what, "split decode %s b%d h%d d%d pos0 %d%s vs cpu",
+                 paged ? "paged" : "contig", batch, heads, hd, pos0, captured ? " (graph)" : "");
+        expect_close(got, want, (long)batch * C, FP32_TOL, what);
+    }
+    gpu.ops->graph_destroy(gpu.ctx, exec);
+    cache_free(&tc);
+    rel(d_qkv); rel(d_out);
+    free(qkv); free(got); free(want);
+}
+
+/* On a 132-SM device (H100/H200) these shapes take about 71, 11, 5, 11, 2 and 1 splits. */
+static void test_attention_split(void **state) {
+    (void)state;
+    uint64_t rng = 515;
+    for (int paged = 0; paged < 2; paged++) {
+        attention_split_case(paged, 1, 1, 64, 4500, &rng);
+        attention_split_case(paged, 2, 12, 64, 1000, &rng);
+        attention_split_case(paged, 1, 4, 128, 300, &rng);
+        attention_split_case(paged, 1, 2, 160, 700, &rng); // head_dim above one warp group
+        attention_split_case(paged, 4, 64, 48, 200, &rng);
+        attention_split_case(paged, 8, 64, 64, 130, &rng);
+    }
+}
+
 static void test_argmax(void **state) {
     (void)state;
     uint64_t rng = 606;
@@ -478,8 +598,10 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed),     cmocka_unit_test(test_layernorm),
-        cmocka_unit_test(test_matmul),    cmocka_unit_test(test_bias_gelu),
-        cmocka_unit_test(test_attention), cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_matmul),    cmocka_unit_test(test_gemv),
+        cmocka_unit_test(test_bias_gelu),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_split),
+        cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_memory_and_marks), cmocka_unit_test(test_graph),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

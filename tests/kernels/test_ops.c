@@ -51,28 +51,39 @@ static void expect_close(const float *got, const float *want, long n, double tol
     if (!(err < tol)) fail_msg("%s: relative error %.3g >= %.3g", what, err, tol);
 }
 
+/* Rows are sequences of n_new tokens at positions pos0..: prefill-like (n_new > 1, pos0 0 or
+ * not) and decode-like (n_new 1, one row per sequence) against the twin given the positions
+ * array that layout means. */
 static void test_embed(void **state) {
     (void)state;
     uint64_t rng = 11;
-    const int rows = 13, C = 33, vocab_begin = 10, vocab_end = 50, ctx = 20;
+    const int C = 33, vocab_begin = 10, vocab_end = 50, ctx = 20;
+    const int layouts[][3] = {{13, 1, 0}, {13, 1, 19}, {12, 4, 0}, {12, 3, 7}, {7, 7, 13}};
     float *wte = rand_floats((long)(vocab_end - vocab_begin) * C, &rng, -1, 1);
     float *wpe = rand_floats((long)ctx * C, &rng, -1, 1);
     int32_t tokens[13], positions[13];
-    for (int r = 0; r < rows; r++) {
-        tokens[r] = (int32_t)(ref_rng_next(&rng) % 60); // some outside the shard
-        positions[r] = (int32_t)(ref_rng_next(&rng) % ctx);
-    }
-    tokens[0] = vocab_begin;
-    tokens[1] = vocab_end; // first token past the shard: zero from wte
-    float *got = zeros((long)rows * C), *want = zeros((long)rows * C);
-    for (int with_wpe = 0; with_wpe < 2; with_wpe++) {
-        const float *p = with_wpe ? wpe : NULL;
-        be.ops->embed(be.ctx, got, tokens, positions, wte, p, rows, C, vocab_begin, vocab_end);
-        ref_embed(want, tokens, positions, wte, p, rows, C, vocab_begin, vocab_end);
-        expect_close(got, want, (long)rows * C, FP32_TOL, "embed");
+    float *got = zeros(13L * C), *want = zeros(13L * C);
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        const int rows = layouts[l][0], n_new = layouts[l][1], pos0 = layouts[l][2];
+        for (int r = 0; r < rows; r++) {
+            tokens[r] = (int32_t)(ref_rng_next(&rng) % 60); // some outside the shard
+            positions[r] = pos0 + r % n_new;
+        }
+        tokens[0] = vocab_begin;
+        tokens[1] = vocab_end; // first token past the shard: zero from wte
+        for (int with_wpe = 0; with_wpe < 2; with_wpe++) {
+            const float *p = with_wpe ? wpe : NULL;
+            be.ops->embed(be.ctx, got, tokens, wte, p, rows, C, n_new, pos0, vocab_begin,
+                          vocab_end);
+            ref_embed(want, tokens, positions, wte, p, rows, C, vocab_begin, vocab_end);
+            expect_close(got, want, (long)rows * C, FP32_TOL, "embed");
+            // a copy of the rows, not a sum: exact
+            for (long i = 0; i < (long)rows * C; i++)
+                if (got[i] != want[i]) fail_msg("embed layout %zu: element %ld differs", l, i);
+        }
     }
     // Without wpe, an out-of-shard token gives an exact zero row.
-    be.ops->embed(be.ctx, got, tokens, positions, wte, NULL, rows, C, vocab_begin, vocab_end);
+    be.ops->embed(be.ctx, got, tokens, wte, NULL, 13, C, 1, 0, vocab_begin, vocab_end);
     for (int c = 0; c < C; c++) assert_true(got[C + c] == 0.0f);
     free(wte), free(wpe), free(got), free(want);
 }
