@@ -49,3 +49,6 @@ foreach(np 2 3)
                        PASS_REGULAR_EXPRESSION "test_comm: 0 failure\\(s\\)")
   set_property(TEST parallel_comm_np${np} APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
 endforeach()
+
+# The NCCL comm's host-wait decision (parallel/comm_poll.c), which needs no GPU.
+tripar_unit_test(test_comm_poll SOURCES parallel/test_comm_poll.c LABELS comm)
