@@ -100,7 +100,13 @@ typedef struct backend_ops {
                       int batch, int n_new, int pos0);
 
     /* For each row, the largest value and its column (first on ties). logits (rows, cols);
-     * max_val, max_idx (rows) in backend memory. */
+     * max_val, max_idx (rows) in backend memory.
+     * NaN counts as larger than every number: a row holding a NaN gives its first NaN's
+     * column and value NaN, on every backend. Why: it is numpy's and PyTorch's argmax, so a
+     * reference run picks the same token; a fault surfaces as a NaN value instead of a
+     * plausible token; and with NaN placed in a total order (NaN above +inf, the column
+     * breaking ties) a row's argmax is the MAXLOC of its shards' argmaxes, so greedy decoding
+     * gives the same token at every tp (comm_mpi_allreduce_maxloc uses the same order). */
     void (*argmax)(void *ctx, float *max_val, int32_t *max_idx, const float *logits, int rows,
                    int cols);
 

@@ -52,7 +52,8 @@ typedef struct comm_ops {
     /* host buffers: rank i contributes counts[i] elements, landing at recv + displs[i] */
     void (*allgatherv)(void *ctx, void *recv, const void *send, const int *counts,
                        const int *displs, comm_type type);
-    /* host buffers: in place, the largest value of each pair and its index (lowest on ties) */
+    /* host buffers: in place, the largest value of each pair and its index (lowest on ties),
+     * NaN counting as larger than every number (the argmax's order, kernels/backend.h) */
     void (*allreduce_maxloc)(void *ctx, comm_maxloc_pair *pairs, size_t count);
     void (*bcast)(void *ctx, void *buf, size_t count, comm_type type, int root);
     void (*isend)(void *ctx, const void *buf, size_t count, comm_type type, int peer, int tag,

@@ -1,6 +1,7 @@
 /* The MPI comm backend: host buffers, MPI collectives and non-blocking point-to-point.
  * Progress of non-blocking collectives is driven by MPI_Test calls that the forward pass
  * makes between chunks (docs/design.md explains why not a progress thread). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,12 +64,52 @@ void comm_mpi_allgatherv(MPI_Comm group, void *recv, const void *send, const int
                              comm_type_mpi(type), group));
 }
 
-/* MPI_MAXLOC breaks ties to the lowest index, as a single rank's argmax does. */
+/* The greedy argmax's order (kernels/backend.h): NaN above every number, the lower index first
+ * among equal values and among NaNs. Returns 1 when a comes before b. A total order, so the
+ * reduction is commutative and associative: every rank gets the same pair whatever order MPI
+ * combines them in, and the MAXLOC of the shards' argmaxes is the whole row's argmax. */
+static int maxloc_first(const comm_maxloc_pair *a, const comm_maxloc_pair *b) {
+    const int a_nan = isnan(a->value) != 0, b_nan = isnan(b->value) != 0;
+    if (a_nan != b_nan) return a_nan;
+    if (!a_nan && a->value != b->value) return a->value > b->value;
+    return a->index < b->index;
+}
+
+static void maxloc_reduce(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const comm_maxloc_pair *a = in;
+    comm_maxloc_pair *b = inout;
+    for (int i = 0; i < *len; i++)
+        if (maxloc_first(&a[i], &b[i])) b[i] = a[i];
+}
+
+/* The op is created at first use and freed when MPI_Finalize deletes MPI_COMM_SELF's
+ * attributes (the standard's hook for clean-up at finalize), so no caller manages it. */
+static MPI_Op maxloc_op = MPI_OP_NULL;
+
+static int maxloc_op_delete(MPI_Comm comm, int keyval, void *value, void *extra) {
+    (void)comm, (void)keyval, (void)value, (void)extra;
+    return MPI_Op_free(&maxloc_op);
+}
+
+static MPI_Op maxloc_op_get(void) {
+    if (maxloc_op != MPI_OP_NULL) return maxloc_op;
+    int key = MPI_KEYVAL_INVALID;
+    MPI_CHECK(MPI_Op_create(maxloc_reduce, 1, &maxloc_op));
+    MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, maxloc_op_delete, &key, NULL));
+    MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, key, NULL));
+    MPI_CHECK(MPI_Comm_free_keyval(&key)); // the attribute keeps it alive until finalize
+    return maxloc_op;
+}
+
+/* Not MPI_MAXLOC: it compares with > and ==, both false against a NaN, so a NaN pair would
+ * win or lose depending on the order MPI combines pairs in, which may differ between ranks
+ * (ranks could then pick different tokens). This op uses the argmax's total order. */
 void comm_mpi_allreduce_maxloc(MPI_Comm group, comm_maxloc_pair *pairs, size_t count) {
     _Static_assert(sizeof(comm_maxloc_pair) == sizeof(float) + sizeof(int),
                    "comm_maxloc_pair must match MPI_FLOAT_INT");
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs, comm_count_int(count), MPI_FLOAT_INT, MPI_MAXLOC,
-                            group));
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs, comm_count_int(count), MPI_FLOAT_INT,
+                            maxloc_op_get(), group));
 }
 
 static void mpi_allgatherv(void *ctx, void *recv, const void *send, const int *counts,

@@ -1,37 +1,62 @@
-/* The NCCL comm backend: collectives of one group on GPU buffers. Collectives run on the
- * comm's own stream after it waits on the compute stream, so the host never blocks; a request
- * is an event recorded on that stream, and waiting makes the compute stream wait on it. */
+/* The NCCL comm backend: collectives of one group on GPU buffers. Every NCCL operation of the
+ * process, of every communicator (TP and PP), runs on one shared stream after it waits on the
+ * compute stream, so the host never blocks and no two NCCL kernels run at once on the device
+ * (docs/cuda.md, "One NCCL stream"); a request is an event recorded on that stream, and waiting
+ * makes the compute stream wait on it. */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "base/check.h"
 #include "parallel/comm.h"
+#include "parallel/comm_poll.h"
+
+/* A failed NCCL call names the result and NCCL's own last message (which peer, which
+ * transport), besides rank, host and file:line. comm may be NULL before one exists. */
+static const char *nccl_describe(ncclResult_t rc, ncclComm_t comm) {
+    static char text[768];
+    const char *last = ncclGetLastError(comm);
+    snprintf(text, sizeof text, "%s (%s)", ncclGetErrorString(rc),
+             last && *last ? last : "NCCL gave no detail; rerun with NCCL_DEBUG=WARN");
+    return text;
+}
 
 #define CUDA_CHECK(call)                                                                     \
     TRIPAR_CHECK_GEN(call, cudaError_t, rc_ == cudaSuccess, cudaGetErrorString(rc_))
-#define NCCL_CHECK(call)                                                                     \
-    TRIPAR_CHECK_GEN(call, ncclResult_t, rc_ == ncclSuccess, ncclGetErrorString(rc_))
+#define NCCL_CHECK_COMM(comm, call)                                                          \
+    TRIPAR_CHECK_GEN(call, ncclResult_t, rc_ == ncclSuccess, nccl_describe(rc_, comm))
+#define NCCL_CHECK(call) NCCL_CHECK_COMM(NULL, call)
 
-/* Done-events are reused round robin. Reuse is safe because an event of a ring is only ever
- * recorded on one stream: waiting on a later record of it also covers the earlier operation.
- */
+/* Done-events are reused round robin. Reuse is safe because every event of the ring is only
+ * ever recorded on the one lane stream: waiting on a later record of it also covers the
+ * earlier operation. */
 #define NCCL_EVENT_RING 64
+/* Communicators sharing the lane: a process holds TP and PP (DP never uses NCCL). */
+#define NCCL_LANE_COMMS 4
 
+/* The process's one NCCL stream, shared by every NCCL communicator: NCCL documents that
+ * communicators used concurrently can deadlock when their kernels cannot all be resident, and
+ * one stream makes this rank's NCCL kernels run one at a time, in host call order. Created by
+ * the first comm_nccl_init, destroyed by the last free. */
 typedef struct {
+    int refs;
     cudaStream_t stream;
+    cudaStream_t compute; /* the backend's stream; not owned */
+    cudaEvent_t ready;    /* recorded on compute right before the lane waits on it */
     cudaEvent_t done[NCCL_EVENT_RING];
     int next;
+    ncclComm_t comms[NCCL_LANE_COMMS]; /* polled for asynchronous errors while waiting */
+    int comm_sizes[NCCL_LANE_COMMS];
 } nccl_lane;
+
+static nccl_lane lane;
 
 typedef struct {
     ncclComm_t nccl;
-    MPI_Comm mpi;          /* the group's communicator, for the host barrier; not owned */
-    cudaStream_t compute;  /* the backend's stream; not owned */
-    cudaEvent_t ready;     /* recorded on compute right before a comm stream waits on it */
-    nccl_lane coll;        /* all-reduce, all-gather, broadcast */
-    nccl_lane p2p;         /* PP send/recv, so they do not queue behind TP collectives */
+    MPI_Comm mpi; /* the group's communicator, for the host barrier; not owned */
 } nccl_ctx;
 
 static ncclDataType_t nccl_type(comm_type type) {
@@ -45,43 +70,125 @@ static ncclDataType_t nccl_type(comm_type type) {
     tripar_dief(__FILE__, __LINE__, "comm: nccl: unknown comm_type %d", (int)type);
 }
 
-static void lane_init(nccl_lane *lane) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&lane->stream, cudaStreamNonBlocking));
-    for (int i = 0; i < NCCL_EVENT_RING; i++)
-        CUDA_CHECK(cudaEventCreateWithFlags(&lane->done[i], cudaEventDisableTiming));
-    lane->next = 0;
+/* Joins the lane (creating it for the first communicator) and registers comm for polling. */
+static void lane_join(cudaStream_t compute, ncclComm_t comm, int size) {
+    if (lane.refs == 0) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&lane.ready, cudaEventDisableTiming));
+        for (int i = 0; i < NCCL_EVENT_RING; i++)
+            CUDA_CHECK(cudaEventCreateWithFlags(&lane.done[i], cudaEventDisableTiming));
+        lane.next = 0;
+        lane.compute = compute;
+    }
+    CHECK(lane.compute == compute, "comm: nccl: communicators of one process must share the "
+          "backend's compute stream");
+    CHECK(lane.refs < NCCL_LANE_COMMS, "comm: nccl: more than %d communicators in a process",
+          NCCL_LANE_COMMS);
+    lane.comms[lane.refs] = comm;
+    lane.comm_sizes[lane.refs] = size;
+    lane.refs++;
 }
 
-static void lane_free(nccl_lane *lane) {
-    CUDA_CHECK(cudaStreamSynchronize(lane->stream));
-    for (int i = 0; i < NCCL_EVENT_RING; i++) CUDA_CHECK(cudaEventDestroy(lane->done[i]));
-    CUDA_CHECK(cudaStreamDestroy(lane->stream));
+/* Unregisters comm; the last one out destroys the lane (drained by the caller). */
+static void lane_leave(ncclComm_t comm) {
+    for (int i = 0; i < lane.refs; i++)
+        if (lane.comms[i] == comm) {
+            lane.comms[i] = lane.comms[lane.refs - 1];
+            lane.comm_sizes[i] = lane.comm_sizes[lane.refs - 1];
+            lane.refs--;
+            break;
+        }
+    if (lane.refs > 0) return;
+    for (int i = 0; i < NCCL_EVENT_RING; i++) CUDA_CHECK(cudaEventDestroy(lane.done[i]));
+    CUDA_CHECK(cudaEventDestroy(lane.ready));
+    CUDA_CHECK(cudaStreamDestroy(lane.stream));
+    lane.compute = NULL;
 }
 
-/* The lane's stream starts after everything already queued on the compute stream. */
-static void lane_fork(nccl_ctx *ctx, nccl_lane *lane) {
-    CUDA_CHECK(cudaEventRecord(ctx->ready, ctx->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(lane->stream, ctx->ready, 0));
+/* 1 when more than one communicator of this process moves data (size > 1): only then can
+ * NCCL kernels of two communicators meet on the device. */
+static int lane_shared(void) {
+    int active = 0;
+    for (int i = 0; i < lane.refs; i++) active += lane.comm_sizes[i] > 1;
+    return active > 1;
+}
+
+/* The folded asynchronous state of every communicator on the lane. */
+static poll_comm_state lane_comm_state(ncclComm_t *failed, ncclResult_t *failed_rc) {
+    poll_comm_state worst = POLL_COMM_OK;
+    for (int i = 0; i < lane.refs; i++) {
+        ncclResult_t async = ncclSuccess;
+        ncclResult_t rc = ncclCommGetAsyncError(lane.comms[i], &async);
+        if (rc != ncclSuccess) async = rc; // the query itself failed: as bad as an error
+        const poll_comm_state st = async == ncclSuccess      ? POLL_COMM_OK
+                                   : async == ncclInProgress ? POLL_COMM_IN_PROGRESS
+                                                             : POLL_COMM_FAILED;
+        if (st == POLL_COMM_FAILED && worst != POLL_COMM_FAILED) {
+            *failed = lane.comms[i];
+            *failed_rc = async;
+        }
+        worst = comm_poll_worst(worst, st);
+    }
+    return worst;
+}
+
+/* Aborts every communicator on the lane (so peers stuck in a collective with us get an error
+ * instead of hanging) and dies through MPI_Abort with what failed. */
+static void __attribute__((noreturn)) lane_fail(const char *what, const char *why) {
+    for (int i = 0; i < lane.refs; i++) (void)ncclCommAbort(lane.comms[i]);
+    tripar_dief(__FILE__, __LINE__, "comm: nccl: %s failed: %s; aborted the NCCL communicators",
+                what, why);
+}
+
+/* Waits on the host until stream has finished, polling the communicators' asynchronous
+ * errors meanwhile instead of blocking in cudaStreamSynchronize: a peer's failure leaves this
+ * rank's NCCL kernels waiting forever, and only ncclCommAbort frees them. what names the wait
+ * in the message. */
+static void lane_host_wait(cudaStream_t stream, const char *what) {
+    long sleep_ns = 0;
+    for (;;) {
+        const cudaError_t q = cudaStreamQuery(stream);
+        const poll_stream_state st = q == cudaSuccess         ? POLL_STREAM_DONE
+                                     : q == cudaErrorNotReady ? POLL_STREAM_BUSY
+                                                              : POLL_STREAM_FAILED;
+        if (q == cudaErrorNotReady) (void)cudaGetLastError(); // not an error: clear it
+        ncclComm_t failed = NULL;
+        ncclResult_t failed_rc = ncclSuccess;
+        switch (comm_poll_decide(st, lane_comm_state(&failed, &failed_rc))) {
+        case POLL_ACTION_DONE: return;
+        case POLL_ACTION_WAIT: break;
+        case POLL_ACTION_FAIL_COMM: lane_fail(what, nccl_describe(failed_rc, failed));
+        case POLL_ACTION_FAIL_CUDA: lane_fail(what, cudaGetErrorString(q));
+        }
+        sleep_ns = comm_poll_backoff(sleep_ns);
+        struct timespec ts = {0, sleep_ns};
+        (void)nanosleep(&ts, NULL); // woken early by a signal: just poll sooner
+    }
+}
+
+/* The lane starts after everything already queued on the compute stream. */
+static void lane_fork(void) {
+    CUDA_CHECK(cudaEventRecord(lane.ready, lane.compute));
+    CUDA_CHECK(cudaStreamWaitEvent(lane.stream, lane.ready, 0));
 }
 
 /* Records the completion of what was just queued on the lane into req. */
-static void lane_finish(nccl_lane *lane, comm_req *req) {
-    cudaEvent_t ev = lane->done[lane->next];
-    lane->next = (lane->next + 1) % NCCL_EVENT_RING;
-    CUDA_CHECK(cudaEventRecord(ev, lane->stream));
+static void lane_finish(comm_req *req) {
+    cudaEvent_t ev = lane.done[lane.next];
+    lane.next = (lane.next + 1) % NCCL_EVENT_RING;
+    CUDA_CHECK(cudaEventRecord(ev, lane.stream));
     req->handle = (void *)ev;
     req->active = 1;
 }
 
 static void nccl_wait(void *vctx, comm_req *req) {
-    nccl_ctx *ctx = (nccl_ctx *)vctx;
+    (void)vctx;
     // stream-ordered: later compute work waits on the GPU; the host does not block
-    CUDA_CHECK(cudaStreamWaitEvent(ctx->compute, (cudaEvent_t)req->handle, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(lane.compute, (cudaEvent_t)req->handle, 0));
     req->active = 0;
 }
 
 static int nccl_test(void *vctx, comm_req *req) {
-    (void)vctx;
     cudaError_t rc = cudaEventQuery((cudaEvent_t)req->handle);
     if (rc == cudaErrorNotReady) {
         (void)cudaGetLastError(); // not an error: clear it so the next check is clean
@@ -95,10 +202,11 @@ static int nccl_test(void *vctx, comm_req *req) {
 
 static void nccl_iallreduce(nccl_ctx *ctx, void *buf, size_t count, comm_type type, comm_op op,
                             comm_req *req) {
-    lane_fork(ctx, &ctx->coll);
-    NCCL_CHECK(ncclAllReduce(buf, buf, count, nccl_type(type), op == COMM_OP_MAX ? ncclMax : ncclSum,
-                             ctx->nccl, ctx->coll.stream));
-    lane_finish(&ctx->coll, req);
+    lane_fork();
+    NCCL_CHECK_COMM(ctx->nccl, ncclAllReduce(buf, buf, count, nccl_type(type),
+                                             op == COMM_OP_MAX ? ncclMax : ncclSum, ctx->nccl,
+                                             lane.stream));
+    lane_finish(req);
 }
 
 static void nccl_iallreduce_sum(void *vctx, float *buf, size_t count, comm_req *req) {
@@ -129,43 +237,52 @@ static void nccl_allgather(void *vctx, void *recv, const void *send, size_t coun
                            comm_type type) {
     nccl_ctx *ctx = (nccl_ctx *)vctx;
     comm_req req = {0};
-    lane_fork(ctx, &ctx->coll);
-    NCCL_CHECK(ncclAllGather(send, recv, count, nccl_type(type), ctx->nccl, ctx->coll.stream));
-    lane_finish(&ctx->coll, &req);
+    lane_fork();
+    NCCL_CHECK_COMM(ctx->nccl, ncclAllGather(send, recv, count, nccl_type(type), ctx->nccl,
+                                             lane.stream));
+    lane_finish(&req);
     nccl_wait(vctx, &req);
 }
 
 static void nccl_bcast(void *vctx, void *buf, size_t count, comm_type type, int root) {
     nccl_ctx *ctx = (nccl_ctx *)vctx;
     comm_req req = {0};
-    lane_fork(ctx, &ctx->coll);
-    NCCL_CHECK(ncclBroadcast(buf, buf, count, nccl_type(type), root, ctx->nccl, ctx->coll.stream));
-    lane_finish(&ctx->coll, &req);
+    lane_fork();
+    NCCL_CHECK_COMM(ctx->nccl, ncclBroadcast(buf, buf, count, nccl_type(type), root, ctx->nccl,
+                                             lane.stream));
+    lane_finish(&req);
     nccl_wait(vctx, &req);
 }
 
 /* NCCL matches point-to-point by order between a pair of ranks, not by tag: callers must post
- * sends and receives between two peers in the same order on both sides (the pipeline does). */
+ * sends and receives between two peers in the same order on both sides (the pipeline does).
+ * When another communicator of this process also moves data (tp > 1 and pp > 1), the compute
+ * stream waits for the send at once: a TP all-reduce replayed from a CUDA graph runs off the
+ * compute stream, not the lane, and would otherwise meet the send on the device. The price is
+ * that the next micro-batch's compute starts once the next stage has taken the message. */
 static void nccl_isend(void *vctx, const void *buf, size_t count, comm_type type, int peer,
                        int tag, comm_req *req) {
     (void)tag;
     nccl_ctx *ctx = (nccl_ctx *)vctx;
-    lane_fork(ctx, &ctx->p2p);
-    NCCL_CHECK(ncclGroupStart());
-    NCCL_CHECK(ncclSend(buf, count, nccl_type(type), peer, ctx->nccl, ctx->p2p.stream));
-    NCCL_CHECK(ncclGroupEnd());
-    lane_finish(&ctx->p2p, req);
+    lane_fork();
+    NCCL_CHECK_COMM(ctx->nccl, ncclGroupStart());
+    NCCL_CHECK_COMM(ctx->nccl, ncclSend(buf, count, nccl_type(type), peer, ctx->nccl,
+                                        lane.stream));
+    NCCL_CHECK_COMM(ctx->nccl, ncclGroupEnd());
+    lane_finish(req);
+    if (lane_shared()) CUDA_CHECK(cudaStreamWaitEvent(lane.compute, (cudaEvent_t)req->handle, 0));
 }
 
 static void nccl_irecv(void *vctx, void *buf, size_t count, comm_type type, int peer, int tag,
                        comm_req *req) {
     (void)tag;
     nccl_ctx *ctx = (nccl_ctx *)vctx;
-    lane_fork(ctx, &ctx->p2p);
-    NCCL_CHECK(ncclGroupStart());
-    NCCL_CHECK(ncclRecv(buf, count, nccl_type(type), peer, ctx->nccl, ctx->p2p.stream));
-    NCCL_CHECK(ncclGroupEnd());
-    lane_finish(&ctx->p2p, req);
+    lane_fork();
+    NCCL_CHECK_COMM(ctx->nccl, ncclGroupStart());
+    NCCL_CHECK_COMM(ctx->nccl, ncclRecv(buf, count, nccl_type(type), peer, ctx->nccl,
+                                        lane.stream));
+    NCCL_CHECK_COMM(ctx->nccl, ncclGroupEnd());
+    lane_finish(req);
 }
 
 /* Work enqueued on a stream cannot be withdrawn: the engine enqueues a receive only right
@@ -177,22 +294,23 @@ static void nccl_cancel(void *vctx, comm_req *req) {
                 "be cancelled");
 }
 
-/* A host barrier: everything this rank queued is finished, then the group meets. */
+/* A host barrier: everything this rank queued is finished, then the group meets. The waits
+ * poll the communicators so that a peer's failure ends in an abort, not a hang. */
 static void nccl_barrier(void *vctx) {
     nccl_ctx *ctx = (nccl_ctx *)vctx;
-    CUDA_CHECK(cudaStreamSynchronize(ctx->coll.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx->p2p.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx->compute));
+    lane_host_wait(lane.stream, "barrier (nccl stream)");
+    lane_host_wait(lane.compute, "barrier (compute stream)");
     MPI_CHECK(MPI_Barrier(ctx->mpi));
 }
 
+/* Drains the lane while polling (a failed peer aborts instead of hanging teardown), then
+ * destroys the communicator: with nothing queued, ncclCommDestroy does not wait on peers. */
 static void nccl_free(void *vctx) {
     nccl_ctx *ctx = vctx;
     if (!ctx) return;
-    lane_free(&ctx->coll);
-    lane_free(&ctx->p2p);
-    CUDA_CHECK(cudaEventDestroy(ctx->ready));
-    NCCL_CHECK(ncclCommDestroy(ctx->nccl));
+    lane_host_wait(lane.stream, "teardown");
+    lane_leave(ctx->nccl);
+    NCCL_CHECK_COMM(ctx->nccl, ncclCommDestroy(ctx->nccl));
     free(ctx);
 }
 
@@ -224,7 +342,6 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
     MPI_CHECK(MPI_Comm_rank(mpi_comm, &c->rank));
 
     nccl_ctx *ctx = xcalloc(1, sizeof(nccl_ctx));
-    ctx->compute = (cudaStream_t)compute_stream;
     ctx->mpi = mpi_comm;
     // the group root makes the id; every member learns it over the group's MPI communicator
     ncclUniqueId id;
@@ -232,9 +349,7 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
     MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, mpi_comm));
     // ncclCommInitRank binds to the current device, which backend_cuda_init selected
     NCCL_CHECK(ncclCommInitRank(&ctx->nccl, c->size, id, c->rank));
-    CUDA_CHECK(cudaEventCreateWithFlags(&ctx->ready, cudaEventDisableTiming));
-    lane_init(&ctx->coll);
-    lane_init(&ctx->p2p);
+    lane_join((cudaStream_t)compute_stream, ctx->nccl, c->size);
     c->ops = &nccl_ops;
     c->ctx = ctx;
     c->stream_ordered = 1; /* queued on the compute stream's order: no host sync needed */

@@ -1,11 +1,18 @@
 /* Row-wise argmax for greedy decoding: the largest value and its first column. One block per
- * row; ties keep the smaller column so the result matches the CPU twin exactly. */
+ * row; ties keep the smaller column so the result matches the CPU twin exactly. NaN counts as
+ * larger than every number, so a row holding a NaN reports its first NaN (kernels/backend.h
+ * says why). */
 #include "kernels/cuda/cuda_common.cuh"
 
 #define ARGMAX_BLOCK 256
 
+/* Keeps (ov, oi) when it comes first in the order the CPU twin scans by: a NaN beats every
+ * number, two NaNs or two equal numbers go to the smaller column. The reduction visits columns
+ * out of order, so the column breaks every tie, NaN against NaN included. */
 __device__ __forceinline__ void argmax_pick(float *v, int *i, float ov, int oi) {
-    if (ov > *v || (ov == *v && oi < *i)) {
+    const bool onan = isnan(ov), vnan = isnan(*v);
+    const bool wins = onan ? (!vnan || oi < *i) : (!vnan && (ov > *v || (ov == *v && oi < *i)));
+    if (wins) {
         *v = ov;
         *i = oi;
     }
@@ -39,7 +46,7 @@ __global__ void argmax_kernel(float *max_val, int32_t *max_idx, const float *log
             argmax_pick(&v, &idx, ov, oi);
         }
         if (lane == 0) {
-            if (idx == 0x7fffffff) idx = 0; // an all -inf/NaN row: column 0, like the CPU twin
+            if (idx == 0x7fffffff) idx = 0; // unreachable: a real -inf ties the padding and wins
             max_val[blockIdx.x] = x[idx];
             max_idx[blockIdx.x] = idx;
         }

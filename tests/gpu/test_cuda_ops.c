@@ -1,9 +1,11 @@
 /* Every CUDA backend op against the CPU backend and the reference twins (tests/ref_ops.c) on
  * fresh random inputs: fp32 to 1e-5, TF32 to 5e-3, bf16/f16 activations to 2e-2; the decode
  * GEMV on every dtype, aligned and not; attention through prefill, decode and chunked appends
- * on contiguous and paged caches, and split-key decode at long contexts; argmax exactly;
+ * on contiguous and paged caches, and split-key decode at long contexts; argmax exactly, NaN
+ * rows included;
  * plus memory, timing marks, the optional entries (stream, pinned host memory, device memory)
  * and CUDA-graph replay. Exits 77 (CTest: skipped) without a GPU. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -503,6 +505,45 @@ static void test_argmax(void **state) {
     free(x);
 }
 
+/* NaN policy (kernels/backend.h): the GPU reports the first NaN like the CPU twin, also when
+ * the NaN sits in another warp or block-stride lane than the row's largest number. */
+static void test_argmax_nan(void **state) {
+    (void)state;
+    uint64_t rng = 616;
+    const float nan = __builtin_nanf(""), inf = __builtin_inff();
+    enum { ROWS = 7, COLS = 4099 }; // more columns than threads: every lane sees several
+    long n = (long)ROWS * COLS;
+    float *x = rand_floats(n, &rng, -10, 10);
+    x[0 * COLS + 0] = nan;                                     // first element
+    x[1 * COLS + 2000] = nan, x[1 * COLS + 10] = 50.0f;        // middle, after a big number
+    for (int c = 0; c < COLS; c++) x[2 * COLS + c] = nan;      // all NaN: column 0
+    x[3 * COLS + 300] = 20.0f, x[3 * COLS + 301] = nan;        // ties around a NaN
+    x[3 * COLS + 302] = 20.0f, x[3 * COLS + 3000] = nan;
+    x[4 * COLS + 4000] = nan, x[4 * COLS + 17] = inf;          // NaN beats +inf
+    x[4 * COLS + 3999 - 256] = nan;                            // first of two, other lanes
+    x[5 * COLS + COLS - 1] = nan;                              // last column
+    for (int c = 0; c < COLS; c++) x[6 * COLS + c] = -inf;     // all -inf, no NaN: column 0
+    const int want_col[ROWS] = {0, 2000, 0, 301, 3999 - 256, COLS - 1, 0};
+    float want_v[ROWS], got_v[ROWS];
+    int32_t want_i[ROWS], got_i[ROWS];
+    ref_argmax(want_v, want_i, x, ROWS, COLS);
+    float *d_x = up(x, sizeof(float) * n);
+    float *d_v = gpu.ops->alloc(gpu.ctx, sizeof got_v);
+    int32_t *d_i = gpu.ops->alloc(gpu.ctx, sizeof got_i);
+    gpu.ops->argmax(gpu.ctx, d_v, d_i, d_x, ROWS, COLS);
+    down(got_v, d_v, sizeof got_v);
+    down(got_i, d_i, sizeof got_i);
+    for (int r = 0; r < ROWS; r++) {
+        if (got_i[r] != want_col[r] || want_i[r] != want_col[r])
+            fail_msg("argmax NaN row %d: gpu column %d, twin %d, want %d", r, got_i[r],
+                     want_i[r], want_col[r]);
+        if (r == ROWS - 1) assert_true(got_v[r] == -inf && want_v[r] == -inf);
+        else assert_true(isnan(got_v[r]) && isnan(want_v[r]));
+    }
+    rel(d_x); rel(d_v); rel(d_i);
+    free(x);
+}
+
 /* --- backend contract --------------------------------------------------------------------- */
 
 static double now_monotonic(void) {
@@ -601,7 +642,7 @@ int main(void) {
         cmocka_unit_test(test_matmul),    cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_bias_gelu),
         cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_split),
-        cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_argmax),    cmocka_unit_test(test_argmax_nan),
         cmocka_unit_test(test_memory_and_marks), cmocka_unit_test(test_graph),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -161,8 +161,12 @@ void ref_argmax(float *max_val, int32_t *max_idx, const float *logits, int rows,
     for (int r = 0; r < rows; r++) {
         const float *x = logits + (long)r * cols;
         int best = 0;
-        for (int c = 1; c < cols; c++)
-            if (x[c] > x[best]) best = c;
+        for (int c = 1; c < cols; c++) {
+            // NaN is larger than every number and the first NaN wins (numpy's and PyTorch's
+            // argmax); written as two plain tests so it does not share code with the backend
+            if (isnan(x[best])) break;
+            if (isnan(x[c]) || x[c] > x[best]) best = c;
+        }
         max_val[r] = x[best];
         max_idx[r] = best;
     }

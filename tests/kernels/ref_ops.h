@@ -51,7 +51,8 @@ void ref_bias_gelu(float *inout, const float *bias, int rows, int cols);
  * backend call whose new tokens start at pos0. */
 void ref_attention(float *out, const float *qkv, int batch, int T, int heads, int head_dim);
 
-/* First maximum of each row. */
+/* First maximum of each row, NaN counting as larger than every number: a row holding a NaN
+ * gives its first NaN's column and value NaN. */
 void ref_argmax(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols);
 
 /* Test helpers. A splitmix64 generator: deterministic from the seed on every platform. */

@@ -1,6 +1,7 @@
 /* Every CPU backend op against its reference twin (tests/ref_ops.c) on fresh random inputs of
  * several shapes, odd sizes included, by norm-wise relative error; paged attention against
  * contiguous; and the backend's memory, marks and no-allocation-in-steady-state contract. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -237,6 +238,43 @@ static void test_argmax(void **state) {
     free(x);
 }
 
+/* NaN policy (kernels/backend.h): NaN counts as larger than every number, the first NaN
+ * wins. Each row: expected column, whether its value is NaN. */
+static void test_argmax_nan(void **state) {
+    (void)state;
+    const float nan = __builtin_nanf(""), inf = __builtin_inff();
+    enum { ROWS = 7, COLS = 9 };
+    float x[ROWS][COLS];
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < COLS; c++) x[r][c] = (float)(c % 4) - 1.0f; // max 2 at column 3
+    x[0][0] = nan;                                      // first element NaN: column 0
+    x[1][5] = nan;                                      // NaN in the middle beats the 2s
+    for (int c = 0; c < COLS; c++) x[2][c] = nan;       // all NaN: column 0
+    x[3][3] = 7.0f, x[3][4] = nan, x[3][6] = nan;       // ties around a NaN: the first NaN
+    x[4][2] = nan, x[4][6] = nan, x[4][7] = inf;        // NaN beats +inf; first of two NaNs
+    x[5][COLS - 1] = nan;                               // NaN in the last column
+    for (int c = 0; c < COLS; c++) x[6][c] = -inf;      // all -inf (no NaN): column 0
+    x[6][4] = nan, x[6][0] = -inf;                      // ... unless a NaN is there
+    const int want_col[ROWS] = {0, 5, 0, 4, 2, COLS - 1, 4};
+    float got_v[ROWS], want_v[ROWS];
+    int32_t got_i[ROWS], want_i[ROWS];
+    be.ops->argmax(be.ctx, got_v, got_i, &x[0][0], ROWS, COLS);
+    ref_argmax(want_v, want_i, &x[0][0], ROWS, COLS);
+    for (int r = 0; r < ROWS; r++) {
+        if (got_i[r] != want_col[r] || want_i[r] != want_col[r])
+            fail_msg("argmax NaN row %d: cpu column %d, twin %d, want %d", r, got_i[r],
+                     want_i[r], want_col[r]);
+        assert_true(isnan(got_v[r]) && isnan(want_v[r]));
+    }
+    // no NaN anywhere: unchanged, an all -inf row gives column 0 with value -inf
+    for (int c = 0; c < COLS; c++) x[0][c] = -inf;
+    be.ops->argmax(be.ctx, got_v, got_i, &x[0][0], 1, COLS);
+    ref_argmax(want_v, want_i, &x[0][0], 1, COLS);
+    assert_int_equal(got_i[0], 0);
+    assert_int_equal(want_i[0], 0);
+    assert_true(got_v[0] == -inf && want_v[0] == -inf);
+}
+
 /* One attention scenario: cache rows [seq0, seq0 + batch) of a cache holding cache_seqs
  * sequences; the sequence of T tokens is fed in the chunks of lens[] (prefill pieces then
  * decode steps). Returns the outputs for all T positions (batch * T, C) so callers can compare
@@ -433,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_lowp),
         cmocka_unit_test(test_bias_gelu),
         cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_argmax_nan),
         cmocka_unit_test(test_attention_contiguous),
         cmocka_unit_test(test_attention_paged),
         cmocka_unit_test(test_steady_state_no_alloc),

@@ -2,6 +2,7 @@
  * the mpi backend and for the staged backend (run on the CPU backend, whose memory is host
  * memory), plus comm_setup's choice of backend from a comm plan. Each check knows the exact
  * result from the ranks' numbers. */
+#include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +61,30 @@ static void check_maxloc(comm *c, const char *name) {
            "%s: maxloc tie index %d, want the lowest %d", name, pairs[1].index, 50 - (c->size - 1));
 }
 
+/* The argmax's NaN order (kernels/backend.h): NaN beats every number, the lowest index among
+ * NaNs. Pair 0: only the last rank holds a NaN, the others larger numbers (MPI_MAXLOC would
+ * keep whichever pair it met first). Pair 1: every rank from 1 on holds a NaN, so rank 1's
+ * index wins, and rank 0's +inf loses. Pair 2: no NaN, an -inf everywhere: the lowest index.
+ * Every rank must get the same pairs. */
+static void check_maxloc_nan(comm *c, const char *name) {
+    const float nan = __builtin_nanf(""), inf = __builtin_inff();
+    const int last = c->size - 1;
+    comm_maxloc_pair pairs[3] = {
+        {c->rank == last ? nan : 1000.0f + (float)c->rank, 10 + c->rank},
+        {c->rank == 0 ? inf : nan, 200 + c->rank},
+        {-inf, 300 + c->rank},
+    };
+    c->ops->allreduce_maxloc(c->ctx, pairs, 3);
+    EXPECT(isnan(pairs[0].value) && pairs[0].index == 10 + last,
+           "%s: maxloc with a NaN on rank %d gave (%g, %d)", name, last, pairs[0].value,
+           pairs[0].index);
+    EXPECT(isnan(pairs[1].value) && pairs[1].index == 201,
+           "%s: maxloc of NaNs gave (%g, %d), want (nan, 201)", name, pairs[1].value,
+           pairs[1].index);
+    EXPECT(pairs[2].value == -inf && pairs[2].index == 300, "%s: maxloc of -inf gave (%g, %d)",
+           name, pairs[2].value, pairs[2].index);
+}
+
 /* A receive that no send will ever match is withdrawn; the next exchange is unaffected. */
 static void check_cancel(comm *c, const char *name) {
     float never = -1.0f, got = -1.0f;
@@ -81,6 +106,7 @@ static void check_comm(comm *c, const char *name) {
     check_allreduce(c, name);
     check_allgatherv(c, name);
     check_maxloc(c, name);
+    check_maxloc_nan(c, name);
     check_cancel(c, name);
     c->ops->barrier(c->ctx);
 }

@@ -52,3 +52,5 @@ endforeach()
 
 # Which environment variable picks a rank's GPU under mpirun, srun and mpirun inside Slurm.
 tripar_unit_test(parallel_test_device SOURCES parallel/test_device.c LABELS parallel)
+# The NCCL comm's host-wait decision (parallel/comm_poll.c), which needs no GPU.
+tripar_unit_test(test_comm_poll SOURCES parallel/test_comm_poll.c LABELS comm)
