@@ -1,0 +1,110 @@
+/* See path.h. */
+#include "base/path.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+int path_check_input(const char *path, char *why, size_t why_size) {
+    struct stat st;
+    if (path == NULL || path[0] == '\0') {
+        snprintf(why, why_size, "is an empty path");
+        return -1;
+    }
+    if (stat(path, &st) != 0) {
+        snprintf(why, why_size, "cannot be read: %s", strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(why, why_size, "is a directory, not a file");
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, why_size, "is %s, not a regular file", file_kind(st.st_mode));
+        return -1;
+    }
+    return 0;
+}
+
+/* The directory part of path ("." when there is none), in dir. */
+static void directory_of(const char *path, char *dir, size_t dir_size) {
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL) {
+        snprintf(dir, dir_size, ".");
+    } else if (slash == path) {
+        snprintf(dir, dir_size, "/");
+    } else {
+        snprintf(dir, dir_size, "%.*s", (int)(slash - path), path);
+    }
+}
+
+int path_check_output(const char *path, char *why, size_t why_size) {
+    struct stat st;
+    if (path == NULL || path[0] == '\0') {
+        snprintf(why, why_size, "is an empty path; name a file to write");
+        return -1;
+    }
+    size_t len = strlen(path);
+    if (path[len - 1] == '/') {
+        snprintf(why, why_size, "ends in '/'; name a file to write, not a directory");
+        return -1;
+    }
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            snprintf(why, why_size, "is a directory; name a file to write");
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            snprintf(why, why_size, "exists and is %s; outputs may only replace regular files",
+                     file_kind(st.st_mode));
+            return -1;
+        }
+    } else if (errno != ENOENT) {
+        snprintf(why, why_size, "cannot be checked: %s", strerror(errno));
+        return -1;
+    }
+    char dir[PATH_MAX];
+    directory_of(path, dir, sizeof dir);
+    if (stat(dir, &st) != 0) {
+        snprintf(why, why_size, "is in directory %s, which does not exist", dir);
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, why_size, "is under %s, which is not a directory", dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(why, why_size, "is in directory %s, which is not writable", dir);
+        return -1;
+    }
+    return 0;
+}
+
+int path_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (a == NULL || b == NULL || a[0] == '\0' || b[0] == '\0') return 0;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int path_is_any_of(const char *output, const char *const *inputs, int n_inputs, int *which) {
+    for (int i = 0; i < n_inputs; i++) {
+        if (path_same_file(output, inputs[i])) {
+            if (which != NULL) *which = i;
+            return 1;
+        }
+    }
+    return 0;
+}
