@@ -28,9 +28,12 @@ typedef struct {
     const float *scale; // (rows) for DTYPE_INT8, NULL otherwise
 } weight_view;
 
-/* One layer's KV cache for the sequences a rank holds, for its local heads.
- * contiguous: k, v are (batch, heads, max_ctx, head_dim).
- * paged:      k, v are pools (num_blocks, heads, block_size, head_dim) and block_table is
+/* One layer's KV cache for the sequences a rank holds, for its local heads. Grouped-query
+ * attention: the cache stores kv_heads heads, and query head h (of heads) reads kv head
+ * h / (heads / kv_heads); kv_heads == heads is plain multi-head attention (GPT-2), and
+ * kv_heads must divide heads.
+ * contiguous: k, v are (batch, kv_heads, max_ctx, head_dim).
+ * paged:      k, v are pools (num_blocks, kv_heads, block_size, head_dim) and block_table is
  *             (batch, max_ctx / block_size) block ids, so a sequence's keys are scattered. */
 typedef struct {
     float *k;
@@ -39,7 +42,8 @@ typedef struct {
     int block_size;             // positions per block (paged only)
     int blocks_per_seq;         // columns of block_table (paged only)
     int max_ctx;
-    int heads;
+    int heads;    // query heads served
+    int kv_heads; // heads stored: a divisor of heads
     int head_dim;
 } kv_view;
 
@@ -91,13 +95,37 @@ typedef struct backend_ops {
     /* inout (rows, cols) = gelu_tanh(inout + bias); bias (cols) may be NULL */
     void (*bias_gelu)(void *ctx, float *inout, const float *bias, int rows, int cols);
 
+    /* out = in * rsqrt(mean(in^2) + eps) * w over the last dim (RMSNorm, Llama); out, in
+     * (rows, C), w (C). */
+    void (*rmsnorm)(void *ctx, float *out, const float *in, const float *w, int rows, int C,
+                    float eps);
+
+    /* residual += delta, then norm_out = RMSNorm(residual); all (rows, C). The calling
+     * convention of residual_layernorm: fused so the residual stream is read once, norm_out
+     * may be NULL (add only) and must not alias residual. */
+    void (*residual_rmsnorm)(void *ctx, float *residual, float *norm_out, const float *delta,
+                             const float *w, int rows, int C, float eps);
+
+    /* out (rows, cols) = silu(gate) * up, silu(g) = g / (1 + exp(-g)). gate_up (rows, 2 * cols)
+     * holds each row as [gate | up]: the output of one column-parallel GEMM whose per-rank
+     * weight stacks this rank's cols gate rows over its cols up rows ((2 * cols, C)), so a
+     * rank's gate and up columns are the same intermediate units. out must not alias
+     * gate_up. */
+    void (*swiglu)(void *ctx, float *out, const float *gate_up, int rows, int cols);
+
     /* Appends the new keys/values of qkv to the cache, then causal attention for the new
-     * queries. qkv (batch * n_new, 3 * heads * head_dim) laid out [q | k | v], heads
-     * contiguous within each; out (batch * n_new, heads * head_dim). The new tokens of
-     * sequence b sit at positions pos0 .. pos0 + n_new - 1 of cache row seq0 + b, and query i
-     * attends to positions 0 .. pos0 + i. */
-    void (*attention)(void *ctx, float *out, const float *qkv, kv_view cache, int seq0,
-                      int batch, int n_new, int pos0);
+     * queries. qkv (batch * n_new, (heads + 2 * kv_heads) * head_dim) laid out [q | k | v],
+     * heads contiguous within each (q has cache.heads heads, k and v cache.kv_heads); out
+     * (batch * n_new, heads * head_dim). The new tokens of sequence b sit at positions
+     * pos0 .. pos0 + n_new - 1 of cache row seq0 + b, and query i attends to positions
+     * 0 .. pos0 + i; query head h reads kv head h / (heads / kv_heads).
+     * rope_inv_freq (head_dim / 2, backend memory; rope_inv_freq_fill makes it) turns on
+     * rotary embeddings, Hugging Face "rotate half" over the whole head: the pair (i,
+     * i + head_dim / 2) of q and of k at absolute position p turns by the angle
+     * p * rope_inv_freq[i] (computed in double). Keys are rotated as they enter the cache, so
+     * the cache holds rotated keys; values are not rotated. NULL: no rotation (GPT-2). */
+    void (*attention)(void *ctx, float *out, const float *qkv, kv_view cache,
+                      const float *rope_inv_freq, int seq0, int batch, int n_new, int pos0);
 
     /* For each row, the largest value and its column (first on ties). logits (rows, cols);
      * max_val, max_idx (rows) in backend memory.

@@ -41,7 +41,19 @@ void cpu_residual_layernorm(void *ctx, float *residual, float *norm_out, const f
 void cpu_matmul(void *ctx, float *out, const float *in, weight_view w, const float *bias, int rows,
                 int in_dim, int out_dim);
 void cpu_bias_gelu(void *ctx, float *inout, const float *bias, int rows, int cols);
-void cpu_attention(void *ctx, float *out, const float *qkv, kv_view cache, int seq0, int batch,
-                   int n_new, int pos0);
+void cpu_rmsnorm(void *ctx, float *out, const float *in, const float *w, int rows, int C,
+                 float eps);
+void cpu_residual_rmsnorm(void *ctx, float *residual, float *norm_out, const float *delta,
+                          const float *w, int rows, int C, float eps);
+void cpu_swiglu(void *ctx, float *out, const float *gate_up, int rows, int cols);
+void cpu_attention(void *ctx, float *out, const float *qkv, kv_view cache,
+                   const float *rope_inv_freq, int seq0, int batch, int n_new, int pos0);
+
+/* Rotary embeddings (rope.c), for attention. cs (n, hd): row t holds cos(a_i) in [0, hd/2)
+ * and sin(a_i) in [hd/2, hd) for a_i = (pos0 + t) * inv_freq[i], the angle in double. */
+void cpu_rope_table(float *cs, const float *inv_freq, int hd, int pos0, int n);
+/* dst (hd) = src turned by one row cs of cpu_rope_table: (x_i, x_{i+hd/2}) ->
+ * (x_i c - x_{i+hd/2} s, x_{i+hd/2} c + x_i s). dst may be src. */
+void cpu_rope_rotate(float *dst, const float *src, const float *cs, int hd);
 void cpu_argmax(void *ctx, float *max_val, int32_t *max_idx, const float *logits, int rows,
                 int cols);

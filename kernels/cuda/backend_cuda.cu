@@ -152,20 +152,36 @@ static void cuda_bias_gelu(void *vctx, float *inout, const float *bias, int rows
     bias_gelu_forward(inout, bias, rows, cols, ((cuda_ctx *)vctx)->stream);
 }
 
-static void cuda_attention(void *vctx, float *out, const float *qkv, kv_view cache, int seq0,
-                           int batch, int n_new, int pos0) {
+static void cuda_rmsnorm(void *vctx, float *out, const float *in, const float *w, int rows, int C,
+                         float eps) {
+    rmsnorm_forward(out, in, w, rows, C, eps, ((cuda_ctx *)vctx)->stream);
+}
+
+static void cuda_residual_rmsnorm(void *vctx, float *residual, float *norm_out,
+                                  const float *delta, const float *w, int rows, int C,
+                                  float eps) {
+    residual_rmsnorm_forward(residual, norm_out, delta, w, rows, C, eps,
+                             ((cuda_ctx *)vctx)->stream);
+}
+
+static void cuda_swiglu(void *vctx, float *out, const float *gate_up, int rows, int cols) {
+    swiglu_forward(out, gate_up, rows, cols, ((cuda_ctx *)vctx)->stream);
+}
+
+static void cuda_attention(void *vctx, float *out, const float *qkv, kv_view cache,
+                           const float *rope_inv_freq, int seq0, int batch, int n_new, int pos0) {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
     // Sized for a decode of this batch at any position below max_ctx, and reserved at every
     // call: the prefill (never captured) grows it, so decode steps and graph captures do not.
-    size_t ws_floats = attention_workspace_floats(batch, cache.heads, cache.head_dim,
-                                                  cache.max_ctx, ctx->sm_count);
+    size_t ws_floats = attention_workspace_floats(batch, cache.heads, cache.kv_heads,
+                                                  cache.head_dim, cache.max_ctx, ctx->sm_count);
     float *ws = (float *)cuda_workspace_reserve(ctx, &ctx->attn_split, sizeof(float) * ws_floats);
-    kv_append_forward(cache, qkv, seq0, batch, n_new, pos0, ctx->stream);
+    kv_append_forward(cache, qkv, rope_inv_freq, seq0, batch, n_new, pos0, ctx->stream);
     if (n_new == 1)
-        attention_decode_forward(out, ws, ws_floats, qkv, cache, seq0, batch, pos0, ctx->sm_count,
-                                 ctx->stream);
+        attention_decode_forward(out, ws, ws_floats, qkv, cache, rope_inv_freq, seq0, batch, pos0,
+                                 ctx->sm_count, ctx->stream);
     else
-        attention_forward(out, qkv, cache, seq0, batch, n_new, pos0, ctx->stream);
+        attention_forward(out, qkv, cache, rope_inv_freq, seq0, batch, n_new, pos0, ctx->stream);
 }
 
 static void cuda_argmax(void *vctx, float *max_val, int32_t *max_idx, const float *logits,
@@ -314,6 +330,9 @@ static const backend_ops cuda_ops = {
     cuda_residual_layernorm,
     cuda_matmul,
     cuda_bias_gelu,
+    cuda_rmsnorm,
+    cuda_residual_rmsnorm,
+    cuda_swiglu,
     cuda_attention,
     cuda_argmax,
     cuda_mark,

@@ -69,17 +69,24 @@ void residual_layernorm_forward(float *residual, float *norm_out, const float *d
 void matmul_forward(cuda_ctx *ctx, float *out, const float *in, weight_view w, const float *bias,
                     int rows, int in_dim, int out_dim);
 void bias_gelu_forward(float *inout, const float *bias, int rows, int cols, cudaStream_t stream);
-void kv_append_forward(kv_view cache, const float *qkv, int seq0, int batch, int n_new, int pos0,
-                       cudaStream_t stream);
-void attention_forward(float *out, const float *qkv, kv_view cache, int seq0, int batch,
+void rmsnorm_forward(float *out, const float *in, const float *w, int rows, int C, float eps,
+                     cudaStream_t stream);
+void residual_rmsnorm_forward(float *residual, float *norm_out, const float *delta,
+                              const float *w, int rows, int C, float eps, cudaStream_t stream);
+void swiglu_forward(float *out, const float *gate_up, int rows, int cols, cudaStream_t stream);
+/* rope: the inverse-frequency table (head_dim / 2) or NULL (backend.h, attention). */
+void kv_append_forward(kv_view cache, const float *qkv, const float *rope, int seq0, int batch,
                        int n_new, int pos0, cudaStream_t stream);
+void attention_forward(float *out, const float *qkv, kv_view cache, const float *rope, int seq0,
+                       int batch, int n_new, int pos0, cudaStream_t stream);
 /* Decode (one new query per sequence) with the keys split over blocks; the partials go to
- * workspace, which must hold attention_workspace_floats(batch, heads, head_dim, max_ctx,
- * sm_count) floats: that bound holds for every pos0 < max_ctx. */
+ * workspace, which must hold attention_workspace_floats(batch, heads, kv_heads, head_dim,
+ * max_ctx, sm_count) floats: that bound holds for every pos0 < max_ctx. */
 void attention_decode_forward(float *out, float *workspace, size_t workspace_floats,
-                              const float *qkv, kv_view cache, int seq0, int batch, int pos0,
-                              int sm_count, cudaStream_t stream);
-size_t attention_workspace_floats(int batch, int heads, int head_dim, int max_ctx, int sm_count);
+                              const float *qkv, kv_view cache, const float *rope, int seq0,
+                              int batch, int pos0, int sm_count, cudaStream_t stream);
+size_t attention_workspace_floats(int batch, int heads, int kv_heads, int head_dim, int max_ctx,
+                                  int sm_count);
 void argmax_forward(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols,
                     cudaStream_t stream);
 

@@ -132,6 +132,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
                          .blocks_per_seq = e->blocks_per_seq,
                          .max_ctx = e->kv_capacity,
                          .heads = g->n_heads,
+                         .kv_heads = g->n_heads, // GPT-2: one kv head per query head
                          .head_dim = g->head_dim};
         /* Pre-LN reads h = LN1(x) prepared by the previous step; Post-LN feeds x itself. */
         const float *attn_in = pre_norm ? e->h : x;
@@ -141,7 +142,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         timer_end(e->tm, ev);
 
         ev = timer_begin(e->tm, PHASE_ATTENTION, step, mb, layer);
-        ops->attention(ctx, e->att, e->qkv, cache, e->split.begin[mb], nb, n_new, pos0);
+        ops->attention(ctx, e->att, e->qkv, cache, NULL, e->split.begin[mb], nb, n_new, pos0);
         timer_end(e->tm, ev);
 
         row_parallel_allreduce(e, e->o, e->att, proj_w, proj_b, rows, A, C, PHASE_ATTN_OUT_GEMM,

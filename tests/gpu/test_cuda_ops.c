@@ -1,8 +1,9 @@
 /* Every CUDA backend op against the CPU backend and the reference twins (tests/ref_ops.c) on
  * fresh random inputs: fp32 to 1e-5, TF32 to 5e-3, bf16/f16 activations to 2e-2; the decode
  * GEMV on every dtype, aligned and not; attention through prefill, decode and chunked appends
- * on contiguous and paged caches, and split-key decode at long contexts; argmax exactly, NaN
- * rows included;
+ * on contiguous and paged caches, grouped-query (kv_heads 1, 2, heads) with and without RoPE
+ * (plain and Llama 3.1 tables), and split-key decode at long contexts; RMSNorm (plain and
+ * fused with the residual add) and SwiGLU; argmax exactly, NaN rows included;
  * plus memory, timing marks, the optional entries (stream, pinned host memory, device memory)
  * and CUDA-graph replay. Exits 77 (CTest: skipped) without a GPU. */
 #include <math.h>
@@ -21,6 +22,7 @@
 #include "base/check.h"
 #include "kernels/quant.h"
 #include "kernels/ref_ops.h"
+#include "kernels/rope.h"
 
 #define FP32_TOL 1e-5
 #define TF32_TOL 5e-3
@@ -315,6 +317,66 @@ static void test_bias_gelu(void **state) {
     free(x); free(bias); free(want); free(got);
 }
 
+/* RMSNorm and the fused residual add + RMSNorm (once with the norm, once add-only), against
+ * the twin and the cpu. */
+static void test_rmsnorm(void **state) {
+    (void)state;
+    uint64_t rng = 212;
+    const int shapes[][2] = {{19, 4096}, {5, 50}, {3, 8192}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int rows = shapes[s][0], C = shapes[s][1];
+        long n = (long)rows * C;
+        float *in = rand_floats(n, &rng, -3, 5), *delta = rand_floats(n, &rng, -1, 1);
+        float *w = rand_floats(C, &rng, 0.5f, 1.5f);
+        float *want = host_alloc(sizeof(float) * n), *got = host_alloc(sizeof(float) * n);
+        float *res_want = host_alloc(sizeof(float) * n), *res_got = host_alloc(sizeof(float) * n);
+        float *d_in = up(in, sizeof(float) * n), *d_delta = up(delta, sizeof(float) * n);
+        float *d_w = up(w, sizeof(float) * C), *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
+
+        ref_rmsnorm(want, in, w, rows, C, 1e-5f);
+        gpu.ops->rmsnorm(gpu.ctx, d_out, d_in, d_w, rows, C, 1e-5f);
+        down(got, d_out, sizeof(float) * n);
+        expect_close(got, want, n, FP32_TOL, "rmsnorm vs ref");
+        cpu.ops->rmsnorm(cpu.ctx, want, in, w, rows, C, 1e-5f);
+        expect_close(got, want, n, FP32_TOL, "rmsnorm vs cpu");
+
+        memcpy(res_want, in, sizeof(float) * n);
+        ref_residual_rmsnorm(res_want, want, delta, w, rows, C, 1e-5f);
+        gpu.ops->residual_rmsnorm(gpu.ctx, d_in, d_out, d_delta, d_w, rows, C, 1e-5f);
+        down(got, d_out, sizeof(float) * n);
+        down(res_got, d_in, sizeof(float) * n);
+        expect_close(res_got, res_want, n, FP32_TOL, "residual_rmsnorm residual vs ref");
+        expect_close(got, want, n, FP32_TOL, "residual_rmsnorm norm vs ref");
+        ref_residual_rmsnorm(res_want, NULL, delta, w, rows, C, 1e-5f);
+        gpu.ops->residual_rmsnorm(gpu.ctx, d_in, NULL, d_delta, d_w, rows, C, 1e-5f);
+        down(res_got, d_in, sizeof(float) * n);
+        expect_close(res_got, res_want, n, FP32_TOL, "residual_rmsnorm add-only vs ref");
+
+        rel(d_in); rel(d_delta); rel(d_w); rel(d_out);
+        free(in); free(delta); free(w); free(want); free(got); free(res_want); free(res_got);
+    }
+}
+
+/* SwiGLU over [gate | up] rows, gates far out on both sides included. */
+static void test_swiglu(void **state) {
+    (void)state;
+    uint64_t rng = 414;
+    const int rows = 7, cols = 1376;
+    long n = (long)rows * cols;
+    float *gu = rand_floats(2 * n, &rng, -8, 8);
+    gu[1] = -100.0f, gu[2] = 100.0f;
+    float *want = host_alloc(sizeof(float) * n), *got = host_alloc(sizeof(float) * n);
+    float *d_gu = up(gu, sizeof(float) * 2 * n), *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
+    gpu.ops->swiglu(gpu.ctx, d_out, d_gu, rows, cols);
+    down(got, d_out, sizeof(float) * n);
+    ref_swiglu(want, gu, rows, cols);
+    expect_close(got, want, n, FP32_TOL, "swiglu vs ref");
+    cpu.ops->swiglu(cpu.ctx, want, gu, rows, cols);
+    expect_close(got, want, n, FP32_TOL, "swiglu vs cpu");
+    rel(d_gu); rel(d_out);
+    free(gu); free(want); free(got);
+}
+
 /* A cache of either layout over `seqs` sequences, on host (for cpu) and device. */
 typedef struct {
     kv_view host, dev;
@@ -322,18 +384,20 @@ typedef struct {
     int32_t *table_host;
 } test_cache;
 
-static void cache_make(test_cache *c, int paged, int seqs, int heads, int hd, int max_ctx,
-                       uint64_t *rng) {
+/* kv_heads heads stored, serving heads query heads. */
+static void cache_make(test_cache *c, int paged, int seqs, int heads, int kv_heads, int hd,
+                       int max_ctx, uint64_t *rng) {
     memset(c, 0, sizeof *c);
     kv_view v = {0};
     v.max_ctx = max_ctx;
     v.heads = heads;
+    v.kv_heads = kv_heads;
     v.head_dim = hd;
     if (paged) {
         v.block_size = 4;
         v.blocks_per_seq = max_ctx / 4;
         int blocks = seqs * v.blocks_per_seq + 3; // spare blocks stay unused
-        c->elems = (long)blocks * heads * v.block_size * hd;
+        c->elems = (long)blocks * kv_heads * v.block_size * hd;
         // a shuffled block assignment so a sequence's keys really are scattered
         int n = seqs * v.blocks_per_seq;
         c->table_host = host_alloc(sizeof(int32_t) * (size_t)n);
@@ -345,7 +409,7 @@ static void cache_make(test_cache *c, int paged, int seqs, int heads, int hd, in
             c->table_host[j] = t;
         }
     } else {
-        c->elems = (long)seqs * heads * max_ctx * hd;
+        c->elems = (long)seqs * kv_heads * max_ctx * hd;
     }
     c->host = v;
     c->host.k = host_alloc(sizeof(float) * (size_t)c->elems);
@@ -365,16 +429,22 @@ static void cache_free(test_cache *c) {
 }
 
 /* Prefill 9 tokens, decode 4 single tokens, then a chunk of 4: each call's output rows are
- * compared against whole-sequence reference attention and against the cpu backend. */
-static void attention_case(int paged, int heads, int hd, uint64_t *rng) {
+ * compared against whole-sequence reference attention and against the cpu backend. kv_heads
+ * kv heads serve the heads query heads; rope (head_dim / 2 host floats) or NULL. */
+static void attention_case(int paged, int heads, int kv_heads, int hd, const float *rope,
+                           uint64_t *rng) {
     const int batch = 2, seq0 = 1, seqs = 3, max_ctx = 40, total = 17;
     const int steps[][2] = {{0, 9}, {9, 1}, {10, 1}, {11, 1}, {12, 1}, {13, 4}}; // (pos0, n_new)
-    const long C = (long)heads * hd, row = 3 * C;
+    const long C = (long)heads * hd, row = C + 2L * kv_heads * hd;
     float *qkv_all = rand_floats(batch * total * row, rng, -1, 1);
     float *want_all = host_alloc(sizeof(float) * batch * total * C);
-    ref_attention(want_all, qkv_all, batch, total, heads, hd);
+    if (kv_heads == heads && !rope)
+        ref_attention(want_all, qkv_all, batch, total, heads, hd);
+    else
+        ref_attention_gqa(want_all, qkv_all, batch, total, heads, kv_heads, hd, rope);
+    float *d_rope = rope ? up(rope, sizeof(float) * (size_t)(hd / 2)) : NULL;
     test_cache tc;
-    cache_make(&tc, paged, seqs, heads, hd, max_ctx, rng);
+    cache_make(&tc, paged, seqs, heads, kv_heads, hd, max_ctx, rng);
     float *qkv = host_alloc(sizeof(float) * batch * total * row);
     float *got = host_alloc(sizeof(float) * batch * total * C);
     float *want = host_alloc(sizeof(float) * batch * total * C);
@@ -392,24 +462,29 @@ static void attention_case(int paged, int heads, int hd, uint64_t *rng) {
             }
         long n_out = (long)batch * n_new * C;
         gpu.ops->copy_to_device(gpu.ctx, d_qkv, qkv, sizeof(float) * batch * n_new * row);
-        gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, seq0, batch, n_new, pos0);
+        gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, d_rope, seq0, batch, n_new, pos0);
         down(got, d_out, sizeof(float) * n_out);
-        cpu.ops->attention(cpu.ctx, cpu_out, qkv, tc.host, seq0, batch, n_new, pos0);
-        char what[96];
-        snprintf(what, sizeof what, "attention %s h%d d%d pos0 %d n_new %d vs ref",
-                 paged ? "paged" : "contig", heads, hd, pos0, n_new);
+        cpu.ops->attention(cpu.ctx, cpu_out, qkv, tc.host, rope, seq0, batch, n_new, pos0);
+        char what[112];
+        snprintf(what, sizeof what, "attention %s h%d kv%d d%d%s pos0 %d n_new %d vs ref",
+                 paged ? "paged" : "contig", heads, kv_heads, hd, rope ? " rope" : "", pos0,
+                 n_new);
         expect_close(got, want, n_out, FP32_TOL, what);
-        snprintf(what, sizeof what, "attention %s h%d d%d pos0 %d n_new %d vs cpu",
-                 paged ? "paged" : "contig", heads, hd, pos0, n_new);
+        snprintf(what, sizeof what, "attention %s h%d kv%d d%d%s pos0 %d n_new %d vs cpu",
+                 paged ? "paged" : "contig", heads, kv_heads, hd, rope ? " rope" : "", pos0,
+                 n_new);
         expect_close(got, cpu_out, n_out, FP32_TOL, what);
     }
-    // the device cache holds exactly what the cpu one does (same layout, same slots)
+    // The device cache holds what the cpu one does (same layout, same slots). Unrotated keys
+    // are copies, so equal; rotated ones come from the same float arithmetic, but the sine
+    // and cosine from two libraries may differ in their last double bit.
     float *k = host_alloc(sizeof(float) * (size_t)tc.elems);
     down(k, tc.dev.k, sizeof(float) * (size_t)tc.elems);
-    expect_close(k, tc.host.k, tc.elems, 1e-12, "kv cache keys vs cpu cache");
+    expect_close(k, tc.host.k, tc.elems, rope ? 1e-6 : 1e-12, "kv cache keys vs cpu cache");
     free(k);
     cache_free(&tc);
     rel(d_qkv); rel(d_out);
+    if (d_rope) rel(d_rope);
     free(qkv_all); free(want_all); free(qkv); free(got); free(want); free(cpu_out);
 }
 
@@ -417,61 +492,95 @@ static void test_attention(void **state) {
     (void)state;
     uint64_t rng = 505;
     for (int paged = 0; paged < 2; paged++) {
-        attention_case(paged, 3, 64, &rng);
-        attention_case(paged, 2, 48, &rng);  // head_dim not dividing the block
-        attention_case(paged, 1, 160, &rng); // head_dim above one warp group
+        attention_case(paged, 3, 3, 64, NULL, &rng);
+        attention_case(paged, 2, 2, 48, NULL, &rng);  // head_dim not dividing the block
+        attention_case(paged, 1, 1, 160, NULL, &rng); // head_dim above one warp group
     }
+}
+
+/* Grouped-query attention, kv_heads 1, 2 and heads, without and with RoPE (plain and Llama 3.1
+ * scaled with a small original context, so all three bands are present). */
+static void test_attention_gqa(void **state) {
+    (void)state;
+    uint64_t rng = 525;
+    float plain[64], scaled[64];
+    rope_inv_freq_fill(plain, 128, 500000.0, NULL);
+    const rope_llama3 l3 = {.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                            .original_max_position_embeddings = 64};
+    rope_inv_freq_fill(scaled, 128, 10000.0, &l3);
+    const float *ropes[] = {NULL, plain, scaled};
+    const int kv[] = {1, 2, 4};
+    for (int paged = 0; paged < 2; paged++)
+        for (size_t r = 0; r < 3; r++)
+            for (size_t k = 0; k < 3; k++) attention_case(paged, 4, kv[k], 128, ropes[r], &rng);
+    float small[16];
+    rope_inv_freq_fill(small, 32, 10000.0, NULL);
+    attention_case(1, 6, 3, 32, small, &rng); // head_dim 32: four key groups per block
 }
 
 /* Split-key decode at long contexts: a prefill of T tokens fills the cache, then decode steps
  * at T, T + 1, ... (the last one captured into a CUDA graph, which must not grow the split
  * workspace: the prefill reserved it) are compared with the cpu backend on the same cache.
- * Splits are about 2 * SMs / (batch * heads), at least 64 keys each. */
-static void attention_split_case(int paged, int batch, int heads, int hd, int T, uint64_t *rng) {
+ * Splits are about 2 * SMs / (batch * kv_heads), at least 64 keys each; a block takes the
+ * query heads of its kv head in turn. */
+static void attention_split_case(int paged, int batch, int heads, int kv_heads, int hd,
+                                 const float *rope, int T, uint64_t *rng) {
     const int decode = 3, seq0 = 1, seqs = batch + 1, max_ctx = CEIL4(T + decode);
-    const long C = (long)heads * hd, row = 3 * C;
+    const long C = (long)heads * hd, row = C + 2L * kv_heads * hd;
     test_cache tc;
-    cache_make(&tc, paged, seqs, heads, hd, max_ctx, rng);
+    cache_make(&tc, paged, seqs, heads, kv_heads, hd, max_ctx, rng);
+    float *d_rope = rope ? up(rope, sizeof(float) * (size_t)(hd / 2)) : NULL;
     float *qkv = rand_floats((long)batch * T * row, rng, -1, 1);
     float *got = host_alloc(sizeof(float) * batch * T * C);
     float *want = host_alloc(sizeof(float) * batch * T * C);
     float *d_qkv = up(qkv, sizeof(float) * batch * T * row);
     float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * batch * T * C);
-    gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, seq0, batch, T, 0);
-    cpu.ops->attention(cpu.ctx, want, qkv, tc.host, seq0, batch, T, 0);
+    gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, d_rope, seq0, batch, T, 0);
+    cpu.ops->attention(cpu.ctx, want, qkv, tc.host, rope, seq0, batch, T, 0);
     void *exec = NULL;
     for (int i = 0; i < decode; i++) {
         const int pos0 = T + i, captured = i == decode - 1;
         ref_fill_uniform(qkv, batch * row, rng, -1, 1);
         gpu.ops->copy_to_device(gpu.ctx, d_qkv, qkv, sizeof(float) * batch * row);
         if (captured) assert_int_equal(gpu.ops->graph_begin(gpu.ctx), 0);
-        gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, seq0, batch, 1, pos0);
+        gpu.ops->attention(gpu.ctx, d_out, d_qkv, tc.dev, d_rope, seq0, batch, 1, pos0);
         if (captured && gpu.ops->graph_end_and_launch(gpu.ctx, &exec) != 0)
             fail_msg("%s", error_message());
         down(got, d_out, sizeof(float) * batch * C);
-        cpu.ops->attention(cpu.ctx, want, qkv, tc.host, seq0, batch, 1, pos0);
-        char what[112];
-        snprintf(what, sizeof what, "split decode %s b%d h%d d%d pos0 %d%s vs cpu",
-                 paged ? "paged" : "contig", batch, heads, hd, pos0, captured ? " (graph)" : "");
+        cpu.ops->attention(cpu.ctx, want, qkv, tc.host, rope, seq0, batch, 1, pos0);
+        char what[128];
+        snprintf(what, sizeof what, "split decode %s b%d h%d kv%d d%d%s pos0 %d%s vs cpu",
+                 paged ? "paged" : "contig", batch, heads, kv_heads, hd, rope ? " rope" : "",
+                 pos0, captured ? " (graph)" : "");
         expect_close(got, want, (long)batch * C, FP32_TOL, what);
     }
     gpu.ops->graph_destroy(gpu.ctx, exec);
     cache_free(&tc);
     rel(d_qkv); rel(d_out);
+    if (d_rope) rel(d_rope);
     free(qkv); free(got); free(want);
 }
 
-/* On a 132-SM device (H100/H200) these shapes take about 71, 11, 5, 11, 2 and 1 splits. */
+/* On a 132-SM device (H100/H200) the multi-head shapes take about 71, 11, 5, 11, 2 and 1
+ * splits; the grouped ones (Llama 3 8B's 32 heads over 8 kv heads, and 1 and 2 kv heads) 16,
+ * 44 and 71. */
 static void test_attention_split(void **state) {
     (void)state;
     uint64_t rng = 515;
+    float rope[64];
+    const rope_llama3 l31 = {.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                             .original_max_position_embeddings = 8192};
+    rope_inv_freq_fill(rope, 128, 500000.0, &l31);
     for (int paged = 0; paged < 2; paged++) {
-        attention_split_case(paged, 1, 1, 64, 4500, &rng);
-        attention_split_case(paged, 2, 12, 64, 1000, &rng);
-        attention_split_case(paged, 1, 4, 128, 300, &rng);
-        attention_split_case(paged, 1, 2, 160, 700, &rng); // head_dim above one warp group
-        attention_split_case(paged, 4, 64, 48, 200, &rng);
-        attention_split_case(paged, 8, 64, 64, 130, &rng);
+        attention_split_case(paged, 1, 1, 1, 64, NULL, 4500, &rng);
+        attention_split_case(paged, 2, 12, 12, 64, NULL, 1000, &rng);
+        attention_split_case(paged, 1, 4, 4, 128, NULL, 300, &rng);
+        attention_split_case(paged, 1, 2, 2, 160, NULL, 700, &rng); // head_dim above a warp group
+        attention_split_case(paged, 4, 64, 64, 48, NULL, 200, &rng);
+        attention_split_case(paged, 8, 64, 64, 64, NULL, 130, &rng);
+        attention_split_case(paged, 1, 32, 8, 128, rope, 1000, &rng);
+        attention_split_case(paged, 2, 8, 1, 128, rope, 2800, &rng);
+        attention_split_case(paged, 1, 6, 2, 64, NULL, 4500, &rng);
     }
 }
 
@@ -640,8 +749,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed),     cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_matmul),    cmocka_unit_test(test_gemv),
-        cmocka_unit_test(test_bias_gelu),
-        cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_split),
+        cmocka_unit_test(test_bias_gelu), cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_gqa),
+        cmocka_unit_test(test_attention_split),
         cmocka_unit_test(test_argmax),    cmocka_unit_test(test_argmax_nan),
         cmocka_unit_test(test_memory_and_marks), cmocka_unit_test(test_graph),
     };

@@ -157,6 +157,122 @@ void ref_attention(float *out, const float *qkv, int batch, int T, int heads, in
     free(p);
 }
 
+void ref_rmsnorm(float *out, const float *in, const float *w, int rows, int C, float eps) {
+    for (int r = 0; r < rows; r++) {
+        const float *x = in + (long)r * C;
+        double ms = 0.0;
+        for (int c = 0; c < C; c++) ms += (double)x[c] * x[c];
+        ms /= C;
+        double inv = 1.0 / sqrt(ms + (double)eps);
+        for (int c = 0; c < C; c++) out[(long)r * C + c] = (float)(x[c] * inv * w[c]);
+    }
+}
+
+void ref_residual_rmsnorm(float *residual, float *norm_out, const float *delta, const float *w,
+                          int rows, int C, float eps) {
+    for (long i = 0; i < (long)rows * C; i++) residual[i] = residual[i] + delta[i];
+    if (norm_out) ref_rmsnorm(norm_out, residual, w, rows, C, eps);
+}
+
+void ref_swiglu(float *out, const float *gate_up, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            double g = gate_up[(long)r * 2 * cols + c], u = gate_up[(long)r * 2 * cols + cols + c];
+            double sigmoid = g >= 0 ? 1.0 / (1.0 + exp(-g)) : exp(g) / (1.0 + exp(g));
+            out[(long)r * cols + c] = (float)(g * sigmoid * u);
+        }
+}
+
+void ref_rope_inv_freq(double *inv_freq, int head_dim, double theta, int llama3, double factor,
+                       double low, double high, double orig) {
+    for (int i = 0; i < head_dim / 2; i++) {
+        double inv = exp(-log(theta) * (2.0 * i) / head_dim);
+        if (llama3) {
+            double s = (orig * inv / (2.0 * M_PI) - low) / (high - low);
+            s = s < 0.0 ? 0.0 : s > 1.0 ? 1.0 : s;
+            inv *= (1.0 - s) / factor + s;
+        }
+        inv_freq[i] = inv;
+    }
+}
+
+/* x rotated to pos in double, into out (hd). */
+static void ref_rope_double(double *out, const float *x, int hd, int pos, const float *inv_freq) {
+    const int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        double a = (double)pos * inv_freq[i];
+        out[i] = x[i] * cos(a) - x[i + half] * sin(a);
+        out[i + half] = x[i + half] * cos(a) + x[i] * sin(a);
+    }
+}
+
+void ref_rope_apply(float *out, const float *x, int hd, int pos, const float *inv_freq) {
+    double *tmp = calloc((size_t)hd, sizeof(double));
+    if (!tmp) abort();
+    ref_rope_double(tmp, x, hd, pos, inv_freq);
+    for (int d = 0; d < hd; d++) out[d] = (float)tmp[d];
+    free(tmp);
+}
+
+void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads, int kv_heads,
+                       int head_dim, const float *inv_freq) {
+    const int hd = head_dim, group = heads / kv_heads;
+    const long C = (long)heads * hd, KC = (long)kv_heads * hd, row = C + 2 * KC;
+    const double scale = 1.0 / sqrt((double)hd);
+    // q and k of every row, rotated (or copied) in double, then plain attention on those.
+    double *q = malloc(sizeof(double) * (size_t)batch * T * C);
+    double *k = malloc(sizeof(double) * (size_t)batch * T * KC);
+    double *p = malloc(sizeof(double) * (size_t)T);
+    if (!q || !k || !p) abort();
+    for (long r = 0; r < (long)batch * T; r++) {
+        const float *x = qkv + r * row;
+        const int pos = (int)(r % T);
+        for (int h = 0; h < heads; h++) {
+            double *qh = q + r * C + (long)h * hd;
+            if (inv_freq)
+                ref_rope_double(qh, x + (long)h * hd, hd, pos, inv_freq);
+            else
+                for (int d = 0; d < hd; d++) qh[d] = x[(long)h * hd + d];
+        }
+        for (int g = 0; g < kv_heads; g++) {
+            const float *kx = x + C + (long)g * hd;
+            double *kg = k + r * KC + (long)g * hd;
+            if (inv_freq)
+                ref_rope_double(kg, kx, hd, pos, inv_freq);
+            else
+                for (int d = 0; d < hd; d++) kg[d] = kx[d];
+        }
+    }
+    for (int b = 0; b < batch; b++)
+        for (int h = 0; h < heads; h++) {
+            const int g = h / group;
+            for (int t = 0; t < T; t++) {
+                const double *qt = q + ((long)b * T + t) * C + (long)h * hd;
+                double maxv = -INFINITY;
+                for (int s = 0; s <= t; s++) {
+                    const double *ks = k + ((long)b * T + s) * KC + (long)g * hd;
+                    double dot = 0.0;
+                    for (int d = 0; d < hd; d++) dot += qt[d] * ks[d];
+                    p[s] = dot * scale;
+                    if (p[s] > maxv) maxv = p[s];
+                }
+                double sum = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    p[s] = exp(p[s] - maxv);
+                    sum += p[s];
+                }
+                float *o = out + ((long)b * T + t) * C + (long)h * hd;
+                for (int d = 0; d < hd; d++) {
+                    double acc = 0.0;
+                    for (int s = 0; s <= t; s++)
+                        acc += p[s] * qkv[((long)b * T + s) * row + C + KC + (long)g * hd + d];
+                    o[d] = (float)(acc / sum);
+                }
+            }
+        }
+    free(q), free(k), free(p);
+}
+
 void ref_argmax(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols) {
     for (int r = 0; r < rows; r++) {
         const float *x = logits + (long)r * cols;

@@ -51,6 +51,33 @@ void ref_bias_gelu(float *inout, const float *bias, int rows, int cols);
  * backend call whose new tokens start at pos0. */
 void ref_attention(float *out, const float *qkv, int batch, int T, int heads, int head_dim);
 
+/* out (rows, C) = in / sqrt(mean(in^2) + eps) * w; w (C). */
+void ref_rmsnorm(float *out, const float *in, const float *w, int rows, int C, float eps);
+
+/* residual += delta, then norm_out = RMSNorm(residual) when norm_out is not NULL. */
+void ref_residual_rmsnorm(float *residual, float *norm_out, const float *delta, const float *w,
+                          int rows, int C, float eps);
+
+/* out (rows, cols) = silu(gate) * up; gate_up (rows, 2 * cols), each row [gate | up]. */
+void ref_swiglu(float *out, const float *gate_up, int rows, int cols);
+
+/* inv_freq (head_dim / 2) = theta^(-2i / head_dim), then with llama3 set Llama 3.1 scaling
+ * written as a clamped blend: s = clamp((orig * inv / (2 pi) - low) / (high - low), 0, 1),
+ * inv * ((1 - s) / factor + s). All in double. */
+void ref_rope_inv_freq(double *inv_freq, int head_dim, double theta, int llama3, double factor,
+                       double low, double high, double orig);
+
+/* out (hd) = x rotated to position pos ("rotate half": pair (i, i + hd/2) turns by
+ * pos * inv_freq[i]), in double, rounded once. out may not alias x. */
+void ref_rope_apply(float *out, const float *x, int hd, int pos, const float *inv_freq);
+
+/* Causal grouped-query attention over a whole sequence, no cache: qkv (batch * T,
+ * (heads + 2 * kv_heads) * head_dim) laid out [q | k | v]; query head h uses kv head
+ * h / (heads / kv_heads); out (batch * T, heads * head_dim). With inv_freq (head_dim / 2) not
+ * NULL, q and k of row t are rotated to position t first (in double). */
+void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads, int kv_heads,
+                       int head_dim, const float *inv_freq);
+
 /* First maximum of each row, NaN counting as larger than every number: a row holding a NaN
  * gives its first NaN's column and value NaN. */
 void ref_argmax(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols);

@@ -16,6 +16,7 @@
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/quant.h"
 #include "kernels/ref_ops.h"
+#include "kernels/rope.h"
 
 #define FP32_TOL 1e-5
 
@@ -130,6 +131,129 @@ static void test_residual_layernorm(void **state) {
         for (long i = 0; i < n; i++) assert_true(got[i] == 0.0f);
         free(res), free(delta), free(gamma), free(beta), free(res_ref), free(got), free(want);
     }
+}
+
+/* RMSNorm against its twin, on inputs with an offset mean (+3), up to Llama 3 8B's width;
+ * and a row of zeros. */
+static void test_rmsnorm(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 1}, {5, 64}, {3, 771}, {4, 8192}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint64_t rng = 150 + s;
+        int rows = shapes[s][0], C = shapes[s][1];
+        long n = (long)rows * C;
+        float *in = rand_floats(n, &rng, 2, 4), *w = rand_floats(C, &rng, 0.5f, 1.5f);
+        float *got = zeros(n), *want = zeros(n);
+        be.ops->rmsnorm(be.ctx, got, in, w, rows, C, 1e-5f);
+        ref_rmsnorm(want, in, w, rows, C, 1e-5f);
+        expect_close(got, want, n, FP32_TOL, "rmsnorm");
+        free(in), free(w), free(got), free(want);
+    }
+    // eps matters for a row of zeros: out is exactly 0, not NaN
+    float zero_in[4] = {0}, w[4] = {1, 1, 1, 1}, out[4] = {1, 1, 1, 1};
+    be.ops->rmsnorm(be.ctx, out, zero_in, w, 1, 4, 1e-6f);
+    for (int c = 0; c < 4; c++) assert_true(out[c] == 0.0f);
+}
+
+/* The fused residual add + RMSNorm, with residual_layernorm's convention: the residual is
+ * updated, norm_out normalised, and norm_out NULL adds only. */
+static void test_residual_rmsnorm(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 7}, {9, 130}, {4, 4096}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint64_t rng = 250 + s;
+        int rows = shapes[s][0], C = shapes[s][1];
+        long n = (long)rows * C;
+        float *res = rand_floats(n, &rng, -2, 2), *delta = rand_floats(n, &rng, -1, 1);
+        float *w = rand_floats(C, &rng, 0.5f, 1.5f);
+        float *res_ref = zeros(n), *got = zeros(n), *want = zeros(n);
+        memcpy(res_ref, res, sizeof(float) * (size_t)n);
+        be.ops->residual_rmsnorm(be.ctx, res, got, delta, w, rows, C, 1e-6f);
+        ref_residual_rmsnorm(res_ref, want, delta, w, rows, C, 1e-6f);
+        expect_close(res, res_ref, n, FP32_TOL, "residual_rmsnorm residual");
+        expect_close(got, want, n, FP32_TOL, "residual_rmsnorm norm");
+        memset(got, 0, sizeof(float) * (size_t)n);
+        be.ops->residual_rmsnorm(be.ctx, res, NULL, delta, w, rows, C, 1e-6f);
+        ref_residual_rmsnorm(res_ref, NULL, delta, w, rows, C, 1e-6f);
+        expect_close(res, res_ref, n, FP32_TOL, "residual_rmsnorm add only");
+        for (long i = 0; i < n; i++) assert_true(got[i] == 0.0f);
+        free(res), free(delta), free(w), free(res_ref), free(got), free(want);
+    }
+}
+
+/* SwiGLU over the [gate | up] layout, with gates far out on both sides (no NaN, silu(-100) is
+ * about -4e-42 * up, silu(100) = 100 * up). */
+static void test_swiglu(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 1}, {3, 257}, {8, 1376}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint64_t rng = 1050 + s;
+        int rows = shapes[s][0], cols = shapes[s][1];
+        float *gu = rand_floats((long)rows * 2 * cols, &rng, -8, 8);
+        gu[0] = 3.0f; // keeps max|ref| away from 0 in the 1x1 case
+        if (cols > 2) gu[1] = -100.0f, gu[2] = 100.0f, gu[cols + 1] = 0.5f;
+        float *got = zeros((long)rows * cols), *want = zeros((long)rows * cols);
+        be.ops->swiglu(be.ctx, got, gu, rows, cols);
+        ref_swiglu(want, gu, rows, cols);
+        expect_close(got, want, (long)rows * cols, FP32_TOL, "swiglu");
+        if (cols > 2) assert_true(got[1] == got[1] && fabsf(got[1]) < 1e-30f);
+        free(gu), free(got), free(want);
+    }
+}
+
+/* The inverse-frequency table: Llama 3.1 8B (head_dim 128, theta 500000, factor 8, low 1,
+ * high 4, original 8192) against hand-computed values, inv_i = 500000^(-i/64) and
+ * wavelen_i = 2 pi / inv_i against the bounds 8192/4 = 2048 and 8192/1 = 8192; the whole table
+ * against the twin; the plain table (theta 10000, head_dim 64); and the usable-config check. */
+static void test_rope_inv_freq(void **state) {
+    (void)state;
+    float table[64];
+    double twin[64];
+    const rope_llama3 l31 = {.factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                             .original_max_position_embeddings = 8192};
+    rope_inv_freq_fill(table, 128, 500000.0, &l31);
+    const struct {
+        int i;
+        double want;
+    } hand[] = {
+        {0, 1.0},                      // wavelen 2 pi: kept
+        {28, 0.003211445994752591},    // 500000^(-28/64), wavelen 1956.5 < 2048: kept
+        {29, 0.002166570763503359},    // wavelen 2401.7: s = (8192/2401.7 - 1)/3 = 0.8036,
+                                       // inv ((1 - s)/8 + s)
+        {32, 0.0005248461609929547},   // 1/sqrt(500000), wavelen 4442.9: s = 0.2813
+        {34, 0.0001785078127679964},   // wavelen 6695.1: s = 0.0745
+        {35, 9.556212353964683e-05},   // wavelen 8218.7 > 8192: 500000^(-35/64) / 8
+        {63, 3.068925988914511e-07},   // 500000^(-63/64) / 8
+    };
+    for (size_t k = 0; k < sizeof hand / sizeof hand[0]; k++) {
+        double got = table[hand[k].i], want = hand[k].want;
+        if (fabs(got - want) > 1e-7 * want)
+            fail_msg("llama3 inv_freq[%d] = %.9g, want %.9g", hand[k].i, got, want);
+    }
+    ref_rope_inv_freq(twin, 128, 500000.0, 1, 8.0, 1.0, 4.0, 8192.0);
+    for (int i = 0; i < 64; i++)
+        if (fabs(table[i] - twin[i]) > 1e-7 * twin[i])
+            fail_msg("llama3 inv_freq[%d] = %.9g, twin %.9g", i, table[i], twin[i]);
+
+    rope_inv_freq_fill(table, 64, 10000.0, NULL);
+    ref_rope_inv_freq(twin, 64, 10000.0, 0, 0, 0, 0, 0);
+    assert_true(table[0] == 1.0f);
+    assert_true(fabs(table[1] - 0.7498942093324559) < 1e-7); // 10000^(-2/64)
+    assert_true(fabs(table[31] - 1.333521432163324e-4) < 1e-7 * 1.3e-4); // 10000^(-62/64)
+    for (int i = 0; i < 32; i++)
+        if (fabs(table[i] - twin[i]) > 1e-7 * twin[i])
+            fail_msg("inv_freq[%d] = %.9g, twin %.9g", i, table[i], twin[i]);
+
+    assert_null(rope_llama3_problem(&l31));
+    rope_llama3 bad = l31;
+    bad.high_freq_factor = 1.0; // equal to low: the blend would divide by zero
+    assert_non_null(strstr(rope_llama3_problem(&bad), "high_freq_factor"));
+    bad = l31, bad.factor = 0.0;
+    assert_non_null(strstr(rope_llama3_problem(&bad), "rope_scaling.factor"));
+    bad = l31, bad.low_freq_factor = __builtin_nan("");
+    assert_non_null(strstr(rope_llama3_problem(&bad), "low_freq_factor"));
+    bad = l31, bad.original_max_position_embeddings = 0;
+    assert_non_null(strstr(rope_llama3_problem(&bad), "original_max_position_embeddings"));
 }
 
 /* Runs the backend matmul on w and compares with the reference on the same host weights. */
@@ -277,22 +401,27 @@ static void test_argmax_nan(void **state) {
 
 /* One attention scenario: cache rows [seq0, seq0 + batch) of a cache holding cache_seqs
  * sequences; the sequence of T tokens is fed in the chunks of lens[] (prefill pieces then
- * decode steps). Returns the outputs for all T positions (batch * T, C) so callers can compare
- * layouts with each other; checks them against ref_attention. */
+ * decode steps). kv_heads 0 means heads (multi-head, GPT-2); rope, when not NULL, is the
+ * inverse-frequency table (head_dim / 2). Returns the outputs for all T positions
+ * (batch * T, heads * head_dim) so callers can compare layouts with each other; checks them
+ * against the twin (ref_attention for multi-head without rope, else ref_attention_gqa). */
 typedef struct {
     int heads, head_dim, batch, T, seq0, cache_seqs, max_ctx;
     int block_size; // 0: contiguous
     int nchunks;
     int lens[8];
+    int kv_heads;      // 0: heads
+    const float *rope; // NULL: no rotary embeddings
 } attn_case;
 
 static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_ref) {
     const int H = tc->heads, hd = tc->head_dim, B = tc->batch, T = tc->T;
-    const long C = (long)H * hd;
+    const int KV = tc->kv_heads ? tc->kv_heads : H;
+    const long C = (long)H * hd, KC = (long)KV * hd, row = C + 2 * KC;
     uint64_t rng = seed;
-    float *qkv = rand_floats((long)B * T * 3 * C, &rng, -1, 1);
+    float *qkv = rand_floats((long)B * T * row, &rng, -1, 1);
     float *all = zeros((long)B * T * C);
-    kv_view kv = {.max_ctx = tc->max_ctx, .heads = H, .head_dim = hd};
+    kv_view kv = {.max_ctx = tc->max_ctx, .heads = H, .kv_heads = KV, .head_dim = hd};
     int32_t *table = NULL;
     long cache_floats;
     if (tc->block_size) {
@@ -310,9 +439,9 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
         kv.block_table = table;
         kv.block_size = tc->block_size;
         kv.blocks_per_seq = bps;
-        cache_floats = (long)nblocks * H * tc->block_size * hd;
+        cache_floats = (long)nblocks * KV * tc->block_size * hd;
     } else {
-        cache_floats = (long)tc->cache_seqs * H * tc->max_ctx * hd;
+        cache_floats = (long)tc->cache_seqs * KV * tc->max_ctx * hd;
     }
     kv.k = be.ops->alloc(be.ctx, sizeof(float) * (size_t)cache_floats);
     kv.v = be.ops->alloc(be.ctx, sizeof(float) * (size_t)cache_floats);
@@ -320,11 +449,11 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
     int pos0 = 0;
     for (int c = 0; c < tc->nchunks; c++) {
         int n = tc->lens[c];
-        float *in = zeros((long)B * n * 3 * C), *out = zeros((long)B * n * C);
+        float *in = zeros((long)B * n * row), *out = zeros((long)B * n * C);
         for (int b = 0; b < B; b++)
-            memcpy(in + (long)b * n * 3 * C, qkv + ((long)b * T + pos0) * 3 * C,
-                   sizeof(float) * (size_t)(n * 3 * C));
-        be.ops->attention(be.ctx, out, in, kv, tc->seq0, B, n, pos0);
+            memcpy(in + (long)b * n * row, qkv + ((long)b * T + pos0) * row,
+                   sizeof(float) * (size_t)(n * row));
+        be.ops->attention(be.ctx, out, in, kv, tc->rope, tc->seq0, B, n, pos0);
         for (int b = 0; b < B; b++)
             memcpy(all + ((long)b * T + pos0) * C, out + (long)b * n * C,
                    sizeof(float) * (size_t)(n * C));
@@ -333,30 +462,42 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
     }
     assert_int_equal(pos0, T);
 
-    // The cache holds exactly the keys and values fed in, where the layout says.
+    // The cache holds exactly the keys and values fed in, where the layout says, kv heads
+    // only; with RoPE the keys turned to their absolute position (to float rounding).
+    float *want_k = zeros(hd);
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
+        for (int g = 0; g < KV; g++)
             for (int p = 0; p < T; p += 3) {
                 int s = tc->seq0 + b;
                 long at =
                     tc->block_size
-                        ? (((long)table[(long)s * kv.blocks_per_seq + p / tc->block_size] * H + h) *
-                               tc->block_size +
+                        ? (((long)table[(long)s * kv.blocks_per_seq + p / tc->block_size] * KV +
+                            g) * tc->block_size +
                            p % tc->block_size) *
                               hd
-                        : (((long)s * H + h) * tc->max_ctx + p) * hd;
-                const float *row = qkv + ((long)b * T + p) * 3 * C;
-                assert_memory_equal(kv.k + at, row + C + (long)h * hd, sizeof(float) * (size_t)hd);
-                assert_memory_equal(kv.v + at, row + 2 * C + (long)h * hd,
+                        : (((long)s * KV + g) * tc->max_ctx + p) * hd;
+                const float *r = qkv + ((long)b * T + p) * row;
+                if (tc->rope) {
+                    ref_rope_apply(want_k, r + C + (long)g * hd, hd, p, tc->rope);
+                    expect_close(kv.k + at, want_k, hd, 1e-6, "rotated key in the cache");
+                } else {
+                    assert_memory_equal(kv.k + at, r + C + (long)g * hd,
+                                        sizeof(float) * (size_t)hd);
+                }
+                assert_memory_equal(kv.v + at, r + C + KC + (long)g * hd,
                                     sizeof(float) * (size_t)hd);
             }
+    free(want_k);
 
     if (check_ref) {
         float *want = zeros((long)B * T * C);
-        ref_attention(want, qkv, B, T, H, hd);
+        if (KV == H && !tc->rope)
+            ref_attention(want, qkv, B, T, H, hd);
+        else
+            ref_attention_gqa(want, qkv, B, T, H, KV, hd, tc->rope);
         char msg[160];
-        snprintf(msg, sizeof msg, "attention H %d hd %d B %d T %d block %d chunks %d", H, hd, B, T,
-                 tc->block_size, tc->nchunks);
+        snprintf(msg, sizeof msg, "attention H %d KV %d hd %d B %d T %d block %d chunks %d rope %d",
+                 H, KV, hd, B, T, tc->block_size, tc->nchunks, tc->rope != NULL);
         expect_close(all, want, (long)B * T * C, FP32_TOL, msg);
         free(want);
     }
@@ -366,22 +507,27 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
     return all;
 }
 
+static int case_total(const attn_case *tc) {
+    int sum = 0;
+    for (int c = 0; c < tc->nchunks; c++) sum += tc->lens[c];
+    return sum;
+}
+
 static const attn_case attn_cases[] = {
     // heads, hd, batch, T, seq0, cache_seqs, max_ctx, block, nchunks, lens
-    {1, 16, 1, 1, 0, 1, 4, 0, 1, {1}},            // single token, decode path only
-    {2, 16, 1, 9, 0, 1, 16, 0, 1, {9}},           // prefill only
-    {3, 16, 2, 12, 1, 4, 20, 0, 4, {7, 1, 1, 3}}, // prefill, decode, chunked prefill at pos0>0
-    {2, 64, 2, 21, 0, 2, 32, 0, 3, {5, 8, 1}},    // T < max_ctx with chunks
-    {1, 64, 1, 30, 0, 1, 33, 0, 8, {1, 1, 13, 1, 1, 11, 1, 1}},
+    {1, 16, 1, 1, 0, 1, 4, 0, 1, {1}, 0, NULL},  // single token, decode path only
+    {2, 16, 1, 9, 0, 1, 16, 0, 1, {9}, 0, NULL}, // prefill only
+    // prefill, decode, chunked prefill at pos0 > 0
+    {3, 16, 2, 12, 1, 4, 20, 0, 4, {7, 1, 1, 3}, 0, NULL},
+    {2, 64, 2, 21, 0, 2, 32, 0, 3, {5, 8, 1}, 0, NULL}, // T < max_ctx with chunks
+    {1, 64, 1, 30, 0, 1, 33, 0, 8, {1, 1, 13, 1, 1, 11, 1, 1}, 0, NULL},
 };
 
 static void test_attention_contiguous(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++) {
         attn_case tc = attn_cases[i];
-        int sum = 0;
-        for (int c = 0; c < tc.nchunks; c++) sum += tc.lens[c];
-        tc.T = sum;
+        tc.T = case_total(&tc);
         free(run_attention_case(&tc, 1200 + i, 1));
     }
 }
@@ -392,9 +538,7 @@ static void test_attention_paged(void **state) {
     for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++)
         for (size_t k = 0; k < sizeof block_sizes / sizeof block_sizes[0]; k++) {
             attn_case tc = attn_cases[i];
-            int sum = 0;
-            for (int c = 0; c < tc.nchunks; c++) sum += tc.lens[c];
-            tc.T = sum;
+            tc.T = case_total(&tc);
             float *contiguous = run_attention_case(&tc, 1300 + i, 0);
             tc.block_size = block_sizes[k];
             float *paged = run_attention_case(&tc, 1300 + i, 1);
@@ -404,34 +548,101 @@ static void test_attention_paged(void **state) {
         }
 }
 
+/* The GQA twin with kv_heads == heads and no rope is the multi-head twin: the two agree. */
+static void test_ref_attention_gqa_mha(void **state) {
+    (void)state;
+    const int B = 2, T = 7, H = 3, hd = 8;
+    uint64_t rng = 1250;
+    float *qkv = rand_floats((long)B * T * 3 * H * hd, &rng, -1, 1);
+    float *a = zeros((long)B * T * H * hd), *b = zeros((long)B * T * H * hd);
+    ref_attention(a, qkv, B, T, H, hd);
+    ref_attention_gqa(b, qkv, B, T, H, H, hd, NULL);
+    expect_close(b, a, (long)B * T * H * hd, 1e-7, "gqa twin vs mha twin");
+    free(qkv), free(a), free(b);
+}
+
+/* Grouped-query attention, kv_heads 1, 2 and heads, with and without RoPE (plain and Llama 3.1
+ * scaled tables), through prefill, decode and chunked prefill at pos0 > 0, contiguous and
+ * paged (the paged result also equal to the contiguous one). */
+static void test_attention_gqa(void **state) {
+    (void)state;
+    const int H = 4, hd = 32;
+    float plain[16], scaled[16];
+    rope_inv_freq_fill(plain, hd, 10000.0, NULL);
+    // a small original context so the scaled table has all three bands within hd / 2 = 16
+    const rope_llama3 l3 = {.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                            .original_max_position_embeddings = 64};
+    rope_inv_freq_fill(scaled, hd, 10000.0, &l3);
+    const float *ropes[] = {NULL, plain, scaled};
+    const int kv_heads[] = {1, 2, H};
+    const attn_case shapes[] = {
+        // heads, hd, batch, T, seq0, cache_seqs, max_ctx, block, nchunks, lens
+        {H, hd, 2, 0, 1, 3, 24, 0, 5, {9, 1, 1, 4, 1}, 0, NULL},
+        {H, hd, 1, 0, 0, 1, 80, 0, 4, {40, 1, 30, 1}, 0, NULL}, // positions past the original 64
+    };
+    const int block_sizes[] = {0, 4, 5};
+    uint64_t seed = 1260;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t k = 0; k < sizeof kv_heads / sizeof kv_heads[0]; k++)
+            for (size_t r = 0; r < sizeof ropes / sizeof ropes[0]; r++) {
+                attn_case tc = shapes[s];
+                tc.T = case_total(&tc);
+                tc.kv_heads = kv_heads[k];
+                tc.rope = ropes[r];
+                float *contiguous = NULL;
+                for (size_t b = 0; b < sizeof block_sizes / sizeof block_sizes[0]; b++) {
+                    tc.block_size = block_sizes[b];
+                    float *got = run_attention_case(&tc, seed, 1);
+                    if (!contiguous) {
+                        contiguous = got;
+                        continue;
+                    }
+                    long n = (long)tc.batch * tc.T * tc.heads * tc.head_dim;
+                    expect_close(got, contiguous, n, 1e-6, "paged vs contiguous GQA attention");
+                    free(got);
+                }
+                free(contiguous);
+                seed++;
+            }
+}
+
 /* After a first prefill + decode step has sized the scratch, further decode steps and
- * matmuls of the same widths allocate nothing. */
+ * matmuls of the same widths allocate nothing: for multi-head attention, and for GQA with
+ * RoPE (its cos/sin and rotated-query scratch included). */
 static void test_steady_state_no_alloc(void **state) {
     (void)state;
-    const int H = 2, hd = 16, C = H * hd, max_ctx = 64, prompt = 5, in_dim = 40, out_dim = 24;
+    const int H = 2, hd = 16, max_ctx = 64, prompt = 5, in_dim = 40, out_dim = 24;
     uint64_t rng = 1400;
-    kv_view kv = {.max_ctx = max_ctx, .heads = H, .head_dim = hd};
-    kv.k = be.ops->alloc(be.ctx, sizeof(float) * (size_t)(H * max_ctx * hd));
-    kv.v = be.ops->alloc(be.ctx, sizeof(float) * (size_t)(H * max_ctx * hd));
-    float *qkv = rand_floats((long)prompt * 3 * C, &rng, -1, 1), *out = zeros((long)prompt * C);
+    float inv_freq[8];
+    rope_inv_freq_fill(inv_freq, hd, 10000.0, NULL);
     float *w = rand_floats((long)out_dim * in_dim, &rng, -1, 1), *scale = zeros(out_dim);
     int8_t q[24 * 40];
     quant_rows_int8(q, scale, w, out_dim, in_dim, NULL);
     weight_view wv = {.type = DTYPE_INT8, .data = q, .scale = scale};
     float *x = rand_floats((long)prompt * in_dim, &rng, -1, 1), *y = zeros((long)prompt * out_dim);
-
-    be.ops->matmul(be.ctx, y, x, wv, NULL, prompt, in_dim, out_dim);
-    be.ops->attention(be.ctx, out, qkv, kv, 0, 1, prompt, 0);
-    be.ops->attention(be.ctx, out, qkv, kv, 0, 1, 1, prompt);
-    long grown = backend_cpu_grow_count(&be);
-    for (int pos = prompt + 1; pos < max_ctx; pos++) {
-        be.ops->matmul(be.ctx, y, x, wv, NULL, 1, in_dim, out_dim);
-        be.ops->attention(be.ctx, out, qkv, kv, 0, 1, 1, pos);
+    for (int gqa = 0; gqa < 2; gqa++) {
+        const int KV = gqa ? 1 : H;
+        const float *rope = gqa ? inv_freq : NULL;
+        const long row = (long)(H + 2 * KV) * hd;
+        kv_view kv = {.max_ctx = max_ctx, .heads = H, .kv_heads = KV, .head_dim = hd};
+        kv.k = be.ops->alloc(be.ctx, sizeof(float) * (size_t)(KV * max_ctx * hd));
+        kv.v = be.ops->alloc(be.ctx, sizeof(float) * (size_t)(KV * max_ctx * hd));
+        float *qkv = rand_floats((long)prompt * row, &rng, -1, 1);
+        float *out = zeros((long)prompt * H * hd);
+        be.ops->matmul(be.ctx, y, x, wv, NULL, prompt, in_dim, out_dim);
+        be.ops->attention(be.ctx, out, qkv, kv, rope, 0, 1, prompt, 0);
+        be.ops->attention(be.ctx, out, qkv, kv, rope, 0, 1, 1, prompt);
+        long grown = backend_cpu_grow_count(&be);
+        for (int pos = prompt + 1; pos < max_ctx; pos++) {
+            be.ops->matmul(be.ctx, y, x, wv, NULL, 1, in_dim, out_dim);
+            be.ops->attention(be.ctx, out, qkv, kv, rope, 0, 1, 1, pos);
+        }
+        assert_int_equal(backend_cpu_grow_count(&be), grown);
+        be.ops->release(be.ctx, kv.k);
+        be.ops->release(be.ctx, kv.v);
+        free(qkv), free(out);
     }
-    assert_int_equal(backend_cpu_grow_count(&be), grown);
-    be.ops->release(be.ctx, kv.k);
-    be.ops->release(be.ctx, kv.v);
-    free(qkv), free(out), free(w), free(scale), free(x), free(y);
+    free(w), free(scale), free(x), free(y);
 }
 
 static void test_memory_and_marks(void **state) {
@@ -467,6 +678,10 @@ int main(void) {
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_residual_layernorm),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_residual_rmsnorm),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rope_inv_freq),
         cmocka_unit_test(test_matmul_f32),
         cmocka_unit_test(test_matmul_lowp),
         cmocka_unit_test(test_bias_gelu),
@@ -474,6 +689,8 @@ int main(void) {
         cmocka_unit_test(test_argmax_nan),
         cmocka_unit_test(test_attention_contiguous),
         cmocka_unit_test(test_attention_paged),
+        cmocka_unit_test(test_ref_attention_gqa_mha),
+        cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_steady_state_no_alloc),
         cmocka_unit_test(test_memory_and_marks),
     };
