@@ -24,7 +24,10 @@ int path_check_input(const char *path, char *why, size_t why_size) {
         return -1;
     }
     if (stat(path, &st) != 0) {
-        snprintf(why, why_size, "cannot be read: %s", strerror(errno));
+        if (errno == ENOENT)
+            snprintf(why, why_size, "does not exist");
+        else
+            snprintf(why, why_size, "cannot be read: %s", strerror(errno));
         return -1;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -97,6 +100,23 @@ int path_same_file(const char *a, const char *b) {
     if (a == NULL || b == NULL || a[0] == '\0' || b[0] == '\0') return 0;
     if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int path_same_target(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (a == NULL || b == NULL || a[0] == '\0' || b[0] == '\0') return 0;
+    int a_exists = stat(a, &sa) == 0, b_exists = stat(b, &sb) == 0;
+    if (a_exists || b_exists)
+        return a_exists && b_exists && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    /* neither exists yet: the same name in the same directory */
+    const char *name_a = strrchr(a, '/'), *name_b = strrchr(b, '/');
+    name_a = name_a ? name_a + 1 : a;
+    name_b = name_b ? name_b + 1 : b;
+    if (strcmp(name_a, name_b) != 0) return 0;
+    char dir_a[PATH_MAX], dir_b[PATH_MAX];
+    directory_of(a, dir_a, sizeof dir_a);
+    directory_of(b, dir_b, sizeof dir_b);
+    return path_same_file(dir_a, dir_b);
 }
 
 int path_is_any_of(const char *output, const char *const *inputs, int n_inputs, int *which) {

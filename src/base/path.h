@@ -21,6 +21,11 @@ int path_check_output(const char *path, char *why, size_t why_size);
 /* 1 when both paths exist and name the same file (same device and inode), else 0. */
 int path_same_file(const char *a, const char *b);
 
+/* 1 when a and b are, or once written will be, the same file: the same device and inode when
+ * both exist, the same name in the same directory (compared by inode) when neither does, and 0
+ * when only one exists. For two outputs, which may not exist yet. */
+int path_same_target(const char *a, const char *b);
+
 /* 1 when output names one of inputs[0..n_inputs) (NULL and "" entries are skipped); then
  * *which is the index of that input. */
 int path_is_any_of(const char *output, const char *const *inputs, int n_inputs, int *which);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/path.h"
 #include "io/h5util.h"
 #include "job/job.h"
 #include "parallel/mesh.h"
@@ -27,6 +28,9 @@ typedef struct {
     int dp, tp, pp;
     char order[16];
     const char *job_path, *out;
+    /* what the job file names (model.checkpoint, input.tokens_file, input.text_file; "" when
+     * unused): inputs --out may not replace */
+    char job_inputs[3][JOB_PATH_MAX];
     int plant_error;
 } cb_args;
 
@@ -331,11 +335,37 @@ static int cb_mesh_resolve(cb_args *a, int world) {
         if (job_load(&j, a->job_path, NULL, 0) != STATUS_OK) return -1;
         a->dp = j.dp, a->tp = j.tp, a->pp = j.pp;
         snprintf(a->order, sizeof a->order, "%s", j.order);
+        snprintf(a->job_inputs[0], JOB_PATH_MAX, "%s", j.checkpoint);
+        snprintf(a->job_inputs[1], JOB_PATH_MAX, "%s", j.tokens_file);
+        snprintf(a->job_inputs[2], JOB_PATH_MAX, "%s", j.text_file);
         job_free(&j);
     }
     if (!a->dp && !a->tp && !a->pp) a->tp = world;
     a->dp = a->dp ? a->dp : 1, a->tp = a->tp ? a->tp : 1, a->pp = a->pp ? a->pp : 1;
     return mesh_validate(world, a->dp, a->tp, a->pp, a->order) != 0 ? -1 : 0;
+}
+
+/* --out is checked before anything is measured (docs/cli.md): a regular file in an existing
+ * directory that is none of the inputs. Rank 0 decides for every rank. 0, or -1 with
+ * error_message() set on rank 0. */
+static int cb_out_check(const cb_args *a, int rank) {
+    int bad = 0;
+    if (rank == 0 && a->out) {
+        char why[PATH_WHY_MAX];
+        const char *inputs[4] = {a->job_path, a->job_inputs[0], a->job_inputs[1], a->job_inputs[2]};
+        int which = -1;
+        if (path_check_output(a->out, why, sizeof why) != 0) {
+            error_set("--out '%s' %s", a->out, why);
+            bad = 1;
+        } else if (path_is_any_of(a->out, inputs, 4, &which)) {
+            error_set("--out '%s' is the same file as '%s', an input of the job; an output may "
+                      "not replace an input, so give it another path",
+                      a->out, inputs[which]);
+            bad = 1;
+        }
+    }
+    MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return bad ? -1 : 0;
 }
 
 /* What a run holds: the mesh and its axes' communicators, buffers for the largest operation
@@ -480,6 +510,7 @@ int commbench_main(int argc, char **argv) {
     int rc = cb_parse_args(&a, argc, argv);
     if (rc > 0) return TRIPAR_EXIT_OK;
     if (rc == 0) rc = cb_mesh_resolve(&a, world);
+    if (rc == 0) rc = cb_out_check(&a, rank);
     if (rc < 0) {
         if (rank == 0) fprintf(stderr, "tripar: error: %s\n", error_message());
         return TRIPAR_EXIT_USAGE;

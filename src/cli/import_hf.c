@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/check.h"
+#include "base/path.h"
 #include "cli/cli.h"
 #include "io/checkpoint.h"
 #include "io/h5util.h"
@@ -93,10 +94,18 @@ static int config_int(json_t *root, const char *path, const char *key, const cha
 static int config_load(const char *dir, model_config *cfg) {
     char path[JOB_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    char why[PATH_WHY_MAX];
+    if (path_check_input(path, why, sizeof why) != 0) {
+        error_set("%s %s", path, why);
+        return STATUS_BAD_INPUT;
+    }
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        error_set("%s:%d: cannot read config.json: %s", path, jerr.line, jerr.text);
+    if (!root) { /* jansson's line is -1 when the error has no place in the text */
+        if (jerr.line > 0)
+            error_set("%s:%d: cannot read config.json: %s", path, jerr.line, jerr.text);
+        else
+            error_set("%s: cannot read config.json: %s", path, jerr.text);
         return STATUS_BAD_INPUT;
     }
     int rc = STATUS_BAD_INPUT;
@@ -146,6 +155,11 @@ done:
 
 static int shard_open(shard *s, const char *path) {
     snprintf(s->path, sizeof s->path, "%s", path);
+    char why[PATH_WHY_MAX];
+    if (path_check_input(path, why, sizeof why) != 0) { /* a FIFO would block open() */
+        error_set("%s %s", path, why);
+        return STATUS_BAD_INPUT;
+    }
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
         error_set("%s: cannot open: %s", path, strerror(errno));
@@ -491,6 +505,34 @@ static int hf_import_plan(hf_import *im) {
     return rc;
 }
 
+/* The checkpoint may replace no file the import reads, compared by inode so that a link or
+ * DIR/./model.safetensors is caught too: creating it would truncate a mapped shard. Made after
+ * the plan (which knows the shards) and before the first byte is written. */
+static int hf_out_check(const hf_import *im) {
+    char why[PATH_WHY_MAX];
+    if (path_check_output(im->out, why, sizeof why) != 0) {
+        error_set("--out '%s' %s", im->out, why);
+        return STATUS_BAD_INPUT;
+    }
+    static const char *const side_files[] = {"config.json", "model.safetensors.index.json",
+                                             "vocab.json", "merges.txt"};
+    const int n_side = (int)(sizeof side_files / sizeof side_files[0]);
+    char input[JOB_PATH_MAX + 64];
+    for (int i = 0; i < n_side + im->hf->n_shards; i++) {
+        if (i < n_side)
+            snprintf(input, sizeof input, "%s/%s", im->dir, side_files[i]);
+        else
+            snprintf(input, sizeof input, "%s", im->hf->shards[i - n_side].path);
+        if (path_same_file(im->out, input)) {
+            error_set("--out '%s' is the same file as the input '%s'; an output may not replace "
+                      "an input, so give it another path",
+                      im->out, input);
+            return STATUS_BAD_INPUT;
+        }
+    }
+    return STATUS_OK;
+}
+
 static int hf_checkpoint_create(const char *out, hid_t *file) {
     H5E_BEGIN_TRY { *file = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
     H5E_END_TRY;
@@ -555,6 +597,7 @@ int import_hf_main(int argc, char **argv) {
     im.hf = xcalloc(1, sizeof *im.hf);
     hid_t file = -1;
     rc = hf_import_plan(&im);
+    if (rc == STATUS_OK) rc = hf_out_check(&im);
     if (rc == STATUS_OK) rc = hf_checkpoint_create(im.out, &file);
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &im.cfg);

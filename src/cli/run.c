@@ -72,9 +72,10 @@ static int parse_args(run_args *a, int argc, char **argv) {
     return 0;
 }
 
-/* Resolves the job of one sweep point, checks the mesh against the world and names the run
- * file. Returns an exit code (the reason printed once). */
-static int run_plan(run_context *rc, const run_args *a, long point) {
+/* Resolves the job of one sweep point, checks the mesh against the world, names the run file
+ * and checks the point's files (run_files_check), so a bad output path costs no model set-up.
+ * Fills files when given. Returns an exit code (the reason printed once). */
+static int run_plan(run_context *rc, const run_args *a, long point, run_files *files) {
     if (run_job_resolve(a, point, &rc->j, &rc->tok) != STATUS_OK) return run_user_error();
     model_config_from_job(&rc->cfg, &rc->j);
     if (a->dry_run) return TRIPAR_EXIT_OK; /* plans any mesh, whatever the world size */
@@ -92,19 +93,27 @@ static int run_plan(run_context *rc, const run_args *a, long point) {
         error_set("run file name of sweep point %ld is too long", point);
         return run_user_error();
     }
-    return TRIPAR_EXIT_OK;
+    run_files own;
+    if (!files) files = &own;
+    memset(files, 0, sizeof *files);
+    snprintf(files->out, sizeof files->out, "%s", rc->out_path);
+    snprintf(files->inputs[RUN_INPUT_JOB], JOB_PATH_MAX, "%s", a->job_path);
+    snprintf(files->inputs[RUN_INPUT_CHECKPOINT], JOB_PATH_MAX, "%s", j->checkpoint);
+    snprintf(files->inputs[RUN_INPUT_TOKENS], JOB_PATH_MAX, "%s", j->tokens_file);
+    snprintf(files->inputs[RUN_INPUT_TEXT], JOB_PATH_MAX, "%s", j->text_file);
+    return run_files_check(a, files, 1);
 }
 
 /* One run: the job with the --set overrides and then those of sweep point `point`, written to
  * that point's run file. process_start is when this run began (the process start for the
  * first run), for the cold-start time. With check_only it stops once the job and mesh are
- * known to be valid, so a sweep reports a bad point before computing any. MPI stays
- * initialised. */
+ * known to be valid, so a sweep reports a bad point before computing any (and fills files
+ * when given). MPI stays initialised. */
 static int run_one(const run_args *a, long point, double process_start, int check_only,
-                   run_point *result) {
+                   run_point *result, run_files *files) {
     run_context rc;
     memset(&rc, 0, sizeof rc);
-    int code = run_plan(&rc, a, point);
+    int code = run_plan(&rc, a, point, files);
     if (code == TRIPAR_EXIT_OK && a->dry_run && tripar_world_rank() == 0) {
         job_dump(&rc.j, stdout);
         run_print_memory_plan(&rc.j, &rc.cfg);
@@ -170,15 +179,19 @@ int run_main(int argc, char **argv, double process_start) {
     }
     long points = sweep_points(&args.sweep);
     if (args.sweep.n_axes == 0) {
-        rc = run_one(&args, 0, process_start, 0, NULL);
+        rc = run_one(&args, 0, process_start, 0, NULL, NULL);
         sweep_free(&args.sweep);
         return rc;
     }
     /* every point is checked before any computes, so a bad value costs no compute */
     run_point *results = xcalloc((size_t)points, sizeof(run_point));
+    run_files *files = xcalloc((size_t)points, sizeof(run_files));
     for (long p = 0; p < points && !args.dry_run && rc == TRIPAR_EXIT_OK; p++)
-        rc = run_one(&args, p, process_start, 1, &results[p]);
+        rc = run_one(&args, p, process_start, 1, &results[p], &files[p]);
     if (rc == TRIPAR_EXIT_OK && !args.dry_run) rc = sweep_check_paths(&args.sweep, results, points);
+    /* one point's run file must not be another point's input either */
+    if (rc == TRIPAR_EXIT_OK && !args.dry_run) rc = run_files_check(&args, files, points);
+    free(files);
     if (rc != TRIPAR_EXIT_OK) {
         free(results);
         sweep_free(&args.sweep);
@@ -193,7 +206,7 @@ int run_main(int argc, char **argv, double process_start) {
         fflush(stdout);
         /* later points start with MPI and the process warm: their cold start counts from the
          * point's own start (weights included) */
-        rc = run_one(&args, p, p == 0 ? process_start : timer_host_seconds(), 0, &results[p]);
+        rc = run_one(&args, p, p == 0 ? process_start : timer_host_seconds(), 0, &results[p], NULL);
         if (rc != TRIPAR_EXIT_OK) break;
     }
     if (world_rank == 0 && !args.dry_run && done > 0) {

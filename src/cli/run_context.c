@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/check.h"
+#include "base/path.h"
 #include "io/checkpoint.h"
 #include "io/prompt.h"
 #include "parallel/comm_setup.h"
@@ -38,6 +39,17 @@ static int mesh_fits_model(const job *j) {
     return 0;
 }
 
+/* A checkpoint that is not a regular file is refused before anything opens it: a FIFO with no
+ * writer would block every rank in open(). Every rank checks the same path on the shared file
+ * system, as every rank reads the checkpoint's shape next. */
+static int checkpoint_is_regular(const job *j) {
+    char why[PATH_WHY_MAX], where[256];
+    if (path_check_input(j->checkpoint, why, sizeof why) == 0) return 1;
+    error_set("%s: model.checkpoint '%s' %s",
+              job_key_origin(j, "model.checkpoint", where, sizeof where), j->checkpoint, why);
+    return 0;
+}
+
 /* The checkpoint's shape replaces the job's model keys, and the resolved job records it. */
 static int adopt_checkpoint_shape(job *j) {
     model_config ck;
@@ -62,7 +74,8 @@ int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
     *tok = NULL;
     job *j = out;
     if (job_load(j, a->job_path, overrides, n_overrides) != STATUS_OK) return STATUS_BAD_INPUT;
-    int ok = !j->checkpoint[0] || adopt_checkpoint_shape(j) == STATUS_OK;
+    int ok =
+        !j->checkpoint[0] || (checkpoint_is_regular(j) && adopt_checkpoint_shape(j) == STATUS_OK);
     if (ok && j->synthetic_input) job_fill_synthetic_tokens(j, j->vocab);
     ok = ok && prompt_tokenize(j, tok) == STATUS_OK;
     ok = ok && job_validate_model(j) == STATUS_OK && mesh_fits_model(j) == 0;
@@ -71,6 +84,78 @@ int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
     *tok = NULL;
     job_free(j);
     return STATUS_BAD_INPUT;
+}
+
+/* What an output or input is called in messages: "--out", "record.out (sweep point 2)". */
+static void file_label(char *buf, size_t len, const char *name, long point, long n) {
+    if (n > 1)
+        snprintf(buf, len, "%s (sweep point %ld)", name, point + 1);
+    else
+        snprintf(buf, len, "%s", name);
+}
+
+/* Rank 0's half of run_files_check: 0, or -1 with error_message() set. */
+static int run_files_refuse(const run_args *a, const run_files *runs, long n) {
+    static const char *const input_names[RUN_INPUTS] = {
+        [RUN_INPUT_JOB] = "the job file",
+        [RUN_INPUT_CHECKPOINT] = "model.checkpoint",
+        [RUN_INPUT_TOKENS] = "input.tokens_file",
+        [RUN_INPUT_TEXT] = "input.text_file",
+    };
+    const char *out_name = a->out ? "--out" : "record.out";
+    char why[PATH_WHY_MAX], out_label[96], in_label[96];
+    for (long p = 0; p < n; p++) {
+        file_label(out_label, sizeof out_label, out_name, p, n);
+        if (path_check_output(runs[p].out, why, sizeof why) != 0) {
+            error_set("%s '%s' %s", out_label, runs[p].out, why);
+            return -1;
+        }
+    }
+    const char *ckpt = a->save_checkpoint;
+    if (ckpt && path_check_output(ckpt, why, sizeof why) != 0) {
+        error_set("--save-checkpoint '%s' %s", ckpt, why);
+        return -1;
+    }
+    for (long p = 0; p < n && ckpt; p++) {
+        if (path_same_target(ckpt, runs[p].out)) {
+            file_label(out_label, sizeof out_label, out_name, p, n);
+            error_set("--save-checkpoint '%s' and %s '%s' are the same file; give the checkpoint "
+                      "and the run file different paths",
+                      ckpt, out_label, runs[p].out);
+            return -1;
+        }
+    }
+    /* every output against every input of every point: a later point must not read what an
+     * earlier one wrote over */
+    for (long p = 0; p < n; p++) {
+        for (long q = 0; q < n; q++) {
+            int which = -1;
+            const char *inputs[RUN_INPUTS];
+            for (int i = 0; i < RUN_INPUTS; i++)
+                inputs[i] = runs[q].inputs[i];
+            const char *hit = NULL;
+            if (path_is_any_of(runs[p].out, inputs, RUN_INPUTS, &which)) {
+                hit = runs[p].out;
+                file_label(out_label, sizeof out_label, out_name, p, n);
+            } else if (ckpt && path_is_any_of(ckpt, inputs, RUN_INPUTS, &which)) {
+                hit = ckpt;
+                snprintf(out_label, sizeof out_label, "--save-checkpoint");
+            }
+            if (!hit) continue;
+            file_label(in_label, sizeof in_label, input_names[which], q, n);
+            error_set("%s '%s' is the same file as %s '%s'; an output may not replace an input, "
+                      "so give it another path",
+                      out_label, hit, in_label, runs[q].inputs[which]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int run_files_check(const run_args *a, const run_files *runs, long n) {
+    int bad = tripar_world_rank() == 0 ? run_files_refuse(a, runs, n) != 0 : 0;
+    MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    return bad ? run_user_error() : TRIPAR_EXIT_OK;
 }
 
 void engine_config_from_job(engine_config *cfg, const job *j) {

@@ -26,6 +26,13 @@ typedef struct {
     sweep sweep;
 } run_args;
 
+/* The files one run reads and writes, for the checks made before any compute (docs/cli.md). */
+enum { RUN_INPUT_JOB, RUN_INPUT_CHECKPOINT, RUN_INPUT_TOKENS, RUN_INPUT_TEXT, RUN_INPUTS };
+typedef struct {
+    char out[JOB_PATH_MAX + 512];          /* the run file */
+    char inputs[RUN_INPUTS][JOB_PATH_MAX]; /* by RUN_INPUT_*; "" when unused */
+} run_files;
+
 /* Every rank finds the same user error, so rank 0 alone prints error_message() and every rank
  * returns TRIPAR_EXIT_USAGE. */
 int run_user_error(void);
@@ -35,6 +42,14 @@ int run_user_error(void);
  * given as text) and the mesh against the model. Returns STATUS_OK, or STATUS_BAD_INPUT with
  * error_message() set (same on every rank); *tok is the checkpoint's tokenizer or NULL. */
 int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok);
+
+/* Checks the files of n runs (the points of a sweep, or one run) together, before any compute:
+ * every run file and --save-checkpoint can be written as a regular file in an existing
+ * directory (not a directory, device node or FIFO), none is an input of any run (the same file
+ * by device and inode, however it is named) and --save-checkpoint is no run file. Rank 0 checks
+ * and broadcasts its verdict, so every rank returns the same code: TRIPAR_EXIT_OK, or
+ * TRIPAR_EXIT_USAGE after rank 0 printed why once. Collective. */
+int run_files_check(const run_args *a, const run_files *runs, long n);
 
 /* The engine's configuration from a job: the batch, the schedule, sampling and what to
  * capture. Comms and the model are filled in by the caller (engine_config_use_mesh). */

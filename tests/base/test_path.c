@@ -41,6 +41,7 @@ static void test_inputs(void **state) {
     assert_non_null(strstr(why, "character device"));
     in_scratch(file, sizeof file, "missing");
     assert_int_equal(path_check_input(file, why, sizeof why), -1);
+    assert_string_equal(why, "does not exist");
     assert_int_equal(path_check_input("", why, sizeof why), -1);
 }
 
@@ -85,12 +86,36 @@ static void test_same_file(void **state) {
     assert_false(path_is_any_of(b, inputs, 1, &which));
 }
 
+/* Two outputs compared before either is written: by name in the same directory (by inode). */
+static void test_same_target(void **state) {
+    (void)state;
+    char a[512], a_dotted[600], b[512], sub[512], sub_a[600], link_dir[512], via_link[600];
+    in_scratch(a, sizeof a, "out.h5");
+    in_scratch(b, sizeof b, "other.h5");
+    in_scratch(sub, sizeof sub, "sub");
+    in_scratch(link_dir, sizeof link_dir, "sub-link");
+    snprintf(a_dotted, sizeof a_dotted, "%s/./out.h5", scratch);
+    snprintf(sub_a, sizeof sub_a, "%s/out.h5", sub);
+    snprintf(via_link, sizeof via_link, "%s/out.h5", link_dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(symlink(sub, link_dir), 0);
+    assert_true(path_same_target(a, a_dotted)); /* neither exists yet */
+    assert_true(path_same_target(sub_a, via_link));
+    assert_false(path_same_target(a, b));
+    assert_false(path_same_target(a, sub_a));
+    assert_false(path_same_target(a, ""));
+    touch(a);
+    assert_true(path_same_target(a, a_dotted)); /* both exist: by inode */
+    assert_false(path_same_target(a, sub_a));   /* only one exists */
+}
+
 int main(void) {
     if (mkdtemp(scratch) == NULL) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_outputs),
         cmocka_unit_test(test_same_file),
+        cmocka_unit_test(test_same_target),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cleanup[600];

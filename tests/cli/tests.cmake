@@ -36,3 +36,23 @@ add_test(NAME cli_dry_run_is_yaml COMMAND sh -c
          "$<TARGET_FILE:tripar> run ${PROJECT_SOURCE_DIR}/jobs/demo.yaml --dry-run | /usr/bin/python3 -c \"import sys, yaml; d = yaml.safe_load(sys.stdin); assert d['parallel']['tp'] == 2 and len(d['memory_per_rank']) == 4, d\"")
 set_tests_properties(cli_dry_run_is_yaml PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
                      TIMEOUT 60)
+
+# Output-path safety (tests/cli/output_paths.sh): an output that is an input, a device node, a
+# FIFO, a directory, '' or in a missing directory is refused with exit 2 before any compute, on
+# two ranks, leaving every input byte-identical and no .partial. The import-hf cases read the
+# fixtures of tests/io (fixture ckpt_hf). Exit 77 (not root for the device nodes) is a skip.
+set(CLI_PATHS_WORK ${CMAKE_CURRENT_BINARY_DIR}/cli_paths)
+foreach(case import_onto_safetensors import_onto_shard import_missing_config)
+  add_test(NAME cli_paths_${case} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/output_paths.sh ${case}
+           ${CLI_PATHS_WORK} ${CMAKE_CURRENT_BINARY_DIR}/ckpt_fixtures)
+  set_tests_properties(cli_paths_${case} PROPERTIES LABELS "unit;cli" FIXTURES_REQUIRED ckpt_hf
+                       ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 120)
+endforeach()
+foreach(case run_out_is_job run_out_is_checkpoint run_out_is_tokens run_save_checkpoint_is_out
+             run_out_device run_out_not_a_file run_checkpoint_fifo run_sweep_save_is_input
+             commbench_out)
+  add_test(NAME cli_paths_${case} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/output_paths.sh ${case}
+           ${CLI_PATHS_WORK})
+  set_tests_properties(cli_paths_${case} PROPERTIES LABELS "mpi;cli" SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+endforeach()
