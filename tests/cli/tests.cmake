@@ -36,3 +36,6 @@ add_test(NAME cli_dry_run_is_yaml COMMAND sh -c
          "$<TARGET_FILE:tripar> run ${PROJECT_SOURCE_DIR}/jobs/demo.yaml --dry-run | /usr/bin/python3 -c \"import sys, yaml; d = yaml.safe_load(sys.stdin); assert d['parallel']['tp'] == 2 and len(d['memory_per_rank']) == 4, d\"")
 set_tests_properties(cli_dry_run_is_yaml PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
                      TIMEOUT 60)
+
+# The run-file tools and the checkpoint reader on refused and h5py-edited files (tools.cmake).
+include(${TRIPAR_AREA_DIR}/tools.cmake)
