@@ -1,6 +1,7 @@
 /* `tripar diff A.h5 B.h5`: do two runs agree? Compares the generated tokens and every common
  * activation point, walking points in model order so the first divergence names the layer
- * where two strategies part ways. Exit 0 when within tolerance, 1 otherwise, 2 bad usage. */
+ * where two strategies part ways. Exit 0 when within tolerance, 1 otherwise, 2 on bad usage,
+ * a file that is not a tripar run file (run_file_open), or nothing to compare. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 
 #include "base/check.h"
 #include "io/h5util.h"
+#include "io/runread.h"
 #include "cli/cli.h"
 
 typedef struct {
@@ -78,9 +80,13 @@ static herr_t collect_point(hid_t group, const char *name, const H5L_info_t *inf
 
 static void points_list(hid_t file, point_list *list) {
     memset(list, 0, sizeof *list);
-    if (!h5_exists(file, "activations")) return;
+    /* run_file_open checked that /activations, when present, is a group */
+    if (h5_object_type(file, "activations") != H5I_GROUP) return;
     hid_t g = H5Gopen2(file, "activations", H5P_DEFAULT);
-    H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_point, list);
+    H5_CHECK(g);
+    /* a damaged index ends the listing early; the points listed so far are still compared */
+    H5E_BEGIN_TRY { H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, collect_point, list); }
+    H5E_END_TRY;
     H5Gclose(g);
 }
 
@@ -155,7 +161,8 @@ static void diff_usage(FILE *out) {
                  "  Compares /output/tokens and every common /activations point in model "
                  "order.\n  A point is within tolerance when max|a-b| <= atol + rtol * max|a| "
                  "(defaults rtol 1e-4, atol 0).\n  Exit 0 when all agree, 1 otherwise, 2 on "
-                 "bad usage or unreadable files.\n");
+                 "bad usage, a file that is not a\n  tripar run file, or nothing to compare. "
+                 "An incomplete run file (complete=0) is\n  compared with a warning.\n");
 }
 
 static int parse_tolerance(const char *text, double *out) {
@@ -202,17 +209,34 @@ static int diff_parse_args(diff_args *a, int argc, char **argv) {
     return 0;
 }
 
-/* Opens A and B, or reports why not (closing what was opened) and returns -1. */
+/* Opens A and B as run files (warning once for each incomplete one), or reports why not
+ * (closing what was opened) and returns -1. */
 static int diff_files_open(const char *const files[2], hid_t f[2]) {
+    int complete[2];
     for (int i = 0; i < 2; i++) {
-        f[i] = h5_open_read(files[i]);
+        f[i] = run_file_open(files[i], &complete[i]);
         if (f[i] < 0) {
             fprintf(stderr, "tripar diff: %s\n", error_message());
             if (i == 1) H5Fclose(f[0]);
             return -1;
         }
     }
+    for (int i = 0; i < 2; i++)
+        if (!complete[i]) run_file_warn_incomplete("diff", files[i]);
     return 0;
+}
+
+/* Whether the two files have anything to compare: tokens in either, or a common point. */
+static int diff_has_data(hid_t fa, hid_t fb) {
+    if (h5_exists(fa, "output/tokens") || h5_exists(fb, "output/tokens")) return 1;
+    point_list pa, pb;
+    points_list(fa, &pa);
+    points_list(fb, &pb);
+    int common = 0;
+    for (int i = 0; i < pa.n && !common; i++) common = points_contain(&pb, pa.items[i].name);
+    free(pa.items);
+    free(pb.items);
+    return common;
 }
 
 /* How one activation point differs between the files. */
@@ -305,6 +329,14 @@ int diff_main(int argc, char **argv) {
     if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
     hid_t f[2];
     if (diff_files_open(a.files, f) != 0) return TRIPAR_EXIT_USAGE;
+    if (!diff_has_data(f[0], f[1])) {
+        /* two runs that recorded nothing in common do not "agree" */
+        fprintf(stderr, "tripar diff: nothing to compare: neither %s nor %s has /output/tokens, "
+                        "and they share no /activations point\n", a.files[0], a.files[1]);
+        H5Fclose(f[0]);
+        H5Fclose(f[1]);
+        return TRIPAR_EXIT_USAGE;
+    }
     printf("A: %s\nB: %s\n", a.files[0], a.files[1]);
     int tokens_ok = tokens_compare(f[0], f[1]);
     int failures = activations_compare(f[0], f[1], a.rtol, a.atol);

@@ -130,10 +130,12 @@ static void summary_compute(run_summary *s) {
     free(busy);
 }
 
+/* Loads and summarises one run file, warning once (stderr) when it is incomplete. */
 static int summary_load(run_summary *s, const char *path) {
     memset(s, 0, sizeof *s);
     int rc = run_data_load(&s->run, path);
     if (rc != STATUS_OK) return rc;
+    if (!s->run.complete) run_file_warn_incomplete("report", path);
     summary_compute(s);
     return STATUS_OK;
 }
@@ -146,12 +148,11 @@ static void summary_free(run_summary *s) {
 static void print_single(FILE *out, const run_summary *s) {
     const run_data *run = &s->run;
     const run_headline *m = &run->metrics;
-    fprintf(out, "%s: %s, %s %s, %d ranks on %d host%s, tripar %s, %s\n", run->path, s->label,
+    /* an incomplete file is marked here and warned about once, on stderr, by summary_load */
+    fprintf(out, "%s: %s, %s %s, %d ranks on %d host%s, tripar %s, %s%s\n", run->path, s->label,
             run->backend, run->precision, run->world_size, run->n_hosts,
-            run->n_hosts == 1 ? "" : "s", run->version, run->created);
-    if (!run->complete)
-        fprintf(out, "  WARNING: incomplete run file (complete=0): the run did not finish; "
-                     "numbers cover what was written\n");
+            run->n_hosts == 1 ? "" : "s", run->version, run->created,
+            run->complete ? "" : " (incomplete)");
     if (m->present)
         fprintf(out,
                 "  latency p50 %.4f s  p90 %.4f s  p99 %.4f s (%d iterations) | TTFT %.4f s"
@@ -375,7 +376,10 @@ static void report_usage(FILE *out) {
                  "  Headline metrics and per-phase breakdown; several files give a comparison "
                  "table.\n"
                  "  --baseline BASE.h5: token agreement, logit error (max relative, mean KL) and\n"
-                 "  the composite score of each run against BASE (docs/benchmarks.md).\n");
+                 "  the composite score of each run against BASE (docs/benchmarks.md); every run\n"
+                 "  must be of BASE's model.\n"
+                 "  Exit 2 for a file that is not a tripar run file this tripar reads; an\n"
+                 "  incomplete run file (complete=0) is reported with a warning.\n");
 }
 
 typedef struct {
@@ -432,21 +436,36 @@ static void summaries_print(FILE *out, const run_summary *s, int n) {
     }
 }
 
-static int baseline_compare(FILE *out, const char *path, const run_summary *s, int n) {
-    run_summary base;
-    if (summary_load(&base, path) != STATUS_OK) return STATUS_BAD_INPUT;
-    int rc = print_baseline(out, &base, s, n);
-    summary_free(&base);
+/* A baseline scores runs of its own model only (same weights, same shape): a run of any other
+ * model is refused, before anything is printed. */
+static int baseline_models_check(const run_summary *base, const run_summary *s, int n) {
+    run_model mb;
+    if (run_model_read(base->run.file, base->run.path, &mb) != STATUS_OK) return STATUS_BAD_INPUT;
+    int rc = STATUS_OK;
+    for (int i = 0; i < n && rc == STATUS_OK; i++) {
+        run_model m;
+        rc = run_model_read(s[i].run.file, s[i].run.path, &m);
+        if (rc != STATUS_OK) break;
+        char why[1200];
+        if (!run_model_same(&mb, &m, why, sizeof why)) {
+            error_set("%s ran another model than the baseline %s (baseline vs run: %s); "
+                      "--baseline scores runs of the same model", s[i].run.path, base->run.path,
+                      why);
+            rc = STATUS_BAD_INPUT;
+        }
+        run_model_free(&m);
+    }
+    run_model_free(&mb);
     return rc;
 }
 
-/* Text, then the baseline section, --csv and --json; every step runs even after one fails.
- * Returns STATUS_BAD_INPUT when any failed (error_message() tells the last). */
-static int report_emit(const report_args *a, const run_summary *s, int n) {
+/* Text, then the baseline section (base, when given), --csv and --json; every step runs even
+ * after one fails. Returns STATUS_BAD_INPUT when any failed (error_message() tells the last). */
+static int report_emit(const report_args *a, const run_summary *s, int n,
+                       const run_summary *base) {
     summaries_print(stdout, s, n);
     int rc = STATUS_OK;
-    if (a->baseline && baseline_compare(stdout, a->baseline, s, n) != STATUS_OK)
-        rc = STATUS_BAD_INPUT;
+    if (base && print_baseline(stdout, base, s, n) != STATUS_OK) rc = STATUS_BAD_INPUT;
     if (a->csv && write_csv(a->csv, s, n) != STATUS_OK) rc = STATUS_BAD_INPUT;
     if (a->json && write_json(a->json, s, n) != STATUS_OK) rc = STATUS_BAD_INPUT;
     return rc;
@@ -461,8 +480,18 @@ int report_main(int argc, char **argv) {
     }
     run_summary *s = xcalloc((unsigned long)a.n, sizeof(run_summary));
     int loaded = summaries_load(s, a.files, a.n);
-    rc = loaded == a.n ? report_emit(&a, s, a.n) : STATUS_BAD_INPUT;
+    rc = loaded == a.n ? STATUS_OK : STATUS_BAD_INPUT;
+    /* the baseline is loaded and checked before anything is printed */
+    run_summary base;
+    int have_base = 0;
+    if (rc == STATUS_OK && a.baseline) {
+        rc = summary_load(&base, a.baseline);
+        have_base = rc == STATUS_OK;
+        if (have_base) rc = baseline_models_check(&base, s, a.n);
+    }
+    if (rc == STATUS_OK) rc = report_emit(&a, s, a.n, have_base ? &base : NULL);
     if (rc != STATUS_OK) fprintf(stderr, "tripar report: %s\n", error_message());
+    if (have_base) summary_free(&base);
     for (int i = 0; i < loaded; i++)
         summary_free(&s[i]);
     free(s);

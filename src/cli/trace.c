@@ -126,7 +126,7 @@ int trace_main(int argc, char **argv) {
         fprintf(stderr, "tripar trace: %s\n", error_message());
         return TRIPAR_EXIT_USAGE;
     }
-    if (!run.complete) fprintf(stderr, "tripar trace: warning: %s is incomplete\n", in);
+    if (!run.complete) run_file_warn_incomplete("trace", in);
     json_t *root = trace_build(&run, in);
     rc = TRIPAR_EXIT_OK;
     if (json_dump_file(root, out, JSON_COMPACT) != 0) {

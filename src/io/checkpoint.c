@@ -59,9 +59,12 @@ static int file_has_hdf5_signature(const char *path) {
 }
 
 static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
+    /* string attributes may be fixed- or variable-length (h5py's default): h5util reads both */
     char format[64];
     if (h5_attr_read_string(file, "format", format, sizeof format) != 0) {
-        error_set("%s: not a tripar checkpoint (no root attribute 'format')", path);
+        error_set("%s: not a tripar checkpoint (%s root attribute 'format', expected the string "
+                  "'%s')", path, h5_attr_exists(file, "format") ? "a non-string" : "no",
+                  CHECKPOINT_FORMAT);
         return STATUS_BAD_INPUT;
     }
     if (strcmp(format, CHECKPOINT_FORMAT) != 0) {
@@ -70,8 +73,12 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
         return STATUS_BAD_INPUT;
     }
     long long version = 0;
-    if (h5_attr_read_long(file, "format_version", &version) != 0 ||
-        version != CHECKPOINT_FORMAT_VERSION) {
+    if (h5_attr_read_long(file, "format_version", &version) != 0) {
+        error_set("%s: no integer root attribute 'format_version' (this tripar reads checkpoint "
+                  "format_version %d)", path, CHECKPOINT_FORMAT_VERSION);
+        return STATUS_BAD_INPUT;
+    }
+    if (version != CHECKPOINT_FORMAT_VERSION) {
         error_set("%s: unsupported checkpoint format_version %lld (this tripar reads %d)", path,
                   version, CHECKPOINT_FORMAT_VERSION);
         return STATUS_BAD_INPUT;
@@ -98,7 +105,8 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
     cfg->ln_eps = (float)eps;
     char norm[16];
     if (h5_attr_read_string(file, "norm", norm, sizeof norm) != 0) {
-        error_set("%s: missing root attribute 'norm' (\"pre\" or \"post\")", path);
+        error_set("%s: %s root attribute 'norm' (the string \"pre\" or \"post\")", path,
+                  h5_attr_exists(file, "norm") ? "non-string" : "missing");
         return STATUS_BAD_INPUT;
     }
     if (strcmp(norm, "pre") == 0) {
@@ -123,7 +131,16 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
     hid_t dcpl = H5Dget_create_plist(dset);
     H5_CHECK(dcpl);
     H5D_layout_t layout = H5Pget_layout(dcpl);
+    int external = H5Pget_external_count(dcpl);
     H5Pclose(dcpl);
+    /* Both read fine serially but not through the collective MPI-IO read of checkpoint_load,
+     * which would then fail on every rank with an HDF5 error stack: refuse them here. */
+    if (layout == H5D_VIRTUAL || external > 0) {
+        error_set("%s: tensor '%s' is %s; tripar reads contiguous, chunked or compact datasets "
+                  "held in the checkpoint itself (h5repack -l CONTI rewrites it so)", path, name,
+                  layout == H5D_VIRTUAL ? "a virtual dataset" : "stored in external files");
+        return STATUS_BAD_INPUT;
+    }
     if (layout == H5D_CONTIGUOUS) {
         haddr_t offset = H5Dget_offset(dset);
         hsize_t size = H5Dget_storage_size(dset);

@@ -56,6 +56,25 @@ int h5_exists(hid_t loc, const char *path) {
     return found;
 }
 
+H5I_type_t h5_object_type(hid_t loc, const char *path) {
+    if (!h5_exists(loc, path)) return H5I_BADID;
+    H5I_type_t type = H5I_BADID;
+    H5E_BEGIN_TRY {
+        hid_t obj = H5Oopen(loc, path, H5P_DEFAULT);
+        if (obj >= 0) {
+            type = H5Iget_type(obj);
+            H5Oclose(obj);
+        }
+    } H5E_END_TRY;
+    return type;
+}
+
+int h5_attr_exists(hid_t obj, const char *name) {
+    htri_t found;
+    H5E_BEGIN_TRY { found = H5Aexists(obj, name); } H5E_END_TRY;
+    return found > 0;
+}
+
 hid_t h5_group_open_or_create(hid_t loc, const char *path) {
     hid_t g;
     if (h5_exists(loc, path)) {
@@ -148,6 +167,8 @@ static char *string_read(hid_t obj, int is_attr) {
         size_t size = variable ? 0 : H5Tget_size(ftype);
         hid_t mtype = H5Tcopy(variable ? H5T_C_S1 : ftype);
         H5_CHECK(H5Tset_size(mtype, variable ? H5T_VARIABLE : size + 1));
+        /* HDF5 converts no string between character sets, and h5py writes str as UTF-8 */
+        if (variable) H5_CHECK(H5Tset_cset(mtype, H5Tget_cset(ftype)));
         if (!variable) H5_CHECK(H5Tset_strpad(mtype, H5T_STR_NULLTERM));
         char *vl = NULL;
         if (!variable) out = xcalloc(size + 2, 1);

@@ -29,8 +29,10 @@ void h5_attr_write_double(hid_t obj, const char *name, double value);
 void h5_attr_write_doubles(hid_t obj, const char *name, const double *values, long n);
 void h5_attr_write_longs(hid_t obj, const char *name, const long long *values, long n);
 
-/* Attribute readers for the tools. Return 0 on success, -1 when absent or of the wrong kind
- * (no HDF5 error is printed). read_string copies at most len-1 bytes. */
+/* Attribute readers for the tools and the checkpoint reader. Return 0 on success, -1 when absent
+ * or of the wrong kind (no HDF5 error is printed). The string readers take fixed-length and
+ * variable-length strings (h5py writes str as variable-length UTF-8) alike, in either
+ * character set. read_string copies at most len-1 bytes. */
 int h5_attr_read_string(hid_t obj, const char *name, char *out, size_t len);
 /* Returns a malloc'ed copy of a string attribute of any length, fixed-length or
  * variable-length (as h5py writes str), or NULL. */
@@ -42,6 +44,13 @@ double *h5_attr_read_doubles(hid_t obj, const char *name, long *n);
 
 /* Whether a link path exists under loc (every intermediate group checked; no error printed). */
 int h5_exists(hid_t loc, const char *path);
+
+/* What the object at path under loc is: H5I_GROUP, H5I_DATASET (or another H5I_ kind), or
+ * H5I_BADID when it is absent or cannot be opened (a dangling link). No error printed. */
+H5I_type_t h5_object_type(hid_t loc, const char *path);
+
+/* Whether obj has an attribute name, of any type (no error printed). */
+int h5_attr_exists(hid_t obj, const char *name);
 
 /* Reads a whole dataset (up to 8 dims) as mem_type into a new malloc'ed buffer; *ndims and dims
  * get its shape and *count (may be NULL) its elements. NULL when absent or unreadable; no HDF5

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <yaml.h>
 
 #include "base/check.h"
 #include "io/h5util.h"
@@ -33,7 +35,8 @@ static void mesh_read(run_data *run) {
     H5Tinsert(t, "host", HOFFSET(run_rank, host), host);
     H5Tinsert(t, "clock_offset", HOFFSET(run_rank, clock_offset), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "clock_uncertainty", HOFFSET(run_rank, clock_uncertainty), H5T_NATIVE_DOUBLE);
-    hid_t d = H5Dopen2(run->file, "mesh", H5P_DEFAULT);
+    hid_t d;
+    H5E_BEGIN_TRY { d = H5Dopen2(run->file, "mesh", H5P_DEFAULT); } H5E_END_TRY;
     hid_t space = d >= 0 ? H5Dget_space(d) : -1;
     if (space >= 0 && H5Sget_simple_extent_npoints(space) == run->world_size) {
         herr_t err;
@@ -48,15 +51,24 @@ static void mesh_read(run_data *run) {
     H5Tclose(host);
 }
 
-static void events_read(run_data *run) {
+/* Every rank's events table. A table that cannot be read as events (rows of an older layout)
+ * counts as empty; one that is not a dataset at all is a damaged file: STATUS_BAD_INPUT. */
+static int events_read(run_data *run) {
     run->n_events = xcalloc((unsigned long)run->world_size, sizeof(long));
     run->events = xcalloc((unsigned long)run->world_size, sizeof(timing_event *));
     hid_t t = h5_timing_event_type();
-    for (int r = 0; r < run->world_size; r++) {
+    int rc = STATUS_OK;
+    for (int r = 0; r < run->world_size && rc == STATUS_OK; r++) {
         char path[64];
         snprintf(path, sizeof path, "timings/rank_%05d/events", r);
         if (!h5_exists(run->file, path)) continue;
-        hid_t d = H5Dopen2(run->file, path, H5P_DEFAULT);
+        hid_t d;
+        H5E_BEGIN_TRY { d = H5Dopen2(run->file, path, H5P_DEFAULT); } H5E_END_TRY;
+        if (d < 0) {
+            error_set("%s: /%s is not a dataset (damaged or foreign run file)", run->path, path);
+            rc = STATUS_BAD_INPUT;
+            continue;
+        }
         hid_t space = H5Dget_space(d);
         hssize_t n = H5Sget_simple_extent_npoints(space);
         if (n > 0) {
@@ -71,12 +83,14 @@ static void events_read(run_data *run) {
         H5Dclose(d);
     }
     H5Tclose(t);
+    return rc;
 }
 
 static void metrics_read(run_data *run) {
     run_headline *m = &run->metrics;
-    if (!h5_exists(run->file, "metrics")) return;
+    if (h5_object_type(run->file, "metrics") != H5I_GROUP) return; /* run_file_open checked */
     hid_t g = H5Gopen2(run->file, "metrics", H5P_DEFAULT);
+    H5_CHECK(g);
     m->present = 1;
     m->iterations = attr_int(g, "iterations", 0);
     m->latency_mean = attr_num(g, "latency_mean");
@@ -99,20 +113,90 @@ static void metrics_read(run_data *run) {
     H5Gclose(g);
 }
 
-/* The root attributes: the format check, the mesh shape and the run's labels. Returns
- * STATUS_BAD_INPUT with error_message() set when the file is not a usable tripar run. */
-static int root_read(run_data *run, const char *path) {
-    char format[32] = "";
-    if (h5_attr_read_string(run->file, "format", format, sizeof format) != 0 ||
-        strcmp(format, "tripar-run") != 0) {
-        error_set("%s: not a tripar run file (root attribute format is \"%s\", want "
-                  "\"tripar-run\")", path, format);
+/* The kinds of the top-level objects of a run file (docs/schema.md), when present. */
+static const struct {
+    const char *path;
+    H5I_type_t type;
+} run_layout[] = {
+    {"mesh", H5I_DATASET},  {"output", H5I_GROUP},  {"output/tokens", H5I_DATASET},
+    {"activations", H5I_GROUP}, {"timings", H5I_GROUP}, {"metrics", H5I_GROUP},
+};
+
+/* "1" or "1 to N": the format versions this build reads, for messages. */
+static const char *run_versions_text(void) {
+    static char text[32];
+    if (RUN_FORMAT_VERSION == 1)
+        snprintf(text, sizeof text, "1");
+    else
+        snprintf(text, sizeof text, "1 to %d", RUN_FORMAT_VERSION);
+    return text;
+}
+
+/* The identity check of run_file_open on an open file; error_message() says why not. */
+static int run_file_check(hid_t file, const char *path, int *complete) {
+    char *format = h5_attr_read_string_alloc(file, "format");
+    if (!format || strcmp(format, RUN_FORMAT) != 0) {
+        if (format)
+            error_set("%s: not a tripar run file (root attribute format is \"%.64s\", expected "
+                      "\"%s\")", path, format, RUN_FORMAT);
+        else if (h5_attr_exists(file, "format"))
+            error_set("%s: not a tripar run file (root attribute format is not a string, "
+                      "expected \"%s\")", path, RUN_FORMAT);
+        else
+            error_set("%s: not a tripar run file (no root attribute format, expected \"%s\")",
+                      path, RUN_FORMAT);
+        free(format);
         return STATUS_BAD_INPUT;
     }
-    run->complete = attr_int(run->file, "complete", 0);
+    free(format);
+    long long version = 0;
+    if (h5_attr_read_long(file, "format_version", &version) != 0) {
+        error_set("%s: no integer root attribute format_version (this tripar %s reads run files "
+                  "of format_version %s)", path, TRIPAR_VERSION, run_versions_text());
+        return STATUS_BAD_INPUT;
+    }
+    if (version < 1 || version > RUN_FORMAT_VERSION) {
+        error_set("%s: run file format_version %lld%s; this tripar %s reads format_version %s",
+                  path, version, version > RUN_FORMAT_VERSION ? " (written by a newer tripar)" : "",
+                  TRIPAR_VERSION, run_versions_text());
+        return STATUS_BAD_INPUT;
+    }
+    for (size_t i = 0; i < sizeof run_layout / sizeof run_layout[0]; i++) {
+        if (!h5_exists(file, run_layout[i].path)) continue;
+        if (h5_object_type(file, run_layout[i].path) != run_layout[i].type) {
+            error_set("%s: /%s is not a %s (damaged or foreign run file)", path,
+                      run_layout[i].path, run_layout[i].type == H5I_GROUP ? "group" : "dataset");
+            return STATUS_BAD_INPUT;
+        }
+    }
+    long long done = 0;
+    *complete = h5_attr_read_long(file, "complete", &done) == 0 && done == 1;
+    return STATUS_OK;
+}
+
+hid_t run_file_open(const char *path, int *complete) {
+    *complete = 0;
+    hid_t file = h5_open_read(path);
+    if (file < 0) return -1;
+    if (run_file_check(file, path, complete) != STATUS_OK) {
+        H5Fclose(file);
+        return -1;
+    }
+    return file;
+}
+
+void run_file_warn_incomplete(const char *tool, const char *path) {
+    fprintf(stderr, "tripar %s: warning: %s is an incomplete run file (complete=0): the run did "
+                    "not finish; what follows covers only what it wrote\n", tool, path);
+}
+
+/* The root attributes after run_file_open: the mesh shape and the run's labels. Returns
+ * STATUS_BAD_INPUT with error_message() set when they cannot describe a run. */
+static int root_read(run_data *run, const char *path) {
+    run->format_version = attr_int(run->file, "format_version", 0);
     run->world_size = attr_int(run->file, "world_size", 0);
     if (run->world_size <= 0 || run->world_size > (1 << 24)) {
-        error_set("%s: bad world_size attribute", path);
+        error_set("%s: bad world_size attribute (an integer from 1 to %d expected)", path, 1 << 24);
         return STATUS_BAD_INPUT;
     }
     run->dp = attr_int(run->file, "dp", 1);
@@ -143,7 +227,7 @@ static int hosts_count(hid_t file) {
 int run_data_load(run_data *run, const char *path) {
     memset(run, 0, sizeof *run);
     snprintf(run->path, sizeof run->path, "%s", path);
-    run->file = h5_open_read(path);
+    run->file = run_file_open(path, &run->complete);
     if (run->file < 0) return STATUS_BAD_INPUT;
     if (root_read(run, path) != STATUS_OK) {
         H5Fclose(run->file);
@@ -152,7 +236,10 @@ int run_data_load(run_data *run, const char *path) {
     }
     run->n_hosts = hosts_count(run->file);
     mesh_read(run);
-    events_read(run);
+    if (events_read(run) != STATUS_OK) {
+        run_data_free(run);
+        return STATUS_BAD_INPUT;
+    }
     metrics_read(run);
     return STATUS_OK;
 }
@@ -171,4 +258,186 @@ void run_data_free(run_data *run) {
 void run_data_label(const run_data *run, char *out, size_t len) {
     snprintf(out, len, "dp%d-tp%d-pp%d m%d%s", run->dp, run->tp, run->pp, run->microbatches,
              run->overlap ? " overlap" : "");
+}
+
+/* Keys under model: that say how a model ran rather than which model it is. */
+static const char *const model_run_keys[] = {"model.precision", "model.kv_cache", "model.kv_block"};
+
+static char *text_copy(const char *text) {
+    size_t n = strlen(text) + 1;
+    char *copy = xmalloc(n);
+    memcpy(copy, text, n);
+    return copy;
+}
+
+static void model_pair_add(run_model *m, const char *key, const char *value) {
+    for (size_t i = 0; i < sizeof model_run_keys / sizeof model_run_keys[0]; i++)
+        if (!strcmp(key, model_run_keys[i])) return;
+    if (m->n == m->cap) {
+        m->cap = m->cap ? 2 * m->cap : 16;
+        m->keys = realloc(m->keys, (size_t)m->cap * sizeof(char *));
+        m->values = realloc(m->values, (size_t)m->cap * sizeof(char *));
+        CHECK(m->keys && m->values, "out of memory");
+    }
+    m->keys[m->n] = text_copy(key);
+    m->values[m->n] = text_copy(value);
+    m->n++;
+    if (!strcmp(key, "model.checkpoint")) m->checkpoint = 1;
+}
+
+/* Collects the scalars under model: of the job text, keyed by their dotted path. An event
+ * parser rather than a document load: the text is read once, at any depth, in bounded memory;
+ * nesting deeper than tripar ever writes ends the walk (the pairs so far are kept). */
+enum { MODEL_DEPTH_MAX = 8 };
+static int model_pairs_parse(const char *text, run_model *m) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) return STATUS_BAD_INPUT;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
+    struct {
+        int is_map, want_key;
+        char key[64];
+    } stack[MODEL_DEPTH_MAX];
+    int depth = 0, rc = STATUS_OK, done = 0;
+    while (!done) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            rc = STATUS_BAD_INPUT;
+            break;
+        }
+        int value_done = 0; /* a scalar or a closed collection filled the pending map value */
+        switch (ev.type) {
+        case YAML_MAPPING_START_EVENT:
+        case YAML_SEQUENCE_START_EVENT:
+            if (depth == MODEL_DEPTH_MAX) {
+                done = 1;
+                break;
+            }
+            stack[depth].is_map = ev.type == YAML_MAPPING_START_EVENT;
+            stack[depth].want_key = 1;
+            stack[depth].key[0] = '\0';
+            depth++;
+            break;
+        case YAML_MAPPING_END_EVENT:
+        case YAML_SEQUENCE_END_EVENT:
+            depth--;
+            value_done = 1;
+            break;
+        case YAML_SCALAR_EVENT: {
+            const char *v = (const char *)ev.data.scalar.value;
+            if (depth > 0 && stack[depth - 1].is_map && stack[depth - 1].want_key) {
+                snprintf(stack[depth - 1].key, sizeof stack[depth - 1].key, "%s", v);
+                stack[depth - 1].want_key = 0;
+                break;
+            }
+            char path[512] = "";
+            size_t used = 0;
+            for (int d = 0; d < depth && used < sizeof path; d++)
+                if (stack[d].is_map)
+                    used += (size_t)snprintf(path + used, sizeof path - used, "%s%s",
+                                             used ? "." : "", stack[d].key);
+            if (!strncmp(path, "model.", 6)) model_pair_add(m, path, v);
+            value_done = 1;
+            break;
+        }
+        case YAML_ALIAS_EVENT: /* tripar writes none; one still fills a value */
+            value_done = 1;
+            break;
+        case YAML_STREAM_END_EVENT:
+        case YAML_DOCUMENT_END_EVENT:
+            done = 1;
+            break;
+        default:
+            break;
+        }
+        if (value_done && depth > 0 && stack[depth - 1].is_map) stack[depth - 1].want_key = 1;
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+/* The runner notes a checkpoint's shape in a comment of the job text ("# from the checkpoint:
+ * layers 2, heads 2, ..."), which a YAML parser skips: its "name number" items become
+ * model.checkpoint_shape.<name> pairs. */
+static void model_checkpoint_shape_parse(const char *text, run_model *m) {
+    const char *p = strstr(text, "# from the checkpoint:");
+    if (!p) return;
+    p += strlen("# from the checkpoint:");
+    while (*p && *p != '\n') {
+        char name[32];
+        long value;
+        int used = 0;
+        if (sscanf(p, " %31[a-z_] %ld%n", name, &value, &used) != 2) break;
+        char key[96], text_value[32];
+        snprintf(key, sizeof key, "model.checkpoint_shape.%s", name);
+        snprintf(text_value, sizeof text_value, "%ld", value);
+        model_pair_add(m, key, text_value);
+        p += used;
+        if (*p == ',') p++;
+    }
+}
+
+int run_model_read(hid_t file, const char *path, run_model *m) {
+    memset(m, 0, sizeof *m);
+    char *job = h5_attr_read_string_alloc(file, "job");
+    if (!job) {
+        error_set("%s: no root attribute job (the resolved job), so the model it ran is unknown",
+                  path);
+        return STATUS_BAD_INPUT;
+    }
+    int rc = model_pairs_parse(job, m);
+    if (rc == STATUS_OK) model_checkpoint_shape_parse(job, m);
+    free(job);
+    if (rc != STATUS_OK || m->n == 0) {
+        error_set("%s: the root attribute job has no readable model section", path);
+        run_model_free(m);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
+void run_model_free(run_model *m) {
+    for (int i = 0; i < m->n; i++) {
+        free(m->keys[i]);
+        free(m->values[i]);
+    }
+    free(m->keys);
+    free(m->values);
+    memset(m, 0, sizeof *m);
+}
+
+static const char *model_value(const run_model *m, const char *key) {
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->keys[i], key)) return m->values[i];
+    return NULL;
+}
+
+/* Two recorded checkpoint paths name the same weights: the same file, or the same file name. */
+static int checkpoint_paths_match(const char *a, const char *b) {
+    if (!strcmp(a, b)) return 1;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino)
+        return 1;
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    return !strcmp(na ? na + 1 : a, nb ? nb + 1 : b);
+}
+
+int run_model_same(const run_model *a, const run_model *b, char *why, size_t len) {
+    if (a->checkpoint != b->checkpoint) {
+        snprintf(why, len, "%s vs %s", a->checkpoint ? "a checkpoint" : "synthetic weights",
+                 b->checkpoint ? "a checkpoint" : "synthetic weights");
+        return 0;
+    }
+    for (int i = 0; i < a->n; i++) {
+        const char *vb = model_value(b, a->keys[i]);
+        if (!vb) continue; /* a key one tripar version records and another does not */
+        int same = !strcmp(a->keys[i], "model.checkpoint")
+                       ? checkpoint_paths_match(a->values[i], vb)
+                       : !strcmp(a->values[i], vb);
+        if (!same) {
+            snprintf(why, len, "%s: %s vs %s", a->keys[i], a->values[i], vb);
+            return 0;
+        }
+    }
+    return 1;
 }

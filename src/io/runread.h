@@ -1,13 +1,33 @@
-/* Serial reader of run files for the tools (report, trace, and later baselines): the root
- * attributes, /mesh, every rank's timing events and the /metrics summary. */
+/* Serial reader of run files for the tools (report, diff, trace, explain): the one check that
+ * a file is a tripar run file this build reads, the root attributes, /mesh, every rank's timing
+ * events, the /metrics summary, and the identity of the model a run ran. */
 #pragma once
 #include <hdf5.h>
+#include <stddef.h>
 
 #include "metrics/timing.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define RUN_FORMAT "tripar-run"
+/* The newest run-file format_version (the layout's major version; docs/schema.md) this build
+ * reads. It reads every version from 1 up to this one and refuses newer ones. */
+#define RUN_FORMAT_VERSION 1
+
+/* Opens path read-only and checks that it is a tripar run file this build reads: an HDF5 file
+ * whose root attribute format is "tripar-run", whose format_version is 1..RUN_FORMAT_VERSION,
+ * and whose top-level objects present (/mesh, /output, /output/tokens, /activations, /timings,
+ * /metrics) have their documented kinds. Returns the open file (caller closes) with *complete
+ * set from the root attribute complete (0 when absent), or -1 with error_message() set to one
+ * line naming path, what was found and what is expected. No HDF5 error is printed. Every tool
+ * that reads run files opens them here, so they all accept and refuse the same files. */
+hid_t run_file_open(const char *path, int *complete);
+
+/* Prints, to stderr, the warning about a file with complete=0 (docs/schema.md promises it):
+ * "tripar TOOL: warning: PATH is an incomplete run file (complete=0): ...". */
+void run_file_warn_incomplete(const char *tool, const char *path);
 
 typedef struct {
     int rank, dp_rank, pp_rank, tp_rank, device;
@@ -28,7 +48,7 @@ typedef struct {
 typedef struct {
     char path[1024];
     hid_t file;
-    int complete;
+    int complete, format_version;
     int world_size, dp, tp, pp, microbatches, overlap;
     char order[16], backend[16], precision[16], created[32], version[32];
     int n_hosts;
@@ -38,13 +58,36 @@ typedef struct {
     run_headline metrics;
 } run_data;
 
-/* Opens and reads path. Returns 0, or STATUS_BAD_INPUT with error_message() set when the file
- * is missing, not HDF5, or not a tripar run file. The file stays open for run_data_free. */
+/* Opens (run_file_open) and reads path. Returns 0, or STATUS_BAD_INPUT with error_message()
+ * set when the file is missing, not HDF5, not a tripar run file this build reads, or damaged
+ * (an object of the wrong kind). The file stays open for run_data_free. Prints nothing. */
 int run_data_load(run_data *run, const char *path);
 void run_data_free(run_data *run);
 
 /* "dp2-tp1-pp2 m4 overlap": the strategy label used by every tool. */
 void run_data_label(const run_data *run, char *out, size_t len);
+
+/* The model a run ran, as the resolved job in the root attribute job records it: every
+ * model.* key that defines the weights and the shape (model.synthetic.seed, model.checkpoint,
+ * model.norm, ...; for a checkpoint also the shape the runner noted from it), as key/value
+ * pairs in file order. model.precision, model.kv_cache and model.kv_block are left out: they
+ * say how the model ran, not which model it is. */
+typedef struct {
+    int n, cap;
+    char **keys, **values; /* (n) each, malloc'ed */
+    int checkpoint;        /* 1 when the run loaded a checkpoint, 0 for synthetic weights */
+} run_model;
+
+/* Reads the model identity of an open run file. Returns 0, or STATUS_BAD_INPUT with
+ * error_message() set when the file has no job attribute or the job has no model section. */
+int run_model_read(hid_t file, const char *path, run_model *m);
+void run_model_free(run_model *m);
+
+/* Whether a and b are the same model: both synthetic or both from a checkpoint, and every key
+ * both record equal. Checkpoints match when their paths name the same file or the same file
+ * name (a checkpoint copied to another machine), with the same recorded shape. When they
+ * differ, why gets the first difference ("model.synthetic.seed: 5 vs 6"). */
+int run_model_same(const run_model *a, const run_model *b, char *why, size_t len);
 
 #ifdef __cplusplus
 }

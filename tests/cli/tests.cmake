@@ -56,3 +56,6 @@ foreach(case run_out_is_job run_out_is_checkpoint run_out_is_tokens run_save_che
   set_tests_properties(cli_paths_${case} PROPERTIES LABELS "mpi;cli" SKIP_RETURN_CODE 77
                        ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
 endforeach()
+
+# The run-file tools and the checkpoint reader on refused and h5py-edited files (tools.cmake).
+include(${TRIPAR_AREA_DIR}/tools.cmake)
