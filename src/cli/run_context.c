@@ -63,12 +63,15 @@ static int adopt_checkpoint_shape(job *j) {
 
 int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
     const char *overrides[RUN_MAX_OVERRIDES + SWEEP_MAX_KEYS];
-    char point_sets[SWEEP_MAX_KEYS][SWEEP_TEXT_MAX];
+    char point_sets[SWEEP_MAX_KEYS][SWEEP_TEXT_MAX + 8];
     int n_overrides = 0;
     for (int i = 0; i < a->n_overrides; i++)
         overrides[n_overrides++] = a->overrides[i];
     for (int k = 0; k < a->sweep.n_axes; k++) { /* the point's values win over --set */
-        sweep_override(&a->sweep, point, k, point_sets[k], sizeof point_sets[k]);
+        char set[SWEEP_TEXT_MAX];
+        sweep_override(&a->sweep, point, k, set, sizeof set);
+        /* prefixed, so that messages about the value name --sweep, not --set */
+        snprintf(point_sets[k], sizeof point_sets[k], "--sweep %s", set);
         overrides[n_overrides++] = point_sets[k];
     }
     *tok = NULL;

@@ -51,10 +51,19 @@ int prompt_tokenize(job *j, tokenizer **tok) {
     if (!j->text) return STATUS_OK;
     int32_t *ids = NULL;
     int n = 0;
-    if (tokenizer_encode(*tok, j->text, strlen(j->text), &ids, &n) != 0 || n == 0) {
+    rc = tokenizer_encode(*tok, j->text, strlen(j->text), &ids, &n);
+    if (rc != STATUS_OK || n == 0) {
+        /* at the key that gave the text: its file:line, or the --set / --sweep itself */
+        const char *key = j->text_file[0] ? "input.text_file" : "input.text";
+        char where[256], why[512];
+        snprintf(why, sizeof why, "%s", rc != STATUS_OK ? error_message() : "");
         free(ids);
-        error_set("%s:%d: input.text encodes to no tokens", j->source,
-                  job_key_line(j, "input.text"));
+        if (why[0])
+            error_set("%s: %s cannot be tokenized: %s", job_key_origin(j, key, where, sizeof where),
+                      key, why);
+        else
+            error_set("%s: %s encodes to no tokens", job_key_origin(j, key, where, sizeof where),
+                      key);
         return STATUS_BAD_INPUT;
     }
     free(j->tokens);

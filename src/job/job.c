@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/check.h"
 #include "base/hash.h"
+#include "base/path.h"
 #include "job/job_tree.h"
 
 #define TRY(expr)                                                                                  \
@@ -202,22 +202,39 @@ static int job_section_check(const jnode *m, const jnode *m_key, const char *sec
     return STATUS_OK;
 }
 
+/* 1 when a plain scalar is an integer written with a leading zero ("010", "-07"): YAML 1.1
+ * readers (PyYAML, and so most tools that write job files) take it as octal, 8, while a
+ * decimal reading gives 10. Neither guess is safe, so such a value is refused. */
+static int job_leading_zero(const char *s) {
+    if (*s == '-' || *s == '+') s++;
+    if (s[0] != '0' || s[1] < '0' || s[1] > '9') return 0;
+    while (*s >= '0' && *s <= '9')
+        s++;
+    return *s == '\0';
+}
+
+static int job_refuse_leading_zero(const jnode *v, const char *name) {
+    return jnode_fail(v,
+                      "%s: '%s' has a leading zero, which YAML 1.1 reads as octal; write the "
+                      "number without it",
+                      name, v->value);
+}
+
 static int job_parse_long(const jnode *v, const char *name, long lo, long hi, long *out) {
     char buf[128];
-    if (v->type != JNODE_SCALAR || v->quoted)
+    if (v->type != JNODE_SCALAR || v->quoted || (v->tag != JTAG_NONE && v->tag != JTAG_INT))
         return jnode_fail(v, "%s: expected an integer, got %s", name,
                           jnode_describe(v, buf, sizeof buf));
+    if (job_leading_zero(v->value)) return job_refuse_leading_zero(v, name);
     errno = 0;
     char *end = NULL;
     long long x = strtoll(v->value, &end, 10);
-    if (end == v->value || *end || errno == ERANGE)
+    if (end == v->value || *end || (v->value[0] < '0' && v->value[0] != '-' && v->value[0] != '+'))
         return jnode_fail(v, "%s: expected an integer, got %s", name,
                           jnode_describe(v, buf, sizeof buf));
-    if (x < lo || x > hi) {
-        if (hi >= INT_MAX)
-            return jnode_fail(v, "%s = %lld is out of range; allowed: >= %ld", name, x, lo);
-        return jnode_fail(v, "%s = %lld is out of range; allowed: %ld to %ld", name, x, lo, hi);
-    }
+    if (errno == ERANGE || x < lo || x > hi)
+        return jnode_fail(v, "%s = %s is out of range; allowed: %ld to %ld", name, v->value, lo,
+                          hi);
     *out = (long)x;
     return STATUS_OK;
 }
@@ -242,29 +259,42 @@ static int job_get_u64(job_loader *L, const jnode *m, const char *section, const
     errno = 0;
     char *end = NULL;
     unsigned long long x = v->type == JNODE_SCALAR ? strtoull(v->value, &end, 10) : 0;
-    if (v->type != JNODE_SCALAR || v->quoted || end == v->value || *end || errno == ERANGE ||
-        v->value[0] == '-')
+    if (v->type == JNODE_SCALAR && !v->quoted && job_leading_zero(v->value)) {
+        char name[128];
+        snprintf(name, sizeof name, "%s.%s", section, key);
+        return job_refuse_leading_zero(v, name);
+    }
+    if (v->type != JNODE_SCALAR || v->quoted || (v->tag != JTAG_NONE && v->tag != JTAG_INT) ||
+        end == v->value || *end || errno == ERANGE || v->value[0] < '0' || v->value[0] > '9')
         return jnode_fail(v, "%s.%s: expected an integer from 0 to 2^64-1, got %s", section, key,
                           jnode_describe(v, buf, sizeof buf));
     *out = (uint64_t)x;
     return STATUS_OK;
 }
 
-/* A float above lo (exclusive). */
+/* The largest value a float key takes: below FLT_MAX, so the value stays finite as a float. */
+#define JOB_FLOAT_MAX 3.0e38
+
+/* A float above lo (exclusive) and at most JOB_FLOAT_MAX; or exactly 0 when zero_off (the key's
+ * "off"). The message states that whole range. */
 static int job_get_float(job_loader *L, const jnode *m, const char *section, const char *key,
-                         double lo, float *out) {
+                         double lo, int zero_off, float *out) {
     const jnode *v = job_field(L, m, section, key, NULL);
     if (!v) return STATUS_OK;
-    char buf[128];
+    char buf[128], name[128];
+    snprintf(name, sizeof name, "%s.%s", section, key);
     errno = 0;
     char *end = NULL;
     double x = v->type == JNODE_SCALAR ? strtod(v->value, &end) : 0;
-    if (v->type != JNODE_SCALAR || v->quoted || end == v->value || *end || !isfinite(x))
-        return jnode_fail(v, "%s.%s: expected a number, got %s", section, key,
+    if (v->type != JNODE_SCALAR || v->quoted || v->tag == JTAG_BOOL || end == v->value || *end ||
+        !isfinite(x) || (v->value[0] < '0' && !strchr("+-.", v->value[0])) ||
+        strpbrk(v->value, "xXpP")) /* strtod's hex floats are no YAML number */
+        return jnode_fail(v, "%s: expected a number, got %s", name,
                           jnode_describe(v, buf, sizeof buf));
-    if (!(x > lo) || x > 3.0e38)
-        return jnode_fail(v, "%s.%s = %s is out of range; allowed: > %g", section, key, v->value,
-                          lo);
+    if (job_leading_zero(v->value)) return job_refuse_leading_zero(v, name);
+    if (!(x > lo || (zero_off && x == 0)) || x > JOB_FLOAT_MAX)
+        return jnode_fail(v, "%s = %s is out of range; allowed: %s> %g and <= %g", name, v->value,
+                          zero_off ? "0 (off), or " : "", lo, JOB_FLOAT_MAX);
     *out = (float)x;
     return STATUS_OK;
 }
@@ -275,7 +305,9 @@ static int job_get_bool(job_loader *L, const jnode *m, const char *section, cons
     if (!v) return STATUS_OK;
     static const char *const yes[] = {"true", "yes", "on", NULL}, *const no[] = {"false", "no",
                                                                                  "off", NULL};
-    for (int i = 0; v->type == JNODE_SCALAR && !v->quoted && yes[i]; i++) {
+    int plain =
+        v->type == JNODE_SCALAR && !v->quoted && (v->tag == JTAG_NONE || v->tag == JTAG_BOOL);
+    for (int i = 0; plain && yes[i]; i++) {
         if (!strcasecmp(v->value, yes[i])) return *out = 1, STATUS_OK;
         if (!strcasecmp(v->value, no[i])) return *out = 0, STATUS_OK;
     }
@@ -412,7 +444,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
     j->kv_block = 16;
     TRY(job_get_int(L, m, "model", "kv_block", 1, 1 << 16, &j->kv_block));
     j->ln_eps = 1e-5f;
-    TRY(job_get_float(L, m, "model", "ln_eps", 0.0, &j->ln_eps));
+    TRY(job_get_float(L, m, "model", "ln_eps", 0.0, 0, &j->ln_eps));
     return STATUS_OK;
 }
 
@@ -517,9 +549,32 @@ static int job_read_tokens(job_loader *L, const jnode *v) {
     return STATUS_OK;
 }
 
+/* Up to 40 bytes of s, up to the first of stop, into out for a message: printable ASCII as
+ * it is, every other byte as \xHH, so a binary file never puts raw bytes on a terminal. */
+static void job_escape(const char *s, const char *stop, char *out, size_t size) {
+    size_t n = 0;
+    for (int i = 0; s[i] && !strchr(stop, s[i]) && n + 5 < size; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (i == 40) {
+            n += (size_t)snprintf(out + n, size - n, "...");
+            break;
+        }
+        if (c >= 0x20 && c < 0x7F && c != '\\')
+            out[n++] = (char)c;
+        else
+            n += (size_t)snprintf(out + n, size - n, "\\x%02X", c);
+    }
+    out[n] = '\0';
+}
+
 /* One prompt per line, whitespace-separated ids; blank lines and lines starting with '#' are
- * skipped. Errors point at the tokens file's own line. */
-static int job_read_tokens_file(job *j, const char *path) {
+ * skipped. Errors point at the tokens file's own line; a path that is not a regular file is
+ * refused at the key v before it is opened (a FIFO would block, a directory reads as empty). */
+static int job_read_tokens_file(job *j, const jnode *v, const char *path) {
+    char why[PATH_WHY_MAX];
+    if (path_check_input(path, why, sizeof why) != 0)
+        return jnode_fail(v, "input.tokens_file: '%s' %s; give a text file of token ids", path,
+                          why);
     FILE *f = fopen(path, "r");
     if (!f) {
         error_set("%s: cannot open tokens file: %s", path, strerror(errno));
@@ -530,8 +585,17 @@ static int job_read_tokens_file(job *j, const char *path) {
     int line_no = 0, first_line = 0, rc = STATUS_OK;
     int32_t *tokens = NULL;
     j->batch = 0, j->prompt_len = 0;
-    while (getline(&line, &cap, f) >= 0) {
+    ssize_t got;
+    while ((got = getline(&line, &cap, f)) >= 0) {
         line_no++;
+        const char *nul = memchr(line, '\0', (size_t)got);
+        if (nul) { /* it would end the line for strtoll: the ids after it would vanish */
+            error_set("%s:%d: a NUL byte at column %d; a tokens file is text, one prompt of "
+                      "token ids per line",
+                      path, line_no, (int)(nul - line) + 1);
+            rc = STATUS_BAD_INPUT;
+            goto done;
+        }
         char *s = line;
         while (*s == ' ' || *s == '\t') s++;
         if (*s == '\n' || *s == '\r' || *s == '\0' || *s == '#') continue;
@@ -543,10 +607,10 @@ static int job_read_tokens_file(job *j, const char *path) {
             char *end = NULL;
             long long x = strtoll(s, &end, 10);
             if (end == s || (*end && !strchr(" \t\r\n", *end)) || errno || x < 0 || x > INT32_MAX) {
-                int w = 0;
-                while (s[w] && !strchr(" \t\r\n", s[w]) && w < 40) w++;
-                error_set("%s:%d: '%.*s' is not a token id (an integer from 0 to %d)", path,
-                          line_no, w, s, INT32_MAX);
+                char shown[256];
+                job_escape(s, " \t\r\n", shown, sizeof shown);
+                error_set("%s:%d: '%s' is not a token id (an integer from 0 to %d)", path, line_no,
+                          shown, INT32_MAX);
                 rc = STATUS_BAD_INPUT;
                 goto done;
             }
@@ -594,12 +658,9 @@ done:
  * that gave it): a file that is not a regular one (a directory, a FIFO) or is empty is refused
  * here rather than turning into a confusing tokenizer error later. */
 static int job_read_text_file(job *j, const jnode *v, const char *path) {
-    struct stat st; /* before opening: opening a FIFO would wait for a writer */
-    if (stat(path, &st) != 0)
-        return jnode_fail(v, "input.text_file: cannot open '%s': %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return jnode_fail(v, "input.text_file: '%s' is %s; give a file of UTF-8 text", path,
-                          S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    char kind[PATH_WHY_MAX]; /* before opening: opening a FIFO would wait for a writer */
+    if (path_check_input(path, kind, sizeof kind) != 0)
+        return jnode_fail(v, "input.text_file: '%s' %s; give a file of UTF-8 text", path, kind);
     FILE *f = fopen(path, "rb");
     if (!f) return jnode_fail(v, "input.text_file: cannot open '%s': %s", path, strerror(errno));
     size_t cap = 4096, len = 0;
@@ -628,6 +689,18 @@ static int job_read_text_file(job *j, const jnode *v, const char *path) {
                       : len == 0        ? "is empty; give the prompt's text"
                       : strlen(text) != len ? "holds a NUL byte; give UTF-8 text"
                                             : NULL;
+    size_t bad = 0;
+    if (!why && jtree_utf8_check(text, &bad) != 0) { /* the resolved job must hold it as YAML */
+        int line = 1;
+        for (size_t i = 0; i < bad; i++)
+            line += text[i] == '\n';
+        unsigned byte = (unsigned char)text[bad];
+        free(text);
+        return jnode_fail(v,
+                          "input.text_file: '%s' is not UTF-8 text: line %d has the bad byte "
+                          "0x%02X (offset %zu)",
+                          path, line, byte, bad);
+    }
     if (why) {
         free(text);
         return jnode_fail(v, "input.text_file: '%s' %s", path, why);
@@ -662,7 +735,7 @@ static int job_walk_input(job_loader *L, const jnode *m, const jnode *m_key) {
     if (!strcmp(given, "tokens")) return job_read_tokens(L, v);
     if (!strcmp(given, "tokens_file")) {
         TRY(job_get_path(L, m, "input", "tokens_file", j->tokens_file));
-        return job_read_tokens_file(j, j->tokens_file);
+        return job_read_tokens_file(j, v, j->tokens_file);
     }
     if (!strcmp(given, "text")) {
         char buf[128];
@@ -699,7 +772,7 @@ static int job_walk_generate(job_loader *L, const jnode *m, const jnode *m_key) 
     int e = 0;
     TRY(job_get_enum(L, m, "generate", "sampling", SAMPLING_NAMES, &e));
     j->sampling = (sampling_kind)e;
-    TRY(job_get_float(L, m, "generate", "temperature", 0.0, &j->temperature));
+    TRY(job_get_float(L, m, "generate", "temperature", 0.0, 0, &j->temperature));
     TRY(job_get_int(L, m, "generate", "top_k", 0, CAP_VOCAB, &j->top_k));
     TRY(job_get_u64(L, m, "generate", "seed", &j->sample_seed));
     return STATUS_OK;
@@ -713,13 +786,8 @@ static int job_walk_bench(job_loader *L, const jnode *m, const jnode *m_key) {
     TRY(job_get_int(L, m, "bench", "iterations", 1, 1 << 24, &j->iterations));
     TRY(job_get_bool(L, m, "bench", "roofline", &j->roofline));
     j->arrival_rate = 0.0f, j->duration = 10.0f, j->arrival_seed = 1;
-    /* lo = -1 lets 0 (off) through; a negative rate is refused below with its own words */
-    TRY(job_get_float(L, m, "bench", "arrival_rate", -1.0, &j->arrival_rate));
-    if (j->arrival_rate < 0)
-        return job_fail_at(j, KEYS("bench.arrival_rate"),
-                           "bench.arrival_rate = %g is out of range; allowed: 0 (off) or a rate "
-                           "> 0 in requests/s", (double)j->arrival_rate);
-    TRY(job_get_float(L, m, "bench", "duration", 0.0, &j->duration));
+    TRY(job_get_float(L, m, "bench", "arrival_rate", 0.0, 1, &j->arrival_rate));
+    TRY(job_get_float(L, m, "bench", "duration", 0.0, 0, &j->duration));
     TRY(job_get_u64(L, m, "bench", "arrival_seed", &j->arrival_seed));
     return STATUS_OK;
 }

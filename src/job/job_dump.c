@@ -6,11 +6,25 @@
 
 #include "base/check.h"
 #include "job/job.h"
+#include "job/job_tree.h"
 
-/* A YAML double-quoted string: safe for any bytes a loaded job can hold. */
+/* A YAML double-quoted string: safe for any text a loaded job can hold (valid UTF-8, which
+ * job_load makes sure of). Code points that YAML refuses raw (C1 controls, U+FFFE, U+FFFF) or
+ * would fold as line breaks inside the quotes (NEL, LS, PS), and the BOM, are escaped. */
 static void job_dump_quoted(FILE *out, const char *s) {
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned cp = 0;
+        int len = *p >= 0x80 ? jtree_utf8_decode(p, &cp) : 0;
+        if (len > 0) {
+            if ((cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 || cp == 0xFEFF ||
+                cp == 0xFFFE || cp == 0xFFFF)
+                fprintf(out, "\\u%04X", cp);
+            else
+                fwrite(p, 1, (size_t)len, out);
+            p += len - 1;
+            continue;
+        }
         switch (*p) {
         case '"':
             fputs("\\\"", out);

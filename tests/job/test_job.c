@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -665,12 +666,352 @@ static void test_text_file_errors(void **state) {
     snprintf(fifo, sizeof fifo, "%s/a_fifo", tmp_dir);
     assert_int_equal(mkfifo(fifo, 0644), 0);
     expect_error(write_tmp("te4.yaml", "model: {synthetic: {}}\ninput: {text_file: a_fifo}\n"),
-                 NULL, 0, "te4\\.yaml:2: input\\.text_file: '.*/a_fifo' is not a regular file");
+                 NULL, 0,
+                 "te4\\.yaml:2: input\\.text_file: '.*/a_fifo' is a FIFO, not a regular file");
     char set[600];
     snprintf(set, sizeof set, "input.text_file=%s/empty.txt", tmp_dir);
     const char *sets[] = {set};
     expect_error(src_path("jobs/tiny.yaml"), sets, 1,
                  "^--set input\\.text_file=.*empty\\.txt: input\\.text_file: '.*' is empty");
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Writes tmp_dir/name: a job whose input.tokens holds depth nested opens, then closes. */
+static const char *write_deep(const char *name, const char *open, const char *close, int depth) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("model: {synthetic: {}}\ninput:\n  tokens: ", f);
+    for (int i = 0; i < depth; i++)
+        fputs(open, f);
+    fputs("1", f);
+    for (int i = 0; i < depth; i++)
+        fputs(close, f);
+    fputs("\n", f);
+    fclose(f);
+    return path;
+}
+
+/* Item 7 of issue 14: a file nested 100k levels deep took 40-65 s to be refused, 250k more
+ * than 40 s, all inside libyaml's document loader. The depth is now checked as events arrive:
+ * refused at the first level past the limit, in well under the bound (generous: the point is
+ * the quadratic blow-up, not the machine's speed). */
+static void test_depth_limit(void **state) {
+    static const char *const shapes[][2] = {{"[", "]"}, {"{a: ", "}"}};
+    for (int depth = 100000; depth <= 250000; depth += 150000)
+        for (int s = 0; s < 2; s++) {
+            const char *path = write_deep("deep.yaml", shapes[s][0], shapes[s][1], depth);
+            double t0 = now_seconds();
+            expect_error(path, NULL, 0,
+                         "deep\\.yaml:3: nesting deeper than 32 levels; a job needs 4");
+            double took = now_seconds() - t0;
+            if (took >= 10.0) print_error("depth %d %s: %.1f s\n", depth, shapes[s][0], took);
+            assert_true(took < 10.0);
+        }
+    /* 32 levels are allowed: the limit is exact, not a guess */
+    expect_error(write_deep("d32.yaml", "[", "]", 29), NULL, 0,
+                 "d32\\.yaml:3: input\\.tokens: prompt 0 position 0: expected an integer, got a "
+                 "sequence");
+    expect_error(write_deep("d33.yaml", "[", "]", 31), NULL, 0,
+                 "d33\\.yaml:3: nesting deeper than 32 levels");
+    /* through an alias, the copy counts its own depth */
+    char text[2048] = "model: {synthetic: {}}\ninput: {tokens: [1]}\nx: &a ";
+    for (int i = 0; i < 20; i++)
+        strcat(text, "[");
+    for (int i = 0; i < 20; i++)
+        strcat(text, "]");
+    strcat(text, "\ny: ");
+    for (int i = 0; i < 20; i++)
+        strcat(text, "[");
+    strcat(text, "*a");
+    for (int i = 0; i < 20; i++)
+        strcat(text, "]");
+    strcat(text, "\n");
+    expect_error(write_tmp("dalias.yaml", text), NULL, 0,
+                 "dalias\\.yaml:4: nesting deeper than 32 levels \\(through an alias\\)");
+}
+
+/* The other limits of job_tree.h, each refused with its number and at its line. */
+static void test_size_limits(void **state) {
+    /* more bytes than the file limit: refused from its size, before it is read */
+    char path[512];
+    snprintf(path, sizeof path, "%s/big.yaml", tmp_dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("model: {synthetic: {}}\ninput: {tokens: [1]}\n# ", f);
+    for (long i = 0; i < (17L << 20) / 64; i++)
+        fputs("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", f);
+    fputs("\n", f);
+    fclose(f);
+    double t0 = now_seconds();
+    expect_error(path, NULL, 0,
+                 "big\\.yaml: the job file is [0-9]+ bytes, more than the limit of 16 MiB");
+    assert_true(now_seconds() - t0 < 10.0);
+    /* a billion laughs: nine levels of ten aliases each */
+    char text[4096] = "model: {synthetic: {}}\ninput: {tokens: [1]}\nl0: &l0 [x, x, x, x, x, x, x, "
+                      "x, x, x]\n";
+    for (int i = 1; i <= 9; i++) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "l%d: &l%d [*l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, "
+                 "*l%d, *l%d]\n",
+                 i, i, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1);
+        strcat(text, line);
+    }
+    t0 = now_seconds();
+    expect_error(write_tmp("laughs.yaml", text), NULL, 0,
+                 "laughs\\.yaml:[0-9]+: more than 1000000 YAML nodes");
+    assert_true(now_seconds() - t0 < 10.0);
+    /* one mapping with more keys than any section could hold */
+    char *wide = malloc(16384);
+    assert_non_null(wide);
+    snprintf(wide, 16384, "model: {synthetic: {}}\ninput: {tokens: [1]}\nx: {");
+    for (int i = 0; i < 300; i++)
+        snprintf(wide + strlen(wide), 64, "k%d: 1, ", i);
+    strcat(wide, "}\n");
+    expect_error(write_tmp("keys.yaml", wide), NULL, 0,
+                 "keys\\.yaml:3: more than 256 keys in one mapping");
+    snprintf(wide, 16384, "model: {synthetic: {}}\ninput: {tokens: [1]}\nx: [");
+    for (int i = 0; i < 70; i++)
+        snprintf(wide + strlen(wide), 64, "&a%d 1, ", i);
+    strcat(wide, "]\n");
+    expect_error(write_tmp("anchors.yaml", wide), NULL, 0,
+                 "anchors\\.yaml:3: more than 64 anchors");
+    wide[0] = '\0';
+    for (int i = 0; i < 20; i++)
+        snprintf(wide + strlen(wide), 64, "%%TAG !t%d! tag:x%d:\n", i, i);
+    strcat(wide, "---\nmodel: {synthetic: {}}\ninput: {tokens: [1]}\n");
+    expect_error(write_tmp("tags.yaml", wide), NULL, 0,
+                 "tags\\.yaml:17: more than 16 YAML directives");
+    free(wide);
+    /* a few directives, an anchor and an alias are still plain YAML */
+    job j;
+    load_ok(&j,
+            write_tmp("fine.yaml", "%YAML 1.1\n---\nmodel: {synthetic: &s {layers: 2}}\n"
+                                   "input: {tokens: [&one 1, *one, 2]}\n"),
+            NULL, 0);
+    assert_int_equal(j.prompt_len, 3);
+    assert_int_equal(j.tokens[1], 1);
+    job_free(&j);
+}
+
+/* Item 14 of issue 14: values are read as YAML says, never leniently. */
+static void test_strict_values(void **state) {
+    const char *m = "model: {synthetic: {}}\n";
+    char text[512];
+    /* an explicit !!str is a string, as a quoted value is */
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nparallel: {tp: !!str 4}\n", m);
+    expect_error(write_tmp("s1.yaml", text), NULL, 0,
+                 "s1\\.yaml:3: parallel\\.tp: expected an integer, got the string '4'");
+    snprintf(text, sizeof text, "%sinput: {tokens: [!!str 4]}\n", m);
+    expect_error(write_tmp("s2.yaml", text), NULL, 0,
+                 "s2\\.yaml:2: input\\.tokens: prompt 0 position 0: expected an integer, got the "
+                 "string '4'");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\ngenerate: {seed: !!str 4}\n", m);
+    expect_error(write_tmp("s3.yaml", text), NULL, 0,
+                 "s3\\.yaml:3: generate\\.seed: expected an integer from 0 to 2\\^64-1, got the "
+                 "string '4'");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\ngenerate: {temperature: ! 0.5}\n", m);
+    expect_error(write_tmp("s4.yaml", text), NULL, 0,
+                 "s4\\.yaml:3: generate\\.temperature: expected a number, got the string '0\\.5'");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nbench: {roofline: !!str true}\n", m);
+    expect_error(write_tmp("s5.yaml", text), NULL, 0,
+                 "s5\\.yaml:3: bench\\.roofline: expected true or false, got the string 'true'");
+    /* a !!float is not an int; tags YAML does not define here are refused */
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nparallel: {tp: !!float 2}\n", m);
+    expect_error(write_tmp("s6.yaml", text), NULL, 0,
+                 "s6\\.yaml:3: parallel\\.tp: expected an integer, got '2' \\(tagged !!float\\)");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nparallel: {tp: !!binary 2}\n", m);
+    expect_error(write_tmp("s7.yaml", text), NULL, 0,
+                 "s7\\.yaml:3: the tag '!!binary' is not allowed here");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nrecord: {out: \"a\\0b.h5\"}\n", m);
+    expect_error(write_tmp("s8.yaml", text), NULL, 0, "s8\\.yaml:3: a value holds a NUL character");
+    /* the tags that agree with the key are fine: !!int "6" is the integer 6 */
+    job j;
+    snprintf(text, sizeof text,
+             "%sinput: {tokens: [!!int 5, !!int \"6\"]}\ngenerate: {temperature: !!float 1}\n"
+             "bench: {roofline: !!bool false}\nrecord: {out: !!str 7}\n",
+             m);
+    load_ok(&j, write_tmp("s9.yaml", text), NULL, 0);
+    assert_int_equal(j.tokens[1], 6);
+    assert_true(j.temperature == 1.0f);
+    assert_string_equal(j.out, "7");
+    job_free(&j);
+
+    /* a leading zero: YAML 1.1 reads 010 as 8, a decimal reading gives 10: refused */
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nparallel: {tp: 010}\n", m);
+    expect_error(write_tmp("z1.yaml", text), NULL, 0,
+                 "z1\\.yaml:3: parallel\\.tp: '010' has a leading zero, which YAML 1\\.1 reads as "
+                 "octal; write the number without it");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1, -07]}\n", m);
+    expect_error(write_tmp("z2.yaml", text), NULL, 0,
+                 "z2\\.yaml:2: input\\.tokens: prompt 0 position 1: '-07' has a leading zero");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\ngenerate: {seed: 00}\n", m);
+    expect_error(write_tmp("z3.yaml", text), NULL, 0,
+                 "z3\\.yaml:3: generate\\.seed: '00' has a leading zero");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nbench: {duration: 010}\n", m);
+    expect_error(write_tmp("z4.yaml", text), NULL, 0,
+                 "z4\\.yaml:3: bench\\.duration: '010' has a leading zero");
+    const char *set[] = {"parallel.tp=+02"};
+    expect_error(src_path("jobs/tiny.yaml"), set, 1,
+                 "^--set parallel\\.tp=\\+02: parallel\\.tp: '\\+02' has a leading zero");
+    /* zero itself, and decimals, are not leading zeros */
+    snprintf(text, sizeof text,
+             "%sinput: {tokens: [0, 10, 100]}\ngenerate: {seed: 0, temperature: 0.05}\n"
+             "bench: {duration: 0.5}\n",
+             m);
+    load_ok(&j, write_tmp("z5.yaml", text), NULL, 0);
+    assert_int_equal(j.tokens[0], 0);
+    assert_int_equal(j.tokens[2], 100);
+    assert_true(j.temperature == 0.05f && j.duration == 0.5f);
+    job_free(&j);
+    /* hex floats (strtod reads them, YAML does not) are not numbers */
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nbench: {duration: 0x1p3}\n", m);
+    expect_error(write_tmp("z6.yaml", text), NULL, 0,
+                 "z6\\.yaml:3: bench\\.duration: expected a number, got '0x1p3'");
+}
+
+/* Item 13 of issue 14: each message names the right place and the real allowed range. */
+static void test_messages(void **state) {
+    const char *tiny = src_path("jobs/tiny.yaml");
+    /* floats: the whole range, upper bound included (was "allowed: > -1") */
+    const char *rate[] = {"bench.arrival_rate=1e300"};
+    expect_error(tiny, rate, 1,
+                 "^--set bench\\.arrival_rate=1e300: bench\\.arrival_rate = 1e300 is out of "
+                 "range; allowed: 0 \\(off\\), or > 0 and <= 3e\\+38$");
+    const char *negative[] = {"bench.arrival_rate=-2"};
+    expect_error(tiny, negative, 1,
+                 "bench\\.arrival_rate = -2 is out of range; allowed: 0 \\(off\\)");
+    const char *eps[] = {"model.ln_eps=1e39"};
+    expect_error(tiny, eps, 1,
+                 "model\\.ln_eps = 1e39 is out of range; allowed: > 0 and <= 3e\\+38$");
+    /* ints: both ends, also past INT_MAX and past 64 bits (was "allowed: >= 0") */
+    const char *flush[] = {"record.flush_every=3000000000"};
+    expect_error(tiny, flush, 1,
+                 "record\\.flush_every = 3000000000 is out of range; allowed: 0 to 2147483647$");
+    const char *huge[] = {"record.flush_every=99999999999999999999999"};
+    expect_error(tiny, huge, 1,
+                 "record\\.flush_every = 99999999999999999999999 is out of range; allowed: 0 to "
+                 "2147483647$");
+    /* a byte that is not UTF-8 is reported at its own line (was line 1) */
+    expect_error(write_tmp("u1.yaml", "model:\n  synthetic: {}\ninput: {tokens: [1]}\n"
+                                      "record: {out: caf\xe9.h5}\n"),
+                 NULL, 0,
+                 "u1\\.yaml:4: invalid trailing UTF-8 octet at byte offset 62; a job file "
+                 "is UTF-8 text");
+    expect_error(write_tmp("u2.yaml", "model:\n  synthetic: {}\r\ninput: {tokens: [1]}\r\n\r\n"
+                                      "# \x01\n"),
+                 NULL, 0, "u2\\.yaml:5: control characters are not allowed at byte offset 50");
+    /* a directory as the job file (was "YAML syntax error: input error") */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/job_dir", tmp_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    expect_error(dir, NULL, 0, "job_dir: cannot open job file: it is a directory, not a file$");
+    /* a directory as the tokens file (was "holds no prompts") */
+    char set[600];
+    snprintf(set, sizeof set, "input.tokens_file=%s", dir);
+    const char *sets[] = {set};
+    expect_error(tiny, sets, 1,
+                 "^--set input\\.tokens_file=.*/job_dir: input\\.tokens_file: '.*/job_dir' is a "
+                 "directory, not a file");
+    /* a sweep point's value is reported as the --sweep that gave it (was --set) */
+    const char *sweep[] = {"--sweep parallel.tp=x"};
+    expect_error(tiny, sweep, 1, "^--sweep parallel\\.tp=x: parallel\\.tp: expected an integer");
+    const char *sweep_ctx[] = {"--sweep generate.new_tokens=100"};
+    expect_error(tiny, sweep_ctx, 1,
+                 "^--sweep generate\\.new_tokens=100: prompt of 4 tokens plus 100 new tokens");
+    /* bytes of a binary tokens file are escaped, never echoed raw */
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/bin.txt", tmp_dir);
+    FILE *f = fopen(bin, "wb");
+    assert_non_null(f);
+    fputs("1 2\n\x1b[31m\xff 3\n", f);
+    fclose(f);
+    expect_error(write_tmp("tb.yaml", "model: {synthetic: {}}\ninput: {tokens_file: bin.txt}\n"),
+                 NULL, 0, "bin\\.txt:2: '\\\\x1B\\[31m\\\\xFF' is not a token id");
+    assert_null(strchr(error_message(), '\x1b'));
+    /* and control characters of a YAML value too */
+    expect_error(write_tmp("esc.yaml", "model: {synthetic: {}}\ninput: {tokens: [1]}\n"
+                                       "parallel: {tp: \"\\e[2J\"}\n"),
+                 NULL, 0,
+                 "esc\\.yaml:3: parallel\\.tp: expected an integer, got the string "
+                 "'\\\\x1B\\[2J'");
+    /* a NUL byte in a tokens file is refused at its line (it silently ended the line) */
+    snprintf(bin, sizeof bin, "%s/nul.txt", tmp_dir);
+    f = fopen(bin, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("1 2\n3 4\n5\0 6\n", 1, 13, f), 13);
+    fclose(f);
+    expect_error(write_tmp("tn.yaml", "model: {synthetic: {}}\ninput: {tokens_file: nul.txt}\n"),
+                 NULL, 0, "nul\\.txt:3: a NUL byte at column 2; a tokens file is text");
+}
+
+/* Text that reaches a job without passing libyaml (a verbatim --set value, input.text_file)
+ * must be UTF-8, or the resolved job, written back as YAML, would not load again (found by
+ * tests/fuzz/fuzz_job.c); code points YAML refuses raw are escaped in the dump. */
+static void test_text_round_trip(void **state) {
+    const char *tiny = src_path("jobs/tiny.yaml");
+    const char *bad_text[] = {"input.text=caf\xe9!"};
+    expect_error(tiny, bad_text, 1,
+                 "^--set input\\.text=caf.!: the value is not UTF-8 text \\(a bad byte 0xE9 at "
+                 "offset 3\\)$");
+    const char *bad_out[] = {"record.out=\xff.h5"};
+    expect_error(tiny, bad_out, 1, "^--set record\\.out=.*: the value is not UTF-8 text");
+    char path[512];
+    snprintf(path, sizeof path, "%s/latin1.txt", tmp_dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("line one\ncaf\xe9\n", f);
+    fclose(f);
+    expect_error(write_tmp("l1.yaml", "model: {synthetic: {}}\ninput: {text_file: latin1.txt}\n"),
+                 NULL, 0,
+                 "l1\\.yaml:2: input\\.text_file: '.*/latin1\\.txt' is not UTF-8 text: line 2 has "
+                 "the bad byte 0xE9 \\(offset 12\\)");
+    /* C1 controls, NEL, LS, PS, BOM and U+FFFE: from YAML escapes or a verbatim --set, all
+     * survive dump -> load -> dump */
+    const char *sets[] = {"input.text=a\xc2\x85"
+                          "b\xe2\x80\xa8"
+                          "c\xef\xbb\xbf\xc2\x9f\xe2\x80\xa9\xef\xbf\xbe\xc3\xa9"};
+    round_trip(tiny, sets, 1);
+    round_trip(write_tmp("esc_rt.yaml", "model: {synthetic: {}}\ninput:\n  text: "
+                                        "\"\\x80\\x9f\\N\\L\\P\\uFEFF\\uFFFE\\x01 \\u00e9\"\n"),
+               NULL, 0);
+    job j;
+    load_ok(&j, write_tmp("esc_rt2.yaml", "model: {synthetic: {}}\ninput:\n  text: \"\\N\\x80\"\n"),
+            NULL, 0);
+    assert_string_equal(j.text, "\xc2\x85\xc2\x80");
+    assert_non_null(strstr(j.yaml, "text: \"\\u0085\\u0080\""));
+    job_free(&j);
+}
+
+/* Item 8 of issue 14: a FIFO with no writer as the job file or the tokens file blocked
+ * forever; now refused before it is opened. The alarm turns a hang into a failure. */
+static void test_fifo_inputs(void **state) {
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/job_fifo.yaml", tmp_dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    alarm(20);
+    expect_error(fifo, NULL, 0,
+                 "job_fifo\\.yaml: cannot open job file: it is a FIFO, not a "
+                 "regular file$");
+    snprintf(fifo, sizeof fifo, "%s/tokens_fifo", tmp_dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    expect_error(
+        write_tmp("tf_fifo.yaml", "model: {synthetic: {}}\ninput:\n  tokens_file: tokens_fifo\n"),
+        NULL, 0,
+        "tf_fifo\\.yaml:3: input\\.tokens_file: '.*/tokens_fifo' is a FIFO, not a "
+        "regular file");
+    alarm(0);
+    expect_error(write_tmp("tf_dev.yaml", "model: {synthetic: {}}\ninput:\n"
+                                          "  tokens_file: /dev/null\n"),
+                 NULL, 0,
+                 "tf_dev\\.yaml:3: input\\.tokens_file: '/dev/null' is a character device");
 }
 
 int main(void) {
@@ -682,6 +1023,9 @@ int main(void) {
         cmocka_unit_test(test_overrides),          cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_checkpoint_job),     cmocka_unit_test(test_free_zeroed),
         cmocka_unit_test(test_path_fallback),      cmocka_unit_test(test_text_file_errors),
+        cmocka_unit_test(test_depth_limit),        cmocka_unit_test(test_size_limits),
+        cmocka_unit_test(test_strict_values),      cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_fifo_inputs),        cmocka_unit_test(test_text_round_trip),
     };
     return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }

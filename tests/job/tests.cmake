@@ -13,3 +13,15 @@ add_test(NAME expect_exit_wrong_output
 set_tests_properties(expect_exit_wrong_code expect_exit_wrong_output PROPERTIES WILL_FAIL TRUE)
 set_tests_properties(expect_exit_pass expect_exit_wrong_code expect_exit_wrong_output
                      PROPERTIES LABELS "unit;jobs" TIMEOUT 30)
+
+# CLI checks with files made at test time (tests/job/cli_checks.sh): 100k- and 250k-deep files,
+# files over the size, node and directive limits, FIFOs and directories as job and input files,
+# and messages that name --sweep or the --set that gave input.text. Each refusal must exit 2
+# within 10 s. Leak checks are off for them as for every test of the tripar binary: Open MPI
+# keeps allocations past MPI_Finalize; test_job checks the parser's own leaks in-process.
+foreach(check deep huge fifo directory sweep text_origin)
+  add_test(NAME job_cli_${check} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/job/cli_checks.sh ${check}
+           ${CMAKE_CURRENT_BINARY_DIR}/job_cli_${check})
+  set_tests_properties(job_cli_${check} PROPERTIES LABELS "unit;jobs;cli"
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};ASAN_OPTIONS=detect_leaks=0" TIMEOUT 120)
+endforeach()
