@@ -258,7 +258,7 @@ static int comms_start(run_context *rc) {
     static const comm_choice choices[] = {
         [COMM_AUTO] = COMM_CHOICE_AUTO, [COMM_MPI] = COMM_CHOICE_MPI, [COMM_NCCL] = COMM_CHOICE_NCCL};
     char origin[JOB_PATH_MAX + 32];
-    snprintf(origin, sizeof origin, "%s:%d", j->source, job_key_line(j, "backend.comm"));
+    job_key_origin(j, "backend.comm", origin, sizeof origin);
     /* the largest message over TP or PP is a micro-batch prefill's activations in the largest
      * replica */
     microbatch_split largest;
