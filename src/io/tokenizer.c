@@ -333,7 +333,7 @@ static int piece_encode(encode_ctx *c, const unsigned char *s, size_t n) {
         c->sym[i] = id;
     }
     CHECK(n < (1u << 31), "piece of %zu bytes is too long", n);
-    int m = bpe_merge(&t->merges, c->sym, (int)n, &c->work);
+    int m = bpe_merge(&t->merges, c->sym, (int)n, t->merge_rounds, &c->work);
     for (int i = 0; i < m; i++) ids_push(c, c->sym[i]);
     return STATUS_OK;
 }
@@ -500,20 +500,26 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t *
 
 /* ---- decode ------------------------------------------------------------------------------ */
 
-char *tokenizer_decode_text(const tokenizer *t, const int32_t *ids, int n, int skip_special,
+static int id_known(const tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_ids && t->id_bytes[id];
+}
+
+char *tokenizer_decode_text(const tokenizer *t, const int32_t *ids, int n, unsigned flags,
                             size_t *len) {
     size_t total = 0;
     for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= t->n_ids || !t->id_bytes[ids[i]]) {
+        if (id_known(t, ids[i])) {
+            total += (size_t)t->id_len[ids[i]];
+        } else if (!(flags & TOKENIZER_SKIP_UNKNOWN)) {
             error_set("tokenizer: token id %d is not in the vocab", ids[i]);
             return NULL;
         }
-        total += (size_t)t->id_len[ids[i]];
     }
     char *out = xmalloc(total + 1);
     size_t pos = 0;
     for (int i = 0; i < n; i++) {
-        if (skip_special && t->id_special[ids[i]]) continue;
+        if (!id_known(t, ids[i])) continue;
+        if ((flags & TOKENIZER_SKIP_SPECIAL) && t->id_special[ids[i]]) continue;
         memcpy(out + pos, t->id_bytes[ids[i]], (size_t)t->id_len[ids[i]]);
         pos += (size_t)t->id_len[ids[i]];
     }

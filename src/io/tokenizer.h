@@ -36,9 +36,16 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t *
  * with error_message() set on an unknown id. */
 char *tokenizer_decode(const tokenizer *t, const int32_t *ids, int n, size_t *len);
 
-/* Same, leaving out the added tokens marked special when skip_special is 1 (Hugging Face's
- * skip_special_tokens). */
-char *tokenizer_decode_text(const tokenizer *t, const int32_t *ids, int n, int skip_special,
+/* Flags of tokenizer_decode_text. */
+enum {
+    TOKENIZER_SKIP_SPECIAL = 1, /* leave out special added tokens (skip_special_tokens) */
+    TOKENIZER_SKIP_UNKNOWN = 2, /* leave out ids the tokenizer lacks, as Hugging Face's decode
+                                   does, rather than fail: a model's vocab may be padded past
+                                   its tokenizer (Qwen2), and a synthetic one is any size */
+};
+
+/* tokenizer_decode with flags (TOKENIZER_SKIP_*). */
+char *tokenizer_decode_text(const tokenizer *t, const int32_t *ids, int n, unsigned flags,
                             size_t *len);
 
 /* 1 when id is an added token marked "special" (<|eot_id|>, <|endoftext|> ...), else 0. */

@@ -64,6 +64,7 @@ void bpe_work_free(bpe_work *w) {
     free(w->prev);
     free(w->next);
     free(w->heap);
+    free(w->deferred);
     memset(w, 0, sizeof *w);
 }
 
@@ -106,64 +107,76 @@ static bpe_key heap_pop(bpe_work *w, size_t *n) {
     return top;
 }
 
-/* Pushes the pair starting at symbol pos when it has a merge. */
-static void pair_push(const tok_merge_map *m, bpe_work *w, size_t *hn, const int32_t *ids,
-                      int32_t pos) {
-    int32_t rank, merged, right = w->next[pos];
-    if (right >= 0 && tok_merge_map_get(m, ids[pos], ids[right], &rank, &merged))
-        heap_push(w, hn, (bpe_key)(uint32_t)rank << 32 | (uint32_t)pos);
+static bpe_key key_of(int32_t rank, int32_t pos) {
+    return (bpe_key)(uint32_t)rank << 32 | (uint32_t)pos;
 }
 
-/* Every pair of the text is pushed when it forms and looked at when it surfaces; an entry whose
+/* Queues the pair starting at symbol pos when it has a merge: on the heap, or, in GPT-2 rounds,
+ * held back while the round of rank `round` lasts when it ranks no later than that. */
+static void pair_queue(const tok_merge_map *m, bpe_work *w, size_t *hn, size_t *nd,
+                       const int32_t *ids, int32_t pos, int64_t round) {
+    int32_t rank, merged, right = w->next[pos];
+    if (right < 0 || !tok_merge_map_get(m, ids[pos], ids[right], &rank, &merged)) return;
+    if (rank <= round)
+        w->deferred[(*nd)++] = key_of(rank, pos);
+    else
+        heap_push(w, hn, key_of(rank, pos));
+}
+
+/* Every pair of the text is queued when it forms and looked at when it surfaces; an entry whose
  * pair has since changed (a neighbour merged) is dropped then. A merge keeps its left symbol's
- * position, so (rank, position) orders equal-rank merges left to right, as GPT-2's "merge every
- * occurrence of the best pair, left to right" and Hugging Face's own queue do. At most n - 1
- * merges, each pushing two pairs: the heap never holds more than 3n entries. */
-int bpe_merge(const tok_merge_map *m, int32_t *ids, int n, bpe_work *w) {
+ * position, so (rank, position) takes the leftmost of the best pairs, as Hugging Face's queue
+ * and tiktoken do. GPT-2's encoder.py instead merges every occurrence of the best pair in one
+ * left-to-right pass before it looks again; the two differ only when a merge forms a pair that
+ * ranks before the one being merged (a token made by two merges can do that), and `rounds`
+ * gives GPT-2's order by holding such pairs back until the round ends. At most n - 1 merges,
+ * each queueing two pairs: the heap never holds more than 3n entries. */
+int bpe_merge(const tok_merge_map *m, int32_t *ids, int n, int rounds, bpe_work *w) {
     if (n < 2) return n;
     if ((size_t)n > w->cap) {
         free(w->prev);
         free(w->next);
         free(w->heap);
+        free(w->deferred);
         w->cap = (size_t)n;
         w->prev = xmalloc(w->cap * sizeof *w->prev);
         w->next = xmalloc(w->cap * sizeof *w->next);
         w->heap = xmalloc(3 * w->cap * sizeof *w->heap);
+        w->deferred = xmalloc(2 * w->cap * sizeof *w->deferred);
     }
     for (int i = 0; i < n; i++) {
         w->prev[i] = i - 1;
         w->next[i] = i + 1 < n ? i + 1 : -1;
     }
-    size_t hn = 0;
+    size_t hn = 0, nd = 0;
     for (int i = 0; i + 1 < n; i++) { /* the text's own pairs, then one O(n) heapify */
         int32_t rank, merged;
         if (tok_merge_map_get(m, ids[i], ids[i + 1], &rank, &merged))
-            w->heap[hn++].key = (bpe_key)(uint32_t)rank << 32 | (uint32_t)i;
+            w->heap[hn++].key = key_of(rank, i);
     }
     for (size_t i = hn > 1 ? (hn - 2) / 4 + 1 : 0; i-- > 0;) heap_sift_down(w, hn, i);
-    while (hn > 0) {
-        bpe_key key = w->heap[0].key;
-        int32_t pos = (int32_t)(uint32_t)key, right = w->next[pos], rank, merged;
-        /* a merged-away symbol has id -1; rank names the pair, so equal rank = same pair */
-        if (ids[pos] < 0 || right < 0 ||
-            !tok_merge_map_get(m, ids[pos], ids[right], &rank, &merged) ||
-            (uint32_t)rank != (uint32_t)(key >> 32)) {
-            heap_pop(w, &hn);
+    int64_t round = -1; /* rank of the GPT-2 round under way; -1 holds nothing back */
+    while (hn > 0 || nd > 0) {
+        if (nd > 0 && (hn == 0 || (int64_t)(w->heap[0].key >> 32) != round)) {
+            for (size_t i = 0; i < nd; i++) heap_push(w, &hn, w->deferred[i]); /* round over */
+            nd = 0;
+            round = -1;
             continue;
         }
+        bpe_key key = heap_pop(w, &hn);
+        int32_t pos = (int32_t)(uint32_t)key, right = w->next[pos], rank, merged;
+        /* a merged-away symbol has id -1; a rank names one pair, so equal rank = same pair */
+        if (ids[pos] < 0 || right < 0 ||
+            !tok_merge_map_get(m, ids[pos], ids[right], &rank, &merged) ||
+            (uint32_t)rank != (uint32_t)(key >> 32))
+            continue;
+        if (rounds) round = rank;
         ids[pos] = merged;
         ids[right] = -1;
-        w->next[pos] = right = w->next[right];
-        if (right >= 0) w->prev[right] = pos;
-        /* the merged symbol's pair with its right neighbour takes the top's place: one sift
-         * instead of a pop and a push */
-        if (right >= 0 && tok_merge_map_get(m, merged, ids[right], &rank, &merged)) {
-            w->heap[0].key = (bpe_key)(uint32_t)rank << 32 | (uint32_t)pos;
-            heap_sift_down(w, hn, 0);
-        } else {
-            heap_pop(w, &hn);
-        }
-        if (w->prev[pos] >= 0) pair_push(m, w, &hn, ids, w->prev[pos]);
+        w->next[pos] = w->next[right];
+        if (w->next[right] >= 0) w->prev[w->next[right]] = pos;
+        if (w->prev[pos] >= 0) pair_queue(m, w, &hn, &nd, ids, w->prev[pos], round);
+        pair_queue(m, w, &hn, &nd, ids, pos, round);
     }
     int k = 0;
     for (int32_t i = 0; i >= 0; i = w->next[i]) ids[k++] = ids[i]; /* symbol 0 never dies */

@@ -46,6 +46,7 @@ int tok_merge_map_get(const tok_merge_map *m, int32_t left, int32_t right, int32
 typedef struct {
     int32_t *prev, *next; /* (cap) the doubly linked list of live symbols */
     struct bpe_entry *heap; /* (3 * cap) candidate pairs, lowest (rank, position) on top */
+    uint64_t *deferred;     /* (2 * cap) pairs held back until a GPT-2 round ends */
     size_t cap;
     uint64_t steps;         /* heap pushes, pops and sift moves, for the complexity test */
 } bpe_work;
@@ -53,10 +54,11 @@ typedef struct {
 void bpe_work_free(bpe_work *w);
 
 /* Byte-pair merging of the n symbol ids in place: repeatedly merges the adjacent pair with the
- * lowest rank, leftmost first, until no adjacent pair has one. Returns the number of symbols
- * left (written to ids[0..]). O(n log n): a heap over a linked list, with entries that
- * went stale checked when they surface. */
-int bpe_merge(const tok_merge_map *m, int32_t *ids, int n, bpe_work *w);
+ * lowest rank, leftmost first (Hugging Face, tiktoken), or with rounds = 1 every occurrence of
+ * it left to right before looking again (GPT-2's encoder.py), until no adjacent pair has a
+ * rank. Returns the number of symbols left (written to ids[0..]). O(n log n): a heap over a
+ * linked list, with entries that went stale checked when they surface. */
+int bpe_merge(const tok_merge_map *m, int32_t *ids, int n, int rounds, bpe_work *w);
 
 #define TOK_MAX_STAGES 4
 /* One pre-tokenisation step: optionally prefix a space (ByteLevel add_prefix_space), then
@@ -91,6 +93,7 @@ struct tokenizer {
     tok_stage stage[TOK_MAX_STAGES];
     int n_stages;
     int ignore_merges;            /* a piece that is itself in the vocab is one token */
+    int merge_rounds;             /* GPT-2's merge order (vocab.json + merges.txt) */
     int unk_id;                   /* stands for a byte without a symbol id, or -1 */
     tok_normalizer normalizer;
     tok_added *added;

@@ -123,6 +123,7 @@ static int strings_build(tokenizer *t, const json_t *vocab, const char *merges_t
     t->stage[0].re = tok_pattern_compile(tok_gpt2_pattern, 0, "GPT-2 pattern");
     CHECK(t->stage[0].re, "%s", error_message());
     t->n_stages = 1;
+    t->merge_rounds = 1; /* the order of GPT-2's encoder.py, which these two files come from */
     return STATUS_OK;
 }
 
@@ -419,8 +420,11 @@ static int json_build(tokenizer *t, const json_t *root, const char *name) {
     if (rc != STATUS_OK) return rc;
 
     json_t *norm = json_object_get(root, "normalizer");
-    if (norm && !json_is_null(norm))
-        return unsupported(name, "normalizer", norm, "null (no normalizer)");
+    if (norm && !json_is_null(norm)) /* each would change the text before it is split */
+        return json_object_get(norm, "type")
+                   ? unsupported(name, "normalizer.type", json_object_get(norm, "type"),
+                                 "null (no normalizer)")
+                   : unsupported(name, "normalizer", norm, "null (no normalizer)");
     json_t *pre = json_object_get(root, "pre_tokenizer");
     int byte_level = 0;
     if (!json_is_object(pre))
