@@ -99,3 +99,9 @@ target_link_libraries(test_tokenizer_json PRIVATE tripar_cli) # imports through 
 set_property(TEST test_tokenizer_json APPEND PROPERTY ENVIRONMENT
              TOKJSON_FIXTURES=${TOKJSON_FIXTURES} CKPT_FIXTURES=${CKPT_FIXTURES})
 set_tests_properties(test_tokenizer_json PROPERTIES FIXTURES_REQUIRED "tok_json;ckpt_hf")
+# ... and through the CLI: import-hf keeps tokenizer.json, `run` encodes and decodes with it,
+# model.tokenizer gives one to a synthetic model, and the refusals exit 2 (label mpi).
+add_test(NAME tok_json_e2e COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/tokenizer_json_e2e.sh
+         ${CMAKE_CURRENT_BINARY_DIR}/tok_json_e2e ${TOKJSON_FIXTURES})
+set_tests_properties(tok_json_e2e PROPERTIES LABELS "mpi;checkpoint" FIXTURES_REQUIRED tok_json
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
