@@ -429,12 +429,17 @@ static int pieces_encode(encode_ctx *c, const unsigned char *s, size_t n, int st
 
 static int added_encode(encode_ctx *c, const unsigned char *s, size_t n, int pass);
 
-/* A stretch between added tokens: after the raw pass, normalise it (no normaliser is supported
- * yet, so it is the identity) and look for the normalised added tokens; after that, split. */
+/* A stretch between added tokens: after the raw pass, normalise it and look for the normalised
+ * added tokens; after that, split. */
 static int stretch_encode(encode_ctx *c, const unsigned char *s, size_t n, int pass) {
     if (n == 0) return STATUS_OK;
-    if (pass == 0) return added_encode(c, s, n, 1);
-    return pieces_encode(c, s, n, 0);
+    if (pass == 1) return pieces_encode(c, s, n, 0);
+    if (c->t->normalizer == TOK_NORM_NONE) return added_encode(c, s, n, 1);
+    size_t len;
+    unsigned char *normal = tok_normalize(c->t->normalizer, s, n, &len);
+    int rc = added_encode(c, normal, len, 1);
+    free(normal);
+    return rc;
 }
 
 /* Cuts s at the added tokens of this pass (0: matched in the raw text, 1: in the normalised

@@ -68,7 +68,18 @@ typedef struct {
     int prefix_space;
 } tok_stage;
 
-typedef enum { TOK_NORM_NONE = 0, TOK_NORM_NFC = 1 } tok_normalizer;
+typedef enum {
+    TOK_NORM_NONE = 0,
+    TOK_NORM_NFC,
+    TOK_NORM_NFD,
+    TOK_NORM_NFKC,
+    TOK_NORM_NFKD,
+} tok_normalizer;
+
+/* The normal form of s[0..n) (malloc'ed, NUL-terminated, *out_len bytes); bytes that are not
+ * UTF-8 are kept. tokenizer_norm.c. */
+unsigned char *tok_normalize(tok_normalizer kind, const unsigned char *s, size_t n,
+                             size_t *out_len);
 
 /* An added token: matched in the text before pre-tokenisation, and decoded as its content. */
 typedef struct {

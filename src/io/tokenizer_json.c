@@ -420,11 +420,17 @@ static int json_build(tokenizer *t, const json_t *root, const char *name) {
     if (rc != STATUS_OK) return rc;
 
     json_t *norm = json_object_get(root, "normalizer");
-    if (norm && !json_is_null(norm)) /* each would change the text before it is split */
-        return json_object_get(norm, "type")
-                   ? unsupported(name, "normalizer.type", json_object_get(norm, "type"),
-                                 "null (no normalizer)")
-                   : unsupported(name, "normalizer", norm, "null (no normalizer)");
+    if (norm && !json_is_null(norm)) { /* another would change the text in ways not done here */
+        static const char *const forms[] = {"NFC", "NFD", "NFKC", "NFKD"};
+        static const tok_normalizer kinds[] = {TOK_NORM_NFC, TOK_NORM_NFD, TOK_NORM_NFKC,
+                                               TOK_NORM_NFKD};
+        json_t *type = json_object_get(norm, "type");
+        for (int i = 0; i < 4 && json_is_string(type); i++)
+            if (!strcmp(json_string_value(type), forms[i])) t->normalizer = kinds[i];
+        if (t->normalizer == TOK_NORM_NONE)
+            return unsupported(name, type ? "normalizer.type" : "normalizer", type ? type : norm,
+                               "null, NFC, NFD, NFKC, NFKD");
+    }
     json_t *pre = json_object_get(root, "pre_tokenizer");
     int byte_level = 0;
     if (!json_is_object(pre))

@@ -7,6 +7,8 @@ tests/io/tokenizer_cli.sh read, into OUTDIR:
   llama3-pairs/tokenizer.json    the same with merges as ["a", "b"] pairs (newer files)
   gpt2-style/tokenizer.json      GPT-2's layout: ByteLevel with its regex, and <|endoftext|>
   gpt2-style/vocab.json, merges.txt   the same vocabulary and merges as GPT-2's two files
+  qwen2-nfc/tokenizer.json       Qwen2's layout: the NFC normalizer, Qwen2's regex (single
+                                 digits), a normalized added token "[Å]"
   unsupported/NAME.json          one thing changed each, that tripar must refuse
 
 The vocabulary: the 256 byte symbols of GPT-2's bytes_to_unicode at id = byte value, the 16
@@ -21,6 +23,7 @@ import sys
 
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_REGEX = LLAMA3_REGEX.replace(r"\p{N}{1,3}", r"\p{N}")
 
 # rank order; the merge of rank r makes id 256 + r. "Ġ á" joins a space to byte 0xE1, the first
 # byte of U+180E (E1 A0 8E), for the pre-tokenizer test.
@@ -95,6 +98,18 @@ def gpt2_style():
     return t
 
 
+def qwen2_nfc():
+    t = llama3(False)
+    t["normalizer"] = {"type": "NFC"}
+    t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = QWEN2_REGEX
+    t["added_tokens"] = [added("<|endoftext|>", 273, True), added("<|im_start|>", 274, True),
+                         added("<|im_end|>", 275, True),
+                         dict(added("[\u00c5]", 276, False), normalized=True)]
+    t["model"]["ignore_merges"] = False
+    t["post_processor"] = None
+    return t
+
+
 def unsupported():
     """name -> a Llama-3-style file with one unsupported change."""
     base = llama3(False)
@@ -108,7 +123,7 @@ def unsupported():
     variant("unigram", lambda t: t.__setitem__(
         "model", {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", -1.0]]}))
     variant("wordpiece", lambda t: t["model"].__setitem__("type", "WordPiece"))
-    variant("nfc", lambda t: t.__setitem__("normalizer", {"type": "NFC"}))
+    variant("lowercase", lambda t: t.__setitem__("normalizer", {"type": "Lowercase"}))
     variant("metaspace", lambda t: t.__setitem__(
         "pre_tokenizer", {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always"}))
     variant("removed", lambda t: t["pre_tokenizer"]["pretokenizers"][0].__setitem__(
@@ -135,6 +150,7 @@ def main():
     write_json(f"{out}/llama3-strings/tokenizer.json", llama3(False))
     write_json(f"{out}/llama3-pairs/tokenizer.json", llama3(True))
     write_json(f"{out}/gpt2-style/tokenizer.json", gpt2_style())
+    write_json(f"{out}/qwen2-nfc/tokenizer.json", qwen2_nfc())
     write_json(f"{out}/gpt2-style/vocab.json", vocab())
     with open(f"{out}/gpt2-style/merges.txt", "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in MERGES))

@@ -254,6 +254,29 @@ static void test_round_trips_and_specials(void **state) {
     tokenizer_free(t);
 }
 
+/* Qwen2's NFC normalizer runs on the text between the raw added tokens, before the normalized
+ * added tokens are looked for and the text is split: e + U+0301 is é (C3 A9), A + U+030A and the
+ * Angstrom sign U+212B are Å, so "[Å]" (276, normalized) matches all three spellings, and
+ * U+212B U+0301 composes on to U+01FA (C7 BA). Qwen2's regex splits digits one by one. */
+static void test_normalizer(void **state) {
+    (void)state;
+    tokenizer *t = load("qwen2-nfc/tokenizer.json");
+    EXPECT(t, "e\xcc\x81", 2, 0xC3, 0xA9);
+    EXPECT(t, "[A\xcc\x8a]", 1, 276);
+    EXPECT(t, "[\xe2\x84\xab]", 1, 276);
+    EXPECT(t, "<|im_start|>e\xcc\x81<|im_end|>", 4, 274, 0xC3, 0xA9, 275);
+    EXPECT(t, "caf\xc3\xa9 \xe2\x84\xab\xcc\x81", 8, 'c', 'a', 'f', 0xC3, 0xA9, ' ', 0xC7, 0xBA);
+    EXPECT(t, "12", 2, '1', '2');
+    /* text that is not UTF-8 keeps its bad bytes; the valid runs around them are normalised */
+    EXPECT(t, "e\xcc\x81\xff" "e\xcc\x81", 5, 0xC3, 0xA9, 0xFF, 0xC3, 0xA9);
+    static const char mixed[] = "ascii \xff\x80 and caf\xc3\xa9";
+    round_trip(t, mixed, sizeof mixed - 1);
+    tokenizer_free(t);
+    t = load("llama3-strings/tokenizer.json"); /* no normalizer: the mark stays a mark */
+    EXPECT(t, "e\xcc\x81", 3, 'e', 0xCC, 0x81);
+    tokenizer_free(t);
+}
+
 /* Each file changes one thing tripar does not implement; loading it names the key and value. */
 static void test_unsupported(void **state) {
     (void)state;
@@ -262,7 +285,8 @@ static void test_unsupported(void **state) {
     } cases[] = {
         {"unigram", "model.type \"Unigram\" is not supported; allowed: BPE"},
         {"wordpiece", "model.type \"WordPiece\" is not supported"},
-        {"nfc", "normalizer.type \"NFC\" is not supported; allowed: null"},
+        {"lowercase", "normalizer.type \"Lowercase\" is not supported; allowed: null, NFC, NFD, "
+                      "NFKC, NFKD"},
         {"metaspace", "pre_tokenizer.type \"Metaspace\" is not supported; allowed: Split, "
                       "ByteLevel, Sequence"},
         {"removed", "pre_tokenizer.pretokenizers[0].behavior \"Removed\" is not supported; "
@@ -488,6 +512,7 @@ int main(void) {
         cmocka_unit_test(test_u180e),
         cmocka_unit_test(test_equivalent_files),
         cmocka_unit_test(test_round_trips_and_specials),
+        cmocka_unit_test(test_normalizer),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_import_stores_json),
         cmocka_unit_test(test_merge_orders),

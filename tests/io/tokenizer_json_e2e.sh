@@ -84,8 +84,8 @@ refused "model\.tokenizer: .*unigram\.json: model\.type \"Unigram\" is not suppo
     "$TRIPAR_BIN" run "$work/job/synth.yaml" --dry-run --set "model.tokenizer=$fix/unsupported/unigram.json"
 refused "largest id 275 does not fit the model's vocab of 256 \(raise model\.synthetic\.vocab\)" \
     "$TRIPAR_BIN" run "$work/job/synth.yaml" --dry-run --set model.synthetic.vocab=256
-cp "$fix/unsupported/nfc.json" "$work/hf/tokenizer.json"
-refused "hf/tokenizer\.json: normalizer\.type \"NFC\" is not supported" \
+cp "$fix/unsupported/lowercase.json" "$work/hf/tokenizer.json"
+refused "hf/tokenizer\.json: normalizer\.type \"Lowercase\" is not supported" \
     "$TRIPAR_BIN" import-hf "$work/hf" --out "$work/never.h5"
 [ ! -e "$work/never.h5" ] || fail "import-hf wrote a checkpoint for a refused tokenizer"
 echo "tokenizer.json: import, run, model.tokenizer and refusals as expected"
