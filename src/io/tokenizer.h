@@ -22,7 +22,8 @@ int tokenizer_load_strings(tokenizer **t, const char *vocab_json, const char *me
 int tokenizer_load_json(tokenizer **t, const char *tokenizer_json, const char *name);
 
 /* Reads path: a tokenizer.json, or a vocab.json with its merges.txt in the same directory (told
- * apart by content: a tokenizer.json has a "model" object). Errors name the path. */
+ * apart by content: a tokenizer.json has a "model" object), or a directory holding either
+ * (tokenizer.json first). Errors name the path. */
 int tokenizer_load_file(tokenizer **t, const char *path);
 
 /* Encodes len bytes of text (UTF-8; invalid sequences are kept as raw bytes so decode still

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/check.h"
 #include "io/tokenizer_impl.h"
@@ -503,6 +505,17 @@ static char *text_file_read(const char *path) {
 
 int tokenizer_load_file(tokenizer **out, const char *path) {
     *out = NULL;
+    struct stat st;
+    char in_dir[4200];
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) { /* a model directory, as HF takes one */
+        snprintf(in_dir, sizeof in_dir, "%s/tokenizer.json", path);
+        if (access(in_dir, F_OK) != 0) snprintf(in_dir, sizeof in_dir, "%s/vocab.json", path);
+        if (access(in_dir, F_OK) != 0) {
+            error_set("%s: a directory without tokenizer.json or vocab.json", path);
+            return STATUS_BAD_INPUT;
+        }
+        return tokenizer_load_file(out, in_dir);
+    }
     char *text = text_file_read(path);
     if (!text) return STATUS_BAD_INPUT;
     json_error_t jerr;

@@ -186,6 +186,9 @@ static void test_equivalent_files(void **state) {
     fclose(fm);
     tokenizer *strings = NULL;
     assert_int_equal(tokenizer_load_strings(&strings, vtext, mtext), 0);
+    tokenizer *dir = load("gpt2-style"); /* a directory: its tokenizer.json, not vocab.json */
+    EXPECT(dir, "<|endoftext|>", 1, 273);
+    tokenizer_free(dir);
     uint64_t x = 0x9E3779B97F4A7C15ull;
     for (int rep = 0; rep < 2000; rep++) {
         size_t len = random_text(&x, buf, sizeof buf, 1);
@@ -316,6 +319,10 @@ static void test_unsupported(void **state) {
     assert_non_null(strstr(error_message(), "x.json:1:"));
     assert_int_equal(tokenizer_load_file(&t, "/nonexistent/tokenizer.json"), STATUS_BAD_INPUT);
     assert_non_null(strstr(error_message(), "/nonexistent/tokenizer.json"));
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/unsupported", fixtures());
+    assert_int_equal(tokenizer_load_file(&t, dir), STATUS_BAD_INPUT);
+    assert_non_null(strstr(error_message(), "a directory without tokenizer.json or vocab.json"));
 }
 
 /* import-hf stores tokenizer.json as /tokenizer/json; the checkpoint's tokenizer encodes as the
