@@ -50,7 +50,8 @@ static void usage(FILE *out) {
         "usage: tripar import-hf DIR --out CKPT.h5\n"
         "  Converts a Hugging Face GPT-2 directory (config.json and model.safetensors or\n"
         "  model.safetensors.index.json with its shards; F32, F16 or BF16) into a tripar\n"
-        "  checkpoint. vocab.json and merges.txt, when present, are stored as the tokenizer.\n");
+        "  checkpoint. tokenizer.json, or else vocab.json and merges.txt, when present, are\n"
+        "  stored as the tokenizer.\n");
 }
 
 static char *file_read_text(const char *path, size_t *len) {
@@ -410,27 +411,35 @@ static void lm_head_compare(const hf_model *hf, const model_config *cfg, const f
                 (unsigned long long)differ, (unsigned long long)n);
 }
 
-/* Loads vocab.json and merges.txt when both exist; checks they parse. -1 on a bad tokenizer. */
+/* Loads tokenizer.json, or else vocab.json and merges.txt when both exist (as Hugging Face's
+ * fast tokenizer prefers); checks they parse. -1 on a bad tokenizer. */
 static int tokenizer_files_read(const char *dir, const model_config *cfg, char **vocab,
-                                char **merges) {
-    char vpath[JOB_PATH_MAX + 32], mpath[JOB_PATH_MAX + 32];
+                                char **merges, char **json) {
+    char vpath[JOB_PATH_MAX + 32], mpath[JOB_PATH_MAX + 32], jpath[JOB_PATH_MAX + 32];
     snprintf(vpath, sizeof vpath, "%s/vocab.json", dir);
     snprintf(mpath, sizeof mpath, "%s/merges.txt", dir);
-    *vocab = *merges = NULL;
-    if (!path_exists(vpath) || !path_exists(mpath)) return 0;
-    *vocab = file_read_text(vpath, NULL);
-    *merges = file_read_text(mpath, NULL);
+    snprintf(jpath, sizeof jpath, "%s/tokenizer.json", dir);
+    *vocab = *merges = *json = NULL;
     tokenizer *tok = NULL;
-    if (!*vocab || !*merges || tokenizer_load_strings(&tok, *vocab, *merges) != 0) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", error_message());
-        error_set("%s: vocab.json/merges.txt: %s", dir, why);
-        return -1;
+    if (path_exists(jpath)) {
+        *json = file_read_text(jpath, NULL);
+        if (!*json) error_set("%s: cannot read it", jpath);
+        if (!*json || tokenizer_load_json(&tok, *json, jpath) != 0) return -1;
+    } else {
+        if (!path_exists(vpath) || !path_exists(mpath)) return 0;
+        *vocab = file_read_text(vpath, NULL);
+        *merges = file_read_text(mpath, NULL);
+        if (!*vocab || !*merges || tokenizer_load_strings(&tok, *vocab, *merges) != 0) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", error_message());
+            error_set("%s: vocab.json/merges.txt: %s", dir, why);
+            return -1;
+        }
     }
     int max_id = tokenizer_max_id(tok);
     tokenizer_free(tok);
     if (max_id >= cfg->vocab) {
-        error_set("%s/vocab.json: token id %d does not fit vocab_size = %d", dir, max_id,
+        error_set("%s: token id %d does not fit vocab_size = %d", *json ? jpath : vpath, max_id,
                   cfg->vocab);
         return -1;
     }
@@ -474,7 +483,7 @@ typedef struct {
     hf_model *hf;
     hf_tensor *list; /* (12 * layers + 4), in checkpoint order */
     int n_tensors;
-    char *vocab, *merges;
+    char *vocab, *merges, *tok_json;
     int has_tokenizer;
     int dtype_count[3]; /* tensors read as F32, F16, BF16 */
 } hf_import;
@@ -485,6 +494,7 @@ static void hf_import_free(hf_import *im) {
     free(im->list);
     free(im->vocab);
     free(im->merges);
+    free(im->tok_json);
 }
 
 /* Everything checked before the first byte is written: config.json, the safetensors files,
@@ -499,7 +509,8 @@ static int hf_import_plan(hf_import *im) {
         rc = hf_validate(im->hf, im->list, im->n_tensors, &im->cfg, im->dir);
     }
     if (rc == STATUS_OK) {
-        im->has_tokenizer = tokenizer_files_read(im->dir, &im->cfg, &im->vocab, &im->merges);
+        im->has_tokenizer = tokenizer_files_read(im->dir, &im->cfg, &im->vocab, &im->merges,
+                                                 &im->tok_json);
         if (im->has_tokenizer < 0) rc = STATUS_BAD_INPUT;
     }
     return rc;
@@ -602,7 +613,7 @@ int import_hf_main(int argc, char **argv) {
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &im.cfg);
         hf_weights_write(&im, file);
-        if (im.has_tokenizer) checkpoint_write_tokenizer(file, im.vocab, im.merges);
+        if (im.has_tokenizer) checkpoint_write_tokenizer(file, im.vocab, im.merges, im.tok_json);
         H5_CHECK(H5Fclose(file));
         hf_import_summary_print(&im);
     } else {

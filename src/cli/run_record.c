@@ -167,7 +167,8 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
     printf("%s\n", e->total_len > 48 ? " ..." : "");
     if (rc->tok) {
         size_t len = 0;
-        char *text = tokenizer_decode(rc->tok, first_row, e->total_len, &len);
+        char *text = tokenizer_decode_text(rc->tok, first_row, e->total_len,
+                                           TOKENIZER_SKIP_UNKNOWN, &len);
         printf("  %-13s %.*s\n", "text 0", (int)(len < 400 ? len : 400), text);
         free(text);
     }

@@ -542,19 +542,29 @@ static void string_dataset_write(hid_t group, const char *name, const char *text
     H5Tclose(type);
 }
 
-void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *merges_txt) {
+void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *merges_txt,
+                                const char *tokenizer_json) {
     hid_t group = h5_group_open_or_create(file, "tokenizer");
-    string_dataset_write(group, "vocab", vocab_json);
-    string_dataset_write(group, "merges", merges_txt);
+    if (tokenizer_json) {
+        string_dataset_write(group, "json", tokenizer_json);
+    } else {
+        string_dataset_write(group, "vocab", vocab_json);
+        string_dataset_write(group, "merges", merges_txt);
+    }
     H5Gclose(group);
 }
 
-int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt) {
-    *vocab_json = *merges_txt = NULL;
+int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt,
+                              char **tokenizer_json) {
+    *vocab_json = *merges_txt = *tokenizer_json = NULL;
     hid_t file = h5_open_read(path);
     if (file < 0) return -1;
     int rc = 1;
-    if (h5_exists(file, "/tokenizer/vocab") && h5_exists(file, "/tokenizer/merges")) {
+    if (h5_exists(file, "/tokenizer/json")) {
+        *tokenizer_json = h5_dataset_read_string(file, "/tokenizer/json");
+        rc = *tokenizer_json ? 0 : -1;
+        if (rc) error_set("%s: /tokenizer/json must be a scalar string", path);
+    } else if (h5_exists(file, "/tokenizer/vocab") && h5_exists(file, "/tokenizer/merges")) {
         *vocab_json = h5_dataset_read_string(file, "/tokenizer/vocab");
         *merges_txt = h5_dataset_read_string(file, "/tokenizer/merges");
         rc = 0;
@@ -572,13 +582,15 @@ int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges
 
 int checkpoint_load_tokenizer(tokenizer **t, const char *path) {
     *t = NULL;
-    char *vocab = NULL, *merges = NULL;
-    int rc = checkpoint_read_tokenizer(path, &vocab, &merges);
+    char *vocab = NULL, *merges = NULL, *json = NULL;
+    int rc = checkpoint_read_tokenizer(path, &vocab, &merges, &json);
     if (rc < 0) return STATUS_BAD_INPUT;
     if (rc == 1) return 1;
-    rc = tokenizer_load_strings(t, vocab, merges);
+    rc = json ? tokenizer_load_json(t, json, "json")
+              : tokenizer_load_strings(t, vocab, merges);
     free(vocab);
     free(merges);
+    free(json);
     if (rc != STATUS_OK) {
         char why[1024];
         snprintf(why, sizeof why, "%s", error_message());

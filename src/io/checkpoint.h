@@ -53,15 +53,20 @@ int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh 
 void checkpoint_write_config_attrs(hid_t file, const model_config *cfg);
 hid_t checkpoint_dataset_create(hid_t weights_group, const model_config *cfg, const char *name);
 
-/* Writes the tokenizer texts (vocab.json, merges.txt) under /tokenizer of an open file. */
-void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *merges_txt);
+/* Writes the tokenizer texts under /tokenizer of an open file: tokenizer.json as /tokenizer/json
+ * when given, else vocab.json and merges.txt as /tokenizer/vocab and /tokenizer/merges. */
+void checkpoint_write_tokenizer(hid_t file, const char *vocab_json, const char *merges_txt,
+                                const char *tokenizer_json);
 
-/* Reads /tokenizer/vocab and /tokenizer/merges (malloc'ed). Returns 0, 1 when the checkpoint
- * has no tokenizer, or -1 with error_message() set when the file cannot be read. */
-int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt);
+/* Reads /tokenizer/json, or else /tokenizer/vocab and /tokenizer/merges (malloc'ed; the others
+ * NULL). Returns 0, 1 when the checkpoint has no tokenizer, or -1 with error_message() set when
+ * the file cannot be read. */
+int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges_txt,
+                              char **tokenizer_json);
 
-/* Builds the checkpoint's tokenizer from /tokenizer/{vocab,merges}. Returns 0, 1 when the
- * checkpoint has no tokenizer (*t = NULL), or STATUS_BAD_INPUT (2) with error_message() set. */
+/* Builds the checkpoint's tokenizer from /tokenizer/json or /tokenizer/{vocab,merges}. Returns
+ * 0, 1 when the checkpoint has no tokenizer (*t = NULL), or STATUS_BAD_INPUT (2) with
+ * error_message() set. */
 int checkpoint_load_tokenizer(tokenizer **t, const char *path);
 
 #ifdef __cplusplus

@@ -31,21 +31,40 @@ static int prompt_bytes_to_ids(job *j) {
     return STATUS_OK;
 }
 
+/* The run's tokenizer: model.tokenizer when the job names one (for a synthetic model too), else
+ * the checkpoint's. Returns 0, 1 when there is none, or STATUS_BAD_INPUT. */
+static int prompt_tokenizer_load(const job *j, tokenizer **tok) {
+    if (j->tokenizer[0]) {
+        if (tokenizer_load_file(tok, j->tokenizer) == STATUS_OK) return 0;
+        char why[1024], where[256];
+        snprintf(why, sizeof why, "%s", error_message());
+        error_set("%s: model.tokenizer: %s",
+                  job_key_origin(j, "model.tokenizer", where, sizeof where), why);
+        return STATUS_BAD_INPUT;
+    }
+    return j->checkpoint[0] ? checkpoint_load_tokenizer(tok, j->checkpoint) : 1;
+}
+
 int prompt_tokenize(job *j, tokenizer **tok) {
     *tok = NULL;
-    if (!j->checkpoint[0]) return j->text ? prompt_bytes_to_ids(j) : STATUS_OK;
-    int rc = checkpoint_load_tokenizer(tok, j->checkpoint);
+    int rc = prompt_tokenizer_load(j, tok);
     if (rc == 1) {
         if (!j->text) return STATUS_OK; /* token input, no tokenizer: no text output */
+        if (!j->checkpoint[0]) return prompt_bytes_to_ids(j);
         error_set("%s: the checkpoint has no tokenizer (import it from a directory holding "
-                  "vocab.json and merges.txt), so input.text cannot be used",
+                  "tokenizer.json, or vocab.json and merges.txt, or give model.tokenizer), so "
+                  "input.text cannot be used",
                   j->checkpoint);
         return STATUS_BAD_INPUT;
     }
     if (rc != 0) return STATUS_BAD_INPUT;
     if (tokenizer_max_id(*tok) >= j->vocab) {
-        error_set("%s: the tokenizer's largest id %d does not fit the model's vocab of %d",
-                  j->checkpoint, tokenizer_max_id(*tok), j->vocab);
+        char where[256];
+        error_set("%s: the tokenizer's largest id %d does not fit the model's vocab of %d%s",
+                  j->tokenizer[0] ? job_key_origin(j, "model.tokenizer", where, sizeof where)
+                                  : j->checkpoint,
+                  tokenizer_max_id(*tok), j->vocab,
+                  j->synthetic ? " (raise model.synthetic.vocab)" : "");
         return STATUS_BAD_INPUT;
     }
     if (!j->text) return STATUS_OK;
@@ -77,6 +96,7 @@ void prompt_decode_rows(const tokenizer *tok, const int32_t *ids, long rows, lon
                         char **texts) {
     for (long r = 0; r < rows; r++) {
         size_t len = 0;
-        texts[r] = tokenizer_decode(tok, ids + r * cols, (int)cols, &len);
+        texts[r] = tokenizer_decode_text(tok, ids + r * cols, (int)cols, TOKENIZER_SKIP_UNKNOWN,
+                                         &len);
     }
 }

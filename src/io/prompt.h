@@ -1,16 +1,17 @@
-/* Text in, text out: tokenizes input.text with the checkpoint's GPT-2 tokenizer and decodes
- * the generated rows back to text for the run file. A synthetic model, which has no tokenizer,
- * reads text as bytes: token id = byte value. */
+/* Text in, text out: tokenizes input.text with model.tokenizer or the checkpoint's tokenizer and
+ * decodes the generated rows back to text for the run file. A model without either (a synthetic
+ * one) reads text as bytes: token id = byte value. */
 #pragma once
 #include "job/job.h"
 #include "io/tokenizer.h"
 
-/* When the job gives text, sets j->tokens as one prompt: through the checkpoint's tokenizer, or
- * one id per UTF-8 byte for a synthetic model (which needs vocab >= 256). Returns STATUS_OK
- * (tok set for a checkpoint with a tokenizer, else NULL) or STATUS_BAD_INPUT with error_message()
- * set at the input key. */
+/* When the job gives text, sets j->tokens as one prompt: through model.tokenizer or the
+ * checkpoint's tokenizer, or one id per UTF-8 byte for a synthetic model without model.tokenizer
+ * (which needs vocab >= 256). Returns STATUS_OK (tok set when there is a tokenizer, else NULL)
+ * or STATUS_BAD_INPUT with error_message() set at the input key. */
 int prompt_tokenize(job *j, tokenizer **tok);
 
-/* Decodes rows (rows, cols) of token ids into malloc'ed strings (texts[rows]). */
+/* Decodes rows (rows, cols) of token ids into malloc'ed strings (texts[rows]); ids the
+ * tokenizer lacks (a vocab padded past it) are left out. */
 void prompt_decode_rows(const tokenizer *tok, const int32_t *ids, long rows, long cols,
                         char **texts);

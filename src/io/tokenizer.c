@@ -1,28 +1,20 @@
-/* GPT-2 byte-level BPE (see tokenizer.h). Text is split by GPT-2's regex, each piece's bytes
- * become printable symbols (bytes_to_unicode), adjacent symbols merge by merges.txt rank until
- * no ranked pair is left, and each final symbol is looked up in vocab.json. */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include "io/tokenizer.h"
-
-#include <jansson.h>
-#include <pcre2.h>
+/* Byte-level BPE encoding and decoding (see tokenizer.h). Text is cut at added tokens, each
+ * stretch between them is split by the pre-tokeniser's regexes, each piece's bytes become
+ * symbol ids (bytes_to_unicode), adjacent symbols merge by rank (tokenizer_bpe.c), and ids
+ * decode back to the bytes their symbols stand for. Loading is in tokenizer_json.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
+#include "io/tokenizer_impl.h"
 
-/* GPT-2's pre-tokenisation pattern (openai/gpt-2 encoder.py), matched in UTF + UCP mode. */
-static const char gpt2_pattern[] =
+/* GPT-2's pre-tokenisation pattern (openai/gpt-2 encoder.py), which Hugging Face's ByteLevel
+ * pre-tokeniser also runs when use_regex is true. */
+const char tok_gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-/* A string -> int open-addressing table; keys are owned. */
-typedef struct {
-    char **keys;
-    size_t *key_lens;
-    int *values;
-    size_t cap, count;
-} str_map;
+/* ---- string table ------------------------------------------------------------------------ */
 
 static uint64_t bytes_hash(const char *s, size_t len) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -30,7 +22,7 @@ static uint64_t bytes_hash(const char *s, size_t len) {
     return h;
 }
 
-static void str_map_init(str_map *m, size_t expected) {
+void tok_str_map_init(tok_str_map *m, size_t expected) {
     m->cap = 16;
     while (m->cap < 2 * expected + 16) m->cap *= 2;
     m->keys = xcalloc(m->cap, sizeof *m->keys);
@@ -39,7 +31,7 @@ static void str_map_init(str_map *m, size_t expected) {
     m->count = 0;
 }
 
-static void str_map_free(str_map *m) {
+void tok_str_map_free(tok_str_map *m) {
     if (!m->keys) return;
     for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
     free(m->keys);
@@ -48,15 +40,14 @@ static void str_map_free(str_map *m) {
     memset(m, 0, sizeof *m);
 }
 
-static size_t str_map_slot(const str_map *m, const char *key, size_t len) {
+static size_t str_map_slot(const tok_str_map *m, const char *key, size_t len) {
     size_t i = (size_t)bytes_hash(key, len) & (m->cap - 1);
     while (m->keys[i] && (m->key_lens[i] != len || memcmp(m->keys[i], key, len) != 0))
         i = (i + 1) & (m->cap - 1);
     return i;
 }
 
-/* Inserts key -> value unless present; returns 0 when inserted, 1 when the key was there. */
-static int str_map_put(str_map *m, const char *key, size_t len, int value) {
+int tok_str_map_put(tok_str_map *m, const char *key, size_t len, int value) {
     size_t i = str_map_slot(m, key, len);
     if (m->keys[i]) return 1;
     CHECK(2 * (m->count + 1) <= m->cap, "tokenizer table sized too small");
@@ -69,28 +60,19 @@ static int str_map_put(str_map *m, const char *key, size_t len, int value) {
     return 0;
 }
 
-static int str_map_get(const str_map *m, const char *key, size_t len, int *value) {
+int tok_str_map_get(const tok_str_map *m, const char *key, size_t len, int *value) {
+    if (!m->cap) return 0;
     size_t i = str_map_slot(m, key, len);
     if (!m->keys[i]) return 0;
     *value = m->values[i];
     return 1;
 }
 
-struct tokenizer {
-    str_map vocab;            /* symbol string (UTF-8) -> id */
-    str_map merges;           /* "left right" -> rank */
-    char **id_bytes;          /* id -> raw bytes, NULL for ids not in the vocab */
-    int *id_len;
-    int n_ids;                /* max id + 1 */
-    char byte_sym[256][3];    /* UTF-8 of the symbol of each byte, NUL-terminated */
-    unsigned char byte_sym_len[256];
-    short sym_byte[512];      /* code point (< 512) -> byte, -1 when not a byte symbol */
-    pcre2_code *re;
-};
+/* ---- bytes and symbols ------------------------------------------------------------------- */
 
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the other 68 bytes to
  * code points 256.. in order, so every byte has a visible, non-space symbol. */
-static void byte_symbols_init(tokenizer *t) {
+void tok_byte_symbols_init(tokenizer *t) {
     int cp[256], n = 0;
     for (int b = 0; b < 256; b++) {
         int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
@@ -111,301 +93,446 @@ static void byte_symbols_init(tokenizer *t) {
     }
 }
 
-/* Turns a vocab symbol string back into the bytes it stands for. Characters outside the byte
- * map (not in GPT-2's vocab, but possible in others) are kept as their own UTF-8. */
+/* The bytes a vocab symbol string stands for, as Hugging Face's ByteLevel decoder gives them:
+ * every character through the byte map, or, when one character is outside it (not in a
+ * byte-level vocab, but possible in others), the string's own UTF-8 unchanged. */
 static char *symbol_to_bytes(const tokenizer *t, const char *s, size_t len, int *out_len) {
     char *out = xmalloc(len + 1);
     int n = 0;
     for (size_t i = 0; i < len;) {
         unsigned char c = (unsigned char)s[i];
-        if ((c & 0xE0) == 0xC0 && i + 1 < len) {
-            int code = ((c & 0x1F) << 6) | ((unsigned char)s[i + 1] & 0x3F);
-            if (code < 512 && t->sym_byte[code] >= 0) {
-                out[n++] = (char)t->sym_byte[code];
-                i += 2;
-                continue;
-            }
-        } else if (c < 0x80 && t->sym_byte[c] >= 0) {
-            out[n++] = (char)c;
-            i++;
-            continue;
+        int code = -1, step = 1;
+        if (c < 0x80) {
+            code = c;
+        } else if ((c & 0xE0) == 0xC0 && i + 1 < len) {
+            code = ((c & 0x1F) << 6) | ((unsigned char)s[i + 1] & 0x3F);
+            step = 2;
         }
-        out[n++] = (char)c;
-        i++;
+        if (code < 0 || code >= 512 || t->sym_byte[code] < 0) {
+            memcpy(out, s, len);
+            n = (int)len;
+            break;
+        }
+        out[n++] = (char)t->sym_byte[code];
+        i += (size_t)step;
     }
     out[n] = '\0';
     *out_len = n;
     return out;
 }
 
+void tok_decode_table_build(tokenizer *t) {
+    int n = t->n_ids ? t->n_ids : 1;
+    t->id_bytes = xcalloc((unsigned long)n, sizeof *t->id_bytes);
+    t->id_len = xcalloc((unsigned long)n, sizeof *t->id_len);
+    t->id_special = xcalloc((unsigned long)n, sizeof *t->id_special);
+    for (size_t i = 0; i < t->vocab.cap; i++) {
+        if (!t->vocab.keys[i]) continue;
+        int id = t->vocab.values[i];
+        free(t->id_bytes[id]); /* two symbols with one id: either decodes */
+        t->id_bytes[id] = symbol_to_bytes(t, t->vocab.keys[i], t->vocab.key_lens[i],
+                                          &t->id_len[id]);
+    }
+    for (int b = 0; b < 256; b++) {
+        int id;
+        t->byte_id[b] = tok_str_map_get(&t->vocab, t->byte_sym[b], t->byte_sym_len[b], &id)
+                            ? id : -1;
+    }
+}
+
+/* ---- pattern ----------------------------------------------------------------------------- */
+
+/* Hugging Face runs split patterns through Oniguruma and tiktoken through Rust's regex, where
+ * \s is Unicode White_Space. PCRE2's \s with UCP also takes U+180E (Mongolian vowel separator,
+ * White_Space only before Unicode 6.3) and so splits " \u180ea" differently. So \s and \S
+ * become \p{White_Space} and \P{White_Space}, which mean the same inside a class too; \d is
+ * \p{Nd} in all three; \v is the vertical tab in Oniguruma but a class in PCRE2; \uHHHH is
+ * Oniguruma's spelling of \x{HHHH}. Escapes that differ in ways not rewritten here (\w, \h, \b,
+ * \R ...) are refused rather than silently read another way. */
+static int pattern_translate(const char *in, char *out, size_t cap, char *bad) {
+    size_t o = 0;
+#define EMIT(str)                                                                            \
+    do {                                                                                     \
+        size_t l_ = strlen(str);                                                             \
+        if (o + l_ >= cap) return -1;                                                        \
+        memcpy(out + o, str, l_);                                                            \
+        o += l_;                                                                             \
+    } while (0)
+    for (size_t i = 0; in[i]; i++) {
+        char c = in[i];
+        if (c != '\\') {
+            char one[2] = {c, '\0'};
+            EMIT(one);
+            continue;
+        }
+        char e = in[++i];
+        if (!e) return -1;
+        char two[3] = {'\\', e, '\0'};
+        switch (e) {
+        case 's': EMIT("\\p{White_Space}"); break;
+        case 'S': EMIT("\\P{White_Space}"); break;
+        case 'd': EMIT("\\p{Nd}"); break;
+        case 'D': EMIT("\\P{Nd}"); break;
+        case 'v': EMIT("\\x{0B}"); break;
+        case 'u': {
+            char hex[16];
+            int k = 0;
+            while (k < 4 && ((in[i + 1 + k] >= '0' && in[i + 1 + k] <= '9') ||
+                             ((in[i + 1 + k] | 32) >= 'a' && (in[i + 1 + k] | 32) <= 'f')))
+                k++;
+            if (k != 4) {
+                bad[0] = 'u';
+                bad[1] = '\0';
+                return -2;
+            }
+            snprintf(hex, sizeof hex, "\\x{%.4s}", in + i + 1);
+            EMIT(hex);
+            i += 4;
+            break;
+        }
+        case 'p': case 'P': case 'r': case 'n': case 't': case 'f': case 'x': case 'a':
+        case 'e': case 'A': case 'z': case 'Z':
+            EMIT(two);
+            break;
+        default:
+            if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) {
+                bad[0] = e;
+                bad[1] = '\0';
+                return -2;
+            }
+            EMIT(two); /* an escaped punctuation or digit means the same everywhere */
+        }
+    }
+    out[o] = '\0';
+    return 0;
+#undef EMIT
+}
+
+pcre2_code *tok_pattern_compile(const char *pattern, int literal, const char *what) {
+    size_t cap = 16 * strlen(pattern) + 64;
+    char *rewritten = xmalloc(cap), bad[2];
+    const char *use = pattern;
+    /* MATCH_INVALID_UTF: invalid UTF-8 is skipped rather than failing the whole match, so
+     * encode keeps those bytes as pieces of their own */
+    uint32_t options = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF;
+    if (literal) {
+        options |= PCRE2_LITERAL;
+    } else {
+        int rc = pattern_translate(pattern, rewritten, cap, bad);
+        if (rc == -2) {
+            error_set("%s: the escape '\\%s' reads differently in PCRE2 than in Hugging Face's "
+                      "Oniguruma; allowed: \\s \\S \\d \\D \\p{..} \\P{..} \\r \\n \\t \\f \\v "
+                      "\\x.. \\uHHHH and escaped punctuation", what, bad);
+            free(rewritten);
+            return NULL;
+        }
+        CHECK(rc == 0, "split pattern rewrite overflowed");
+        use = rewritten;
+        options |= PCRE2_UCP;
+    }
+    int errcode;
+    PCRE2_SIZE erroff;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)use, PCRE2_ZERO_TERMINATED, options, &errcode,
+                                   &erroff, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(errcode, msg, sizeof msg);
+        error_set("%s: the pattern does not compile in PCRE2 (%s, at offset %zu of '%s')", what,
+                  (const char *)msg, (size_t)erroff, use);
+    } else {
+        pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* optional speed-up */
+    }
+    free(rewritten);
+    return re;
+}
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
 void tokenizer_free(tokenizer *t) {
     if (!t) return;
-    str_map_free(&t->vocab);
-    str_map_free(&t->merges);
-    for (int i = 0; i < t->n_ids; i++) free(t->id_bytes[i]);
+    tok_str_map_free(&t->vocab);
+    tok_merge_map_free(&t->merges);
+    for (int i = 0; i < t->n_ids && t->id_bytes; i++) free(t->id_bytes[i]);
     free(t->id_bytes);
     free(t->id_len);
-    if (t->re) pcre2_code_free(t->re);
+    free(t->id_special);
+    for (int s = 0; s < t->n_stages; s++)
+        if (t->stage[s].re) pcre2_code_free(t->stage[s].re);
+    for (int i = 0; i < t->n_added; i++) free(t->added[i].content);
+    free(t->added);
+    tok_str_map_free(&t->added_prefix[0]);
+    tok_str_map_free(&t->added_prefix[1]);
     free(t);
-}
-
-static int vocab_parse(tokenizer *t, const char *vocab_json) {
-    json_error_t jerr;
-    json_t *root = json_loads(vocab_json, 0, &jerr);
-    if (!root || !json_is_object(root)) {
-        error_set("vocab.json:%d: %s", root ? 1 : jerr.line,
-                  root ? "not a JSON object of token -> id" : jerr.text);
-        json_decref(root);
-        return STATUS_BAD_INPUT;
-    }
-    str_map_init(&t->vocab, json_object_size(root));
-    const char *key;
-    json_t *value;
-    int max_id = -1;
-    json_object_foreach(root, key, value) {
-        json_int_t id = json_integer_value(value);
-        if (!json_is_integer(value) || id < 0 || id >= (1 << 30)) {
-            error_set("vocab.json: token '%s' needs a non-negative integer id", key);
-            json_decref(root);
-            return STATUS_BAD_INPUT;
-        }
-        str_map_put(&t->vocab, key, strlen(key), (int)id);
-        if (id > max_id) max_id = (int)id;
-    }
-    t->n_ids = max_id + 1;
-    t->id_bytes = xcalloc((unsigned long)(t->n_ids ? t->n_ids : 1), sizeof *t->id_bytes);
-    t->id_len = xcalloc((unsigned long)(t->n_ids ? t->n_ids : 1), sizeof *t->id_len);
-    json_object_foreach(root, key, value) {
-        int id = (int)json_integer_value(value);
-        free(t->id_bytes[id]);
-        t->id_bytes[id] = symbol_to_bytes(t, key, strlen(key), &t->id_len[id]);
-    }
-    json_decref(root);
-    return STATUS_OK;
-}
-
-static int merges_parse(tokenizer *t, const char *merges_txt) {
-    size_t lines = 1;
-    for (const char *p = merges_txt; *p; p++) lines += *p == '\n';
-    str_map_init(&t->merges, lines);
-    int rank = 0, line_no = 0;
-    for (const char *p = merges_txt; *p;) {
-        const char *end = strchr(p, '\n');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        line_no++;
-        if (len && p[len - 1] == '\r') len--;
-        /* "#version: 0.2" heads the file; blank lines carry nothing */
-        int skip = len == 0 || (line_no == 1 && len >= 9 && memcmp(p, "#version:", 9) == 0);
-        if (!skip) {
-            const char *space = memchr(p, ' ', len);
-            if (!space || space == p || space == p + len - 1 ||
-                memchr(space + 1, ' ', len - (size_t)(space + 1 - p))) {
-                error_set("merges.txt:%d: expected two symbols separated by one space",
-                          line_no);
-                return STATUS_BAD_INPUT;
-            }
-            /* a repeated merge keeps its first rank (real merges files have none) */
-            str_map_put(&t->merges, p, len, rank++);
-        }
-        if (!end) break;
-        p = end + 1;
-    }
-    return STATUS_OK;
-}
-
-int tokenizer_load_strings(tokenizer **out, const char *vocab_json, const char *merges_txt) {
-    *out = NULL;
-    tokenizer *t = xcalloc(1, sizeof *t);
-    byte_symbols_init(t);
-    int rc = vocab_parse(t, vocab_json);
-    if (rc == STATUS_OK) rc = merges_parse(t, merges_txt);
-    if (rc == STATUS_OK) {
-        int errcode;
-        PCRE2_SIZE erroff;
-        /* MATCH_INVALID_UTF: invalid UTF-8 is skipped rather than failing the whole match, so
-         * encode can keep those bytes as pieces of their own */
-        t->re = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED,
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode, &erroff,
-                              NULL);
-        CHECK(t->re, "GPT-2 pattern failed to compile (error %d at %zu)", errcode,
-              (size_t)erroff);
-        pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* optional speed-up */
-    }
-    if (rc != STATUS_OK) {
-        tokenizer_free(t);
-        return rc;
-    }
-    *out = t;
-    return STATUS_OK;
 }
 
 int tokenizer_max_id(const tokenizer *t) { return t->n_ids - 1; }
 
-/* A growing int32 array for the output ids. */
+int tokenizer_is_special(const tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_ids && t->id_special[id];
+}
+
+/* ---- encode ------------------------------------------------------------------------------ */
+
+/* Scratch of one tokenizer_encode call, reused by every piece of the text. */
 typedef struct {
-    int32_t *ids;
+    const tokenizer *t;
+    int32_t *ids;             /* output */
     int n, cap;
-} id_list;
+    pcre2_match_data *md[TOK_MAX_STAGES];
+    int32_t *sym;             /* one piece's symbol ids */
+    size_t sym_cap;
+    char *spell;              /* one piece as symbol text (ignore_merges) */
+    size_t spell_cap;
+    bpe_work work;
+} encode_ctx;
 
-static void id_list_push(id_list *l, int32_t id) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        int32_t *grown = realloc(l->ids, (size_t)l->cap * sizeof *grown);
+static void ids_push(encode_ctx *c, int32_t id) {
+    if (c->n == c->cap) {
+        CHECK(c->cap < (1 << 30), "text encodes to more than 2^30 tokens");
+        c->cap = c->cap ? 2 * c->cap : 64;
+        int32_t *grown = realloc(c->ids, (size_t)c->cap * sizeof *grown);
         CHECK(grown, "out of memory encoding text");
-        l->ids = grown;
+        c->ids = grown;
     }
-    l->ids[l->n++] = id;
+    c->ids[c->n++] = id;
 }
 
-/* Rank of merging symbols a and b (strings inside word), or -1. */
-static int pair_rank(const tokenizer *t, const char *word, const int *start, const int *len,
-                     int a, int b, char *scratch) {
-    memcpy(scratch, word + start[a], (size_t)len[a]);
-    scratch[len[a]] = ' ';
-    memcpy(scratch + len[a] + 1, word + start[b], (size_t)len[b]);
-    int rank;
-    return str_map_get(&t->merges, scratch, (size_t)(len[a] + 1 + len[b]), &rank) ? rank : -1;
-}
-
-/* Spells the bytes as byte symbols into word; symbol i is word[start[i], +len[i]). Returns the
- * number of symbols (n). */
-static int word_spell(const tokenizer *t, const unsigned char *bytes, size_t n, char *word,
-                      int *start, int *len) {
-    int ns = 0;
-    size_t pos = 0;
-    for (size_t i = 0; i < n; i++) {
-        start[ns] = (int)pos;
-        len[ns++] = t->byte_sym_len[bytes[i]];
-        memcpy(word + pos, t->byte_sym[bytes[i]], t->byte_sym_len[bytes[i]]);
-        pos += t->byte_sym_len[bytes[i]];
-    }
-    return ns;
-}
-
-/* Position of the adjacent pair with the best (lowest) merge rank, or -1 when none merges. */
-static int best_pair(const tokenizer *t, const char *word, const int *start, const int *len,
-                     int ns, char *scratch) {
-    int best = -1, best_at = -1;
-    for (int i = 0; i + 1 < ns; i++) {
-        int r = pair_rank(t, word, start, len, i, i + 1, scratch);
-        if (r >= 0 && (best < 0 || r < best)) {
-            best = r;
-            best_at = i;
+/* BPE over one pre-token. */
+static int piece_encode(encode_ctx *c, const unsigned char *s, size_t n) {
+    const tokenizer *t = c->t;
+    if (t->ignore_merges && n > 1) { /* Llama 3: a piece that is a token stays one */
+        size_t need = 2 * n;
+        if (need > c->spell_cap) {
+            free(c->spell);
+            c->spell_cap = need;
+            c->spell = xmalloc(need);
         }
-    }
-    return best_at;
-}
-
-/* Merges every occurrence of the pair at `at`, left to right, as GPT-2 does. Returns the new
- * number of symbols. */
-static int pair_merge_all(const char *word, int *start, int *len, int ns, int at) {
-    int la = len[at], lb = len[at + 1];
-    char *first = xmalloc((size_t)(la + lb));
-    memcpy(first, word + start[at], (size_t)(la + lb));
-    int w = 0;
-    for (int i = 0; i < ns; i++) {
-        if (i + 1 < ns && len[i] == la && len[i + 1] == lb &&
-            memcmp(word + start[i], first, (size_t)la) == 0 &&
-            memcmp(word + start[i + 1], first + la, (size_t)lb) == 0) {
-            start[w] = start[i];
-            len[w++] = la + lb;
-            i++;
-        } else {
-            start[w] = start[i];
-            len[w++] = len[i];
+        size_t w = 0;
+        for (size_t i = 0; i < n; i++) {
+            memcpy(c->spell + w, t->byte_sym[s[i]], t->byte_sym_len[s[i]]);
+            w += t->byte_sym_len[s[i]];
         }
-    }
-    free(first);
-    return w;
-}
-
-/* Appends the vocab id of every symbol; STATUS_BAD_INPUT when one is missing. */
-static int symbols_lookup(const tokenizer *t, const char *word, const int *start, const int *len,
-                          int ns, id_list *out) {
-    for (int i = 0; i < ns; i++) {
         int id;
-        if (!str_map_get(&t->vocab, word + start[i], (size_t)len[i], &id)) {
-            error_set("tokenizer: symbol '%.*s' is not in vocab.json (the vocab must cover all "
-                      "256 byte symbols)", len[i], word + start[i]);
+        if (tok_str_map_get(&t->vocab, c->spell, w, &id)) {
+            ids_push(c, id);
+            return STATUS_OK;
+        }
+    }
+    if (n > c->sym_cap) {
+        free(c->sym);
+        c->sym_cap = n;
+        c->sym = xmalloc(n * sizeof *c->sym);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int id = t->byte_id[s[i]] >= 0 ? t->byte_id[s[i]] : t->unk_id;
+        if (id < 0) {
+            error_set("tokenizer: symbol '%s' (byte 0x%02x) is not in %s (the vocab must cover "
+                      "all 256 byte symbols)", t->byte_sym[s[i]], s[i], t->vocab_name);
             return STATUS_BAD_INPUT;
         }
-        id_list_push(out, id);
+        c->sym[i] = id;
     }
+    CHECK(n < (1u << 31), "piece of %zu bytes is too long", n);
+    int m = bpe_merge(&t->merges, c->sym, (int)n, t->merge_rounds, &c->work);
+    for (int i = 0; i < m; i++) ids_push(c, c->sym[i]);
     return STATUS_OK;
 }
 
-/* BPE over one pre-token: bytes -> symbols, merge the best-ranked pair everywhere it occurs,
- * repeat, then look every symbol up. */
-static int piece_encode(const tokenizer *t, const unsigned char *bytes, size_t n, id_list *out) {
-    size_t wlen = 0;
-    for (size_t i = 0; i < n; i++) wlen += t->byte_sym_len[bytes[i]];
-    char *word = xmalloc(wlen + 1);
-    int *start = xmalloc(n * sizeof(int)), *len = xmalloc(n * sizeof(int));
-    char *scratch = xmalloc(wlen + 2);
-    int ns = word_spell(t, bytes, n, word, start, len);
-    while (ns > 1) {
-        int at = best_pair(t, word, start, len, ns, scratch);
-        if (at < 0) break;
-        ns = pair_merge_all(word, start, len, ns, at);
+/* Bytes of the character at s: a lead byte and the continuation bytes after it (at most 4), so
+ * stepping never jumps over the start of a valid character, even in invalid UTF-8. */
+static size_t utf8_step(const unsigned char *s, size_t n) {
+    size_t i = 1;
+    while (i < n && i < 4 && (s[i] & 0xC0) == 0x80) i++;
+    return i;
+}
+
+/* Code point of the valid UTF-8 character at s[0..n), with its length in *len; -1 if invalid. */
+static long utf8_decode(const unsigned char *s, size_t n, size_t *len) {
+    size_t l = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+             : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (l == 0 || l > n) return -1;
+    long cp = l == 1 ? s[0] : s[0] & (0x7F >> l);
+    for (size_t i = 1; i < l; i++) {
+        if ((s[i] & 0xC0) != 0x80) return -1;
+        cp = (cp << 6) | (s[i] & 0x3F);
     }
-    int rc = symbols_lookup(t, word, start, len, ns, out);
-    free(word);
-    free(start);
-    free(len);
-    free(scratch);
+    *len = l;
+    return cp;
+}
+
+/* Unicode White_Space: what Rust's char::is_whitespace, and so Hugging Face's lstrip and
+ * rstrip of added tokens, strips (U+180E is not in it). */
+static int is_white_space(long cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
+           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+/* Length of the White_Space character that ends s[0..n), or 0. */
+static size_t white_space_before(const unsigned char *s, size_t n) {
+    size_t b = n;
+    while (b > 0 && n - b < 4 && (s[b - 1] & 0xC0) == 0x80) b--;
+    if (b == 0) return 0;
+    b--;
+    size_t len;
+    long cp = utf8_decode(s + b, n - b, &len);
+    return cp >= 0 && b + len == n && is_white_space(cp) ? len : 0;
+}
+
+/* Length of the White_Space character that starts s[0..n), or 0. */
+static size_t white_space_after(const unsigned char *s, size_t n) {
+    size_t len;
+    long cp = utf8_decode(s, n, &len);
+    return cp >= 0 && is_white_space(cp) ? len : 0;
+}
+
+static int pieces_encode(encode_ctx *c, const unsigned char *s, size_t n, int stage);
+
+/* Splits s[0..n) with the regex of `stage`: matches and the text between them both become
+ * pieces (Hugging Face's "Isolated"); an empty match splits nothing. */
+static int split_encode(encode_ctx *c, const unsigned char *s, size_t n, int stage) {
+    const tok_stage *st = &c->t->stage[stage];
+    if (!st->re) return pieces_encode(c, s, n, stage + 1);
+    size_t gap = 0, pos = 0;
+    while (pos < n) {
+        int m = pcre2_match(st->re, s, n, pos, 0, c->md[stage], NULL);
+        if (m == PCRE2_ERROR_NOMATCH) break;
+        CHECK(m >= 0, "PCRE2 match failed with error %d", m);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md[stage]);
+        size_t begin = ov[0], end = ov[1];
+        if (begin >= n) break;
+        if (end == begin) {
+            pos = begin + utf8_step(s + begin, n - begin);
+            continue;
+        }
+        /* bytes no alternative matched (invalid UTF-8 under the GPT-2 pattern) form a piece */
+        int rc = pieces_encode(c, s + gap, begin - gap, stage + 1);
+        if (rc == STATUS_OK) rc = pieces_encode(c, s + begin, end - begin, stage + 1);
+        if (rc != STATUS_OK) return rc;
+        gap = pos = end;
+    }
+    return pieces_encode(c, s + gap, n - gap, stage + 1);
+}
+
+/* Pre-tokenisation from step `stage` on, then BPE over each final piece. */
+static int pieces_encode(encode_ctx *c, const unsigned char *s, size_t n, int stage) {
+    if (n == 0) return STATUS_OK; /* Hugging Face drops empty pieces before any step */
+    if (stage == c->t->n_stages) return piece_encode(c, s, n);
+    if (!c->t->stage[stage].prefix_space || s[0] == ' ') return split_encode(c, s, n, stage);
+    unsigned char *spaced = xmalloc(n + 1); /* ByteLevel add_prefix_space, on every piece */
+    spaced[0] = ' ';
+    memcpy(spaced + 1, s, n);
+    int rc = split_encode(c, spaced, n + 1, stage);
+    free(spaced);
     return rc;
+}
+
+static int added_encode(encode_ctx *c, const unsigned char *s, size_t n, int pass);
+
+/* A stretch between added tokens: after the raw pass, normalise it and look for the normalised
+ * added tokens; after that, split. */
+static int stretch_encode(encode_ctx *c, const unsigned char *s, size_t n, int pass) {
+    if (n == 0) return STATUS_OK;
+    if (pass == 1) return pieces_encode(c, s, n, 0);
+    if (c->t->normalizer == TOK_NORM_NONE) return added_encode(c, s, n, 1);
+    size_t len;
+    unsigned char *normal = tok_normalize(c->t->normalizer, s, n, &len);
+    int rc = added_encode(c, normal, len, 1);
+    free(normal);
+    return rc;
+}
+
+/* Cuts s at the added tokens of this pass (0: matched in the raw text, 1: in the normalised
+ * text, as Hugging Face orders them) and encodes the stretches between. The leftmost match
+ * wins, the longest at that place, as Hugging Face's leftmost-longest Aho-Corasick; lstrip and
+ * rstrip take the White_Space beside a match into the token. */
+static int added_encode(encode_ctx *c, const unsigned char *s, size_t n, int pass) {
+    const tokenizer *t = c->t;
+    if (!t->has_added[pass]) return stretch_encode(c, s, n, pass);
+    size_t seg = 0, pos = 0;
+    while (pos < n) {
+        if (!t->added_first[pass][s[pos]]) {
+            pos++;
+            continue;
+        }
+        int best = -1, v;
+        size_t best_len = 0;
+        for (size_t l = 1; pos + l <= n; l++) {
+            if (!tok_str_map_get(&t->added_prefix[pass], (const char *)s + pos, l, &v)) break;
+            if (v >= 0) best = v, best_len = l;
+        }
+        if (best < 0) {
+            pos++;
+            continue;
+        }
+        const tok_added *a = &t->added[best];
+        size_t start = pos, end = pos + best_len, w;
+        while (a->lstrip && start > seg && (w = white_space_before(s + seg, start - seg)))
+            start -= w;
+        while (a->rstrip && end < n && (w = white_space_after(s + end, n - end))) end += w;
+        int rc = stretch_encode(c, s + seg, start - seg, pass);
+        if (rc != STATUS_OK) return rc;
+        ids_push(c, a->id);
+        seg = pos = end;
+    }
+    return stretch_encode(c, s + seg, n - seg, pass);
 }
 
 int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids, int *n) {
     *ids = NULL;
     *n = 0;
-    id_list out = {0};
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(t->re, NULL);
-    CHECK(md, "out of memory for PCRE2 match data");
-    const unsigned char *s = (const unsigned char *)text;
-    size_t offset = 0;
-    int rc = STATUS_OK;
-    while (offset < len && rc == STATUS_OK) {
-        int m = pcre2_match(t->re, s, len, offset, 0, md, NULL);
-        size_t mbegin = len, mend = len;
-        if (m >= 0) {
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            mbegin = ov[0];
-            mend = ov[1];
-        } else {
-            CHECK(m == PCRE2_ERROR_NOMATCH, "PCRE2 match failed with error %d", m);
-        }
-        /* bytes no alternative matched (only invalid UTF-8) form a piece of their own */
-        if (mbegin > offset) rc = piece_encode(t, s + offset, mbegin - offset, &out);
-        if (rc == STATUS_OK && mend > mbegin) rc = piece_encode(t, s + mbegin, mend - mbegin, &out);
-        offset = mend > offset ? mend : len;
+    encode_ctx c;
+    memset(&c, 0, sizeof c);
+    c.t = t;
+    for (int s = 0; s < t->n_stages; s++) {
+        if (!t->stage[s].re) continue;
+        c.md[s] = pcre2_match_data_create_from_pattern(t->stage[s].re, NULL);
+        CHECK(c.md[s], "out of memory for PCRE2 match data");
     }
-    pcre2_match_data_free(md);
+    int rc = added_encode(&c, (const unsigned char *)text, len, 0);
+    for (int s = 0; s < t->n_stages; s++) pcre2_match_data_free(c.md[s]);
+    free(c.sym);
+    free(c.spell);
+    bpe_work_free(&c.work);
     if (rc != STATUS_OK) {
-        free(out.ids);
+        free(c.ids);
         return rc;
     }
-    *ids = out.ids ? out.ids : xmalloc(sizeof(int32_t));
-    *n = out.n;
+    *ids = c.ids ? c.ids : xmalloc(sizeof(int32_t));
+    *n = c.n;
     return STATUS_OK;
 }
 
-char *tokenizer_decode(const tokenizer *t, const int32_t *ids, int n, size_t *len) {
+/* ---- decode ------------------------------------------------------------------------------ */
+
+static int id_known(const tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_ids && t->id_bytes[id];
+}
+
+char *tokenizer_decode_text(const tokenizer *t, const int32_t *ids, int n, unsigned flags,
+                            size_t *len) {
     size_t total = 0;
     for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= t->n_ids || !t->id_bytes[ids[i]]) {
+        if (id_known(t, ids[i])) {
+            total += (size_t)t->id_len[ids[i]];
+        } else if (!(flags & TOKENIZER_SKIP_UNKNOWN)) {
             error_set("tokenizer: token id %d is not in the vocab", ids[i]);
             return NULL;
         }
-        total += (size_t)t->id_len[ids[i]];
     }
     char *out = xmalloc(total + 1);
     size_t pos = 0;
     for (int i = 0; i < n; i++) {
+        if (!id_known(t, ids[i])) continue;
+        if ((flags & TOKENIZER_SKIP_SPECIAL) && t->id_special[ids[i]]) continue;
         memcpy(out + pos, t->id_bytes[ids[i]], (size_t)t->id_len[ids[i]]);
         pos += (size_t)t->id_len[ids[i]];
     }
     out[pos] = '\0';
     if (len) *len = pos;
     return out;
+}
+
+char *tokenizer_decode(const tokenizer *t, const int32_t *ids, int n, size_t *len) {
+    return tokenizer_decode_text(t, ids, n, 0, len);
 }

@@ -38,8 +38,8 @@ static const char *const TIMINGS_NAMES[] = {"off", "step", "layer", NULL};
 
 static const char *const SECTION_KEYS[] = {"model",    "backend", "parallel", "input",
                                            "generate", "bench",   "record",   NULL};
-static const char *const MODEL_KEYS[] = {"synthetic", "checkpoint", "norm",   "precision",
-                                         "kv_cache",  "kv_block",   "ln_eps", NULL};
+static const char *const MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer", "norm",
+                                         "precision", "kv_cache",   "kv_block",  "ln_eps", NULL};
 static const char *const SYNTHETIC_KEYS[] = {"layers", "heads", "embd", "vocab",
                                              "ctx",    "mlp",   "seed", NULL};
 static const char *const BACKEND_KEYS[] = {"kind",        "threads", "device", "comm",
@@ -57,11 +57,11 @@ static const char *const RECORD_KEYS[] = {"out", "activations", "timings", "flus
 
 /* Values of these keys are strings taken verbatim from --set (a text may hold ": "). */
 static const char *const RAW_KEYS[] = {"model.checkpoint", "input.text", "input.tokens_file",
-                                       "input.text_file",  "record.out", NULL};
+                                       "input.text_file",  "record.out", "model.tokenizer", NULL};
 
 /* Keys whose value is a path (docs/jobs.md, type "path"). */
 static const char *const PATH_KEYS[] = {"model.checkpoint", "input.tokens_file", "input.text_file",
-                                        NULL};
+                                        "model.tokenizer", NULL};
 
 int job_key_is_path(const char *key) {
     for (int i = 0; PATH_KEYS[i]; i++)
@@ -432,6 +432,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
     } else {
         TRY(job_get_path(L, m, "model", "checkpoint", j->checkpoint));
     }
+    TRY(job_get_path(L, m, "model", "tokenizer", j->tokenizer)); /* io/prompt.c reads it */
     int e = 0;
     TRY(job_get_enum(L, m, "model", "norm", NORM_NAMES, &e));
     j->norm = (norm_kind)e;

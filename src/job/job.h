@@ -32,6 +32,7 @@ typedef enum { TIMINGS_OFF = 0, TIMINGS_STEP = 1, TIMINGS_LAYER = 2 } timings_le
 typedef struct {
     /* model */
     char checkpoint[JOB_PATH_MAX]; /* "" when synthetic */
+    char tokenizer[JOB_PATH_MAX];  /* tokenizer.json or vocab.json; "" = the checkpoint's */
     int synthetic;                 /* 1 when model.synthetic was given (or defaulted) */
     int layers, heads, embd, vocab, ctx;
     int mlp;                       /* MLP width; 0 in the file means 4 * embd (resolved here) */
@@ -121,7 +122,8 @@ char *job_dump_string(const job *j);
  * job_load calls it for synthetic models; for checkpoints the runner calls it. */
 void job_fill_synthetic_tokens(job *j, int vocab);
 
-/* 1 when the dotted key takes a path (model.checkpoint, input.tokens_file, input.text_file). */
+/* 1 when the dotted key takes a path (model.checkpoint, model.tokenizer, input.tokens_file,
+ * input.text_file). */
 int job_key_is_path(const char *key);
 
 /* 1 when record.activations asks for this point ("embed", "layer.3.mlp", ...), "all" included. */

@@ -78,6 +78,11 @@ static void job_dump_model(const job *j, FILE *out) {
                     "ctx %d, mlp %d\n",
                     j->layers, j->heads, j->embd, j->vocab, j->ctx, j->mlp);
     }
+    if (j->tokenizer[0]) {
+        fputs("  tokenizer: ", out);
+        job_dump_quoted(out, j->tokenizer);
+        fputc('\n', out);
+    }
     char eps[32];
     fprintf(out, "  norm: %s\n  precision: %s\n  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n",
             norm_kind_name(j->norm), precision_kind_name(j->precision),

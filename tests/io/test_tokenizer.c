@@ -186,9 +186,14 @@ static void test_errors(void **state) {
     assert_non_null(strstr(error_message(), "vocab.json"));
     assert_int_equal(tokenizer_load_strings(&u, "{\"a\": \"x\"}", ""), STATUS_BAD_INPUT);
     assert_non_null(strstr(error_message(), "'a'"));
-    assert_int_equal(tokenizer_load_strings(&u, "{\"a\": 0}", "#version: 0.2\na b\nab\n"),
+    assert_int_equal(tokenizer_load_strings(&u, "{\"a\": 0, \"b\": 1, \"ab\": 2}",
+                                            "#version: 0.2\na b\nab\n"),
                      STATUS_BAD_INPUT);
     assert_non_null(strstr(error_message(), "merges.txt:3"));
+    /* merges work on vocab ids, so a merge's parts and result must be vocab entries */
+    assert_int_equal(tokenizer_load_strings(&u, "{\"a\": 0, \"b\": 1}", "a b\n"),
+                     STATUS_BAD_INPUT);
+    assert_non_null(strstr(error_message(), "merges.txt:1: 'ab' is not in vocab.json"));
     /* a vocab without byte symbols loads, but cannot encode what it does not cover */
     assert_int_equal(tokenizer_load_strings(&u, "{\"a\": 0, \"b\": 1, \"ab\": 2}", "a b\n"), 0);
     int32_t *ids;

@@ -83,3 +83,25 @@ add_test(NAME ckpt_prompt_file COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/prompt_fil
          ${CMAKE_CURRENT_BINARY_DIR}/ckpt_prompt_file ${TRIPAR_DATA}/prompts/qa-128.txt)
 set_tests_properties(ckpt_prompt_file PROPERTIES LABELS "mpi;checkpoint"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+
+# Hugging Face tokenizer.json: tests/io/make_tokenizer_json.py writes byte-level BPE files
+# (Llama 3 and GPT-2 layouts, merges as strings and as pairs, vocab.json + merges.txt twins, and
+# one file per unsupported feature); test_tokenizer_json checks ids derived by hand from them.
+set(TOKJSON_FIXTURES ${CMAKE_CURRENT_BINARY_DIR}/tok_json_fixtures)
+add_test(NAME tok_json_make_fixtures
+         COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/io/make_tokenizer_json.py
+                 ${TOKJSON_FIXTURES})
+set_tests_properties(tok_json_make_fixtures PROPERTIES FIXTURES_SETUP tok_json
+                     LABELS "unit;checkpoint" TIMEOUT 60)
+tripar_unit_test(test_tokenizer_json SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/io/test_tokenizer_json.c
+                 LABELS checkpoint)
+target_link_libraries(test_tokenizer_json PRIVATE tripar_cli) # imports through `tripar import-hf`
+set_property(TEST test_tokenizer_json APPEND PROPERTY ENVIRONMENT
+             TOKJSON_FIXTURES=${TOKJSON_FIXTURES} CKPT_FIXTURES=${CKPT_FIXTURES})
+set_tests_properties(test_tokenizer_json PROPERTIES FIXTURES_REQUIRED "tok_json;ckpt_hf")
+# ... and through the CLI: import-hf keeps tokenizer.json, `run` encodes and decodes with it,
+# model.tokenizer gives one to a synthetic model, and the refusals exit 2 (label mpi).
+add_test(NAME tok_json_e2e COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/tokenizer_json_e2e.sh
+         ${CMAKE_CURRENT_BINARY_DIR}/tok_json_e2e ${TOKJSON_FIXTURES})
+set_tests_properties(tok_json_e2e PROPERTIES LABELS "mpi;checkpoint" FIXTURES_REQUIRED tok_json
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
