@@ -96,7 +96,7 @@ text_origin)
     $py -c "import json; v = json.load(open('hf/vocab.json')); del v['z']; json.dump(v, open('hf/vocab.json', 'w'))"
     "$TRIPAR_BIN" import-hf hf --out ck.h5 >/dev/null
     printf '%s\n' 'model: {checkpoint: ck.h5}' 'input: {tokens: [1]}' >ck.yaml
-    refused 2 "^tripar: error: --set input\.text=z: input\.text cannot be tokenized: tokenizer: symbol 'z' is not in vocab\.json" \
+    refused 2 "^tripar: error: --set input\.text=z: input\.text cannot be tokenized: tokenizer: symbol 'z' \(byte 0x7a\) is not in vocab\.json" \
         ck.yaml --set input.text=z --dry-run
     refused 2 "^tripar: error: --sweep input\.text=z: input\.text cannot be tokenized" \
         ck.yaml --sweep input.text=b,z --dry-run
