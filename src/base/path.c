@@ -1,8 +1,11 @@
 /* See path.h. */
 #include "base/path.h"
 
+#include "base/check.h"
+
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -127,4 +130,38 @@ int path_is_any_of(const char *output, const char *const *inputs, int n_inputs, 
         }
     }
     return 0;
+}
+
+char *path_read_file(const char *path, size_t *len) {
+    char why[PATH_WHY_MAX];
+    if (path_check_input(path, why, sizeof why) != 0) {
+        error_set("%s %s", path, why);
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        error_set("%s: cannot read it: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = xmalloc(cap + 1);
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            char *grown = realloc(buf, cap + 1);
+            CHECK(grown != NULL, "out of memory reading %s", path);
+            buf = grown;
+        }
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        error_set("%s: read error", path);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len != NULL) *len = n;
+    return buf;
 }

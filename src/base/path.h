@@ -29,3 +29,8 @@ int path_same_target(const char *a, const char *b);
 /* 1 when output names one of inputs[0..n_inputs) (NULL and "" entries are skipped); then
  * *which is the index of that input. */
 int path_is_any_of(const char *output, const char *const *inputs, int n_inputs, int *which);
+
+/* Reads a whole regular file into a NUL-terminated buffer the caller frees; *len (may be
+ * NULL) gets its length. A FIFO, directory or device is refused before it is opened, so a
+ * reader never blocks. NULL on failure, with error_set("PATH: why"). */
+char *path_read_file(const char *path, size_t *len);

@@ -54,27 +54,6 @@ static void usage(FILE *out) {
         "  stored as the tokenizer.\n");
 }
 
-static char *file_read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap + 1);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            char *grown = realloc(buf, cap + 1);
-            CHECK(grown, "out of memory reading %s", path);
-            buf = grown;
-        }
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
-}
-
 static int path_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
@@ -422,13 +401,12 @@ static int tokenizer_files_read(const char *dir, const model_config *cfg, char *
     *vocab = *merges = *json = NULL;
     tokenizer *tok = NULL;
     if (path_exists(jpath)) {
-        *json = file_read_text(jpath, NULL);
-        if (!*json) error_set("%s: cannot read it", jpath);
+        *json = path_read_file(jpath, NULL);
         if (!*json || tokenizer_load_json(&tok, *json, jpath) != 0) return -1;
     } else {
         if (!path_exists(vpath) || !path_exists(mpath)) return 0;
-        *vocab = file_read_text(vpath, NULL);
-        *merges = file_read_text(mpath, NULL);
+        *vocab = path_read_file(vpath, NULL);
+        *merges = path_read_file(mpath, NULL);
         if (!*vocab || !*merges || tokenizer_load_strings(&tok, *vocab, *merges) != 0) {
             char why[1024];
             snprintf(why, sizeof why, "%s", error_message());

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/check.h"
+#include "base/path.h"
 #include "io/tokenizer_impl.h"
 
 static tokenizer *tokenizer_new(const char *vocab_name) {
@@ -475,34 +476,6 @@ int tokenizer_load_json(tokenizer **out, const char *tokenizer_json, const char 
 
 /* ---- files ------------------------------------------------------------------------------- */
 
-static char *text_file_read(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        error_set("cannot read '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = xmalloc(cap + 1);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            char *grown = realloc(buf, cap + 1);
-            CHECK(grown, "out of memory reading %s", path);
-            buf = grown;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    buf[n] = '\0';
-    if (bad) {
-        error_set("cannot read '%s'", path);
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 int tokenizer_load_file(tokenizer **out, const char *path) {
     *out = NULL;
     struct stat st;
@@ -516,7 +489,7 @@ int tokenizer_load_file(tokenizer **out, const char *path) {
         }
         return tokenizer_load_file(out, in_dir);
     }
-    char *text = text_file_read(path);
+    char *text = path_read_file(path, NULL);
     if (!text) return STATUS_BAD_INPUT;
     json_error_t jerr;
     json_t *root = json_loads(text, 0, &jerr);
@@ -539,7 +512,7 @@ int tokenizer_load_file(tokenizer **out, const char *path) {
         char merges_path[4200];
         snprintf(merges_path, sizeof merges_path, "%.*s/merges.txt", dir_len,
                  slash ? path : ".");
-        char *merges = text_file_read(merges_path);
+        char *merges = path_read_file(merges_path, NULL);
         rc = merges ? strings_build(t, root, merges) : STATUS_BAD_INPUT;
         if (merges && rc != STATUS_OK) {
             char why[1024];
