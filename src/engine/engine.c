@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "engine/engine.h"
+#include "engine/sample.h"
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -305,6 +306,11 @@ void engine_init(engine *e, const engine_config *cfg) {
     e->new_tokens = cfg->new_tokens;
     e->total_len = cfg->prompt_len + cfg->new_tokens;
     e->chunks = cfg->chunks < ENGINE_MAX_CHUNKS ? cfg->chunks : ENGINE_MAX_CHUNKS;
+    /* Below SAMPLE_GREEDY_TEMPERATURE softmax sampling is the argmax up to near-ties (and a
+     * tiny temperature rounds to 0 in float): such a run takes the greedy path itself, so its
+     * tokens are exactly greedy's (docs/jobs.md). */
+    if (e->cfg.sampling == SAMPLING_SAMPLE && sample_is_greedy(e->cfg.temperature))
+        e->cfg.sampling = SAMPLING_GREEDY;
     points_init(e);
     arena_init(e);
     host_buffers_init(e);
