@@ -335,6 +335,48 @@ static int hf_validate(const hf_model *hf, const hf_tensor *list, int n, const m
     return STATUS_OK;
 }
 
+/* Index of the first element of t that is NaN or Inf, read from the raw little-endian bits
+ * (an all-ones exponent in F32, F16 and BF16 alike), or -1; *kind gets "NaN", "+Inf" or
+ * "-Inf". Reads the mapped bytes once and allocates nothing. */
+static int64_t hf_first_nonfinite(const safetensors_tensor *t, const char **kind) {
+    const uint64_t n = safetensors_tensor_elems(t);
+    const size_t size = safetensors_dtype_size(t->dtype);
+    const int exp_shift = t->dtype == SAFETENSORS_F32 ? 23 : t->dtype == SAFETENSORS_F16 ? 10 : 7;
+    const uint32_t exp_ones = t->dtype == SAFETENSORS_F16 ? 0x1f : 0xff;
+    const uint32_t mant_mask = (1u << exp_shift) - 1, sign = 1u << (8 * size - 1);
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *q = t->data + size * i;
+        uint32_t bits = (uint32_t)q[0] | (uint32_t)q[1] << 8;
+        if (size == 4) bits |= (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        if (((bits >> exp_shift) & exp_ones) != exp_ones) continue;
+        *kind = bits & mant_mask ? "NaN" : bits & sign ? "-Inf" : "+Inf";
+        return (int64_t)i;
+    }
+    return -1;
+}
+
+/* Every tensor the checkpoint takes is finite: tripar refuses NaN and Inf weights rather than
+ * import them (docs/checkpoint.md), before the checkpoint is created. */
+static int hf_check_finite(const hf_model *hf, const hf_tensor *list, int n) {
+    for (int k = 0; k < n; k++) {
+        const shard *in = NULL;
+        const safetensors_tensor *t = hf_find(hf, list[k].name, &in);
+        const char *kind = "";
+        int64_t i = hf_first_nonfinite(t, &kind);
+        if (i < 0) continue;
+        char at[64];
+        if (t->ndims == 2)
+            snprintf(at, sizeof at, "[%lld, %lld]", (long long)(i / t->shape[1]),
+                     (long long)(i % t->shape[1]));
+        else
+            snprintf(at, sizeof at, "[%lld]", (long long)i);
+        error_set("%s: tensor '%s' holds %s at %s; tripar refuses NaN and Inf weights", in->path,
+                  t->name, kind, at);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
 /* Writes one HF tensor into its layer slice of the stacked dataset. */
 static void hf_tensor_write(hid_t dset, const hf_tensor *h, const safetensors_tensor *t, float *a,
                             float *b) {
@@ -476,7 +518,7 @@ static void hf_import_free(hf_import *im) {
 }
 
 /* Everything checked before the first byte is written: config.json, the safetensors files,
- * every expected tensor and its shape, the tokenizer files. Returns STATUS_OK or
+ * every expected tensor, its shape and its finiteness, the tokenizer files. Returns STATUS_OK or
  * STATUS_BAD_INPUT with error_message() set. */
 static int hf_import_plan(hf_import *im) {
     int rc = config_load(im->dir, &im->cfg);
@@ -485,6 +527,7 @@ static int hf_import_plan(hf_import *im) {
         im->list = xcalloc((unsigned long)(12 * im->cfg.layers + 4), sizeof *im->list);
         im->n_tensors = hf_tensor_list(&im->cfg, im->list);
         rc = hf_validate(im->hf, im->list, im->n_tensors, &im->cfg, im->dir);
+        if (rc == STATUS_OK) rc = hf_check_finite(im->hf, im->list, im->n_tensors);
     }
     if (rc == STATUS_OK) {
         im->has_tokenizer = tokenizer_files_read(im->dir, &im->cfg, &im->vocab, &im->merges,

@@ -58,7 +58,7 @@ int run_measure(run_context *rc, run_metrics *rm, serve_result *stream, double p
     comm *world = &rc->mesh.world_host;
     memset(rm, 0, sizeof *rm);
     memset(stream, 0, sizeof *stream);
-    rm->iterations = j->iterations;
+    rm->iterations = 0; /* counts the measured iterations that complete */
     rm->latency = xcalloc((size_t)j->iterations, sizeof(double));
     rm->ttft = xcalloc((size_t)j->iterations, sizeof(double));
     rm->tpot = xcalloc((size_t)j->iterations, sizeof(double));
@@ -82,6 +82,7 @@ int run_measure(run_context *rc, run_metrics *rm, serve_result *stream, double p
             rm->latency[measured] = latency;
             rm->ttft[measured] = ttft;
             rm->tpot[measured] = j->new_tokens > 1 ? (latency - ttft) / (j->new_tokens - 1) : 0.0;
+            rm->iterations = measured + 1;
         }
         int any_signal = *stop_flag != 0;
         world->ops->allreduce(world->ctx, &any_signal, 1, COMM_INT32, COMM_OP_MAX);

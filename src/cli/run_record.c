@@ -29,9 +29,12 @@ static void record_outputs(run_context *rc) {
     const int writer = g->last_stage && g->tp_rank == 0;
     const long rows = writer ? e->batch_local : 0;
     runfile_write_tokens(rc->rf, e->tokens, e->seq_global_begin, rows, rc->j.batch, e->total_len);
+    runfile_write_generated(rc->rf, e->generated, e->seq_global_begin, rows, rc->j.batch);
     if (rc->tok) {
         char **texts = xcalloc((size_t)(rows > 0 ? rows : 1), sizeof(char *));
-        prompt_decode_rows(rc->tok, e->tokens, rows, e->total_len, texts);
+        for (long r = 0; r < rows; r++) /* up to the tokens generated: the rest reads -1 */
+            prompt_decode_rows(rc->tok, e->tokens + r * e->total_len, 1,
+                               e->prompt_len + e->generated[r], texts + r);
         runfile_write_text(rc->rf, (const char *const *)texts, e->seq_global_begin, rows,
                            rc->j.batch);
         for (long r = 0; r < rows; r++)
@@ -226,15 +229,19 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
     const int rank0 = rc->mesh.world_rank == 0;
     int32_t *first_row = xcalloc((size_t)rc->e.total_len, sizeof(int32_t));
     gather_first_row(rc, first_row);
-    rm->prompt_tokens = (long)j->batch * j->prompt_len;
-    rm->generated_tokens = (long)j->batch * j->new_tokens;
-    rm->requests = j->batch;
+    /* per measured iteration, of which rm->iterations completed: none after an early stop
+     * claims tokens, and no latency of a step that never ran is written (docs/schema.md) */
+    const int measured = rm->iterations > 0;
+    rm->prompt_tokens = measured ? (long)j->batch * j->prompt_len : 0;
+    rm->generated_tokens = measured ? (long)j->batch * j->new_tokens : 0;
+    rm->requests = measured ? j->batch : 0;
     rm->peak_memory_bytes = (double)rc->be.ops->peak_memory(rc->be.ctx);
     double *peak = xcalloc((size_t)rc->mesh.world_size, sizeof(double));
     world->ops->allgather(world->ctx, peak, &rm->peak_memory_bytes, 1, COMM_DOUBLE);
-    if (j->iterations > 0) {
-        rm->prefill_seconds = rm->ttft[j->iterations - 1];
-        rm->decode_seconds = rm->latency[j->iterations - 1] - rm->ttft[j->iterations - 1];
+    rm->prefill_seconds = rm->decode_seconds = NAN;
+    if (measured) {
+        rm->prefill_seconds = rm->ttft[rm->iterations - 1];
+        rm->decode_seconds = rm->latency[rm->iterations - 1] - rm->ttft[rm->iterations - 1];
     }
 
     record_outputs(rc);
@@ -244,11 +251,21 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
     int code = TRIPAR_EXIT_OK;
     if (stopped) {
         runfile_close_incomplete(rc->rf);
-        if (rank0)
+        if (rank0 && rc->e.nonfinite_step >= 0) {
+            char site[64];
+            engine_site_describe(&rc->e, rc->e.nonfinite_site, site, sizeof site);
+            fprintf(stderr,
+                    "tripar: the logits went non-finite (NaN or Inf) at step %d%s; the first "
+                    "output to do so in that step is that of %s. Stopped; %s.partial holds "
+                    "the tokens before it (complete=0)\n",
+                    rc->e.nonfinite_step, rc->e.nonfinite_step == 0 ? " (prefill)" : "", site,
+                    rc->out_path);
+        } else if (rank0) {
             fprintf(stderr,
                     "tripar: stopped by signal; %s.partial holds what was measured "
                     "(complete=0)\n",
                     rc->out_path);
+        }
         code = TRIPAR_EXIT_RUNTIME;
     } else {
         runfile_finish(rc->rf);

@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "engine/engine.h"
+#include "engine/sample.h"
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -264,6 +265,9 @@ static void host_buffers_init(engine *e) {
     e->sample_scratch = xmalloc((size_t)V * sizeof(float));
     e->logits_shard_host = xmalloc((size_t)e->mb_max * VL * sizeof(float) + sizeof(float));
     e->maxloc_host = xmalloc((size_t)e->mb_max * sizeof *e->maxloc_host);
+    e->row_finite = xmalloc((size_t)e->mb_max);
+    e->check_host = xmalloc((size_t)e->mb_max * e->m->cfg.embd * sizeof(float));
+    e->generated = xcalloc((size_t)e->batch_local, sizeof(int32_t));
     e->vocab_counts = xmalloc((size_t)g->tp * sizeof(int));
     e->vocab_displs = xmalloc((size_t)g->tp * sizeof(int));
     for (int r = 0; r < g->tp; r++) {
@@ -305,6 +309,12 @@ void engine_init(engine *e, const engine_config *cfg) {
     e->new_tokens = cfg->new_tokens;
     e->total_len = cfg->prompt_len + cfg->new_tokens;
     e->chunks = cfg->chunks < ENGINE_MAX_CHUNKS ? cfg->chunks : ENGINE_MAX_CHUNKS;
+    /* Below SAMPLE_GREEDY_TEMPERATURE softmax sampling is the argmax up to near-ties (and a
+     * tiny temperature rounds to 0 in float): such a run takes the greedy path itself, so its
+     * tokens are exactly greedy's (docs/jobs.md). */
+    if (e->cfg.sampling == SAMPLING_SAMPLE && sample_is_greedy(e->cfg.temperature))
+        e->cfg.sampling = SAMPLING_GREEDY;
+    e->nonfinite_step = -1;
     points_init(e);
     arena_init(e);
     host_buffers_init(e);
@@ -322,6 +332,9 @@ void engine_free(engine *e) {
     free(e->logits_shard_host);
     free(e->sample_scratch);
     free(e->maxloc_host);
+    free(e->row_finite);
+    free(e->check_host);
+    free(e->generated);
     free(e->vocab_counts);
     free(e->vocab_displs);
     for (int i = 0; i < ENGINE_MAX_MICRO; i++) {
@@ -329,4 +342,14 @@ void engine_free(engine *e) {
         free(e->tok_recv[i]);
     }
     memset(e, 0, sizeof *e);
+}
+
+void engine_site_describe(const engine *e, int site, char *buf, size_t len) {
+    const int layers = e->m->cfg.layers;
+    if (site == ENGINE_SITE_EMBED)
+        snprintf(buf, len, "the embedding");
+    else if (site > 0 && site <= 2 * layers)
+        snprintf(buf, len, "layer %d (%s)", (site - 1) / 2, site % 2 ? "attention" : "mlp");
+    else
+        snprintf(buf, len, "the final norm or LM head");
 }

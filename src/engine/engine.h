@@ -135,6 +135,8 @@ typedef struct {
     float *sample_scratch;  /* (vocab) top-k selection */
     int *vocab_counts, *vocab_displs; /* (tp) */
     comm_maxloc_pair *maxloc_host;    /* (mb_max) */
+    unsigned char *row_finite;        /* (mb_max) whether each row's logits were finite */
+    float *check_host;      /* (mb_max, C) rows copied back by the non-finite diagnosis */
     int32_t *tok_send[ENGINE_MAX_MICRO], *tok_recv[ENGINE_MAX_MICRO];
     int slot[ENGINE_MAX_MICRO];       /* which stage_buf of the micro-batch the step uses */
     comm_req send_req[ENGINE_MAX_MICRO][2], recv_req[ENGINE_MAX_MICRO];
@@ -147,16 +149,33 @@ typedef struct {
     int n_points;
     int capture;            /* record activations during this prefill */
 
-    /* the stop vote: a non-blocking sum over the world of each rank's stop flag */
-    float stop_vote;
+    /* the stop vote: a non-blocking sum over the world of each rank's stop flag (0) and of
+     * whether its logits went non-finite (1) at step vote_step */
+    float stop_vote[2];
     comm_req stop_req;
+    int vote_step;
+    int step_nonfinite;     /* this rank saw non-finite logits in the current step */
+    int diagnose;           /* the forward checks its outputs (the non-finite diagnosis) */
+    int diagnose_site;      /* the first non-finite site this rank saw while diagnosing */
 
     /* CUDA-graph executables of decode steps (graph_replay.c); NULL until the first capture */
     struct graph_cache *graphs;
 
     /* per-iteration results on this rank */
     double first_token_time, end_time;
+    /* (batch_local) new tokens each sequence produced in the last generation, on the last
+     * stage: a stop ends them early, and a sequence stops counting at its first step with
+     * non-finite logits. Its tokens past prompt_len + generated[s] are -1 in `tokens`. */
+    int32_t *generated;
+    /* Why the last generation stopped, the same on every rank: -1, or the first step whose
+     * logits were non-finite on some rank, and the first site whose output was non-finite in
+     * that step (engine_site_describe). */
+    int nonfinite_step, nonfinite_site;
 } engine;
+
+/* Tokens not generated (after a stop, or from non-finite logits) read -1 in engine.tokens and
+ * in the run file. */
+#define ENGINE_NOT_GENERATED (-1)
 
 /* Collective over the world. Allocates the arena and KV cache once; nothing is allocated
  * after this returns. */
@@ -171,9 +190,21 @@ void engine_arena_plan(const engine_config *cfg, const shard_geom *g, const mode
 
 /* One full generation (prefill + decode) of this replica's prompts. iteration tags the timing
  * events; capture records the requested activations. Returns 1 when every rank agreed to stop
- * early because a stop signal arrived (the agreement is a non-blocking all-reduce started
- * after each step and completed after the next, so all ranks leave at the same step). */
+ * early: a stop signal arrived, or some sequence's logits went non-finite (then
+ * e->nonfinite_step >= 0 and e->nonfinite_site says where). The agreement is a non-blocking
+ * all-reduce started after each step and completed after the next, so all ranks leave at the
+ * same step. Non-finite logits are caught by the sampler's own reduction (the argmax maximum,
+ * which NaN wins, or the gathered rows); only then is the failing step run once more with a
+ * finiteness check after every layer, to find where it began. */
 int engine_generate(engine *e, int iteration, int capture);
+
+/* Sites of the forward pass, in order, for the non-finite diagnosis: the embedding, each
+ * layer's attention and MLP residual adds, the final norm and head. */
+enum { ENGINE_SITE_EMBED = 0 };
+static inline int engine_site_attn(int layer) { return 1 + 2 * layer; }
+static inline int engine_site_mlp(int layer) { return 2 + 2 * layer; }
+/* "the embedding", "layer 3 (attention)", "layer 3 (mlp)", "the final norm or LM head". */
+void engine_site_describe(const engine *e, int site, char *buf, size_t len);
 
 /* The stage forward of one micro-batch: this stage's layers over x (rows, C) in place, then
  * (last stage) final norm and head. Exposed for tests. */

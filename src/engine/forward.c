@@ -1,6 +1,7 @@
 /* The stage forward pass: this stage's transformer layers over one micro-batch, then (on the
  * last stage) the final norm and the LM head. Read it top to bottom: per-layer pointers are
  * computed at the top of the loop and every collective is one visible line. */
+#include <math.h>
 #include <string.h>
 
 #include "base/check.h"
@@ -23,6 +24,23 @@ static void capture_point(engine *e, int kind, int layer, const float *x, int mb
         size_t offset = (size_t)e->split.begin[mb] * e->prompt_len * width;
         size_t bytes = (size_t)e->split.size[mb] * e->prompt_len * width * sizeof(float);
         e->be->ops->copy_to_host(e->be->ctx, pt->host + offset, x, bytes);
+    }
+}
+
+/* The non-finite diagnosis only (schedule.c's diagnose_step): notes `site` when rows x of
+ * the residual stream hold a value that is not finite. Rows come back in pieces of mb_max
+ * through a staging buffer made at start-up; sites past one already seen are not checked. */
+static void check_finite(engine *e, const float *x, int rows, int site) {
+    if (!e->diagnose || site >= e->diagnose_site) return;
+    const size_t C = (size_t)e->m->cfg.embd;
+    for (int r0 = 0; r0 < rows; r0 += e->mb_max) {
+        const int n = rows - r0 < e->mb_max ? rows - r0 : e->mb_max;
+        e->be->ops->copy_to_host(e->be->ctx, e->check_host, x + r0 * C, n * C * sizeof(float));
+        for (size_t i = 0; i < n * C; i++)
+            if (!isfinite(e->check_host[i])) {
+                e->diagnose_site = site;
+                return;
+            }
     }
 }
 
@@ -109,6 +127,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
     int ev;
 
     if (g->first_stage) capture_point(e, ACT_EMBED, -1, x, mb, C);
+    if (g->first_stage) check_finite(e, x, rows, ENGINE_SITE_EMBED);
     if (pre_norm && g->n_layers > 0) {
         ev = timer_begin(e->tm, PHASE_NORM, step, mb, g->layer_begin);
         ops->layernorm(ctx, e->h, x, w->ln1_g, w->ln1_b, rows, C, eps);
@@ -155,6 +174,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
             ops->residual_layernorm(ctx, e->o, x, x, ln1_g, ln1_b, rows, C, eps);
         timer_end(e->tm, ev);
         capture_point(e, ACT_ATTN, layer, x, mb, C);
+        check_finite(e, x, rows, engine_site_attn(layer));
 
         ev = timer_begin(e->tm, PHASE_MLP_GEMM, step, mb, layer);
         ops->matmul(ctx, e->f, pre_norm ? e->h : x, fc1_w, NULL, rows, C, M);
@@ -174,6 +194,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         }
         timer_end(e->tm, ev);
         capture_point(e, ACT_MLP, layer, x, mb, C);
+        check_finite(e, x, rows, engine_site_mlp(layer));
     }
 
     if (!g->last_stage) return;

@@ -15,7 +15,7 @@ double sample_uniform(uint64_t seed, long sequence, long position) {
 int32_t sample_argmax(const float *logits, int vocab) {
     int32_t best = 0;
     for (int i = 1; i < vocab; i++)
-        if (logits[i] > logits[best]) best = i;
+        if (isnan(logits[i]) ? !isnan(logits[best]) : logits[i] > logits[best]) best = i;
     return best;
 }
 
@@ -50,6 +50,7 @@ static float kth_largest(float *v, int n, int k) {
 
 int32_t sample_top_k(const float *logits, int vocab, float temperature, int top_k, double u,
                      float *scratch) {
+    if (sample_is_greedy(temperature)) return sample_argmax(logits, vocab);
     float threshold = -INFINITY;
     if (top_k > 0 && top_k < vocab) {
         memcpy(scratch, logits, (size_t)vocab * sizeof(float));

@@ -1,6 +1,8 @@
 /* The generation schedule of one rank: prefill and decode steps over micro-batches, with
  * pipeline receives posted early and sends in flight while the next micro-batch computes, and
  * the agreement between ranks to stop early. */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +11,10 @@
 #include "engine/engine.h"
 #include "engine/sample.h"
 
-enum { TAG_TOKENS = 1000 };
+/* Message tags on the PP comms: activations use the micro-batch index; the diagnosis of
+ * non-finite logits has its own, so its messages never match a receive of the schedule that a
+ * slower stage has not cancelled yet. */
+enum { TAG_TOKENS = 1000, TAG_DIAGNOSE = 2000 };
 
 /* Greedy tokens stay on the backend between steps when this rank both picks and embeds them
  * (pp == 1) and picking needs no MAXLOC across TP on the host (tp == 1): the argmax writes the
@@ -19,9 +24,18 @@ static int tokens_stay_on_device(const engine *e) {
     return e->m->geom.pp == 1 && e->tp->size == 1 && e->cfg.sampling == SAMPLING_GREEDY;
 }
 
-/* Next token of each sequence of micro-batch mb from the logits on the backend; identical on
- * every TP rank. Greedy uses a distributed argmax (local max, then MAXLOC across TP, which
- * breaks ties to the lowest index like a single rank); sampling assembles the full rows. */
+static int row_finite(const float *row, int n) {
+    for (int i = 0; i < n; i++)
+        if (!isfinite(row[i])) return 0;
+    return 1;
+}
+
+/* Next token of each sequence of micro-batch mb from the logits on the backend, and whether
+ * its logits were finite (e->row_finite); identical on every TP rank. Greedy uses a
+ * distributed argmax (local max, then MAXLOC across TP, which breaks ties to the lowest index
+ * like a single rank): NaN wins both, so a non-finite maximum is how a row with NaN (or with
+ * an infinite maximum) shows, at the cost of copying nb floats back. Sampling assembles the
+ * full rows and checks them whole. */
 static void select_tokens(engine *e, int mb, int position, int32_t *out) {
     const shard_geom *g = &e->m->geom;
     const backend_ops *ops = e->be->ops;
@@ -32,16 +46,17 @@ static void select_tokens(engine *e, int mb, int position, int32_t *out) {
         float *vals = e->logits_shard_host;
         int32_t *idx = tokens_stay_on_device(e) ? e->next_tok + e->split.begin[mb] : e->max_idx;
         ops->argmax(e->be->ctx, e->max_val, idx, e->logits, nb, VL);
-        /* the maxima matter only to the MAXLOC across TP */
-        if (tp->size > 1) ops->copy_to_host(e->be->ctx, vals, e->max_val, (size_t)nb * sizeof(float));
+        ops->copy_to_host(e->be->ctx, vals, e->max_val, (size_t)nb * sizeof(float));
         ops->copy_to_host(e->be->ctx, e->tok_host, idx, (size_t)nb * sizeof(int32_t));
         for (int b = 0; b < nb; b++) {
-            pairs[b].value = tp->size > 1 ? vals[b] : 0.0f;
+            pairs[b].value = vals[b];
             pairs[b].index = e->tok_host[b] + g->vocab_begin;
         }
         if (tp->size > 1) tp->ops->allreduce_maxloc(tp->ctx, pairs, (size_t)nb);
-        for (int b = 0; b < nb; b++)
+        for (int b = 0; b < nb; b++) {
             out[b] = pairs[b].index;
+            e->row_finite[b] = isfinite(pairs[b].value) != 0;
+        }
         return;
     }
     ops->copy_to_host(e->be->ctx, e->logits_shard_host, e->logits, (size_t)nb * VL * sizeof(float));
@@ -57,7 +72,10 @@ static void select_tokens(engine *e, int mb, int position, int32_t *out) {
         long seq = e->seq_global_begin + e->split.begin[mb] + b;
         double u = sample_uniform(e->cfg.sample_seed, seq, position);
         float *row = e->logits_host + (size_t)b * V;
-        out[b] = sample_top_k(row, V, e->cfg.temperature, e->cfg.top_k, u, e->sample_scratch);
+        e->row_finite[b] = (unsigned char)row_finite(row, V);
+        out[b] = e->row_finite[b] ? sample_top_k(row, V, e->cfg.temperature, e->cfg.top_k, u,
+                                                 e->sample_scratch)
+                                  : sample_argmax(row, V); /* any id: it is never recorded */
     }
 }
 
@@ -67,7 +85,7 @@ static void embed_microbatch(engine *e, float *x, int mb, int step, int n_new, i
     const int nb = e->split.size[mb], rows = nb * n_new;
     int ev = timer_begin(e->tm, PHASE_EMBED, step, mb, TIMER_NO_LAYER);
     const int32_t *tokens = e->tok_dev;
-    if (step > 0 && tokens_stay_on_device(e)) {
+    if (step > 0 && tokens_stay_on_device(e) && !e->diagnose) {
         tokens = e->next_tok + e->split.begin[mb]; /* the previous step's argmax, n_new == 1 */
     } else {
         for (int b = 0; b < nb; b++)
@@ -137,17 +155,23 @@ static void drain_pending(engine *e) {
     }
 }
 
-/* The stop vote of the previous step: 1 when some rank was signalled. Then starts this step's
- * vote, a sum of the ranks' flags, in flight while the next step computes. */
+/* The stop vote of the previous step: 1 when some rank was signalled or saw non-finite
+ * logits in it (then every rank records that step as nonfinite_step). */
 static int stop_vote_finish(engine *e) {
     comm_wait(e->world, &e->stop_req);
-    return e->stop_vote > 0;
+    if (e->stop_vote[1] > 0 && e->nonfinite_step < 0) e->nonfinite_step = e->vote_step;
+    return e->stop_vote[0] > 0 || e->stop_vote[1] > 0;
 }
 
-static int stop_agreed(engine *e) {
+/* Finishes the previous step's vote, then starts this step's, a sum of the ranks' flags, in
+ * flight while the next step computes. */
+static int stop_agreed(engine *e, int step) {
     if (stop_vote_finish(e)) return 1;
-    e->stop_vote = e->cfg.stop_flag && *e->cfg.stop_flag != 0 ? 1.0f : 0.0f;
-    comm_iallreduce_sum(e->world, &e->stop_vote, 1, &e->stop_req);
+    e->stop_vote[0] = e->cfg.stop_flag && *e->cfg.stop_flag != 0 ? 1.0f : 0.0f;
+    e->stop_vote[1] = e->step_nonfinite ? 1.0f : 0.0f;
+    e->step_nonfinite = 0;
+    e->vote_step = step;
+    comm_iallreduce_sum(e->world, e->stop_vote, 2, &e->stop_req);
     return 0;
 }
 
@@ -204,9 +228,14 @@ static void sample_tokens(engine *e, int mb, int step, int steps) {
     int32_t *chosen = e->tok_host;
     select_tokens(e, mb, T + step, chosen);
     timer_end(e->tm, ev);
-    if (step < e->new_tokens)
-        for (int b = 0; b < nb; b++)
-            e->tokens[(size_t)(e->split.begin[mb] + b) * e->total_len + T + step] = chosen[b];
+    for (int b = 0; b < nb; b++) {
+        const int s = e->split.begin[mb] + b;
+        if (!e->row_finite[b]) e->step_nonfinite = 1;
+        if (step >= e->new_tokens) continue;
+        /* the token feeds the next step either way; it counts only after finite steps */
+        e->tokens[(size_t)s * e->total_len + T + step] = chosen[b];
+        if (e->row_finite[b] && e->generated[s] == step) e->generated[s] = step + 1;
+    }
     if (e->m->geom.pp > 1 && step + 1 < steps) {
         comm *tokc = e->pp_host; /* tokens are host data: plain MPI even when pp is NCCL */
         wait_timed(e, tokc, &e->tok_send_req[mb], PHASE_PP_SEND, step, mb);
@@ -221,8 +250,11 @@ static void sample_tokens(engine *e, int mb, int step, int steps) {
  * compute. */
 static void generation_start(engine *e, int iteration) {
     const shard_geom *g = &e->m->geom;
-    e->stop_vote = 0.0f;
+    e->stop_vote[0] = e->stop_vote[1] = 0.0f;
     e->stop_req.active = 0;
+    e->step_nonfinite = 0;
+    e->nonfinite_step = -1;
+    memset(e->generated, 0, (size_t)e->batch_local * sizeof(int32_t));
     e->tm->iteration = iteration;
     e->first_token_time = 0.0;
     memset(e->send_req, 0, sizeof e->send_req);
@@ -235,6 +267,58 @@ static void generation_start(engine *e, int iteration) {
                             (size_t)e->split.size[mb] * e->prompt_len * e->m->cfg.embd,
                             g->pp_rank - 1, mb);
     }
+}
+
+/* After a stop, or a sequence whose logits went non-finite: the positions past what each
+ * sequence really generated read ENGINE_NOT_GENERATED, never a token id. */
+static void mark_not_generated(engine *e) {
+    for (int s = 0; s < e->batch_local; s++) {
+        int32_t *row = e->tokens + (size_t)s * e->total_len + e->prompt_len;
+        for (int i = e->generated[s]; i < e->new_tokens; i++) row[i] = ENGINE_NOT_GENERATED;
+    }
+}
+
+/* Runs step `step`, whose logits were non-finite, once more with a finiteness check after the
+ * embedding and after each residual add (forward.c), one micro-batch at a time with blocking
+ * pipeline messages, and agrees over the world on the first site that went non-finite. Every
+ * replica re-runs (none knows which one failed), so the only world collective is the final
+ * reduction. The re-run is exact: the step rewrites the KV cache at its own positions with the
+ * same values and attends to none beyond them, and its input tokens are still in `tokens`.
+ * Only a failing run pays for it; no step of a healthy run is checked per layer. */
+static void diagnose_step(engine *e, int step) {
+    const shard_geom *g = &e->m->geom;
+    const int T = e->prompt_len, n_new = step == 0 ? T : 1, pos0 = step == 0 ? 0 : T + step - 1;
+    const timings_level level = e->tm->level;
+    e->tm->level = TIMINGS_OFF; /* the re-run is not a measurement */
+    e->diagnose = 1;
+    e->diagnose_site = INT_MAX;
+    e->capture = 0;
+    for (int mb = 0; mb < e->split.n_micro; mb++) {
+        float *x = e->stage_buf[mb][0];
+        const size_t count = (size_t)e->split.size[mb] * n_new * e->m->cfg.embd;
+        comm_req req = {0};
+        if (g->first_stage) {
+            embed_microbatch(e, x, mb, step, n_new, pos0);
+        } else {
+            e->pp->ops->irecv(e->pp->ctx, x, count, COMM_FLOAT, g->pp_rank - 1, TAG_DIAGNOSE + mb,
+                              &req);
+            comm_wait(e->pp, &req);
+        }
+        engine_stage_forward(e, x, mb, step, n_new, pos0);
+        if (!g->last_stage) {
+            if (!e->pp->stream_ordered) e->be->ops->synchronize(e->be->ctx);
+            e->pp->ops->isend(e->pp->ctx, x, count, COMM_FLOAT, g->pp_rank + 1, TAG_DIAGNOSE + mb,
+                              &req);
+            comm_wait(e->pp, &req);
+        }
+    }
+    e->be->ops->synchronize(e->be->ctx);
+    e->diagnose = 0;
+    e->tm->level = level;
+    /* the smallest site over the world, as a MAX of its negation; none seen: the head */
+    int neg = -e->diagnose_site;
+    e->world->ops->allreduce(e->world->ctx, &neg, 1, COMM_INT32, COMM_OP_MAX);
+    e->nonfinite_site = neg == -INT_MAX ? engine_site_mlp(e->m->cfg.layers - 1) + 1 : -neg;
 }
 
 int engine_generate(engine *e, int iteration, int capture) {
@@ -256,11 +340,13 @@ int engine_generate(engine *e, int iteration, int capture) {
             timer_end(e->tm, ev_step);
         }
         if (e->cfg.on_step) e->cfg.on_step(e->cfg.on_step_user, step);
-        stopped = stop_agreed(e);
+        stopped = stop_agreed(e, step);
     }
     drain_pending(e);
     stopped |= stop_vote_finish(e);
     e->be->ops->synchronize(e->be->ctx);
     e->end_time = timer_host_seconds();
+    if (e->nonfinite_step >= 0) diagnose_step(e, e->nonfinite_step);
+    if (g->last_stage) mark_not_generated(e);
     return stopped;
 }

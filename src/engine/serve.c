@@ -83,7 +83,11 @@ int serve_run(engine *e, const serve_config *sc, serve_result *r) {
         world->ops->bcast(world->ctx, &n, 1, COMM_INT32, 0);
         if (n < 0) break;
         engine_set_active(e, n);
-        int stop = engine_generate(e, -1, 0);
+        if (engine_generate(e, -1, 0)) {
+            /* every rank agrees: a batch cut short is no measurement, its requests unserved */
+            stopped = 1;
+            break;
+        }
         double local[2] = {last_stage && e->first_token_time > 0 ? e->first_token_time + offset : 0,
                            e->end_time + offset};
         double global[2] = {local[0], local[1]};
@@ -102,10 +106,6 @@ int serve_run(engine *e, const serve_config *sc, serve_result *r) {
         }
         r->batches++;
         next += n;
-        if (stop) {
-            stopped = 1;
-            break;
-        }
     }
     engine_set_active(e, batch);
     if (rank == 0) {

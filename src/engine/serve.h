@@ -43,8 +43,9 @@ typedef struct {
  * decides every batch: the first min(waiting, input batch) requests, or a wait for the next
  * arrival when none waits. Every rank runs the same generations with engine_set_active(n).
  * The stream ends when every arrival is served or, as a bound, at 2 * duration; the rest are
- * unserved. Results are rank 0's (the others get zeros). Returns 1 when stopped by a signal.
- * Leaves the engine with the whole batch active. */
+ * unserved. Results are rank 0's (the others get zeros). Returns 1 when stopped early (a
+ * signal, or non-finite logits); the batch cut short counts as unserved. Leaves the engine
+ * with the whole batch active. */
 int serve_run(engine *e, const serve_config *sc, serve_result *r);
 void serve_result_free(serve_result *r);
 

@@ -427,7 +427,7 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
     }
     weights_read_shards(m, be, dsets, max_local, tp);
     H5_CHECK(H5Fclose(file));
-    return STATUS_OK;
+    return model_weights_finite(m, world, path); /* NaN and Inf are refused (docs/checkpoint.md) */
 }
 
 /* A fingerprint of the slice a rank holds, to tell TP-sharded from TP-replicated tensors. */

@@ -121,7 +121,8 @@ static void write_rank0_1d(runfile *rf, const char *path, hid_t mtype, hid_t fty
     hsize_t dims[1] = {(hsize_t)n}, start[1] = {0};
     hsize_t count[1] = {rf->rank == 0 ? (hsize_t)n : 0};
     hid_t d = dataset_open_or_create(rf->file, path, ftype, 1, dims);
-    dataset_write_block(rf, d, mtype, 1, start, count, data);
+    /* an empty dataset has no storage to write to (n is the same on every rank) */
+    if (n > 0) dataset_write_block(rf, d, mtype, 1, start, count, data);
     H5Dclose(d);
 }
 
@@ -248,6 +249,18 @@ void runfile_write_tokens(runfile *rf, const int32_t *tokens, long row_begin, lo
           "token rows [%ld, %ld) outside [0, %ld)", row_begin, row_begin + rows, total_rows);
     hid_t d = dataset_open_or_create(rf->file, "output/tokens", H5T_STD_I32LE, 2, dims);
     dataset_write_block(rf, d, H5T_NATIVE_INT32, 2, start, count, tokens);
+    H5Dclose(d);
+}
+
+void runfile_write_generated(runfile *rf, const int32_t *counts, long row_begin, long rows,
+                             long total_rows) {
+    if (!rf || rf->file < 0) return;
+    hsize_t dims[1] = {(hsize_t)total_rows}, start[1] = {(hsize_t)row_begin};
+    hsize_t count[1] = {(hsize_t)rows};
+    CHECK(rows == 0 || (row_begin >= 0 && row_begin + rows <= total_rows),
+          "generated rows [%ld, %ld) outside [0, %ld)", row_begin, row_begin + rows, total_rows);
+    hid_t d = dataset_open_or_create(rf->file, "output/generated", H5T_STD_I32LE, 1, dims);
+    dataset_write_block(rf, d, H5T_NATIVE_INT32, 1, start, count, counts);
     H5Dclose(d);
 }
 

@@ -26,6 +26,10 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m);
 /* /output/tokens int32 (total_rows, cols): this rank writes rows [row_begin, row_begin+rows). */
 void runfile_write_tokens(runfile *rf, const int32_t *tokens, long row_begin, long rows,
                           long total_rows, long cols);
+/* /output/generated int32 (total_rows): how many new tokens each row really produced (the
+ * rest of its /output/tokens row is -1); rows as for the tokens. */
+void runfile_write_generated(runfile *rf, const int32_t *counts, long row_begin, long rows,
+                             long total_rows);
 /* /output/text: variable-length strings, one per prompt row (when a tokenizer exists). */
 void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
                         long total_rows);

@@ -3,6 +3,7 @@
 #include "model/model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,7 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
     m->geom = *g;
     m->weight_dtype = wtype;
     m->n_tensors = 0;
+    m->nonfinite_key = MODEL_FINITE;
     weights *w = &m->w;
     const long L = cfg->layers, C = cfg->embd, M = cfg->mlp, V = cfg->vocab;
     const dim_slice layers = slice_one(g->layer_begin, g->n_layers);
@@ -237,10 +239,51 @@ static int splits_columns(const tensor_desc *t) {
     return last->nblocks != 1 || last->count[0] != t->global_shape[t->ndims - 1];
 }
 
+/* A non-finite weight as one number, smallest first in table order, then element order: the
+ * table row, the global element index and the kind (0 NaN, 1 +Inf, 2 -Inf). */
+static long long nonfinite_key(int row, long global_index, float v) {
+    int kind = isnan(v) ? 0 : v > 0 ? 1 : 2;
+    return ((long long)row << 46) | ((long long)global_index << 2) | kind;
+}
+
+/* Notes the first non-finite value of a table row, once, as weights land in host memory. */
+static void nonfinite_scan(model *m, const tensor_desc *t, const float *values, long elems) {
+    for (long i = 0; i < elems; i++)
+        if (!isfinite(values[i])) {
+            long long key = nonfinite_key((int)(t - m->tensors), tensor_global_index(t, i),
+                                          values[i]);
+            if (key < m->nonfinite_key) m->nonfinite_key = key;
+            return;
+        }
+}
+
+int model_weights_finite(const model *m, MPI_Comm world, const char *source) {
+    long long key = m->nonfinite_key;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_LONG_LONG, MPI_MIN, world));
+    if (key == MODEL_FINITE) return STATUS_OK;
+    const tensor_desc *t = &m->tensors[key >> 46];
+    long index = (long)((key >> 2) & ((1LL << 44) - 1)), rest = index;
+    long coord[TENSOR_MAX_DIMS];
+    for (int d = t->ndims - 1; d >= 0; d--) {
+        coord[d] = rest % t->global_shape[d];
+        rest /= t->global_shape[d];
+    }
+    char at[96];
+    size_t used = 0;
+    for (int d = 0; d < t->ndims; d++)
+        used += (size_t)snprintf(at + used, sizeof at - used, "%s%ld", d ? ", " : "", coord[d]);
+    static const char *const kinds[] = {"NaN", "+Inf", "-Inf"};
+    error_set("%s: weight tensor '%s' holds %s at [%s] (element %ld); tripar refuses NaN and Inf "
+              "weights",
+              source, t->name, kinds[key & 3], at, index);
+    return STATUS_BAD_INPUT;
+}
+
 void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const float *host_values,
                         comm *tp) {
     if (!t->present) return;
     long elems = tensor_local_elems(t);
+    nonfinite_scan(m, t, host_values, elems);
     if (!t->is_matrix || m->weight_dtype == DTYPE_F32) {
         be->ops->copy_to_device(be->ctx, *t->slot, host_values, (size_t)elems * sizeof(float));
         return;
@@ -296,4 +339,7 @@ void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp) 
         model_store_tensor(m, be, t, host, tp);
     }
     free(host);
+    /* the formula is bounded, so this is a bug, not bad input */
+    CHECK(m->nonfinite_key == MODEL_FINITE, "synthetic weights: a non-finite value (table row %lld)",
+          m->nonfinite_key >> 46);
 }

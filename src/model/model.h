@@ -111,7 +111,12 @@ typedef struct {
     int n_tensors;
     void *weight_memory;   /* the one backend allocation */
     size_t weight_bytes;
+    /* The first non-finite weight model_store_tensor was given on this rank, as
+     * model_nonfinite_key orders them; MODEL_FINITE when there is none. */
+    long long nonfinite_key;
 } model;
+
+#define MODEL_FINITE 0x7fffffffffffffffLL
 
 void model_config_from_job(model_config *cfg, const job *j);
 
@@ -137,6 +142,12 @@ void model_free(model *m, const backend *be);
  * filler and by the checkpoint reader, so both take the same path. */
 void model_store_tensor(model *m, const backend *be, const tensor_desc *t,
                         const float *host_values, comm *tp);
+
+/* Whether every weight stored since model_tensor_table was finite, on every rank of world
+ * (collective). Otherwise STATUS_BAD_INPUT with error_message() naming the tensor, the
+ * element and the value, prefixed by source (the checkpoint path), the same on every rank:
+ * tripar refuses NaN and Inf weights, whose outputs are garbage that depends on the mesh. */
+int model_weights_finite(const model *m, MPI_Comm world, const char *source);
 
 /* Fills this rank's shard from the counter-based hash of (seed, tensor name, global index). */
 void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp);

@@ -59,3 +59,28 @@ endforeach()
 
 # The run-file tools and the checkpoint reader on refused and h5py-edited files (tools.cmake).
 include(${TRIPAR_AREA_DIR}/tools.cmake)
+
+# Numerics guards end to end (issue 14: non-finite weights and logits, tiny temperatures,
+# what a stop leaves in the run file); tests/cli/numerics.py says what each mode checks.
+set(NUMERICS_OUT ${CMAKE_CURRENT_BINARY_DIR}/cli_numerics)
+function(numerics_test name np)
+  add_test(NAME cli_numerics_${name} COMMAND /usr/bin/python3
+           ${CMAKE_CURRENT_SOURCE_DIR}/cli/numerics.py ${NUMERICS_OUT}/${name} ${ARGN})
+  set(labels "cli;numerics")
+  if(np GREATER 1)
+    set(labels "mpi;cli;numerics")
+  endif()
+  set_tests_properties(cli_numerics_${name} PROPERTIES LABELS "${labels}" TIMEOUT 300
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE};ASAN_OPTIONS=detect_leaks=0")
+endfunction()
+numerics_test(nan_weight_tp1 1 nan-weight 1 1)
+numerics_test(nan_weight_tp2 2 nan-weight 2 2)
+numerics_test(import_nonfinite 1 import-nonfinite)
+numerics_test(logits_pos_np1 1 nonfinite pos 1)
+numerics_test(logits_pos_dp2pp2 4 nonfinite pos 4 parallel.dp=2 parallel.pp=2 parallel.microbatches=2)
+numerics_test(logits_mlp3_tp2pp2 4 nonfinite mlp:3 4 parallel.tp=2 parallel.pp=2 parallel.overlap=true)
+numerics_test(logits_head_sampled_tp2 2 nonfinite head 2 parallel.tp=2 generate.sampling=sample)
+numerics_test(temperature_np1 1 temperature 1)
+numerics_test(temperature_tp2 2 temperature 2 parallel.tp=2 parallel.microbatches=2)
+numerics_test(signal_generation 2 signal-generation)
+numerics_test(signal_iterations 1 signal-iterations)

@@ -6,3 +6,5 @@ tripar_unit_test(test_model SOURCES model/test_model.c LABELS model)
 target_link_libraries(test_model PRIVATE tripar_ref_model tripar_cli) # engine_config_from_job
 # Counts the allocator calls of tripar's own code to prove generation allocates nothing.
 target_link_options(test_model PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
+# The host sampler: tiny temperatures are exactly greedy, the argmax's NaN order (issue 14).
+tripar_unit_test(test_sample SOURCES model/test_sample.c LABELS model)
