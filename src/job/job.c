@@ -3,6 +3,7 @@
 #include "job/job.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -295,7 +296,9 @@ static int job_get_float(job_loader *L, const jnode *m, const char *section, con
     if (!(x > lo || (zero_off && x == 0)) || x > JOB_FLOAT_MAX)
         return jnode_fail(v, "%s = %s is out of range; allowed: %s> %g and <= %g", name, v->value,
                           zero_off ? "0 (off), or " : "", lo, JOB_FLOAT_MAX);
-    *out = (float)x;
+    /* A positive value below float's range (temperature: 1e-300) would round to 0, which the
+     * resolved job could then not be read back with; keep it the smallest positive float. */
+    *out = x > 0 && x < FLT_MIN ? FLT_MIN : (float)x;
     return STATUS_OK;
 }
 

@@ -538,6 +538,9 @@ static void test_round_trip(void **state) {
                           "input.text=tab\there \"q\" \\ \x01 line\nnext: ü",
                           "record.out=a \"b\".h5"};
     round_trip(src_path("jobs/tiny.yaml"), sets, 11);
+    /* a temperature below float's range stays positive, so the resolved job reads back */
+    const char *tiny_temperature[] = {"generate.sampling=sample", "generate.temperature=1e-300"};
+    round_trip(src_path("jobs/tiny.yaml"), tiny_temperature, 2);
     write_tmp("rt.txt", "1 2\n3 4\n");
     round_trip(write_tmp("rt.yaml", "model: {synthetic: {}}\ninput: {tokens_file: rt.txt}\n"), NULL,
                0);
