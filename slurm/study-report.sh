@@ -19,8 +19,12 @@ cd "$study_dir"
 run_complete() { # file
   local f=$1
   if [ ! -f "$f" ]; then
-    if [ -f "$f.partial" ]; then
-      f=$f.partial
+    # the run's own partial file, RUN.h5.partial.HOST.PID (the newest, if several)
+    local p
+    # shellcheck disable=SC2012 # tripar names these files: no odd characters
+    p=$(ls -t "$f".partial.* "$f.partial" 2>/dev/null | head -n 1 || true)
+    if [ -n "$p" ]; then
+      f=$p
     else
       echo missing; return
     fi

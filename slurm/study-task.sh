@@ -20,5 +20,5 @@ export TRIPAR_BIN=$study_bin
 if [ -z "${SLURM_JOB_ID:-}" ] || [ "${TRIPAR_STUDY_LOCAL:-0}" = 1 ]; then
   export TRIPAR_NP=$ranks
 fi
-rm -f "$study_dir/$run" "$study_dir/$run.partial"
+rm -f "$study_dir/$run" "$study_dir/$run".partial*
 exec bash "$study_slurm_dir/tripar.sbatch" "$study_job" "$study_dir/$run" "${set_args[@]}"

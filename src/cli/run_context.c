@@ -333,7 +333,10 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
     if ((code = model_start(rc, a)) != TRIPAR_EXIT_OK) return code;
     engine_start(rc, stop_flag);
     rc->rf = runfile_create(rc->out_path, j, &rc->mesh);
-    CHECK(rc->rf != NULL, "cannot create run file %s: %s", rc->out_path, error_message());
+    if (!rc->rf) { /* every rank has the same answer: one message, and all exit 1 */
+        if (rc->mesh.world_rank == 0) fprintf(stderr, "tripar: error: %s\n", error_message());
+        return TRIPAR_EXIT_RUNTIME;
+    }
     return TRIPAR_EXIT_OK;
 }
 

@@ -17,8 +17,15 @@ double run_percentile(const double *values, int n, double q) {
 
 void run_record_step(void *user, int step) {
     run_context *rc = user;
-    if (rc->rf && rc->j.flush_every > 0 && (step + 1) % rc->j.flush_every == 0)
-        runfile_write_events(rc->rf, &rc->tm); /* a killed job keeps what it measured */
+    if (!rc->rf) return;
+    /* Every rank decides alike: flush_every counts steps, and flush_seconds is rank 0's clock
+     * agreed through runfile_flush_due (collective, so called at every step). */
+    int due = runfile_flush_due(rc->rf, rc->j.flush_seconds);
+    if (rc->j.flush_every > 0 && (step + 1) % rc->j.flush_every == 0) due = 1;
+    if (due) runfile_write_events(rc->rf, &rc->tm); /* a killed job keeps what it measured */
+    /* A run file with no room left stops the run at the next stop vote, as a signal does:
+     * nothing measured from here on could be kept. Every rank sees it at the same step. */
+    if (runfile_failed(rc->rf) && rc->e.cfg.stop_flag) *rc->e.cfg.stop_flag = 1;
 }
 
 /* Tokens, their text when the checkpoint has a tokenizer, and the captured activations. The
@@ -249,26 +256,28 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
     runfile_write_metrics(rc->rf, rm);
     if (j->arrival_rate > 0) stream_metrics_write(rc->rf, stream);
     int code = TRIPAR_EXIT_OK;
-    if (stopped) {
+    char partial[sizeof rc->out_path + 128];
+    snprintf(partial, sizeof partial, "%s", runfile_partial_path(rc->rf));
+    if (stopped && !runfile_failed(rc->rf)) {
         runfile_close_incomplete(rc->rf);
         if (rank0 && rc->e.nonfinite_step >= 0) {
             char site[64];
             engine_site_describe(&rc->e, rc->e.nonfinite_site, site, sizeof site);
             fprintf(stderr,
                     "tripar: the logits went non-finite (NaN or Inf) at step %d%s; the first "
-                    "output to do so in that step is that of %s. Stopped; %s.partial holds "
-                    "the tokens before it (complete=0)\n",
+                    "output to do so in that step is that of %s. Stopped; %s holds the tokens "
+                    "before it (complete=0)\n",
                     rc->e.nonfinite_step, rc->e.nonfinite_step == 0 ? " (prefill)" : "", site,
-                    rc->out_path);
+                    partial);
         } else if (rank0) {
-            fprintf(stderr,
-                    "tripar: stopped by signal; %s.partial holds what was measured "
-                    "(complete=0)\n",
-                    rc->out_path);
+            fprintf(stderr, "tripar: stopped by signal; %s holds what was measured (complete=0)\n",
+                    partial);
         }
         code = TRIPAR_EXIT_RUNTIME;
+    } else if (runfile_finish(rc->rf) != STATUS_OK) { /* the same answer on every rank */
+        if (rank0) fprintf(stderr, "tripar: error: %s\n", error_message());
+        code = TRIPAR_EXIT_RUNTIME;
     } else {
-        runfile_finish(rc->rf);
         if (rank0) {
             print_table(rc, rm, first_row, peak);
             if (j->arrival_rate > 0) stream_print(stream, j->new_tokens);

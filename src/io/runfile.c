@@ -3,14 +3,20 @@
  * every rank; bulk data goes as per-rank hyperslabs. Layout and protocol: docs/schema.md. */
 #include "io/runfile.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/check.h"
 #include "io/h5util.h"
+#include "io/mpiio_guard.h"
 #include "base/stats.h"
 
 enum { RUNFILE_FORMAT_VERSION = 1, EVENT_CHUNK_ROWS = 1024 };
@@ -32,7 +38,16 @@ struct runfile {
     MPI_Comm comm;
     int rank, size;
     char path[JOB_PATH_MAX + 16];
-    char partial[JOB_PATH_MAX + 32];
+    char partial[JOB_PATH_MAX + 128]; /* PATH.partial.HOST.PID: this run's own (partial_claim) */
+    /* A write that found no room: set at the same call on every rank (space_agree), after which
+     * every write is skipped and the file can only be closed incomplete. */
+    int failed;
+    char error[JOB_PATH_MAX + 256];
+    /* the time-based flush decision (runfile_flush_due): rank 0's answer in flight */
+    MPI_Comm vote;
+    MPI_Request vote_req;
+    int vote_due;
+    double last_flush; /* rank 0's clock */
     mesh_row *rows;      /* (size), identical on every rank */
     long long *event_rows; /* (size) rows in each rank's events table so far */
     long *deferred;        /* this rank's events open at an earlier flush, written once ended */
@@ -183,14 +198,103 @@ static void root_attrs_write(runfile *rf, const job *j, const mesh *m) {
     h5_attr_write_int(root, "complete", 0);
 }
 
+/* ---- failures and free space ---------------------------------------------------------- */
+
+/* Marks the file failed with a message; the caller does it on every rank at the same call. */
+static void fail_set(runfile *rf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_set(runfile *rf, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rf->error, sizeof rf->error, fmt, ap);
+    va_end(ap);
+    rf->failed = 1;
+}
+
+/* What HDF5 may write beyond the raw data of one call: object headers, chunk indexes and the
+ * dirty metadata the cache holds (flushed at its 256 KiB threshold or at our flushes), per
+ * rank's events table included. Generous: it is only compared with the free space. */
+static double metadata_margin(const runfile *rf) { return 512.0 * 1024 + 8192.0 * rf->size; }
+
+/* Collective, before every write: rank 0 compares the free space of the file system holding
+ * the run file with the call's raw bytes plus the metadata margin, and every rank learns the
+ * answer. So a full file system stops every rank at the same call, before HDF5 writes: a write
+ * that fails inside HDF5 fails on some ranks only, and HDF5 then leaves them in different
+ * collectives (a barrier and a broadcast of one H5Fflush) for ever. Returns 1 while there is
+ * room; 0 (and failed set, same on every rank) otherwise. What fails anyway (space taken by
+ * another writer meanwhile, EIO) is caught by mpiio_guard, which ends the job. */
+static int space_agree(runfile *rf, double bytes, const char *what) {
+    if (rf->failed) return 0;
+    /* rank 0's numbers decide: {free (-1 unknown: no reason to stop), needed} */
+    double v[2] = {-1, bytes + metadata_margin(rf)};
+    if (rf->rank == 0) {
+        struct statvfs sv;
+        if (statvfs(rf->partial, &sv) == 0) /* root may use the blocks reserved for root */
+            v[0] = (double)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) * (double)sv.f_frsize;
+    }
+    MPI_CHECK(MPI_Bcast(v, 2, MPI_DOUBLE, 0, rf->comm));
+    const double avail = v[0], need = v[1];
+    if (avail < 0 || avail >= need) return 1;
+    fail_set(rf, "no space left on device writing %s (%.2f MiB free, %.2f MiB needed for %s)",
+             rf->partial, avail / 1048576.0, need / 1048576.0, what);
+    return 0;
+}
+
+/* Rank 0 claims PATH.partial.HOST.PID (its own pid) by creating it exclusively, so two runs
+ * writing one PATH at once never share a partial file, and each renames its own whole file
+ * over PATH; a name already taken (a dead run's, the same pid on the same host) gets a .N
+ * suffix. Every rank gets the name. Returns 0, or -1 with error_set (same on every rank). */
+static int partial_claim(runfile *rf) {
+    int err = 0;
+    if (rf->rank == 0) {
+        char host[64];
+        snprintf(host, sizeof host, "%s", tripar_host());
+        for (char *c = host; *c; c++) /* a file name, whatever the host is called */
+            if (*c == '/' || *c <= ' ') *c = '_';
+        err = EEXIST;
+        for (int n = 0; n < 100 && err == EEXIST; n++) {
+            char suffix[16] = "";
+            if (n) snprintf(suffix, sizeof suffix, ".%d", n);
+            snprintf(rf->partial, sizeof rf->partial, "%s.partial.%s.%ld%s", rf->path, host,
+                     (long)getpid(), suffix);
+            int fd = open(rf->partial, O_WRONLY | O_CREAT | O_EXCL, 0666);
+            err = fd < 0 ? errno : 0;
+            if (fd >= 0) close(fd);
+        }
+    }
+    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, rf->comm));
+    MPI_CHECK(MPI_Bcast(rf->partial, (int)sizeof rf->partial, MPI_CHAR, 0, rf->comm));
+    if (err == 0) return 0;
+    error_set("%s: cannot create the run file: %s (does the directory exist and is it "
+              "writable?)", rf->partial, strerror(err));
+    return -1;
+}
+
+/* Rank 0 removes a claimed partial that never became a run file. */
+static void partial_drop(runfile *rf) {
+    if (rf->rank == 0) unlink(rf->partial);
+}
+
 runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     MPI_Comm comm = m->world != MPI_COMM_NULL && m->world ? m->world : MPI_COMM_WORLD;
     runfile *rf = xcalloc(1, sizeof *rf);
     rf->comm = comm;
+    rf->vote = MPI_COMM_NULL;
+    rf->vote_req = MPI_REQUEST_NULL;
     MPI_CHECK(MPI_Comm_rank(comm, &rf->rank));
     MPI_CHECK(MPI_Comm_size(comm, &rf->size));
     snprintf(rf->path, sizeof rf->path, "%s", path);
-    snprintf(rf->partial, sizeof rf->partial, "%s.partial", path);
+    if (partial_claim(rf) != 0) {
+        free(rf);
+        return NULL;
+    }
+    /* the metadata written and flushed below: the job text, /mesh and the root attributes */
+    const double first = (j->yaml ? (double)strlen(j->yaml) : 0) + 1024.0 * rf->size;
+    if (!space_agree(rf, first, "the job and the mesh")) {
+        error_set("%s", rf->error);
+        partial_drop(rf);
+        free(rf);
+        return NULL;
+    }
 
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5_CHECK(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL));
@@ -200,6 +304,7 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     H5_CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     H5_CHECK(H5Pset_attr_phase_change(fcpl, 0, 0));
+    mpiio_guard_install(); /* what still fails after space_agree ends the job, not a hang */
     hid_t file;
     H5E_BEGIN_TRY { file = H5Fcreate(rf->partial, H5F_ACC_TRUNC, fcpl, fapl); } H5E_END_TRY;
     H5Pclose(fcpl);
@@ -210,6 +315,7 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
         if (file >= 0) H5Fclose(file);
         error_set("%s: cannot create the run file (does the directory exist and is it "
                   "writable?)", rf->partial);
+        partial_drop(rf);
         free(rf);
         return NULL;
     }
@@ -235,18 +341,47 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     rf->event_rows = xcalloc((unsigned long)rf->size, sizeof(long long));
     rf->dp = MESH_DP(m);
 
+    MPI_CHECK(MPI_Comm_dup(comm, &rf->vote));
+
     root_attrs_write(rf, j, m);
     mesh_write(rf);
+    /* On disk from the first second: a job killed before its first timing flush (SIGKILL, a
+     * lost node) still leaves a file that opens, with the job, the mesh and complete=0. */
+    H5_CHECK(H5Fflush(rf->file, H5F_SCOPE_GLOBAL));
+    rf->last_flush = MPI_Wtime();
     return rf;
+}
+
+const char *runfile_partial_path(const runfile *rf) { return rf ? rf->partial : ""; }
+
+int runfile_failed(const runfile *rf) { return rf && rf->failed; }
+
+int runfile_flush_due(runfile *rf, double interval_seconds) {
+    if (!rf || rf->file < 0 || interval_seconds <= 0) return 0;
+    int due = 0;
+    if (rf->vote_req != MPI_REQUEST_NULL) { /* rank 0's answer of the previous call */
+        MPI_CHECK(MPI_Wait(&rf->vote_req, MPI_STATUS_IGNORE));
+        due = rf->vote_due;
+    }
+    if (rf->rank == 0) {
+        const double now = MPI_Wtime();
+        rf->vote_due = now - rf->last_flush >= interval_seconds;
+        if (rf->vote_due) rf->last_flush = now; /* the flush it announces starts the interval */
+    }
+    /* In flight until the next call: the ranks wait on rank 0 no more than the step's stop
+     * vote already makes them. */
+    MPI_CHECK(MPI_Ibcast(&rf->vote_due, 1, MPI_INT, 0, rf->vote, &rf->vote_req));
+    return due && !rf->failed;
 }
 
 void runfile_write_tokens(runfile *rf, const int32_t *tokens, long row_begin, long rows,
                           long total_rows, long cols) {
-    if (!rf || rf->file < 0) return;
+    if (!rf || rf->file < 0 || rf->failed) return;
     hsize_t dims[2] = {(hsize_t)total_rows, (hsize_t)cols};
     hsize_t start[2] = {(hsize_t)row_begin, 0}, count[2] = {(hsize_t)rows, (hsize_t)cols};
     CHECK(rows == 0 || (row_begin >= 0 && row_begin + rows <= total_rows),
           "token rows [%ld, %ld) outside [0, %ld)", row_begin, row_begin + rows, total_rows);
+    if (!space_agree(rf, 4.0 * (double)total_rows * (double)cols, "output/tokens")) return;
     hid_t d = dataset_open_or_create(rf->file, "output/tokens", H5T_STD_I32LE, 2, dims);
     dataset_write_block(rf, d, H5T_NATIVE_INT32, 2, start, count, tokens);
     H5Dclose(d);
@@ -266,7 +401,7 @@ void runfile_write_generated(runfile *rf, const int32_t *counts, long row_begin,
 
 void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
                         long total_rows) {
-    if (!rf || rf->file < 0) return;
+    if (!rf || rf->file < 0 || rf->failed) return;
     /* fixed-length strings: parallel HDF5 cannot write variable-length data collectively */
     long long width = 1, mine = 1;
     for (long i = 0; i < rows; i++) {
@@ -274,6 +409,7 @@ void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, l
         if (len > mine) mine = len;
     }
     MPI_CHECK(MPI_Allreduce(&mine, &width, 1, MPI_LONG_LONG, MPI_MAX, rf->comm));
+    if (!space_agree(rf, (double)width * (double)total_rows, "output/text")) return;
     char *packed = xcalloc((unsigned long)(rows > 0 ? rows : 1), (unsigned long)width);
     for (long i = 0; i < rows; i++)
         if (texts[i]) memcpy(packed + i * width, texts[i], strlen(texts[i]));
@@ -289,7 +425,7 @@ void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, l
 
 void runfile_write_activation(runfile *rf, const char *name, int ndims, const long *dims,
                               const long *start, const long *count, const float *data) {
-    if (!rf || rf->file < 0) return;
+    if (!rf || rf->file < 0 || rf->failed) return;
     CHECK(ndims >= 1 && ndims <= 4, "activation %s: %d dims (1..4 allowed)", name, ndims);
     CHECK(name[0] && !strchr(name, '/') && strlen(name) < 200,
           "activation name \"%s\" must be non-empty, under 200 characters, without '/'", name);
@@ -303,6 +439,9 @@ void runfile_write_activation(runfile *rf, const char *name, int ndims, const lo
         CHECK(count[i] == 0 || (start[i] >= 0 && start[i] + count[i] <= dims[i]),
               "activation %s: block outside dim %d", name, i);
     }
+    double bytes = 4;
+    for (int i = 0; i < ndims; i++) bytes *= (double)dims[i];
+    if (!space_agree(rf, bytes, path)) return;
     hid_t d = dataset_open_or_create(rf->file, path, H5T_IEEE_F32LE, ndims, d_dims);
     dataset_write_block(rf, d, H5T_NATIVE_FLOAT, ndims, d_start, d_count, data);
     H5Dclose(d);
@@ -375,7 +514,7 @@ static const timing_event *events_collect(runfile *rf, timer *t, long long *n,
 }
 
 void runfile_write_events(runfile *rf, timer *t) {
-    if (!rf || rf->file < 0) return;
+    if (!rf || rf->file < 0 || rf->failed) return;
     long long fresh = 0;
     timing_event *staged = NULL;
     const timing_event *rows = t ? events_collect(rf, t, &fresh, &staged) : NULL;
@@ -384,6 +523,21 @@ void runfile_write_events(runfile *rf, timer *t) {
 
     hid_t mtype = h5_timing_event_type();
     hid_t ftype = packed_copy(mtype);
+    /* the new rows fill whole chunks of each rank's table */
+    const double chunk_bytes = (double)EVENT_CHUNK_ROWS * (double)H5Tget_size(ftype);
+    double bytes = 0;
+    for (int r = 0; r < rf->size; r++) {
+        long long before = (rf->event_rows[r] + EVENT_CHUNK_ROWS - 1) / EVENT_CHUNK_ROWS;
+        long long after = (rf->event_rows[r] + counts[r] + EVENT_CHUNK_ROWS - 1) / EVENT_CHUNK_ROWS;
+        bytes += (double)(after - before) * chunk_bytes;
+    }
+    if (!space_agree(rf, bytes, "the timing events")) {
+        free(staged);
+        free(counts);
+        H5Tclose(ftype);
+        H5Tclose(mtype);
+        return;
+    }
     if (!rf->events_created) events_create_all(rf, ftype);
 
     /* extending is collective, so every rank extends every table; rows are then per rank */
@@ -437,6 +591,7 @@ void runfile_write_events(runfile *rf, timer *t) {
     /* Without a flush the superblock and the metadata stay in memory, and a job killed
      * (SIGKILL, node loss) leaves a file no reader can open: flush_every would keep nothing. */
     H5_CHECK(H5Fflush(rf->file, H5F_SCOPE_GLOBAL));
+    rf->last_flush = MPI_Wtime();
     free(all);
     free(offsets);
     free(uncert);
@@ -461,7 +616,7 @@ static void series_summary_write(hid_t g, const char *name, const double *values
 }
 
 void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
-    if (!rf || rf->file < 0) return;
+    if (!rf || rf->file < 0 || rf->failed) return;
     /* rank 0's values are the run's; broadcast them so every rank writes identical metadata */
     int n = rf->rank == 0 ? metrics->iterations : 0;
     MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, rf->comm));
@@ -480,6 +635,11 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     double *peak = xcalloc((unsigned long)rf->size, sizeof(double));
     MPI_CHECK(MPI_Allgather(&metrics->peak_memory_bytes, 1, MPI_DOUBLE, peak, 1, MPI_DOUBLE,
                             rf->comm));
+    if (!space_agree(rf, 8.0 * (3.0 * n + rf->size), "/metrics")) {
+        free(series);
+        free(peak);
+        return;
+    }
 
     hid_t g = h5_group_open_or_create(rf->file, "metrics");
     write_rank0_1d(rf, "metrics/latency", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, n, series);
@@ -545,22 +705,26 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
 }
 
 void runfile_write_series(runfile *rf, const char *path, const double *values, long n) {
-    if (!rf || rf->file < 0) return;
+    if (!rf || rf->file < 0 || rf->failed) return;
     long long count = rf->rank == 0 ? n : 0;
     MPI_CHECK(MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, rf->comm));
+    if (!space_agree(rf, 8.0 * (double)count, path)) return;
     write_rank0_1d(rf, path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, (long)count,
                    rf->rank == 0 ? values : NULL);
 }
 
 void runfile_write_scalar(runfile *rf, const char *group_path, const char *name, double value) {
-    if (!rf || rf->file < 0) return;
+    if (!rf || rf->file < 0 || rf->failed) return;
     MPI_CHECK(MPI_Bcast(&value, 1, MPI_DOUBLE, 0, rf->comm));
+    if (!space_agree(rf, 0, group_path)) return;
     hid_t g = h5_group_open_or_create(rf->file, group_path);
     h5_attr_write_double(g, name, value);
     H5Gclose(g);
 }
 
 static void runfile_release(runfile *rf) {
+    if (rf->vote_req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&rf->vote_req, MPI_STATUS_IGNORE));
+    if (rf->vote != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&rf->vote));
     if (rf->dxpl_coll > 0) H5Pclose(rf->dxpl_coll);
     if (rf->dxpl_indep > 0) H5Pclose(rf->dxpl_indep);
     free(rf->rows);
@@ -569,29 +733,40 @@ static void runfile_release(runfile *rf) {
     free(rf);
 }
 
-void runfile_finish(runfile *rf) {
-    if (!rf) return;
+/* Closes with complete=0, HDF5's own messages silenced: the caller reports. Closing writes the
+ * dirty metadata, which the margin of space_agree leaves room for. */
+static void file_close_incomplete(runfile *rf) {
+    if (rf->file < 0) return;
+    H5E_BEGIN_TRY { H5Fclose(rf->file); } H5E_END_TRY;
+    rf->file = -1;
+}
+
+status runfile_finish(runfile *rf) {
+    if (!rf) return STATUS_OK;
+    /* the final flush writes metadata only */
+    if (!space_agree(rf, 0, "the final flush")) {
+        error_set("%s; the file keeps what was written before, with complete=0", rf->error);
+        runfile_close_incomplete(rf);
+        return STATUS_RUNTIME;
+    }
     /* everything else reaches the disk before complete=1 does, so complete=1 implies whole */
     H5_CHECK(H5Fflush(rf->file, H5F_SCOPE_GLOBAL));
     h5_attr_write_int(rf->file, "complete", 1);
     H5_CHECK(H5Fclose(rf->file));
     rf->file = -1;
-    int ok = 1;
-    if (rf->rank == 0 && rename(rf->partial, rf->path) != 0) ok = 0;
-    MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, rf->comm));
-    CHECK(ok, "cannot rename %s to %s", rf->partial, rf->path);
+    /* An atomic replace: with two runs writing one PATH at once, PATH is the whole file of the
+     * one that renamed last, and each run's own partial never mixes with the other's. */
+    int err = 0;
+    if (rf->rank == 0 && rename(rf->partial, rf->path) != 0) err = errno;
+    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, rf->comm));
     MPI_CHECK(MPI_Barrier(rf->comm));
+    if (err) error_set("cannot rename %s to %s: %s", rf->partial, rf->path, strerror(err));
     runfile_release(rf);
+    return err ? STATUS_RUNTIME : STATUS_OK;
 }
 
 void runfile_close_incomplete(runfile *rf) {
     if (!rf) return;
-    if (rf->file >= 0) {
-        H5E_BEGIN_TRY {
-            H5Fflush(rf->file, H5F_SCOPE_GLOBAL);
-            H5Fclose(rf->file);
-        } H5E_END_TRY;
-        rf->file = -1;
-    }
+    file_close_incomplete(rf);
     runfile_release(rf);
 }

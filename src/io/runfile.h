@@ -1,11 +1,14 @@
 /* The run file: one HDF5 file per run, written by all ranks through the MPI-IO driver.
- * Created as PATH.partial with complete=0; runfile_finish sets complete=1 last and renames.
- * Every write below is collective over the world: every rank calls it, with zero rows when it
- * holds nothing of that dataset. Layout: docs/schema.md. */
+ * Created as PATH.partial.HOST.PID with complete=0; runfile_finish sets complete=1 last and
+ * renames it to PATH. Every write below is collective over the world: every rank calls it,
+ * with zero rows when it holds nothing of that dataset. A write that finds no room on the file
+ * system marks the file failed on every rank at once; later writes are skipped, and the run
+ * ends with the file incomplete. Layout: docs/schema.md. */
 #pragma once
 #include <mpi.h>
 #include <stdint.h>
 
+#include "base/check.h"
 #include "job/job.h"
 #include "parallel/mesh.h"
 #include "metrics/run_metrics.h"
@@ -19,9 +22,22 @@ typedef struct runfile runfile;
 
 /* Collective. Writes root attributes (format "tripar-run", versions, the resolved job YAML,
  * creation time, world size, dp/tp/pp/microbatches, backend, precision, host list,
- * complete=0) and /mesh. Returns NULL with error_message() set if the file cannot be
- * created (same answer on every rank). */
+ * complete=0) and /mesh, and flushes them, so the file opens from the start. Returns NULL
+ * with error_message() set if the file cannot be created or the file system has no room
+ * (same answer on every rank). */
 runfile *runfile_create(const char *path, const job *j, const mesh *m);
+
+/* The file being written: PATH.partial.HOST.PID (HOST and PID of rank 0). */
+const char *runfile_partial_path(const runfile *rf);
+
+/* 1 once a write found no room (the same on every rank); runfile_finish then reports why. */
+int runfile_failed(const runfile *rf);
+
+/* Collective: whether to flush the timing events now, every interval_seconds of rank 0's
+ * clock (0: never). Every rank calls it at the same points (the engine's step callback);
+ * rank 0's answer travels in a broadcast that completes at the next call, so the ranks flush
+ * together one call after rank 0 finds the interval passed. */
+int runfile_flush_due(runfile *rf, double interval_seconds);
 
 /* /output/tokens int32 (total_rows, cols): this rank writes rows [row_begin, row_begin+rows). */
 void runfile_write_tokens(runfile *rf, const int32_t *tokens, long row_begin, long rows,
@@ -52,9 +68,11 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics);
 void runfile_write_series(runfile *rf, const char *path, const double *values, long n);
 void runfile_write_scalar(runfile *rf, const char *group_path, const char *name, double value);
 
-/* Sets complete=1 as the last write, closes and renames PATH.partial to PATH. Collective. */
-void runfile_finish(runfile *rf);
-/* Flushes and closes leaving complete=0 (signal or failure path). Collective when possible. */
+/* Sets complete=1 as the last write, closes and renames the partial file to PATH. Collective.
+ * Returns STATUS_OK, or STATUS_RUNTIME with error_message() set when a write found no room
+ * (the file is then closed incomplete) or the rename failed. Frees rf either way. */
+status runfile_finish(runfile *rf);
+/* Closes leaving complete=0 (signal or failure path). Collective. Frees rf. */
 void runfile_close_incomplete(runfile *rf);
 
 #ifdef __cplusplus

@@ -87,6 +87,7 @@ typedef struct {
     int n_activations;
     timings_level timings;
     int flush_every;               /* steps between timing flushes, 0 = only at the end */
+    int flush_seconds;             /* seconds between timing flushes (rank 0's clock), 0 = off */
 
     /* provenance, for error messages after loading */
     char source[JOB_PATH_MAX];     /* the job file path */

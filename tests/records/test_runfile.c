@@ -83,13 +83,23 @@ static void add_timeline_part(timer *t, int part) {
     if (rank > 0) add_event(t, PHASE_PP_RECV_WAIT, part, 0, TIMER_NO_LAYER, base, base + 0.05);
 }
 
-static void write_run(const char *path, int diverge, int finish) {
+/* Writes a run file at path; *partial gets the name it had while written. */
+static void write_run(const char *path, int diverge, int finish, char *partial, size_t len) {
     job j;
     mesh m;
     fake_job(&j);
     fake_mesh(&m);
     runfile *rf = runfile_create(path, &j, &m);
     EXPECT(rf, "create %s: %s", path, error_message());
+    snprintf(partial, len, "%s", runfile_partial_path(rf));
+    /* its own name: PATH.partial.HOST.PID of rank 0, the same on every rank */
+    char expected[1200];
+    snprintf(expected, sizeof expected, "%s.partial.%s.", path, tripar_host());
+    EXPECT(!strncmp(partial, expected, strlen(expected)), "partial name %s", partial);
+    char root[1200];
+    snprintf(root, sizeof root, "%s", partial);
+    MPI_Bcast(root, sizeof root, MPI_CHAR, 0, MPI_COMM_WORLD);
+    EXPECT(!strcmp(root, partial), "rank %d writes %s, rank 0 %s", rank, partial, root);
 
     int32_t tokens[ROWS * COLS];
     long begin, rows;
@@ -136,7 +146,7 @@ static void write_run(const char *path, int diverge, int finish) {
                        1000.0 * (rank + 1)};
     runfile_write_metrics(rf, &met);
     if (finish)
-        runfile_finish(rf);
+        EXPECT(runfile_finish(rf) == STATUS_OK, "finish %s: %s", path, error_message());
     else
         runfile_close_incomplete(rf);
     timer_free(&t);
@@ -155,9 +165,7 @@ static double attr_double(hid_t obj, const char *name) {
     return v;
 }
 
-static void check_run(const char *path, int diverge) {
-    char partial[1100];
-    snprintf(partial, sizeof partial, "%s.partial", path);
+static void check_run(const char *path, const char *partial, int diverge) {
     EXPECT(access(path, F_OK) == 0 && access(partial, F_OK) != 0, "%s renamed", path);
     hid_t f = h5_open_read(path);
     EXPECT(f >= 0, "%s", error_message());
@@ -331,15 +339,53 @@ static void check_run(const char *path, int diverge) {
     H5Fclose(f);
 }
 
-static void check_incomplete(const char *path) {
-    char partial[1100];
-    snprintf(partial, sizeof partial, "%s.partial", path);
+/* The incomplete file keeps its own name; it is then moved to PATH.partial, the name the tool
+ * tests read. */
+static void check_incomplete(const char *path, const char *partial) {
     EXPECT(access(path, F_OK) != 0 && access(partial, F_OK) == 0, "%s stays partial", path);
     hid_t f = h5_open_read(partial);
     EXPECT(f >= 0, "%s", error_message());
     EXPECT(attr_long(f, "complete") == 0, "complete=0");
     EXPECT(h5_exists(f, "output/tokens") && h5_exists(f, "metrics"), "data kept");
     H5Fclose(f);
+    char fixed[1200];
+    snprintf(fixed, sizeof fixed, "%s.partial", path);
+    EXPECT(rename(partial, fixed) == 0, "rename %s to %s", partial, fixed);
+}
+
+/* runfile_flush_due: rank 0's clock decides and every rank gets the same answers, each one
+ * call late, so the ranks flush together. Rank 0 takes 60 ms per call against a 100 ms
+ * interval: some calls answer yes (however slow the machine), never the first. */
+static void check_flush_due(const char *dir) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/run_flush.h5", dir);
+    job j;
+    mesh m;
+    fake_job(&j);
+    fake_mesh(&m);
+    runfile *rf = runfile_create(path, &j, &m);
+    EXPECT(rf, "create %s: %s", path, error_message());
+    enum { CALLS = 8 };
+    int due[CALLS], yes = 0;
+    for (int i = 0; i < CALLS; i++) {
+        if (rank == 0) usleep(60000);
+        due[i] = runfile_flush_due(rf, 0.1);
+        yes += due[i];
+    }
+    EXPECT(runfile_flush_due(rf, 0) == 0, "interval 0 never flushes");
+    int *all = calloc((size_t)size * CALLS, sizeof(int));
+    MPI_Allgather(due, CALLS, MPI_INT, all, CALLS, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < size; r++)
+        EXPECT(!memcmp(all + r * CALLS, due, sizeof due), "rank %d answers differ from rank %d",
+               r, rank);
+    EXPECT(due[0] == 0 && yes >= 1, "%d of %d calls due", yes, CALLS);
+    free(all);
+    char partial[1200];
+    snprintf(partial, sizeof partial, "%s", runfile_partial_path(rf));
+    runfile_close_incomplete(rf);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) unlink(partial);
+    free(j.yaml);
 }
 
 int main(int argc, char **argv) {
@@ -368,14 +414,16 @@ int main(int argc, char **argv) {
            "an unwritable path fails on every rank: %s", error_message());
     free(j.yaml);
 
-    write_run(a, 0, 1);
-    write_run(b, 1, 1);
-    write_run(c, 0, 0);
+    char pa[1200], pb[1200], pc[1200];
+    write_run(a, 0, 1, pa, sizeof pa);
+    write_run(b, 1, 1, pb, sizeof pb);
+    write_run(c, 0, 0, pc, sizeof pc);
+    check_flush_due(argv[1]);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
-        check_run(a, 0);
-        check_run(b, 1);
-        check_incomplete(c);
+        check_run(a, pa, 0);
+        check_run(b, pb, 1);
+        check_incomplete(c, pc);
         printf("test_runfile: ok (%d ranks)\n", size);
     }
     MPI_Finalize();

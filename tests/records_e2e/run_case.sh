@@ -12,7 +12,7 @@ shift 3
 sets=()
 for kv in "$@"; do sets+=(--set "$kv"); done
 mkdir -p "$out"
-rm -f "$out/$name.h5" "$out/$name.h5.partial"
+rm -f "$out/$name.h5" "$out/$name.h5".partial*
 if ! timeout 120 "${MPIEXEC:-mpiexec}" -n "$np" --oversubscribe "$TRIPAR_BIN" run "$here/mesh.yaml" \
     --out "$out/$name.h5" "${sets[@]}" >"$out/$name.log" 2>&1; then
     echo "FAIL: the run failed"; cat "$out/$name.log"; exit 1

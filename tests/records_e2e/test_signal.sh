@@ -3,7 +3,8 @@
 #   term-mpirun  SIGTERM to mpirun, which forwards it to the 4 ranks (tp2 pp2)
 #   term-rank    SIGTERM to one of 2 ranks (pp2) only: the stop vote must stop both
 #   kill-rank    SIGKILL to one of 4 ranks (tp2 pp2), not to mpirun
-# term-*: exit 1 within a bound, RUN.h5 absent, RUN.h5.partial readable with complete=0, every
+# term-*: exit 1 within a bound, RUN.h5 absent, RUN.h5.partial.HOST.PID (the run's own partial
+# file, named in the stop message) readable with complete=0, every
 # rank's events present (flushed), all ranks stopped after the same step, tools accept the file.
 # kill-rank: every rank gone within 30 s, mpirun exits non-zero, no file claims complete=1.
 # The run takes minutes uninterrupted, so the signal always lands while it generates; the test
@@ -16,7 +17,7 @@ py=/usr/bin/python3
 mode=$1 out=$2
 mkdir -p "$out"
 run="$out/$mode.h5"
-rm -f "$run" "$run.partial"
+rm -f "$run" "$run".partial*
 case $mode in
 term-mpirun) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
 term-rank) np=2 mesh=(parallel.pp=2 parallel.microbatches=2) ;;
@@ -39,12 +40,14 @@ cleanup() { # only what this script started, by pid
 trap cleanup EXIT
 
 # Running means: the run file exists and the first flushes went out.
+partial=
 for _ in $(seq 600); do
-    [ -e "$run.partial" ] && break
+    found=("$run".partial.*) # the run's own partial file, RUN.h5.partial.HOST.PID
+    [ -e "${found[0]}" ] && partial=${found[0]} && break
     kill -0 "$mp" 2>/dev/null || { echo "FAIL: the run ended before it started"; cat "$out/$mode.log"; exit 1; }
     sleep 0.1
 done
-[ -e "$run.partial" ] || { echo "FAIL: no $run.partial after 60 s"; exit 1; }
+[ -n "$partial" ] || { echo "FAIL: no $run.partial.* after 60 s"; exit 1; }
 sleep 1.5
 mapfile -t ranks < <(pgrep -P "$mp" || true)
 [ "${#ranks[@]}" -eq "$np" ] || { echo "FAIL: mpirun has ${#ranks[@]} children, want $np"; exit 1; }
@@ -86,7 +89,7 @@ tail -3 "$out/$mode.log"
 [ ! -e "$run" ] || { echo "FAIL: $run exists: a killed run claims to be complete"; exit 1; }
 
 if [ "$mode" = kill-rank ]; then
-    exec "$py" - "$run.partial" <<'PY'
+    exec "$py" - "$partial" <<'PY'
 import sys, h5py
 path = sys.argv[1]
 try:
@@ -103,9 +106,10 @@ PY
 fi
 
 [ "$rc" -eq 1 ] || { echo "FAIL: exit $rc, want 1 (runtime failure: stopped)"; exit 1; }
-grep -q "stopped by signal" "$out/$mode.log" || { echo "FAIL: no 'stopped by signal' message"; exit 1; }
-"$py" "$here/check_schema.py" "$here/../../docs/schema.md" "$run.partial" --partial
-HERE=$here "$py" - "$run.partial" <<'PY'
+grep -qF "stopped by signal; $partial holds" "$out/$mode.log" ||
+    { echo "FAIL: no 'stopped by signal; $partial holds' message"; exit 1; }
+"$py" "$here/check_schema.py" "$here/../../docs/schema.md" "$partial" --partial
+HERE=$here "$py" - "$partial" <<'PY'
 import os, sys
 sys.path.insert(0, os.environ["HERE"])
 import e2e_lib as L
@@ -132,11 +136,11 @@ print("stopped after step %s on every rank" % (last[0] if last else "?"))
 L.finish("partial file")
 PY
 rc=0
-"$TRIPAR_BIN" report "$run.partial" >"$out/$mode.report" 2>&1 || rc=$?
+"$TRIPAR_BIN" report "$partial" >"$out/$mode.report" 2>&1 || rc=$?
 [ $rc -eq 0 ] && grep -q "incomplete run file" "$out/$mode.report" ||
     { echo "FAIL: report on the partial file (exit $rc)"; cat "$out/$mode.report"; exit 1; }
 rc=0
-"$TRIPAR_BIN" trace "$run.partial" -o "$out/$mode.trace.json" >"$out/$mode.trace.log" 2>&1 || rc=$?
+"$TRIPAR_BIN" trace "$partial" -o "$out/$mode.trace.json" >"$out/$mode.trace.log" 2>&1 || rc=$?
 [ $rc -eq 0 ] && grep -q "incomplete" "$out/$mode.trace.log" ||
     { echo "FAIL: trace on the partial file (exit $rc)"; cat "$out/$mode.trace.log"; exit 1; }
 echo "$mode: ok"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # Stand-in for tripar with the same CLI contracts (run --dry-run/--out/--set, report), used to
 # exercise the Slurm harness when tripar is not built. Rank 0 writes the run file; others idle.
-import os, signal, sys, time
+import os, signal, socket, sys, time
 
 def rank():
     for k in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
@@ -53,7 +53,7 @@ def run(args):
         time.sleep(seconds)
         return 0
     import h5py
-    partial = out + ".partial"
+    partial = "%s.partial.%s.%d" % (out, socket.gethostname(), os.getpid())
     f = h5py.File(partial, "w")
     f.attrs["complete"] = 0
     f.attrs["world_size"] = size()

@@ -154,11 +154,12 @@ fi
 
 # (d) the time-limited job: stopped by SIGTERM, run file left as .partial with complete=0.
 if wait_jobs 400 "$d_id"; then
-  info=$(run_info "$d_out.partial")
+  d_partial=$(ls -d "$d_out".partial.* 2>/dev/null | head -n 1 || true) # the run's own
+  info=$(run_info "${d_partial:-$d_out.partial}")
   [ ! -e "$d_out" ] || fail "(d) $d_out exists: the run was not stopped"
   case $info in
-    "0 2 2") pass "(d) time limit: $d_out.partial has complete=0" ;;
-    *) fail "(d) $d_out.partial says '$info', want '0 2 2'"; tail -n 20 "$work/timelimit.out" >&2 ;;
+    "0 2 2") pass "(d) time limit: $d_partial has complete=0" ;;
+    *) fail "(d) $d_out.partial.* says '$info', want '0 2 2'"; tail -n 20 "$work/timelimit.out" >&2 ;;
   esac
   grep -q "stopped by signal" "$work/timelimit.out" && pass "(d) tripar reported the signal" ||
     fail "(d) no 'stopped by signal' in $work/timelimit.out"
