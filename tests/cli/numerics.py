@@ -11,7 +11,7 @@
   nonfinite PLANT NP K=V...  a checkpoint with huge but finite weights (PLANT: pos = wpe row 7,
                              mlp:L = layer L's MLP, head = final norm) makes the logits
                              non-finite: exit 1, the step and first non-finite layer named
-                             once, RUN.h5.partial readable with complete=0, the tokens before
+                             once, RUN.h5.partial.HOST.PID readable with complete=0, the tokens before
                              that step equal to a healthy run's, -1 after, per-sequence counts
   temperature NP K=V...      temperature 1e-300 and 1e-7 give exactly the greedy tokens
   signal-generation          SIGTERM mid-generation: -1 past each sequence's count, counts
@@ -29,6 +29,7 @@ import struct
 import subprocess
 import sys
 import time
+import glob
 import json
 
 import h5py
@@ -41,6 +42,16 @@ JOB = os.path.join(SRC, "tests", "records_e2e", "mesh.yaml")
 PROMPT_LEN, BATCH, VOCAB = 5, 6, 97
 failures = []
 
+
+
+def partials(run):
+    """The partial files of runs writing `run` (PATH.partial.HOST.PID, docs/schema.md)."""
+    return sorted(glob.glob(glob.escape(run) + ".partial.*"))
+
+
+def remove_old(run):
+    for p in [run] + partials(run):
+        os.remove(p)
 
 def expect(cond, msg):
     if not cond:
@@ -112,7 +123,7 @@ def nan_weight(out, np_, tp):
         at = ", ".join(str(i) for i in index)
         expect(rc == 2, "%s %s: exit %d, want 2:\n%s" % (name, word, rc, text))
         once(text, "weight tensor '%s' holds %s at [%s]" % (name, word, at), name)
-        expect(not os.path.exists(run) and not os.path.exists(run + ".partial"),
+        expect(not os.path.exists(run) and not partials(run),
                "%s: a run file was written for a refused checkpoint" % name)
     finish()
 
@@ -187,18 +198,19 @@ def nonfinite(out, plant, np_, mesh):
     rc, text = tripar(np_, ["run", JOB, "--out", ref] + sets(common + list(mesh)))
     expect(rc == 0, "healthy reference run: exit %d:\n%s" % (rc, text))
     run = os.path.join(out, "nonfinite_%s.h5" % tag)
-    for p in (run, run + ".partial"):
-        if os.path.exists(p):
-            os.remove(p)
+    if os.path.exists(run) or partials(run):
+        remove_old(run)
     common[0] = "model.checkpoint=%s" % huge
     rc, text = tripar(np_, ["run", JOB, "--out", run] + sets(common + list(mesh)))
     expect(rc == 1, "exit %d, want 1:\n%s" % (rc, text))
     once(text, "the logits went non-finite (NaN or Inf) at step %d" % step, "message")
     once(text, "the first output to do so in that step is that of %s." % site, "message")
     expect(not os.path.exists(run), "a run stopped by non-finite logits left a complete file")
-    if not expect(os.path.exists(run + ".partial"), "no %s.partial" % run):
+    if not expect(len(partials(run)) == 1, "not one partial of %s: %s" % (run, partials(run))):
         finish()
-    with h5py.File(run + ".partial", "r") as f, h5py.File(ref, "r") as r:
+    partial = partials(run)[0]
+    once(text, "Stopped; %s holds the tokens" % partial, "the message names the partial file")
+    with h5py.File(partial, "r") as f, h5py.File(ref, "r") as r:
         expect(int(f.attrs["complete"]) == 0, "complete = %s" % f.attrs["complete"])
         tok, want = f["output/tokens"][...], r["output/tokens"][...]
         gen = f["output/generated"][...]
@@ -214,7 +226,7 @@ def nonfinite(out, plant, np_, mesh):
         expect(int(g.attrs["iterations"]) == 0 and g["latency"].shape == (0,),
                "the cut iteration is in /metrics: iterations %s latency %s" % (
                    g.attrs["iterations"], g["latency"][...]))
-    rc, text = tripar(1, ["report", run + ".partial"])
+    rc, text = tripar(1, ["report", partial])
     expect(rc == 0 and "incomplete run file" in text, "report on the partial file: %d\n%s" % (
         rc, text))
     finish()
@@ -241,16 +253,15 @@ def start_and_signal(out, name, np_, extra, wait):
     """Starts a long run, waits until it has worked `wait` seconds, SIGTERMs mpirun; returns
     (exit code, output, partial path)."""
     run = os.path.join(out, name + ".h5")
-    for p in (run, run + ".partial"):
-        if os.path.exists(p):
-            os.remove(p)
+    if os.path.exists(run) or partials(run):
+        remove_old(run)
     cmd = [MPIEXEC, "-n", str(np_), "--oversubscribe", BIN, "run", JOB, "--out", run] + \
         sets(["record.activations=[]"] + extra)
     log = open(os.path.join(out, name + ".log"), "w+")
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(600):
-            if os.path.exists(run + ".partial") or p.poll() is not None:
+            if partials(run) or p.poll() is not None:
                 break
             time.sleep(0.1)
         time.sleep(wait)
@@ -265,7 +276,9 @@ def start_and_signal(out, name, np_, extra, wait):
     text = log.read()
     expect(rc == 1, "exit %d after SIGTERM, want 1:\n%s" % (rc, text))
     expect(not os.path.exists(run), "a stopped run left a complete file")
-    return text, run + ".partial"
+    left = partials(run)
+    expect(len(left) == 1, "not one partial of %s: %s" % (run, left))
+    return text, left[0] if left else run + ".partial.missing"
 
 
 def check_tokens(f, new_tokens):

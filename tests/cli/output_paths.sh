@@ -52,7 +52,7 @@ same_bytes() { sha256sum -c --quiet "$1.sum" || fail "$1 was changed"; }
 
 no_partial() {
     local left
-    left=$(find . -name '*.partial')
+    left=$(find . -name '*.partial' -o -name '*.partial.*')
     [ -z "$left" ] || fail "left behind: $left"
 }
 
