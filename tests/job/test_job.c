@@ -452,7 +452,7 @@ static void test_overrides(void **state) {
     const char *unknown[] = {"model.foo=1"};
     expect_error(tiny, unknown, 1,
                  "^--set model\\.foo=1: unknown key 'foo' in section 'model'; allowed: synthetic, "
-                 "checkpoint, norm, precision, kv_cache, kv_block, ln_eps$");
+                 "checkpoint, norm, precision, kv_cache, kv_block, ln_eps, arch$");
     const char *unknown2[] = {"model.synthetic.depth=1"};
     expect_error(tiny, unknown2, 1,
                  "^--set model\\.synthetic\\.depth=1: unknown key 'depth' in model\\.synthetic; "
