@@ -36,3 +36,8 @@ add_test(NAME cli_dry_run_is_yaml COMMAND sh -c
          "$<TARGET_FILE:tripar> run ${PROJECT_SOURCE_DIR}/jobs/demo.yaml --dry-run | /usr/bin/python3 -c \"import sys, yaml; d = yaml.safe_load(sys.stdin); assert d['parallel']['tp'] == 2 and len(d['memory_per_rank']) == 4, d\"")
 set_tests_properties(cli_dry_run_is_yaml PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
                      TIMEOUT 60)
+
+# --dry-run for model presets: llama3-70b at tp = 8 equals the hand count in docs/jobs.md.
+add_test(NAME cli_dry_run_presets COMMAND /usr/bin/python3
+         ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_dry_run_presets.py $<TARGET_FILE:tripar> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_dry_run_presets PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}")
