@@ -58,5 +58,7 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
         {"head_w",    &w->head_w,          &w->head_s,  INIT_NORMAL,     in_std,       !tied && last,       2, {V, C},       {vocab, all_C}},
     };
     // clang-format on
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) model_add_row(m, rows[i]);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (!(tied && rows[i].slot == &w->head_w)) /* a tied head is wte: no tensor of its own */
+            model_add_row(m, rows[i]);
 }
