@@ -64,6 +64,22 @@ void ref_llama_synthetic(ref_llama *r, const model_config *cfg, uint64_t seed) {
     inv_freq_fill(r->inv_freq, hd, cfg);
 }
 
+void ref_llama_quantize_int8(ref_llama *r) {
+    const int mats[5] = {RL_QKV, RL_O, RL_GATE_UP, RL_DOWN, RL_HEAD};
+    const long C = r->cfg.embd, cols[5] = {C, C, C, r->cfg.mlp, C};
+    for (int k = 0; k < 5; k++) {
+        if (!r->t[mats[k]]) continue; /* tied head: the fp32 embedding */
+        long rows = elems(&r->cfg, mats[k]) / cols[k];
+        for (long row = 0; row < rows; row++) {
+            double *w = r->t[mats[k]] + row * cols[k], absmax = 0;
+            for (long c = 0; c < cols[k]; c++) absmax = fmax(absmax, fabs(w[c]));
+            float scale = (float)absmax / 127.0f;
+            for (long c = 0; c < cols[k]; c++)
+                w[c] = scale > 0 ? (double)nearbyintf((float)w[c] / scale) * scale : 0.0;
+        }
+    }
+}
+
 void ref_llama_free(ref_llama *r) {
     for (int i = 0; i < RL_N; i++) free(r->t[i]);
     free(r->inv_freq);

@@ -16,6 +16,9 @@ typedef struct {
 } ref_llama;
 
 void ref_llama_synthetic(ref_llama *r, const model_config *cfg, uint64_t seed);
+/* INT8-rounds every matrix per output row (qkv, o, gate|up, down and an untied head), as
+ * model.precision int8w stores them. */
+void ref_llama_quantize_int8(ref_llama *r);
 void ref_llama_free(ref_llama *r);
 /* logits (n, vocab) of the n tokens of one sequence at positions 0..n-1. */
 void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double *logits);

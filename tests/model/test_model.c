@@ -239,7 +239,7 @@ static void check_arena_plan(const char **overrides, int n) {
 
 /* The Llama model (tests/model/llama.yaml) against ref_llama: prefill logits, greedy tokens
  * by full recomputation, and the last decode step through the KV cache. */
-static void check_llama(const char **overrides, int n) {
+static void check_llama(const char **overrides, int n, int quantize_ref) {
     snprintf(job_path, sizeof job_path, "%s", llama_path);
     harness h;
     harness_init(&h, overrides, n);
@@ -249,6 +249,7 @@ static void check_llama(const char **overrides, int n) {
     model_config_from_job(&cfg, &h.j);
     assert_int_equal(cfg.arch, ARCH_LLAMA);
     ref_llama_synthetic(&ref, &cfg, h.j.seed);
+    if (quantize_ref) ref_llama_quantize_int8(&ref);
     const int T = h.j.prompt_len, N = h.j.new_tokens, V = cfg.vocab, total = T + N;
     const float *logits = prefill_logits(&h);
     double *ref_logits = malloc((size_t)total * V * sizeof(double));
@@ -287,7 +288,7 @@ static void check_llama(const char **overrides, int n) {
 
 static void test_llama_gqa_matches_reference(void **state) {
     (void)state;
-    check_llama(NULL, 0);
+    check_llama(NULL, 0, 0);
 }
 
 /* Llama 3.1 scaling with original_max_position_embeddings 64: head_dim 8 gives wavelengths
@@ -296,7 +297,7 @@ static void test_llama_rope_scaling_matches_reference(void **state) {
     (void)state;
     const char *o[] = {"model.synthetic.rope_scaling={factor: 8, low_freq_factor: 1, "
                        "high_freq_factor: 4, original_max_position_embeddings: 64}"};
-    check_llama(o, 1);
+    check_llama(o, 1, 0);
 }
 
 /* One kv head (multi-query), a tied head, the paged cache and two micro-batches. */
@@ -304,14 +305,24 @@ static void test_llama_mqa_tied_paged(void **state) {
     (void)state;
     const char *o[] = {"model.synthetic.kv_heads=1", "model.synthetic.tie_embeddings=true",
                        "model.kv_cache=paged", "model.kv_block=3", "parallel.microbatches=2"};
-    check_llama(o, 5);
+    check_llama(o, 5, 0);
 }
 
 /* Multi-head (kv_heads = heads) and a Llama 2-sized rms eps. */
 static void test_llama_mha_matches_reference(void **state) {
     (void)state;
     const char *o[] = {"model.synthetic.kv_heads=8", "model.ln_eps=1e-6"};
-    check_llama(o, 2);
+    check_llama(o, 2, 0);
+}
+
+/* int8w quantises every Llama matrix, the untied LM head included, against a reference
+ * rounded the same way; the tied head stays the fp32 embedding. */
+static void test_llama_int8w_matches_quantized_reference(void **state) {
+    (void)state;
+    const char *o[] = {"model.precision=int8w"};
+    check_llama(o, 1, 1);
+    const char *tied[] = {"model.precision=int8w", "model.synthetic.tie_embeddings=true"};
+    check_llama(tied, 2, 1);
 }
 
 static void test_dry_run_plan_is_the_arena(void **state) {
@@ -341,6 +352,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_llama_rope_scaling_matches_reference),
         cmocka_unit_test(test_llama_mqa_tied_paged),
         cmocka_unit_test(test_llama_mha_matches_reference),
+        cmocka_unit_test(test_llama_int8w_matches_quantized_reference),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();
