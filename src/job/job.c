@@ -375,13 +375,11 @@ static int job_get_path(job_loader *L, const jnode *m, const char *section, cons
 
 /* ---- sections ------------------------------------------------------------------------ */
 
-/* model.arch. A checkpoint names its own architecture, so the key goes with model.synthetic. */
-static int job_walk_arch(job_loader *L, const jnode *m, const jnode *ck_key) {
-    const jnode *arch_key = NULL;
-    if (ck_key && jnode_get(m, "arch", &arch_key))
-        return jnode_fail(arch_key, "model.arch: a checkpoint names its own architecture; give "
-                                    "model.arch only with model.synthetic");
+/* model.arch. A checkpoint names its own architecture; model.arch given with one must agree
+ * (the runner checks once the file is read). */
+static int job_walk_arch(job_loader *L, const jnode *m) {
     int e = (int)L->j->arch;
+    L->j->arch_given = jnode_get(m, "arch", NULL) != NULL;
     TRY(job_get_enum(L, m, "model", "arch", ARCH_NAMES, &e));
     L->j->arch = (arch_kind)e;
     return STATUS_OK;
@@ -473,7 +471,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
             return jnode_fail(jnode_get(syn, "preset", NULL),
                               "model.synthetic.preset: '%s' is not a preset; allowed: %s",
                               j->preset, job_preset_list());
-        TRY(job_walk_arch(L, m, ck_key));
+        TRY(job_walk_arch(L, m));
         TRY(job_get_int(L, syn, s, "layers", 1, 1 << 16, &j->layers));
         TRY(job_get_int(L, syn, s, "heads", 1, 1 << 16, &j->heads));
         TRY(job_get_int(L, syn, s, "embd", 1, CAP_DIM, &j->embd));
@@ -484,7 +482,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
         if (j->mlp == 0) j->mlp = 4 * j->embd;
         TRY(job_walk_llama_keys(L, syn));
     } else {
-        TRY(job_walk_arch(L, m, ck_key));
+        TRY(job_walk_arch(L, m));
         j->tie_embeddings = 1; /* the shape, llama or not, is the checkpoint's (the runner) */
         TRY(job_get_path(L, m, "model", "checkpoint", j->checkpoint));
     }

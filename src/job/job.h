@@ -39,6 +39,7 @@ typedef struct {
     uint64_t seed;                 /* synthetic weight seed */
     char preset[32];               /* model.synthetic.preset, "" when none */
     arch_kind arch;
+    int arch_given;                /* model.arch was written (a checkpoint's must then match) */
     int kv_heads;                  /* llama: heads of the KV cache; gpt2: = heads */
     float rope_theta;              /* llama */
     int rope_scaling;              /* llama: 1 when rope_scaling (Llama 3.1's "llama3") is set */

@@ -75,6 +75,7 @@ static void job_dump_model(const job *j, FILE *out) {
             }
         }
     } else {
+        if (j->arch_given) fprintf(out, "  arch: %s\n", arch_kind_name(j->arch));
         fputs("  checkpoint: ", out);
         job_dump_quoted(out, j->checkpoint);
         fputc('\n', out);
