@@ -332,6 +332,10 @@ static void test_dry_run_plan_is_the_arena(void **state) {
     check_arena_plan(paged, 3);
     const char *logits[] = {"record.activations=[logits]", "parallel.microbatches=2"};
     check_arena_plan(logits, 2);
+    /* Llama: the GQA cache, the gate|up and SwiGLU buffers and the RoPE table */
+    snprintf(job_path, sizeof job_path, "%s", llama_path);
+    check_arena_plan(paged, 3);
+    snprintf(job_path, sizeof job_path, "%s", gpt2_path);
 }
 
 int main(int argc, char **argv) {
