@@ -41,9 +41,11 @@ tripar_parallel_test(parallel_llama_mqa_paged_scaled
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_kv1 ${TRIPAR_FIXTURES}/factor_llama.yaml 6
   -- model.synthetic.kv_heads=1 model.kv_cache=paged model.kv_block=4 parallel.microbatches=2
   "model.synthetic.rope_scaling={factor: 4, original_max_position_embeddings: 16}")
-tripar_parallel_test(parallel_llama_int8w
+# int8w on every Llama matrix (untied head included) with micro-batches and chunked overlap.
+tripar_parallel_test(parallel_llama_int8w_overlap
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_int8w ${TRIPAR_FIXTURES}/factor_llama.yaml 4
-  -- model.synthetic.kv_heads=2 model.precision=int8w)
+  -- model.synthetic.kv_heads=2 model.precision=int8w parallel.microbatches=2 parallel.overlap=true
+  parallel.chunks=3)
 
 tripar_parallel_test(parallel_bad_mesh_product
   ${PAR}/check_bad_mesh.sh 3 "dp \\* tp \\* pp = 1 \\* 2 \\* 1 = 2, but the job was started with 3"
