@@ -54,8 +54,21 @@ static int checkpoint_is_regular(const job *j) {
 static int adopt_checkpoint_shape(job *j) {
     model_config ck;
     if (checkpoint_read_config(j->checkpoint, &ck) != STATUS_OK) return STATUS_BAD_INPUT;
+    if (j->arch_given && j->arch != ck.arch) {
+        char where[160];
+        error_set("%s: model.arch = %s, but the checkpoint %s holds a %s model",
+                  job_key_origin(j, "model.arch", where, sizeof where), arch_kind_name(j->arch),
+                  j->checkpoint, arch_kind_name(ck.arch));
+        return STATUS_BAD_INPUT;
+    }
     j->layers = ck.layers, j->heads = ck.heads, j->embd = ck.embd, j->vocab = ck.vocab;
     j->ctx = ck.ctx, j->mlp = ck.mlp, j->ln_eps = ck.ln_eps, j->norm = ck.norm;
+    j->arch = ck.arch, j->kv_heads = ck.kv_heads, j->tie_embeddings = ck.tie_embeddings;
+    j->rope_theta = (float)ck.rope_theta, j->rope_scaling = ck.rope_scaled;
+    j->rope_factor = (float)ck.rope_scaling.factor;
+    j->rope_low_freq_factor = (float)ck.rope_scaling.low_freq_factor;
+    j->rope_high_freq_factor = (float)ck.rope_scaling.high_freq_factor;
+    j->rope_original_ctx = ck.rope_scaling.original_max_position_embeddings;
     free(j->yaml);
     j->yaml = job_dump_string(j);
     return STATUS_OK;

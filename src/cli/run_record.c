@@ -137,9 +137,10 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
            "strategy", MESH_DP(m), MESH_TP(m), MESH_PP(m), j->microbatches,
            j->overlap ? "on" : "off", backend_kind_name(j->backend),
            precision_kind_name(j->precision), kv_cache_kind_name(j->kv_cache));
-    printf("  %-13s layers=%d heads=%d embd=%d mlp=%d vocab=%d ctx=%d norm=%s (%.2fM params)\n",
-           "model", cfg->layers, cfg->heads, cfg->embd, cfg->mlp, cfg->vocab, cfg->ctx,
-           norm_kind_name(cfg->norm), params / 1e6);
+    printf("  %-13s arch=%s layers=%d heads=%d kv_heads=%d embd=%d mlp=%d vocab=%d ctx=%d norm=%s "
+           "(%.2fM params)\n",
+           "model", arch_kind_name(cfg->arch), cfg->layers, cfg->heads, cfg->kv_heads, cfg->embd,
+           cfg->mlp, cfg->vocab, cfg->ctx, norm_kind_name(cfg->norm), params / 1e6);
     printf("  %-13s %d prompts x %d tokens, %d new tokens each; %d measured iteration(s)\n",
            "batch", j->batch, j->prompt_len, j->new_tokens, n);
     printf("  %-13s %9.3f ms   %10.1f tokens/s\n", "prefill", ttft * 1e3,

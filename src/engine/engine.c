@@ -136,7 +136,8 @@ static void points_init(engine *e) {
 /* The shapes the arena is sized from, for one rank. */
 typedef struct {
     int batch_local, n_micro, mb_max, prompt_len, kv_capacity, blocks_per_seq, head_rows_max;
-    size_t C, A, M, V;
+    size_t C, A, KVA, M, V, rope; /* KVA: the rank's kv heads * hd; rope: the RoPE table */
+    int llama;
     size_t kv_layer_elems; /* one layer's keys (or values) for the replica's sequences */
     int n_layers;
 } arena_shape;
@@ -153,12 +154,15 @@ static void arena_shape_init(arena_shape *s, const engine_config *cfg, const sha
     s->kv_capacity = cfg->prompt_len + cfg->new_tokens;
     s->C = (size_t)mc->embd;
     s->A = (size_t)g->attn_dim;
+    s->KVA = (size_t)g->n_kv_heads * g->head_dim;
+    s->llama = mc->arch == ARCH_LLAMA;
+    s->rope = s->llama ? (size_t)g->head_dim / 2 : 0;
     s->M = (size_t)g->mlp_local;
     s->V = (size_t)g->vocab_local;
     s->n_layers = g->n_layers;
     const size_t R = (size_t)s->mb_max * s->prompt_len;
     s->head_rows_max = wants_full_head(cfg, g) ? (int)R : s->mb_max;
-    const size_t kv_width = (size_t)g->n_heads * g->head_dim;
+    const size_t kv_width = s->KVA; /* the cache holds kv heads only (GQA) */
     if (cfg->kv_cache == KV_PAGED) {
         s->blocks_per_seq = (s->kv_capacity + cfg->kv_block - 1) / cfg->kv_block;
         s->kv_layer_elems = (size_t)batch_local * s->blocks_per_seq * cfg->kv_block * kv_width;
@@ -175,7 +179,7 @@ typedef struct {
     int kv;
 } arena_row;
 
-enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 16 };
+enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 20 };
 
 /* The size table. With e NULL the slots are NULL (planning only). Returns the row count. */
 static int arena_table(const arena_shape *s, engine *e, int paged, arena_row rows[]) {
@@ -188,10 +192,12 @@ static int arena_table(const arena_shape *s, engine *e, int paged, arena_row row
         ROW(stage_buf[i][1], R * s->C * F, 0);
     }
     ROW(h, R * s->C * F, 0);
-    ROW(qkv, R * 3 * s->A * F, 0);
+    ROW(qkv, R * (s->A + 2 * s->KVA) * F, 0);
     ROW(att, R * s->A * F, 0);
     ROW(o, R * s->C * F, 0);
-    ROW(f, R * s->M * F, 0);
+    ROW(f, R * (s->llama ? 2 : 1) * s->M * F, 0);
+    ROW(act, s->llama ? R * s->M * F : 0, 0);
+    ROW(rope_inv_freq, s->rope * F, 0);
     ROW(head_in, head * s->C * F, 0);
     ROW(logits, head * s->V * F, 0);
     ROW(max_val, (size_t)s->mb_max * F, 0);
@@ -228,6 +234,16 @@ static void block_table_fill(engine *e) {
     free(table);
 }
 
+/* Llama's RoPE table, once: the attention op rotates q and k with it at every step. */
+static void rope_table_fill(engine *e, size_t n) {
+    const model_config *mc = &e->m->cfg;
+    float *table = xmalloc(n * sizeof(float));
+    rope_inv_freq_fill(table, e->m->geom.head_dim, mc->rope_theta,
+                       mc->rope_scaled ? &mc->rope_scaling : NULL);
+    e->be->ops->copy_to_device(e->be->ctx, e->rope_inv_freq, table, n * sizeof(float));
+    free(table);
+}
+
 static void arena_init(engine *e) {
     arena_shape s;
     arena_shape_init(&s, &e->cfg, &e->m->geom, &e->m->cfg, e->batch_local);
@@ -248,6 +264,8 @@ static void arena_init(engine *e) {
         p += align64(rows[i].bytes);
     }
     if (e->cfg.kv_cache == KV_PAGED) block_table_fill(e);
+    if (s.rope) rope_table_fill(e, s.rope);
+    else e->rope_inv_freq = NULL, e->act = NULL;
 }
 
 /* Host buffers of the sampler and the pipeline's token messages. */

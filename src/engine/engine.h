@@ -111,17 +111,20 @@ typedef struct {
     size_t arena_bytes;
     float *stage_buf[ENGINE_MAX_MICRO][2]; // (mb_max * T, C) ping-pong per micro-batch
     float *h;        // (R, C) normalised activations
-    float *qkv;      // (R, 3*A)
+    float *qkv;      // (R, A + 2*KVA) [q | k | v]; KVA = the rank's kv heads * hd (3*A for GPT-2)
     float *att;      // (R, A)
     float *o;        // (R, C) row-parallel partial sums, all-reduced
-    float *f;        // (R, M_local)
+    float *f;        // (R, M_local); Llama: (R, 2*M_local) the gate|up GEMM's output
+    float *act;      // (R, M_local) Llama: silu(gate) * up; empty for GPT-2
+    float *rope_inv_freq; // (hd/2) Llama's RoPE table, made once at set-up; NULL for GPT-2
     float *head_in;  // (R_head, C) final-normed rows fed to the LM head
     float *logits;   // (R_head, V_local)
     float *max_val;  // (mb_max)
     int32_t *max_idx;// (mb_max)
     int32_t *tok_dev;// (R) tokens for the embedding, copied from the host
     int32_t *next_tok;// (batch_local) greedy argmax ids kept for the next step's embedding
-    float *kv_k, *kv_v;     // contiguous: (L, batch, H, cap, hd); paged: (L, blocks, H, blk, hd)
+    float *kv_k, *kv_v;     // contiguous: (L, batch, KV, cap, hd); paged: (L, blocks, KV, blk, hd),
+                            // KV the rank's kv heads (= its heads for GPT-2)
     int32_t *block_table;   // (batch, blocks_per_seq) paged only
     int blocks_per_seq;
     size_t kv_layer_elems;  // one layer's share of kv_k / kv_v

@@ -101,17 +101,102 @@ static void row_parallel_allreduce(engine *e, float *out, const float *in, weigh
     }
 }
 
-static void final_norm_rows(engine *e, float *out, const float *x, int nb, int n_new) {
+/* The final norm: LayerNorm (GPT-2) or RMSNorm (Llama). */
+static void final_norm(engine *e, float *out, const float *x, int rows) {
     const model *m = e->m;
-    const int C = m->cfg.embd;
+    if (m->cfg.arch == ARCH_LLAMA)
+        e->be->ops->rmsnorm(e->be->ctx, out, x, m->w.lnf_g, rows, m->cfg.embd, m->cfg.ln_eps);
+    else
+        e->be->ops->layernorm(e->be->ctx, out, x, m->w.lnf_g, m->w.lnf_b, rows, m->cfg.embd,
+                              m->cfg.ln_eps);
+}
+
+static void final_norm_rows(engine *e, float *out, const float *x, int nb, int n_new) {
+    const int C = e->m->cfg.embd;
     if (n_new == 1) {
-        e->be->ops->layernorm(e->be->ctx, out, x, m->w.lnf_g, m->w.lnf_b, nb, C, m->cfg.ln_eps);
+        final_norm(e, out, x, nb);
         return;
     }
     for (int b = 0; b < nb; b++) /* only each sequence's last position is sampled */
-        e->be->ops->layernorm(e->be->ctx, out + (size_t)b * C,
-                              x + ((size_t)b * n_new + n_new - 1) * C, m->w.lnf_g, m->w.lnf_b, 1, C,
-                              m->cfg.ln_eps);
+        final_norm(e, out + (size_t)b * C, x + ((size_t)b * n_new + n_new - 1) * C, 1);
+}
+
+/* The LM head's vocab shard: the tied fp32 wte, or Llama's untied head in the weight dtype. */
+static weight_view head_view(const model *m) {
+    if (m->w.head_w) return (weight_view){.type = m->weight_dtype, .data = m->w.head_w,
+                                          .scale = m->w.head_s};
+    return (weight_view){.type = DTYPE_F32, .data = m->w.wte, .scale = NULL};
+}
+
+/* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,
+ * all-reduced -> RMSNorm -> gate|up -> SwiGLU -> down, all-reduced. h holds the normed
+ * input of the next block; each residual add is fused with the next norm. */
+static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int pos0) {
+    const model *m = e->m;
+    const shard_geom *g = &m->geom;
+    const weights *w = &m->w;
+    const backend_ops *ops = e->be->ops;
+    void *ctx = e->be->ctx;
+    const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local, nb = e->split.size[mb];
+    const int QKV = A + 2 * g->n_kv_heads * g->head_dim, rows = nb * n_new;
+    const float eps = m->cfg.ln_eps;
+    int ev;
+
+    if (g->n_layers > 0) {
+        ev = timer_begin(e->tm, PHASE_NORM, step, mb, g->layer_begin);
+        ops->rmsnorm(ctx, e->h, x, w->ln1_g, rows, C, eps);
+        timer_end(e->tm, ev);
+    }
+    for (int l = 0; l < g->n_layers; l++) {
+        const int layer = g->layer_begin + l;
+        const weight_view qkv_w = layer_matrix(m, w->qkv_w, w->qkv_s, l, QKV, C);
+        const weight_view o_w = layer_matrix(m, w->proj_w, w->proj_s, l, C, A);
+        const weight_view gate_up_w = layer_matrix(m, w->fc1_w, w->fc1_s, l, 2 * M, C);
+        const weight_view down_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M);
+        const float *ln2_g = w->ln2_g + (size_t)l * C;
+        const float *next_ln1_g = l + 1 < g->n_layers ? w->ln1_g + (size_t)(l + 1) * C : NULL;
+        kv_view cache = {.k = e->kv_k + l * e->kv_layer_elems,
+                         .v = e->kv_v + l * e->kv_layer_elems,
+                         .block_table = e->block_table,
+                         .block_size = e->cfg.kv_block,
+                         .blocks_per_seq = e->blocks_per_seq,
+                         .max_ctx = e->kv_capacity,
+                         .heads = g->n_heads,
+                         .kv_heads = g->n_kv_heads,
+                         .head_dim = g->head_dim};
+
+        ev = timer_begin(e->tm, PHASE_QKV_GEMM, step, mb, layer);
+        ops->matmul(ctx, e->qkv, e->h, qkv_w, NULL, rows, C, QKV);
+        timer_end(e->tm, ev);
+
+        ev = timer_begin(e->tm, PHASE_ATTENTION, step, mb, layer); /* RoPE included */
+        ops->attention(ctx, e->att, e->qkv, cache, e->rope_inv_freq, e->split.begin[mb], nb,
+                       n_new, pos0);
+        timer_end(e->tm, ev);
+
+        row_parallel_allreduce(e, e->o, e->att, o_w, NULL, rows, A, C, PHASE_ATTN_OUT_GEMM, step,
+                               mb, layer);
+
+        ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer); /* x += o; h = RMSNorm2(x) */
+        ops->residual_rmsnorm(ctx, x, e->h, e->o, ln2_g, rows, C, eps);
+        timer_end(e->tm, ev);
+        capture_point(e, ACT_ATTN, layer, x, mb, C);
+        check_finite(e, x, rows, engine_site_attn(layer));
+
+        ev = timer_begin(e->tm, PHASE_MLP_GEMM, step, mb, layer); /* SwiGLU included */
+        ops->matmul(ctx, e->f, e->h, gate_up_w, NULL, rows, C, 2 * M);
+        ops->swiglu(ctx, e->act, e->f, rows, M);
+        timer_end(e->tm, ev);
+
+        row_parallel_allreduce(e, e->o, e->act, down_w, NULL, rows, M, C, PHASE_MLP_GEMM, step,
+                               mb, layer);
+
+        ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer); /* x += o; h = next RMSNorm1(x) */
+        ops->residual_rmsnorm(ctx, x, next_ln1_g ? e->h : NULL, e->o, next_ln1_g, rows, C, eps);
+        timer_end(e->tm, ev);
+        capture_point(e, ACT_MLP, layer, x, mb, C);
+        check_finite(e, x, rows, engine_site_mlp(layer));
+    }
 }
 
 void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int pos0) {
@@ -128,13 +213,14 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
 
     if (g->first_stage) capture_point(e, ACT_EMBED, -1, x, mb, C);
     if (g->first_stage) check_finite(e, x, rows, ENGINE_SITE_EMBED);
-    if (pre_norm && g->n_layers > 0) {
+    if (m->cfg.arch == ARCH_LLAMA) llama_layers(e, x, mb, step, n_new, pos0);
+    if (m->cfg.arch == ARCH_GPT2 && pre_norm && g->n_layers > 0) {
         ev = timer_begin(e->tm, PHASE_NORM, step, mb, g->layer_begin);
         ops->layernorm(ctx, e->h, x, w->ln1_g, w->ln1_b, rows, C, eps);
         timer_end(e->tm, ev);
     }
 
-    for (int l = 0; l < g->n_layers; l++) {
+    for (int l = 0; m->cfg.arch == ARCH_GPT2 && l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
         const weight_view qkv_w = layer_matrix(m, w->qkv_w, w->qkv_s, l, 3 * A, C);
         const weight_view proj_w = layer_matrix(m, w->proj_w, w->proj_s, l, C, A);
@@ -207,18 +293,16 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         want_logits |= e->points[p].kind == ACT_LOGITS && e->points[p].held;
     }
     if (step == 0 && (want_final || want_logits)) {
-        ops->layernorm(ctx, e->head_in, x, w->lnf_g, w->lnf_b, rows, C, eps);
+        final_norm(e, e->head_in, x, rows);
         capture_point(e, ACT_FINAL, -1, e->head_in, mb, C);
         if (want_logits) {
-            weight_view head = {.type = DTYPE_F32, .data = w->wte, .scale = NULL};
-            ops->matmul(ctx, e->logits, e->head_in, head, NULL, rows, C, g->vocab_local);
+            ops->matmul(ctx, e->logits, e->head_in, head_view(m), NULL, rows, C, g->vocab_local);
             capture_point(e, ACT_LOGITS, -1, e->logits, mb, g->vocab_local);
         }
     }
 
     ev = timer_begin(e->tm, PHASE_HEAD, step, mb, TIMER_NO_LAYER);
     final_norm_rows(e, e->head_in, x, nb, n_new);
-    weight_view head = {.type = DTYPE_F32, .data = w->wte, .scale = NULL};
-    ops->matmul(ctx, e->logits, e->head_in, head, NULL, nb, C, g->vocab_local);
+    ops->matmul(ctx, e->logits, e->head_in, head_view(m), NULL, nb, C, g->vocab_local);
     timer_end(e->tm, ev);
 }

@@ -16,7 +16,41 @@ const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS] = {
     "ln2_g", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b", "lnf_g",  "lnf_b",
 };
 
+const char *const checkpoint_llama_tensor_names[CHECKPOINT_LLAMA_N_TENSORS] = {
+    "wte", "ln1_g", "qkv_w", "proj_w", "ln2_g", "gate_up_w", "down_w", "lnf_g", "head_w"};
+
+int checkpoint_tensor_list(const model_config *cfg, const char *const **names) {
+    if (cfg->arch != ARCH_LLAMA) {
+        *names = checkpoint_tensor_names;
+        return CHECKPOINT_N_TENSORS;
+    }
+    *names = checkpoint_llama_tensor_names;
+    return CHECKPOINT_LLAMA_N_TENSORS - (cfg->tie_embeddings ? 1 : 0); /* head_w is last */
+}
+
+/* Llama's global shapes: q heads then k then v kv heads; gate rows then up rows. */
+static int llama_tensor_shape(const model_config *cfg, const char *name, long shape[3]) {
+    const long L = cfg->layers, C = cfg->embd, M = cfg->mlp, V = cfg->vocab;
+    const long hd = C / cfg->heads, QKV = ((long)cfg->heads + 2L * cfg->kv_heads) * hd;
+    struct {
+        const char *name;
+        int ndims;
+        long d0, d1, d2;
+    } rows[CHECKPOINT_LLAMA_N_TENSORS] = {
+        {"wte", 2, V, C, 0},           {"ln1_g", 2, L, C, 0},   {"qkv_w", 3, L, QKV, C},
+        {"proj_w", 3, L, C, cfg->heads * hd}, {"ln2_g", 2, L, C, 0}, {"gate_up_w", 3, L, 2 * M, C},
+        {"down_w", 3, L, C, M},        {"lnf_g", 1, C, 0, 0},   {"head_w", 2, V, C, 0},
+    };
+    for (int i = 0; i < CHECKPOINT_LLAMA_N_TENSORS; i++) {
+        if (strcmp(rows[i].name, name) != 0) continue;
+        shape[0] = rows[i].d0, shape[1] = rows[i].d1, shape[2] = rows[i].d2;
+        return rows[i].ndims;
+    }
+    return 0;
+}
+
 int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shape[3]) {
+    if (cfg->arch == ARCH_LLAMA) return llama_tensor_shape(cfg, name, shape);
     const long L = cfg->layers, C = cfg->embd, M = cfg->mlp;
     struct {
         const char *name;
@@ -56,6 +90,59 @@ static int file_has_hdf5_signature(const char *path) {
     size_t n = fread(head, 1, sizeof head, f);
     fclose(f);
     return n == sizeof head && memcmp(head, sig, sizeof sig) == 0;
+}
+
+/* The architecture (absent: gpt2, as every checkpoint before Llama) and Llama's attributes. */
+static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
+    char arch[16] = "gpt2";
+    cfg->arch = ARCH_GPT2; /* kv_heads and tie_embeddings 0: "as GPT-2" (model_config_from_job) */
+    H5E_BEGIN_TRY { (void)h5_attr_read_string(file, "arch", arch, sizeof arch); } H5E_END_TRY;
+    if (strcmp(arch, "gpt2") == 0) return STATUS_OK;
+    if (strcmp(arch, "llama") != 0) {
+        error_set("%s: root attribute arch = '%s' (expected \"gpt2\" or \"llama\")", path, arch);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->arch = ARCH_LLAMA;
+    long long kv = 0, tie = 0, orig = 0;
+    double theta = 0;
+    if (h5_attr_read_long(file, "kv_heads", &kv) != 0 || kv < 1 || kv > cfg->heads ||
+        cfg->heads % kv != 0) {
+        error_set("%s: missing or invalid root attribute 'kv_heads' (a divisor of heads = %d)",
+                  path, cfg->heads);
+        return STATUS_BAD_INPUT;
+    }
+    if (h5_attr_read_long(file, "tie_embeddings", &tie) != 0 || (tie != 0 && tie != 1) ||
+        h5_attr_read_double(file, "rope_theta", &theta) != 0 || !(theta > 0)) {
+        error_set("%s: missing or invalid root attribute 'tie_embeddings' (0 or 1) or "
+                  "'rope_theta' (> 0)", path);
+        return STATUS_BAD_INPUT;
+    }
+    if ((cfg->embd / cfg->heads) % 2) {
+        error_set("%s: the head dimension embd / heads = %d is odd (RoPE needs pairs)", path,
+                  cfg->embd / cfg->heads);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->kv_heads = (int)kv, cfg->tie_embeddings = (int)tie, cfg->rope_theta = theta;
+    rope_llama3 *sc = &cfg->rope_scaling;
+    cfg->rope_scaled = 0;
+    H5E_BEGIN_TRY {
+        cfg->rope_scaled = h5_attr_read_double(file, "rope_scaling_factor", &sc->factor) == 0;
+    } H5E_END_TRY;
+    if (!cfg->rope_scaled) return STATUS_OK;
+    if (h5_attr_read_double(file, "rope_scaling_low_freq_factor", &sc->low_freq_factor) != 0 ||
+        h5_attr_read_double(file, "rope_scaling_high_freq_factor", &sc->high_freq_factor) != 0 ||
+        h5_attr_read_long(file, "rope_scaling_original_max_position_embeddings", &orig) != 0 ||
+        orig < 1 || orig > (1L << 30)) {
+        error_set("%s: rope_scaling_factor is set but not every rope_scaling_* attribute", path);
+        return STATUS_BAD_INPUT;
+    }
+    sc->original_max_position_embeddings = (int)orig;
+    const char *bad = rope_llama3_problem(sc);
+    if (bad) {
+        error_set("%s: root attributes: %s", path, bad);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
 }
 
 static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
@@ -121,7 +208,7 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
         error_set("%s: heads = %d does not divide embd = %d", path, cfg->heads, cfg->embd);
         return STATUS_BAD_INPUT;
     }
-    return STATUS_OK;
+    return read_llama_attrs(file, path, cfg);
 }
 
 /* Whether every byte of the dataset's storage lies inside the file: a truncated file keeps
@@ -258,9 +345,10 @@ int checkpoint_read_config(const char *path, model_config *cfg) {
     model_config c;
     memset(&c, 0, sizeof c);
     int rc = read_config_attrs(file, path, &c);
-    for (int i = 0; rc == STATUS_OK && i < CHECKPOINT_N_TENSORS; i++)
-        rc = dataset_check(file, path, checkpoint_tensor_names[i], &c, (haddr_t)userblock,
-                           (long long)st.st_size);
+    const char *const *names = NULL;
+    const int n_names = rc == STATUS_OK ? checkpoint_tensor_list(&c, &names) : 0;
+    for (int i = 0; rc == STATUS_OK && i < n_names; i++)
+        rc = dataset_check(file, path, names[i], &c, (haddr_t)userblock, (long long)st.st_size);
     H5Fclose(file);
     if (rc == STATUS_OK) *cfg = c;
     return rc;
@@ -354,8 +442,11 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
                                 hid_t dsets[CHECKPOINT_N_TENSORS], long *max_local) {
     int bad = 0, any_bad = 0;
     *max_local = 1;
-    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
-        const char *name = checkpoint_tensor_names[i];
+    const char *const *names = NULL;
+    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) dsets[i] = -1;
+    for (int i = 0; i < n_names; i++) {
+        const char *name = names[i];
         char link[64];
         snprintf(link, sizeof link, "/weights/%s", name);
         H5E_BEGIN_TRY { dsets[i] = H5Dopen2(file, link, H5P_DEFAULT); } H5E_END_TRY;
@@ -384,7 +475,7 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
     MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world));
     if (!any_bad) return STATUS_OK;
     if (!bad) error_set("%s: the checkpoint does not match the model (see rank 0)", path);
-    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
+    for (int i = 0; i < n_names; i++)
         if (dsets[i] >= 0) H5Dclose(dsets[i]);
     return STATUS_BAD_INPUT;
 }
@@ -396,8 +487,10 @@ static void weights_read_shards(model *m, const backend *be, hid_t dsets[CHECKPO
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
     H5_CHECK(xfer);
     H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
-    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
-        const tensor_desc *t = model_find_tensor(m, checkpoint_tensor_names[i]);
+    const char *const *names = NULL;
+    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    for (int i = 0; i < n_names; i++) {
+        const tensor_desc *t = model_find_tensor(m, names[i]);
         long n = tensor_held(t) ? tensor_local_elems(t) : 0;
         hid_t fspace = shard_file_space(dsets[i], t, n);
         hid_t mspace = memory_space(n);
@@ -453,6 +546,18 @@ void checkpoint_write_config_attrs(hid_t file, const model_config *cfg) {
     h5_attr_write_int(file, "mlp", cfg->mlp);
     h5_attr_write_double(file, "ln_eps", (double)cfg->ln_eps);
     h5_attr_write_string(file, "norm", cfg->norm == NORM_POST ? "post" : "pre");
+    if (cfg->arch != ARCH_LLAMA) return; /* no arch attribute: gpt2, as before Llama */
+    h5_attr_write_string(file, "arch", "llama");
+    h5_attr_write_int(file, "kv_heads", cfg->kv_heads);
+    h5_attr_write_int(file, "tie_embeddings", cfg->tie_embeddings);
+    h5_attr_write_double(file, "rope_theta", cfg->rope_theta);
+    if (!cfg->rope_scaled) return;
+    const rope_llama3 *sc = &cfg->rope_scaling;
+    h5_attr_write_double(file, "rope_scaling_factor", sc->factor);
+    h5_attr_write_double(file, "rope_scaling_low_freq_factor", sc->low_freq_factor);
+    h5_attr_write_double(file, "rope_scaling_high_freq_factor", sc->high_freq_factor);
+    h5_attr_write_int(file, "rope_scaling_original_max_position_embeddings",
+                      sc->original_max_position_embeddings);
 }
 
 hid_t checkpoint_dataset_create(hid_t group, const model_config *cfg, const char *name) {
@@ -498,8 +603,10 @@ int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh 
     H5_CHECK(xfer);
     H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
 
-    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
-        const char *name = checkpoint_tensor_names[i];
+    const char *const *names = NULL;
+    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    for (int i = 0; i < n_names; i++) {
+        const char *name = names[i];
         const tensor_desc *t = model_find_tensor(m, name);
         hid_t dset = checkpoint_dataset_create(group, &m->cfg, name);
         /* Replicated over TP when every TP rank holds the same slice (norms, output biases):

@@ -22,6 +22,12 @@ extern "C" {
 /* The weight datasets in file order (also the order in which every rank loads them). */
 extern const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS];
 
+/* Llama's weight datasets (docs/checkpoint.md); head_w only when the head is untied. */
+#define CHECKPOINT_LLAMA_N_TENSORS 9
+extern const char *const checkpoint_llama_tensor_names[CHECKPOINT_LLAMA_N_TENSORS];
+/* The datasets of cfg's architecture, in file order; returns their count. */
+int checkpoint_tensor_list(const model_config *cfg, const char *const **names);
+
 /* Global shape of /weights/<name> for cfg; returns the number of dims (1..3), or 0 when the
  * name is not a checkpoint tensor. */
 int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shape[3]);

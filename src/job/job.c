@@ -16,6 +16,7 @@
 #include "base/hash.h"
 #include "base/path.h"
 #include "job/job_tree.h"
+#include "job/presets.h"
 
 #define TRY(expr)                                                                                  \
     do {                                                                                           \
@@ -30,6 +31,7 @@
 #define CAP_TEXT (64L << 20)
 
 static const char *const NORM_NAMES[] = {"pre", "post", NULL};
+static const char *const ARCH_NAMES[] = {"gpt2", "llama", NULL};
 static const char *const PRECISION_NAMES[] = {"fp32", "int8w", "bf16", "fp16", NULL};
 static const char *const KV_CACHE_NAMES[] = {"contiguous", "paged", NULL};
 static const char *const BACKEND_NAMES[] = {"cpu", "cuda", NULL};
@@ -39,10 +41,16 @@ static const char *const TIMINGS_NAMES[] = {"off", "step", "layer", NULL};
 
 static const char *const SECTION_KEYS[] = {"model",    "backend", "parallel", "input",
                                            "generate", "bench",   "record",   NULL};
-static const char *const MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer", "norm",
-                                         "precision", "kv_cache",   "kv_block",  "ln_eps", NULL};
-static const char *const SYNTHETIC_KEYS[] = {"layers", "heads", "embd", "vocab",
-                                             "ctx",    "mlp",   "seed", NULL};
+static const char *const MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer", "norm", "precision",
+                                         "kv_cache",  "kv_block",   "ln_eps",    "arch", NULL};
+static const char *const SYNTHETIC_KEYS[] = {
+    "layers",   "heads",      "embd",         "vocab",          "ctx", "mlp", "seed", "preset",
+    "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", NULL};
+/* Keys that only a Llama model has. */
+static const char *const LLAMA_ONLY_KEYS[] = {"kv_heads", "rope_theta", "rope_scaling",
+                                              "tie_embeddings", NULL};
+static const char *const ROPE_SCALING_KEYS[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                                "original_max_position_embeddings", NULL};
 static const char *const BACKEND_KEYS[] = {"kind",        "threads", "device", "comm",
                                            "cuda_graphs", "tf32",    NULL};
 static const char *const PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "microbatches",
@@ -75,6 +83,7 @@ static const char *enum_name(const char *const *names, int count, int k) {
     return k >= 0 && k < count ? names[k] : "?";
 }
 const char *norm_kind_name(norm_kind k) { return enum_name(NORM_NAMES, 2, (int)k); }
+const char *arch_kind_name(arch_kind k) { return enum_name(ARCH_NAMES, 2, (int)k); }
 const char *precision_kind_name(precision_kind k) { return enum_name(PRECISION_NAMES, 4, (int)k); }
 const char *kv_cache_kind_name(kv_cache_kind k) { return enum_name(KV_CACHE_NAMES, 2, (int)k); }
 const char *backend_kind_name(backend_kind k) { return enum_name(BACKEND_NAMES, 2, (int)k); }
@@ -402,6 +411,70 @@ static int job_get_path(job_loader *L, const jnode *m, const char *section, cons
 
 /* ---- sections ------------------------------------------------------------------------ */
 
+/* model.arch. A checkpoint names its own architecture; model.arch given with one must agree
+ * (the runner checks once the file is read). */
+static int job_walk_arch(job_loader *L, const jnode *m) {
+    int e = (int)L->j->arch;
+    L->j->arch_given = jnode_get(m, "arch", NULL) != NULL;
+    TRY(job_get_enum(L, m, "model", "arch", ARCH_NAMES, &e));
+    L->j->arch = (arch_kind)e;
+    return STATUS_OK;
+}
+
+/* The Llama keys of model.synthetic: kv_heads, rope_theta, rope_scaling, tie_embeddings.
+ * Refused on a GPT-2 model, which has none of them. */
+static int job_walk_llama_keys(job_loader *L, const jnode *syn) {
+    job *j = L->j;
+    const char *s = "model.synthetic";
+    for (int i = 0; j->arch == ARCH_GPT2 && LLAMA_ONLY_KEYS[i]; i++) {
+        const jnode *k = NULL;
+        if (jnode_get(syn, LLAMA_ONLY_KEYS[i], &k))
+            return jnode_fail(k, "model.synthetic.%s is a Llama key; it needs model.arch: llama "
+                                 "(the model is gpt2)",
+                              LLAMA_ONLY_KEYS[i]);
+    }
+    if (j->arch == ARCH_GPT2) {
+        j->kv_heads = j->heads, j->tie_embeddings = 1, j->rope_scaling = 0;
+        return STATUS_OK;
+    }
+    const jnode *kv_key = NULL;
+    if (!jnode_get(syn, "kv_heads", &kv_key) && (j->kv_heads < 1 || j->heads % j->kv_heads))
+        j->kv_heads = j->heads; /* a preset's kv_heads no longer fits heads given after it */
+    TRY(job_get_int(L, syn, s, "kv_heads", 1, 1 << 16, &j->kv_heads));
+    if (j->kv_heads > j->heads || j->heads % j->kv_heads)
+        return jnode_fail(kv_key ? kv_key : syn,
+                          "model.synthetic.kv_heads = %d does not divide model.synthetic.heads "
+                          "= %d (each kv head serves heads / kv_heads query heads)",
+                          j->kv_heads, j->heads);
+    TRY(job_get_float(L, syn, s, "rope_theta", 0.0, 0, &j->rope_theta));
+    if (j->tie_embeddings < 0) j->tie_embeddings = 0;
+    TRY(job_get_bool(L, syn, s, "tie_embeddings", &j->tie_embeddings));
+    const jnode *rs_key = NULL;
+    const jnode *rs = job_field(L, syn, s, "rope_scaling", &rs_key);
+    if (!rs) return STATUS_OK;
+    if (rs->type == JNODE_NULL) { /* rope_scaling: null turns a preset's scaling off */
+        j->rope_scaling = 0;
+        return STATUS_OK;
+    }
+    const char *rsn = "model.synthetic.rope_scaling";
+    TRY(job_section_check(rs, rs_key, rsn, ROPE_SCALING_KEYS));
+    if (!j->rope_scaling) { /* absent keys take Llama 3.1's values */
+        j->rope_factor = 8.0f, j->rope_low_freq_factor = 1.0f, j->rope_high_freq_factor = 4.0f;
+        j->rope_original_ctx = 8192;
+    }
+    j->rope_scaling = 1;
+    TRY(job_get_float(L, rs, rsn, "factor", 0.0, 0, &j->rope_factor));
+    TRY(job_get_float(L, rs, rsn, "low_freq_factor", 0.0, 0, &j->rope_low_freq_factor));
+    TRY(job_get_float(L, rs, rsn, "high_freq_factor", 0.0, 0, &j->rope_high_freq_factor));
+    TRY(job_get_int(L, rs, rsn, "original_max_position_embeddings", 1, CAP_DIM,
+                    &j->rope_original_ctx));
+    if (!(j->rope_high_freq_factor > j->rope_low_freq_factor))
+        return jnode_fail(rs_key, "%s: high_freq_factor = %g must be more than low_freq_factor "
+                                  "= %g (the rule divides by their difference)",
+                          rsn, (double)j->rope_high_freq_factor, (double)j->rope_low_freq_factor);
+    return STATUS_OK;
+}
+
 static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
     TRY(job_section_check(m, m_key, "model", MODEL_KEYS));
@@ -419,12 +492,22 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
         error_set("%s: missing section 'model'; %s", j->source, msg);
         return STATUS_BAD_INPUT;
     }
+    j->ln_eps = 1e-5f;
+    j->rope_theta = 10000.0f;
+    j->tie_embeddings = -1; /* resolved by arch below */
     if (syn) {
         j->synthetic = 1;
         j->layers = 2, j->heads = 4, j->embd = 64, j->vocab = 256, j->ctx = 128, j->mlp = 0;
         j->seed = 1234;
         TRY(job_section_check(syn, syn_key, "model.synthetic", SYNTHETIC_KEYS));
         const char *s = "model.synthetic";
+        /* The preset first: every other key overrides it. */
+        TRY(job_get_string(L, syn, s, "preset", j->preset, sizeof j->preset));
+        if (j->preset[0] && job_preset_apply(j, j->preset) != 0)
+            return jnode_fail(jnode_get(syn, "preset", NULL),
+                              "model.synthetic.preset: '%s' is not a preset; allowed: %s",
+                              j->preset, job_preset_list());
+        TRY(job_walk_arch(L, m));
         TRY(job_get_int(L, syn, s, "layers", 1, 1 << 16, &j->layers));
         TRY(job_get_int(L, syn, s, "heads", 1, 1 << 16, &j->heads));
         TRY(job_get_int(L, syn, s, "embd", 1, CAP_DIM, &j->embd));
@@ -433,7 +516,10 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
         TRY(job_get_int(L, syn, s, "mlp", 0, 4 * CAP_DIM, &j->mlp));
         TRY(job_get_u64(L, syn, s, "seed", &j->seed));
         if (j->mlp == 0) j->mlp = 4 * j->embd;
+        TRY(job_walk_llama_keys(L, syn));
     } else {
+        TRY(job_walk_arch(L, m));
+        j->tie_embeddings = 1; /* the shape, llama or not, is the checkpoint's (the runner) */
         TRY(job_get_path(L, m, "model", "checkpoint", j->checkpoint));
     }
     TRY(job_get_path(L, m, "model", "tokenizer", j->tokenizer)); /* io/prompt.c reads it */
@@ -448,8 +534,11 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
     j->kv_cache = (kv_cache_kind)e;
     j->kv_block = 16;
     TRY(job_get_int(L, m, "model", "kv_block", 1, 1 << 16, &j->kv_block));
-    j->ln_eps = 1e-5f;
     TRY(job_get_float(L, m, "model", "ln_eps", 0.0, 0, &j->ln_eps));
+    const jnode *norm_key = NULL;
+    if (j->arch == ARCH_LLAMA && j->norm == NORM_POST && jnode_get(m, "norm", &norm_key))
+        return jnode_fail(norm_key, "model.norm: post is not allowed with model.arch: llama "
+                                    "(Llama normalises before each block); allowed: pre");
     return STATUS_OK;
 }
 
@@ -968,6 +1057,27 @@ int job_validate_model(const job *j) {
                            "parallel.tp = %d does not divide model.heads = %d (tensor parallelism "
                            "splits attention by heads)",
                            j->tp, j->heads);
+    if (j->arch == ARCH_LLAMA && (j->embd / j->heads) % 2)
+        return job_fail_at(j,
+                           KEYS("model.synthetic.heads", "model.synthetic.embd", "model.checkpoint",
+                                "model.synthetic", "model"),
+                           "model.embd / model.heads = %d is odd; RoPE rotates pairs of a head's "
+                           "dimensions, so a Llama head dimension must be even",
+                           j->embd / j->heads);
+    const int kv = j->kv_heads > 0 ? j->kv_heads : j->heads;
+    if (kv % j->tp && j->tp % kv) {
+        /* Megatron's rule: split the kv heads over tp, or replicate each over tp / kv ranks. */
+        char fits[256] = "";
+        for (int t = 1; t <= j->heads; t++)
+            if (j->heads % t == 0 && (kv % t == 0 || t % kv == 0)) {
+                size_t used = strlen(fits);
+                snprintf(fits + used, sizeof fits - used, "%s%d", used ? ", " : "", t);
+            }
+        return job_fail_at(j, KEYS("parallel.tp", "parallel"),
+                           "parallel.tp = %d does not fit model.kv_heads = %d: tp must divide "
+                           "the kv heads or be a multiple of them; tp values that work: %s",
+                           j->tp, kv, fits);
+    }
     if (j->pp > j->layers)
         return job_fail_at(j, KEYS("parallel.pp", "parallel"),
                            "parallel.pp = %d is more than model.layers = %d (every pipeline stage "

@@ -22,6 +22,7 @@ typedef struct {
 } job_key_where;
 
 typedef enum { NORM_PRE = 0, NORM_POST = 1 } norm_kind;
+typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } arch_kind;
 typedef enum { PRECISION_FP32 = 0, PRECISION_INT8W, PRECISION_BF16, PRECISION_FP16 } precision_kind;
 typedef enum { KV_CONTIGUOUS = 0, KV_PAGED = 1 } kv_cache_kind;
 typedef enum { BACKEND_CPU = 0, BACKEND_CUDA = 1 } backend_kind;
@@ -37,7 +38,16 @@ typedef struct {
     int layers, heads, embd, vocab, ctx;
     int mlp;                       /* MLP width; 0 in the file means 4 * embd (resolved here) */
     uint64_t seed;                 /* synthetic weight seed */
-    float ln_eps;
+    char preset[32];               /* model.synthetic.preset, "" when none */
+    arch_kind arch;
+    int arch_given;                /* model.arch was written (a checkpoint's must then match) */
+    int kv_heads;                  /* llama: heads of the KV cache; gpt2: = heads */
+    float rope_theta;              /* llama */
+    int rope_scaling;              /* llama: 1 when rope_scaling (Llama 3.1's "llama3") is set */
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_ctx;         /* rope_scaling.original_max_position_embeddings */
+    int tie_embeddings;            /* llama: LM head = wte; gpt2: always 1 */
+    float ln_eps;                  /* eps of the norm, LayerNorm or RMSNorm (rms_norm_eps) */
     norm_kind norm;
     precision_kind precision;
     kv_cache_kind kv_cache;
@@ -131,6 +141,7 @@ int job_key_is_path(const char *key);
 int job_records_activation(const job *j, const char *point);
 
 const char *norm_kind_name(norm_kind k);
+const char *arch_kind_name(arch_kind k);
 const char *precision_kind_name(precision_kind k);
 const char *kv_cache_kind_name(kv_cache_kind k);
 const char *backend_kind_name(backend_kind k);

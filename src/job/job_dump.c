@@ -63,12 +63,33 @@ static const char *job_dump_float(float x, char *buf, size_t size) {
 
 static void job_dump_model(const job *j, FILE *out) {
     fputs("model:\n", out);
+    char num[32];
     if (j->synthetic) {
+        fprintf(out, "  arch: %s\n  synthetic:\n", arch_kind_name(j->arch));
+        if (j->preset[0]) fprintf(out, "    preset: %s\n", j->preset);
         fprintf(out,
-                "  synthetic:\n    layers: %d\n    heads: %d\n    embd: %d\n    vocab: %d\n"
+                "    layers: %d\n    heads: %d\n    embd: %d\n    vocab: %d\n"
                 "    ctx: %d\n    mlp: %d\n    seed: %" PRIu64 "\n",
                 j->layers, j->heads, j->embd, j->vocab, j->ctx, j->mlp, j->seed);
+        if (j->arch == ARCH_LLAMA) {
+            fprintf(out, "    kv_heads: %d\n    rope_theta: %s\n    tie_embeddings: %s\n",
+                    j->kv_heads, job_dump_float(j->rope_theta, num, sizeof num),
+                    j->tie_embeddings ? "true" : "false");
+            if (j->rope_scaling) {
+                fprintf(out, "    rope_scaling:\n      factor: %s\n",
+                        job_dump_float(j->rope_factor, num, sizeof num));
+                fprintf(out, "      low_freq_factor: %s\n",
+                        job_dump_float(j->rope_low_freq_factor, num, sizeof num));
+                fprintf(out, "      high_freq_factor: %s\n",
+                        job_dump_float(j->rope_high_freq_factor, num, sizeof num));
+                fprintf(out, "      original_max_position_embeddings: %d\n",
+                        j->rope_original_ctx);
+            } else if (j->preset[0]) {
+                fputs("    rope_scaling: null\n", out);
+            }
+        }
     } else {
+        if (j->arch_given) fprintf(out, "  arch: %s\n", arch_kind_name(j->arch));
         fputs("  checkpoint: ", out);
         job_dump_quoted(out, j->checkpoint);
         fputc('\n', out);

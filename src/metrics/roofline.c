@@ -26,8 +26,13 @@ static double sgemm_pass(const float *a, const float *w, float *c, const long sh
 double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
     enum { PASSES = 5 };
     const long C = cfg->embd, M = cfg->mlp, rows = (long)batch * T;
-    const long shapes[4][2] = {{C, 3 * C}, {C, C}, {C, M}, {M, C}}; /* (in, out) per layer */
-    long max_in = M > C ? M : C, max_out = 3 * C > M ? 3 * C : M;
+    /* Llama: grouped-query QKV and SwiGLU's stacked gate|up */
+    const int llama = cfg->arch == ARCH_LLAMA;
+    const long QKV = llama ? ((long)cfg->heads + 2L * cfg->kv_heads) * (C / cfg->heads) : 3 * C;
+    const long UP = llama ? 2 * M : M;
+    const long shapes[4][2] = {{C, QKV}, {C, C}, {C, UP}, {M, C}}; /* (in, out) per layer */
+    long max_in = M > C ? M : C, max_out = QKV > UP ? QKV : UP;
+    if (C > max_out) max_out = C;
     float *a = xcalloc((size_t)rows * max_in, sizeof(float));
     float *w = xcalloc((size_t)max_out * max_in, sizeof(float));
     float *c = xcalloc((size_t)rows * max_out, sizeof(float));

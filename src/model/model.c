@@ -19,6 +19,15 @@ void model_config_from_job(model_config *cfg, const job *j) {
     cfg->mlp = j->mlp > 0 ? j->mlp : 4 * j->embd;
     cfg->ln_eps = j->ln_eps;
     cfg->norm = j->norm;
+    cfg->arch = j->arch;
+    cfg->kv_heads = j->kv_heads > 0 ? j->kv_heads : j->heads;
+    cfg->tie_embeddings = j->arch == ARCH_GPT2 || j->tie_embeddings;
+    cfg->rope_theta = j->rope_theta;
+    cfg->rope_scaled = j->arch == ARCH_LLAMA && j->rope_scaling;
+    cfg->rope_scaling = (rope_llama3){.factor = j->rope_factor,
+                                      .low_freq_factor = j->rope_low_freq_factor,
+                                      .high_freq_factor = j->rope_high_freq_factor,
+                                      .original_max_position_embeddings = j->rope_original_ctx};
 }
 
 void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank, int pp,
@@ -35,6 +44,11 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
     g->head_begin = split_begin(cfg->heads, tp, tp_rank);
     g->n_heads = split_count(cfg->heads, tp, tp_rank);
     g->attn_dim = g->n_heads * g->head_dim;
+    /* GQA: with kv_heads % tp == 0 each rank holds kv_heads / tp kv heads; with tp % kv_heads
+     * == 0 one, replicated on tp / kv_heads ranks: the kv head of its query heads. */
+    const int kv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads, group = cfg->heads / kv;
+    g->kv_head_begin = g->head_begin / group;
+    g->n_kv_heads = g->n_heads / group > 0 ? g->n_heads / group : 1;
     g->mlp_begin = split_begin(cfg->mlp, tp, tp_rank);
     g->mlp_local = split_count(cfg->mlp, tp, tp_rank);
     g->vocab_begin = split_begin(cfg->vocab, tp, tp_rank);
@@ -43,10 +57,8 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
     g->last_stage = pp_rank == pp - 1;
 }
 
-static dim_slice slice_full(long n) {
-    return (dim_slice){.start = {0}, .count = {n}, .nblocks = 1};
-}
-static dim_slice slice_one(long start, long count) {
+dim_slice slice_full(long n) { return (dim_slice){.start = {0}, .count = {n}, .nblocks = 1}; }
+dim_slice slice_one(long start, long count) {
     return (dim_slice){.start = {start}, .count = {count}, .nblocks = 1};
 }
 /* This rank's heads inside each of the q, k and v row groups of a fused QKV tensor. */
@@ -59,19 +71,7 @@ static dim_slice slice_qkv(const model_config *cfg, const shard_geom *g) {
     return s;
 }
 
-typedef struct {
-    const char *name;
-    void **slot;
-    float **scale_slot;
-    init_kind init;
-    float std;
-    int present;
-    int ndims;
-    long shape[3];
-    dim_slice local[3];
-} table_row;
-
-static void add_row(model *m, table_row r) {
+void model_add_row(model *m, table_row r) {
     CHECK(m->n_tensors < MODEL_MAX_TENSORS, "size table overflow");
     tensor_desc *t = &m->tensors[m->n_tensors++];
     memset(t, 0, sizeof *t);
@@ -96,6 +96,11 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
     m->weight_dtype = wtype;
     m->n_tensors = 0;
     m->nonfinite_key = MODEL_FINITE;
+    memset(&m->w, 0, sizeof m->w);
+    if (cfg->arch == ARCH_LLAMA) {
+        model_tensor_table_llama(m, cfg, g);
+        return;
+    }
     weights *w = &m->w;
     const long L = cfg->layers, C = cfg->embd, M = cfg->mlp, V = cfg->vocab;
     const dim_slice layers = slice_one(g->layer_begin, g->n_layers);
@@ -138,7 +143,7 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
         {"lnf_b",  (void **)&w->lnf_b,  NULL,        INIT_ZEROS_NOISE, 0.05f,        last,           1, {C},             {all_C}},
     };
     // clang-format on
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) add_row(m, rows[i]);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) model_add_row(m, rows[i]);
 }
 
 static long slice_elems(const dim_slice *s) {

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "kernels/rope.h"
 #include "parallel/comm.h"
 #include "job/job.h"
 
@@ -13,9 +14,15 @@ extern "C" {
 #endif
 
 typedef struct {
-    int layers, heads, embd, vocab, ctx, mlp;
-    float ln_eps;
+    int layers, heads, embd, vocab, ctx, mlp; /* mlp: Llama's intermediate_size */
+    float ln_eps;                             /* LayerNorm eps, or Llama's rms_norm_eps */
     norm_kind norm;
+    arch_kind arch;
+    int kv_heads;           /* = heads for GPT-2 */
+    int tie_embeddings;     /* LM head = wte (always for GPT-2) */
+    double rope_theta;      /* Llama */
+    int rope_scaled;        /* Llama 3.1's rope_scaling applies */
+    rope_llama3 rope_scaling;
 } model_config;
 
 /* Which part of the model this rank holds. Uneven splits are balanced: part i of n items over
@@ -24,6 +31,7 @@ typedef struct {
     int tp, tp_rank, pp, pp_rank;
     int layer_begin, layer_end, n_layers; /* this stage's layers */
     int head_begin, n_heads;              /* this TP rank's heads */
+    int kv_head_begin, n_kv_heads;        /* the kv heads those query heads read (GQA) */
     int head_dim;
     int attn_dim;                         /* n_heads * head_dim */
     int mlp_begin, mlp_local;             /* this TP rank's MLP columns */
@@ -64,7 +72,12 @@ typedef struct {
     float *fc2_b; // (L, C) added once
     float *lnf_g; // (C) last stage
     float *lnf_b; // (C) last stage
+    void *head_w; // (V, C) Llama's untied LM head, vocab shard, last stage; else NULL (wte)
+    float *head_s; // (V) int8 scales
 } weights;
+/* Llama reuses the slots: ln1_g/ln2_g/lnf_g are the RMSNorm gains (no _b), qkv_w is
+ * (L, (H + 2*KV)*hd, C) rows [q heads | k kv heads | v kv heads], proj_w is o_proj, fc1_w the
+ * stacked gate|up (L, 2*M, C) and fc2_w down_proj (L, C, M); no biases, no wpe. */
 
 /* Kinds of synthetic initialisation (GPT-2-like; see docs/design.md). */
 typedef enum {
@@ -102,7 +115,25 @@ typedef struct {
 
 #define MODEL_MAX_TENSORS 24
 
+/* One row as the size tables write it (model.c, llama.c). */
 typedef struct {
+    const char *name;
+    void **slot;
+    float **scale_slot;
+    init_kind init;
+    float std;
+    int present;
+    int ndims;
+    long shape[3];
+    dim_slice local[3];
+} table_row;
+dim_slice slice_full(long n);
+dim_slice slice_one(long start, long count);
+
+struct model;
+void model_add_row(struct model *m, table_row r);
+
+typedef struct model {
     model_config cfg;
     shard_geom geom;
     dtype weight_dtype;
@@ -122,6 +153,8 @@ void model_config_from_job(model_config *cfg, const job *j);
 
 /* Fills the size table for this rank's shard (no allocation). */
 void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, dtype wtype);
+/* The Llama rows of the size table (model/llama.c). */
+void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geom *g);
 
 /* Local element count of a table row. */
 long tensor_local_elems(const tensor_desc *t);

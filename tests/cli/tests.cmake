@@ -84,3 +84,7 @@ numerics_test(temperature_np1 1 temperature 1)
 numerics_test(temperature_tp2 2 temperature 2 parallel.tp=2 parallel.microbatches=2)
 numerics_test(signal_generation 2 signal-generation)
 numerics_test(signal_iterations 1 signal-iterations)
+# --dry-run for model presets: llama3-70b at tp = 8 equals the hand count in docs/jobs.md.
+add_test(NAME cli_dry_run_presets COMMAND /usr/bin/python3
+         ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_dry_run_presets.py $<TARGET_FILE:tripar> ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_dry_run_presets PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}")

@@ -78,6 +78,10 @@ add_test(NAME ckpt_save_reload_bit_identical COMMAND ${CMAKE_CURRENT_SOURCE_DIR}
          ${TRIPAR_FIXTURES}/factor.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_roundtrip)
 set_tests_properties(ckpt_save_reload_bit_identical PROPERTIES LABELS "mpi;checkpoint"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+add_test(NAME ckpt_llama_save_reload COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_llama_roundtrip.sh
+         ${TRIPAR_FIXTURES}/factor_llama.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_llama_roundtrip)
+set_tests_properties(ckpt_llama_save_reload PROPERTIES LABELS "mpi;checkpoint"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
 # A data/prompts file as input.text_file of a checkpoint with a tokenizer (label mpi).
 add_test(NAME ckpt_prompt_file COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/prompt_file.sh
          ${CMAKE_CURRENT_BINARY_DIR}/ckpt_prompt_file ${TRIPAR_DATA}/prompts/qa-128.txt)

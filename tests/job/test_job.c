@@ -458,7 +458,7 @@ static void test_overrides(void **state) {
     const char *unknown[] = {"model.foo=1"};
     expect_error(tiny, unknown, 1,
                  "^--set model\\.foo=1: unknown key 'foo' in section 'model'; allowed: synthetic, "
-                 "checkpoint, tokenizer, norm, precision, kv_cache, kv_block, ln_eps$");
+                 "checkpoint, tokenizer, norm, precision, kv_cache, kv_block, ln_eps, arch$");
     const char *unknown2[] = {"model.synthetic.depth=1"};
     expect_error(tiny, unknown2, 1,
                  "^--set model\\.synthetic\\.depth=1: unknown key 'depth' in model\\.synthetic; "
@@ -1022,8 +1022,64 @@ static void test_fifo_inputs(void **state) {
                  "tf_dev\\.yaml:3: input\\.tokens_file: '/dev/null' is a character device");
 }
 
+/* A preset fills the shape, keys beside it override wherever they are written, and the Llama
+ * keys resolve: kv_heads defaults to heads, the head is untied, rope_scaling keys default to
+ * Llama 3.1's. */
+static void test_presets_and_llama_keys(void **state) {
+    (void)state;
+    job j;
+    const char *path = write_tmp("preset.yaml", "model:\n  synthetic:\n    layers: 2\n"
+                                                "    preset: llama3-8b\ninput:\n  tokens: [1]\n");
+    const char *sets[] = {"model.synthetic.ctx=64"};
+    load_ok(&j, path, sets, 1);
+    assert_int_equal(j.arch, ARCH_LLAMA);
+    assert_int_equal(j.layers, 2); /* written before the preset, still overrides it */
+    assert_int_equal(j.ctx, 64);
+    assert_int_equal(j.heads, 32);
+    assert_int_equal(j.kv_heads, 8);
+    assert_int_equal(j.embd, 4096);
+    assert_int_equal(j.mlp, 14336);
+    assert_int_equal(j.vocab, 128256);
+    assert_true(j.rope_theta == 500000.0f);
+    assert_int_equal(j.tie_embeddings, 0);
+    assert_int_equal(j.rope_scaling, 0);
+    job_free(&j);
+
+    /* heads given after a preset whose kv_heads no longer divides them: kv_heads = heads */
+    const char *heads[] = {"model.synthetic.heads=6", "model.synthetic.embd=48"};
+    load_ok(&j, path, heads, 2);
+    assert_int_equal(j.kv_heads, 6);
+    job_free(&j);
+
+    path = write_tmp("llama.yaml", "model:\n  arch: llama\n  synthetic:\n    heads: 8\n"
+                                   "    rope_scaling: {factor: 2}\ninput:\n  tokens: [1]\n");
+    load_ok(&j, path, NULL, 0);
+    assert_int_equal(j.kv_heads, 8);
+    assert_int_equal(j.tie_embeddings, 0);
+    assert_true(j.rope_theta == 10000.0f);
+    assert_int_equal(j.rope_scaling, 1);
+    assert_true(j.rope_factor == 2.0f && j.rope_low_freq_factor == 1.0f);
+    assert_true(j.rope_high_freq_factor == 4.0f && j.rope_original_ctx == 8192);
+    job_free(&j);
+
+    const char *off[] = {"model.synthetic.preset=llama3.1-405b", "model.synthetic.rope_scaling=null"};
+    load_ok(&j, path, off, 2);
+    assert_int_equal(j.heads, 8); /* the file's heads override the preset's 128 */
+    assert_int_equal(j.rope_scaling, 0);
+    job_free(&j);
+
+    /* a GPT-2 model: kv_heads = heads and the tied head, with no Llama key given */
+    load_ok(&j, write_tmp("gpt2.yaml", "model:\n  synthetic: {preset: gpt2-124m}\n"
+                                       "input:\n  tokens: [1]\n"), NULL, 0);
+    assert_int_equal(j.arch, ARCH_GPT2);
+    assert_int_equal(j.kv_heads, 12);
+    assert_int_equal(j.tie_embeddings, 1);
+    job_free(&j);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_presets_and_llama_keys),
         cmocka_unit_test(test_tiny_fields),        cmocka_unit_test(test_demo_synthetic_input),
         cmocka_unit_test(test_synthetic_defaults), cmocka_unit_test(test_all_keys),
         cmocka_unit_test(test_backend_scalar),     cmocka_unit_test(test_input_forms),

@@ -15,6 +15,7 @@
 #include "base/check.h"
 #include "cli/run_context.h"
 #include "engine/engine.h"
+#include "ref_llama.h"
 #include "ref_model.h"
 
 typedef struct {
@@ -26,7 +27,7 @@ typedef struct {
     engine e;
 } harness;
 
-static char job_path[1024];
+static char job_path[1024], gpt2_path[1024], llama_path[1024];
 
 static void harness_init(harness *h, const char **overrides, int n) {
     memset(h, 0, sizeof *h);
@@ -236,6 +237,94 @@ static void check_arena_plan(const char **overrides, int n) {
     harness_free(&h);
 }
 
+/* The Llama model (tests/model/llama.yaml) against ref_llama: prefill logits, greedy tokens
+ * by full recomputation, and the last decode step through the KV cache. */
+static void check_llama(const char **overrides, int n, int quantize_ref) {
+    snprintf(job_path, sizeof job_path, "%s", llama_path);
+    harness h;
+    harness_init(&h, overrides, n);
+    snprintf(job_path, sizeof job_path, "%s", gpt2_path);
+    ref_llama ref;
+    model_config cfg;
+    model_config_from_job(&cfg, &h.j);
+    assert_int_equal(cfg.arch, ARCH_LLAMA);
+    ref_llama_synthetic(&ref, &cfg, h.j.seed);
+    if (quantize_ref) ref_llama_quantize_int8(&ref);
+    const int T = h.j.prompt_len, N = h.j.new_tokens, V = cfg.vocab, total = T + N;
+    const float *logits = prefill_logits(&h);
+    double *ref_logits = malloc((size_t)total * V * sizeof(double));
+    int32_t *ref_tokens = malloc((size_t)total * sizeof(int32_t));
+    float *last = malloc((size_t)V * sizeof(float));
+    int distinct = 0;
+    for (int b = 0; b < h.j.batch; b++) {
+        const int32_t *prompt = h.j.tokens + (size_t)b * T;
+        ref_llama_forward(&ref, prompt, T, ref_logits);
+        double err = rel_error(logits + (size_t)b * T * V, ref_logits, (long)T * V);
+        if (err >= 1e-4) fail_msg("prompt %d: prefill logits rel error %.3g >= 1e-4", b, err);
+        ref_llama_generate(&ref, prompt, T, N, ref_tokens);
+        const int32_t *got = h.e.tokens + (size_t)b * total;
+        for (int i = 0; i < total; i++) {
+            if (got[i] != ref_tokens[i])
+                fail_msg("prompt %d position %d: engine token %d, reference %d", b, i, got[i],
+                         ref_tokens[i]);
+            distinct += i > T && got[i] != got[i - 1];
+        }
+        const int last_mb = h.e.split.n_micro - 1, row = b - h.e.split.begin[last_mb];
+        if (row < 0) continue;
+        ref_llama_forward(&ref, got, total - 1, ref_logits);
+        h.be.ops->copy_to_host(h.be.ctx, last, h.e.logits + (size_t)row * V,
+                               (size_t)V * sizeof(float));
+        err = rel_error(last, ref_logits + (size_t)(total - 2) * V, V);
+        if (err >= 1e-4) fail_msg("prompt %d: cached decode logits rel error %.3g", b, err);
+    }
+    /* a model that repeats one token would not exercise the cache */
+    if (distinct < h.j.batch) fail_msg("generated tokens barely change (%d changes)", distinct);
+    free(last);
+    free(ref_tokens);
+    free(ref_logits);
+    ref_llama_free(&ref);
+    harness_free(&h);
+}
+
+static void test_llama_gqa_matches_reference(void **state) {
+    (void)state;
+    check_llama(NULL, 0, 0);
+}
+
+/* Llama 3.1 scaling with original_max_position_embeddings 64: head_dim 8 gives wavelengths
+ * 6.3, 63, 628 and 6283, so one frequency is kept, one blended and two divided. */
+static void test_llama_rope_scaling_matches_reference(void **state) {
+    (void)state;
+    const char *o[] = {"model.synthetic.rope_scaling={factor: 8, low_freq_factor: 1, "
+                       "high_freq_factor: 4, original_max_position_embeddings: 64}"};
+    check_llama(o, 1, 0);
+}
+
+/* One kv head (multi-query), a tied head, the paged cache and two micro-batches. */
+static void test_llama_mqa_tied_paged(void **state) {
+    (void)state;
+    const char *o[] = {"model.synthetic.kv_heads=1", "model.synthetic.tie_embeddings=true",
+                       "model.kv_cache=paged", "model.kv_block=3", "parallel.microbatches=2"};
+    check_llama(o, 5, 0);
+}
+
+/* Multi-head (kv_heads = heads) and a Llama 2-sized rms eps. */
+static void test_llama_mha_matches_reference(void **state) {
+    (void)state;
+    const char *o[] = {"model.synthetic.kv_heads=8", "model.ln_eps=1e-6"};
+    check_llama(o, 2, 0);
+}
+
+/* int8w quantises every Llama matrix, the untied LM head included, against a reference
+ * rounded the same way; the tied head stays the fp32 embedding. */
+static void test_llama_int8w_matches_quantized_reference(void **state) {
+    (void)state;
+    const char *o[] = {"model.precision=int8w"};
+    check_llama(o, 1, 1);
+    const char *tied[] = {"model.precision=int8w", "model.synthetic.tie_embeddings=true"};
+    check_llama(tied, 2, 1);
+}
+
 static void test_dry_run_plan_is_the_arena(void **state) {
     (void)state;
     check_arena_plan(NULL, 0);
@@ -243,12 +332,18 @@ static void test_dry_run_plan_is_the_arena(void **state) {
     check_arena_plan(paged, 3);
     const char *logits[] = {"record.activations=[logits]", "parallel.microbatches=2"};
     check_arena_plan(logits, 2);
+    /* Llama: the GQA cache, the gate|up and SwiGLU buffers and the RoPE table */
+    snprintf(job_path, sizeof job_path, "%s", llama_path);
+    check_arena_plan(paged, 3);
+    snprintf(job_path, sizeof job_path, "%s", gpt2_path);
 }
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const char *src = getenv("TRIPAR_SOURCE_DIR");
-    snprintf(job_path, sizeof job_path, "%s/tests/model/model.yaml", src ? src : ".");
+    snprintf(gpt2_path, sizeof gpt2_path, "%s/tests/model/model.yaml", src ? src : ".");
+    snprintf(llama_path, sizeof llama_path, "%s/tests/model/llama.yaml", src ? src : ".");
+    snprintf(job_path, sizeof job_path, "%s", gpt2_path);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pre_norm_matches_reference),
         cmocka_unit_test(test_post_norm_matches_reference),
@@ -257,6 +352,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sampling_is_seeded),
         cmocka_unit_test(test_generation_allocates_nothing),
         cmocka_unit_test(test_dry_run_plan_is_the_arena),
+        cmocka_unit_test(test_llama_gqa_matches_reference),
+        cmocka_unit_test(test_llama_rope_scaling_matches_reference),
+        cmocka_unit_test(test_llama_mqa_tied_paged),
+        cmocka_unit_test(test_llama_mha_matches_reference),
+        cmocka_unit_test(test_llama_int8w_matches_quantized_reference),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

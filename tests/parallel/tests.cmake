@@ -27,12 +27,35 @@ tripar_parallel_test(parallel_post_norm_paged
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_post ${TRIPAR_FIXTURES}/factor.yaml 4
   -- model.norm=post model.kv_cache=paged model.kv_block=4)
 
+# Llama: 24 heads over 12 kv heads (each rank holds kv_heads / tp), over 2 (tp 4 and 8 replicate
+# each kv head on 2 and 4 ranks) and over 1 with a paged cache, Llama 3.1 rope scaling and
+# micro-batches (tp 3 and 6 replicate it).
+foreach(world 1 2 3 4 6)
+  tripar_parallel_test(parallel_llama_factorizations_w${world}
+    ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_w${world} ${TRIPAR_FIXTURES}/factor_llama.yaml ${world})
+endforeach()
+tripar_parallel_test(parallel_llama_replicated_kv
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_kv2 ${TRIPAR_FIXTURES}/factor_llama.yaml 4 8
+  -- model.synthetic.kv_heads=2)
+tripar_parallel_test(parallel_llama_mqa_paged_scaled
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_kv1 ${TRIPAR_FIXTURES}/factor_llama.yaml 6
+  -- model.synthetic.kv_heads=1 model.kv_cache=paged model.kv_block=4 parallel.microbatches=2
+  "model.synthetic.rope_scaling={factor: 4, original_max_position_embeddings: 16}")
+# int8w on every Llama matrix (untied head included) with micro-batches and chunked overlap.
+tripar_parallel_test(parallel_llama_int8w_overlap
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_int8w ${TRIPAR_FIXTURES}/factor_llama.yaml 4
+  -- model.synthetic.kv_heads=2 model.precision=int8w parallel.microbatches=2 parallel.overlap=true
+  parallel.chunks=3)
+
 tripar_parallel_test(parallel_bad_mesh_product
   ${PAR}/check_bad_mesh.sh 3 "dp \\* tp \\* pp = 1 \\* 2 \\* 1 = 2, but the job was started with 3"
   ${TRIPAR_FIXTURES}/factor.yaml --set parallel.tp=2)
 tripar_parallel_test(parallel_bad_mesh_heads
   ${PAR}/check_bad_mesh.sh 5 "parallel.tp = 5 does not divide model.heads = 24"
   ${TRIPAR_FIXTURES}/factor.yaml --set parallel.tp=5)
+tripar_parallel_test(parallel_bad_mesh_kv_heads
+  ${PAR}/check_bad_mesh.sh 4 "parallel.tp = 4 does not fit model.kv_heads = 6: tp must divide the kv heads or be a multiple of them. tp values that work: 1, 2, 3, 6, 12, 24"
+  ${TRIPAR_FIXTURES}/factor_llama.yaml --set parallel.tp=4 --set model.synthetic.kv_heads=6)
 tripar_parallel_test(parallel_bad_mesh_layers
   ${PAR}/check_bad_mesh.sh 4 "parallel.pp = 4 is more than model.layers = 3"
   ${TRIPAR_FIXTURES}/factor.yaml --set parallel.pp=4 --set model.synthetic.layers=3)

@@ -1,0 +1,188 @@
+/* The reference forward of ref_llama.h: Hugging Face's LlamaForCausalLM written out as loops
+ * in double precision. */
+#include "ref_llama.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const NAMES[RL_N] = {"wte",       "ln1_g",  "qkv_w", "proj_w", "ln2_g",
+                                        "gate_up_w", "down_w", "lnf_g", "head_w"};
+
+static long elems(const model_config *c, int i) {
+    const long L = c->layers, C = c->embd, M = c->mlp, V = c->vocab, hd = C / c->heads;
+    switch (i) {
+    case RL_WTE: case RL_HEAD: return V * C;
+    case RL_QKV: return L * (c->heads + 2L * c->kv_heads) * hd * C;
+    case RL_O: return L * C * c->heads * hd;
+    case RL_GATE_UP: return L * 2 * M * C;
+    case RL_DOWN: return L * C * M;
+    case RL_LNF: return C;
+    default: return L * C;
+    }
+}
+
+/* Hugging Face's _compute_llama3_parameters, in double. */
+static void inv_freq_fill(double *inv, int hd, const model_config *c) {
+    for (int i = 0; i < hd / 2; i++) {
+        inv[i] = pow(c->rope_theta, -2.0 * i / hd);
+        if (!c->rope_scaled) continue;
+        const rope_llama3 *s = &c->rope_scaling;
+        double wavelen = 2 * M_PI / inv[i], orig = s->original_max_position_embeddings;
+        if (wavelen > orig / s->low_freq_factor) {
+            inv[i] /= s->factor;
+        } else if (wavelen >= orig / s->high_freq_factor) {
+            double sm = (orig / wavelen - s->low_freq_factor) /
+                        (s->high_freq_factor - s->low_freq_factor);
+            inv[i] = (1 - sm) * inv[i] / s->factor + sm * inv[i];
+        }
+    }
+}
+
+void ref_llama_synthetic(ref_llama *r, const model_config *cfg, uint64_t seed) {
+    /* Init kinds and scales from the one-rank size table; values from the documented formula
+     * over global indices. */
+    model m;
+    shard_geom g;
+    memset(&m, 0, sizeof m);
+    memset(r, 0, sizeof *r);
+    shard_geom_init(&g, cfg, 1, 0, 1, 0);
+    model_tensor_table(&m, cfg, &g, DTYPE_F32);
+    r->cfg = *cfg;
+    for (int i = 0; i < RL_N; i++) {
+        const tensor_desc *t = NULL;
+        for (int k = 0; k < m.n_tensors; k++)
+            if (!strcmp(m.tensors[k].name, NAMES[i]) && m.tensors[k].present) t = &m.tensors[k];
+        if (!t) continue; /* head_w when tied */
+        long n = elems(cfg, i);
+        r->t[i] = malloc((size_t)n * sizeof(double));
+        for (long e = 0; e < n; e++)
+            r->t[i][e] = synthetic_value(seed, NAMES[i], e, t->init, t->init_std);
+    }
+    const int hd = cfg->embd / cfg->heads;
+    r->inv_freq = malloc((size_t)hd / 2 * sizeof(double));
+    inv_freq_fill(r->inv_freq, hd, cfg);
+}
+
+void ref_llama_quantize_int8(ref_llama *r) {
+    const int mats[5] = {RL_QKV, RL_O, RL_GATE_UP, RL_DOWN, RL_HEAD};
+    const long C = r->cfg.embd, cols[5] = {C, C, C, r->cfg.mlp, C};
+    for (int k = 0; k < 5; k++) {
+        if (!r->t[mats[k]]) continue; /* tied head: the fp32 embedding */
+        long rows = elems(&r->cfg, mats[k]) / cols[k];
+        for (long row = 0; row < rows; row++) {
+            double *w = r->t[mats[k]] + row * cols[k], absmax = 0;
+            for (long c = 0; c < cols[k]; c++) absmax = fmax(absmax, fabs(w[c]));
+            float scale = (float)absmax / 127.0f;
+            for (long c = 0; c < cols[k]; c++)
+                w[c] = scale > 0 ? (double)nearbyintf((float)w[c] / scale) * scale : 0.0;
+        }
+    }
+}
+
+void ref_llama_free(ref_llama *r) {
+    for (int i = 0; i < RL_N; i++) free(r->t[i]);
+    free(r->inv_freq);
+    memset(r, 0, sizeof *r);
+}
+
+static void rmsnorm(double *out, const double *x, const double *w, int C, double eps) {
+    double ss = 0;
+    for (int c = 0; c < C; c++) ss += x[c] * x[c];
+    double s = 1.0 / sqrt(ss / C + eps);
+    for (int c = 0; c < C; c++) out[c] = x[c] * s * w[c];
+}
+
+/* out (rows_out) = W (rows_out, cols) @ x (cols) */
+static void matvec(double *out, const double *W, const double *x, long rows_out, long cols) {
+    for (long r = 0; r < rows_out; r++) {
+        double s = 0;
+        for (long c = 0; c < cols; c++) s += W[r * cols + c] * x[c];
+        out[r] = s;
+    }
+}
+
+/* rotate half: (x_i, x_{i+hd/2}) by angle p * inv_freq[i] */
+static void rope(double *v, int hd, int p, const double *inv) {
+    for (int i = 0; i < hd / 2; i++) {
+        double a = p * inv[i], c = cos(a), s = sin(a), x0 = v[i], x1 = v[i + hd / 2];
+        v[i] = x0 * c - x1 * s;
+        v[i + hd / 2] = x1 * c + x0 * s;
+    }
+}
+
+void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double *logits) {
+    const model_config *c = &r->cfg;
+    const int C = c->embd, H = c->heads, KV = c->kv_heads, hd = C / H, M = c->mlp, V = c->vocab;
+    const int A = H * hd, QKV = (H + 2 * KV) * hd, group = H / KV;
+    double *x = calloc((size_t)n * C, sizeof(double)), *h = malloc((size_t)C * sizeof(double));
+    double *qkv = malloc((size_t)n * QKV * sizeof(double));
+    double *att = malloc((size_t)n * A * sizeof(double)), *o = malloc((size_t)C * sizeof(double));
+    double *gu = malloc((size_t)2 * M * sizeof(double)), *a = malloc((size_t)M * sizeof(double));
+    double *sc = malloc((size_t)n * sizeof(double));
+    for (int t = 0; t < n; t++) memcpy(x + (size_t)t * C, r->t[RL_WTE] + (size_t)tokens[t] * C, C * sizeof(double));
+    for (int l = 0; l < c->layers; l++) {
+        const double *Wqkv = r->t[RL_QKV] + (size_t)l * QKV * C, *Wo = r->t[RL_O] + (size_t)l * C * A;
+        const double *Wgu = r->t[RL_GATE_UP] + (size_t)l * 2 * M * C;
+        const double *Wd = r->t[RL_DOWN] + (size_t)l * C * M;
+        for (int t = 0; t < n; t++) {
+            double *row = qkv + (size_t)t * QKV;
+            rmsnorm(h, x + (size_t)t * C, r->t[RL_LN1] + (size_t)l * C, C, c->ln_eps);
+            matvec(row, Wqkv, h, QKV, C);
+            for (int hh = 0; hh < H; hh++) rope(row + hh * hd, hd, t, r->inv_freq);
+            for (int k = 0; k < KV; k++) rope(row + A + k * hd, hd, t, r->inv_freq);
+        }
+        for (int t = 0; t < n; t++)
+            for (int hh = 0; hh < H; hh++) {
+                const int kvh = hh / group;
+                const double *q = qkv + (size_t)t * QKV + hh * hd;
+                double mx = -INFINITY, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const double *k = qkv + (size_t)u * QKV + A + kvh * hd;
+                    double d = 0;
+                    for (int i = 0; i < hd; i++) d += q[i] * k[i];
+                    sc[u] = d / sqrt((double)hd);
+                    mx = fmax(mx, sc[u]);
+                }
+                for (int u = 0; u <= t; u++) sum += sc[u] = exp(sc[u] - mx);
+                double *out = att + (size_t)t * A + hh * hd;
+                for (int i = 0; i < hd; i++) out[i] = 0;
+                for (int u = 0; u <= t; u++) {
+                    const double *v = qkv + (size_t)u * QKV + A + (KV + kvh) * hd;
+                    for (int i = 0; i < hd; i++) out[i] += sc[u] / sum * v[i];
+                }
+            }
+        for (int t = 0; t < n; t++) {
+            double *xt = x + (size_t)t * C;
+            matvec(o, Wo, att + (size_t)t * A, C, A);
+            for (int i = 0; i < C; i++) xt[i] += o[i];
+            rmsnorm(h, xt, r->t[RL_LN2] + (size_t)l * C, C, c->ln_eps);
+            matvec(gu, Wgu, h, 2 * M, C);
+            for (int i = 0; i < M; i++) a[i] = gu[i] / (1 + exp(-gu[i])) * gu[M + i];
+            matvec(o, Wd, a, C, M);
+            for (int i = 0; i < C; i++) xt[i] += o[i];
+        }
+    }
+    const double *head = r->t[RL_HEAD] ? r->t[RL_HEAD] : r->t[RL_WTE];
+    for (int t = 0; t < n; t++) {
+        rmsnorm(h, x + (size_t)t * C, r->t[RL_LNF], C, c->ln_eps);
+        matvec(logits + (size_t)t * V, head, h, V, C);
+    }
+    free(x), free(h), free(qkv), free(att), free(o), free(gu), free(a), free(sc);
+}
+
+void ref_llama_generate(const ref_llama *r, const int32_t *prompt, int prompt_len,
+                        int new_tokens, int32_t *out) {
+    const int V = r->cfg.vocab, total = prompt_len + new_tokens;
+    double *logits = malloc((size_t)total * V * sizeof(double));
+    memcpy(out, prompt, (size_t)prompt_len * sizeof(int32_t));
+    for (int n = prompt_len; n < total; n++) {
+        ref_llama_forward(r, out, n, logits);
+        const double *last = logits + (size_t)(n - 1) * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (last[v] > last[best]) best = v;
+        out[n] = best;
+    }
+    free(logits);
+}
