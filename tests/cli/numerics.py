@@ -51,7 +51,8 @@ def partials(run):
 
 def remove_old(run):
     for p in [run] + partials(run):
-        os.remove(p)
+        if os.path.exists(p):
+            os.remove(p)
 
 def expect(cond, msg):
     if not cond:
