@@ -368,6 +368,18 @@ static int64_t hf_first_nonfinite(const safetensors_tensor *t, const char **kind
     return -1;
 }
 
+/* Drops t's pages from this process once it has been read: the shards are mapped whole, and
+ * the pages a read touches stay resident (and counted) until dropped, so without this an
+ * import would end up holding the whole model. The mapping is read-only and private, so a
+ * later read faults the bytes back in from the file; neighbours sharing an edge page too. */
+static void hf_tensor_release(const safetensors_tensor *t) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t begin = (uintptr_t)t->data & ~(page - 1);
+    const uintptr_t end = (uintptr_t)t->data +
+                          safetensors_tensor_elems(t) * safetensors_dtype_size(t->dtype);
+    if (end > begin) (void)madvise((void *)begin, end - begin, MADV_DONTNEED); /* advice only */
+}
+
 /* Every tensor the checkpoint takes is finite: tripar refuses NaN and Inf weights rather than
  * import them (docs/checkpoint.md), before the checkpoint is created. */
 static int hf_check_finite(const hf_model *hf, const hf_tensor *list, int n) {
@@ -376,6 +388,7 @@ static int hf_check_finite(const hf_model *hf, const hf_tensor *list, int n) {
         const safetensors_tensor *t = hf_find(hf, list[k].name, &in);
         const char *kind = "";
         int64_t i = hf_first_nonfinite(t, &kind);
+        hf_tensor_release(t);
         if (i < 0) continue;
         char at[64];
         if (t->ndims == 2)
@@ -440,6 +453,7 @@ static void lm_head_compare(const hf_model *hf, const model_config *cfg, const f
     }
     float *vals = xmalloc(n * sizeof(float));
     safetensors_tensor_to_f32(head, vals);
+    hf_tensor_release(head);
     uint64_t differ = 0;
     for (uint64_t i = 0; i < n; i++)
         differ += vals[i] != wte[i];
@@ -611,6 +625,7 @@ static void hf_tensor_convert(hf_import *im, const hf_tensor *h, hid_t dset) {
     float *a = xmalloc(elems * sizeof(float));
     float *b = h->transpose ? xmalloc(elems * sizeof(float)) : NULL;
     hf_tensor_write(dset, h, t, a, b);
+    hf_tensor_release(t);
     /* an untied Llama's lm_head is head_w; a tied model's must equal wte */
     if (strcmp(h->dst, "wte") == 0 && (im->cfg.arch != ARCH_LLAMA || im->cfg.tie_embeddings))
         lm_head_compare(im->hf, &im->cfg, a);

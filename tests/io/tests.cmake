@@ -161,3 +161,11 @@ foreach(refusal ${LLAMA_HF_REFUSALS})
 endforeach()
 set_tests_properties(${llama_hf_tests} PROPERTIES LABELS "unit;checkpoint"
                      FIXTURES_REQUIRED llama_hf TIMEOUT 60)
+# Memory: a 170 MB import peaks within a few largest tensors of a tiny one (import_memory.py).
+# Not under ASan, whose quarantine keeps freed buffers resident by design.
+if(NOT TRIPAR_SANITIZE)
+  add_test(NAME llama_hf_import_memory
+           COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/io/import_memory.py
+                   $<TARGET_FILE:tripar> ${CMAKE_CURRENT_BINARY_DIR}/llama_hf_memory)
+  set_tests_properties(llama_hf_import_memory PROPERTIES LABELS "unit;checkpoint" TIMEOUT 120)
+endif()
