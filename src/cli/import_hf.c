@@ -375,8 +375,8 @@ static int64_t hf_first_nonfinite(const safetensors_tensor *t, const char **kind
 static void hf_tensor_release(const safetensors_tensor *t) {
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t begin = (uintptr_t)t->data & ~(page - 1);
-    const uintptr_t end = (uintptr_t)t->data +
-                          safetensors_tensor_elems(t) * safetensors_dtype_size(t->dtype);
+    const uintptr_t end =
+        (uintptr_t)t->data + safetensors_tensor_elems(t) * safetensors_dtype_size(t->dtype);
     if (end > begin) (void)madvise((void *)begin, end - begin, MADV_DONTNEED); /* advice only */
 }
 
