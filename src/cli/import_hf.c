@@ -1,6 +1,7 @@
-/* `tripar import-hf DIR --out CKPT.h5`: converts a Hugging Face GPT-2 directory (config.json
- * plus model.safetensors or a sharded index) into a tripar checkpoint. Serial; streams one HF
- * tensor (one layer's slice) at a time, so memory stays near the largest single tensor. */
+/* `tripar import-hf DIR --out CKPT.h5`: converts a Hugging Face GPT-2 or Llama-family
+ * directory (config.json plus model.safetensors or a sharded index) into a tripar checkpoint.
+ * Serial; streams one HF tensor (one layer's slice, or a row block of it) at a time, so memory
+ * stays near the largest single tensor. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -14,6 +15,7 @@
 #include "base/check.h"
 #include "base/path.h"
 #include "cli/cli.h"
+#include "cli/import_hf.h"
 #include "io/checkpoint.h"
 #include "io/h5util.h"
 #include "io/safetensors.h"
@@ -33,25 +35,17 @@ typedef struct {
     int n_shards;
 } hf_model;
 
-/* One HF tensor and where it lands: layer slice `layer` of /weights/<dst> (layer -1 for the
- * unstacked wte, wpe, lnf_*), transposed from Conv1D [in, out] when transpose is set. */
-typedef struct {
-    char name[96];
-    const char *dst;
-    int layer;
-    int transpose;
-    int ndims;
-    long shape[2]; /* as stored in the HF file */
-} hf_tensor;
-
 static void usage(FILE *out) {
-    fprintf(
-        out,
-        "usage: tripar import-hf DIR --out CKPT.h5\n"
-        "  Converts a Hugging Face GPT-2 directory (config.json and model.safetensors or\n"
-        "  model.safetensors.index.json with its shards; F32, F16 or BF16) into a tripar\n"
-        "  checkpoint. tokenizer.json, or else vocab.json and merges.txt, when present, are\n"
-        "  stored as the tokenizer.\n");
+    fprintf(out,
+            "usage: tripar import-hf DIR --out CKPT.h5\n"
+            "  Converts a Hugging Face directory (config.json and model.safetensors or\n"
+            "  model.safetensors.index.json with its shards; F32, F16 or BF16) into a tripar\n"
+            "  checkpoint. architectures: GPT2LMHeadModel (also when absent), LlamaForCausalLM,\n"
+            "  MistralForCausalLM, Qwen2ForCausalLM (with its q/k/v biases). Refused with exit 2:\n"
+            "  hidden_act other than silu, sliding windows, rope_scaling other than llama3,\n"
+            "  mixture-of-experts keys, head_dim != hidden_size / num_attention_heads.\n"
+            "  tokenizer.json, or else vocab.json and merges.txt, when present, are stored as\n"
+            "  the tokenizer.\n");
 }
 
 static int path_exists(const char *path) {
@@ -92,6 +86,23 @@ static int config_load(const char *dir, model_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     if (!json_is_object(root)) {
         error_set("%s: not a JSON object", path);
+        goto done;
+    }
+    /* architectures[0] picks the reader; none (older GPT-2 configs) means GPT-2 */
+    json_t *archs = json_object_get(root, "architectures");
+    json_t *arch = json_is_array(archs) ? json_array_get(archs, 0) : NULL;
+    if (archs && !json_is_string(arch)) {
+        error_set("%s: 'architectures' must be a list of strings", path);
+        goto done;
+    }
+    if (arch && hf_llama_architecture(json_string_value(arch))) {
+        rc = hf_llama_config(root, path, json_string_value(arch), cfg);
+        goto done;
+    }
+    if (arch && strcmp(json_string_value(arch), "GPT2LMHeadModel") != 0) {
+        error_set("%s: architectures = [\"%s\"] is not supported; tripar imports "
+                  "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM",
+                  path, json_string_value(arch));
         goto done;
     }
     if (config_int(root, path, "n_layer", NULL, &cfg->layers) ||
@@ -326,7 +337,9 @@ static int hf_validate(const hf_model *hf, const hf_tensor *list, int n, const m
             const char *name = hf->shards[s].st.tensors[i].name;
             if (strncmp(name, "transformer.", 12) == 0) name += 12;
             int layer = -1;
-            if (sscanf(name, "h.%d.", &layer) == 1 && (layer < 0 || layer >= cfg->layers)) {
+            if ((sscanf(name, "h.%d.", &layer) == 1 ||
+                 sscanf(name, "model.layers.%d.", &layer) == 1) &&
+                (layer < 0 || layer >= cfg->layers)) {
                 error_set("%s: tensor '%s' is for layer %d, but config.json has n_layer = %d",
                           hf->shards[s].path, hf->shards[s].st.tensors[i].name, layer, cfg->layers);
                 return STATUS_BAD_INPUT;
@@ -355,6 +368,18 @@ static int64_t hf_first_nonfinite(const safetensors_tensor *t, const char **kind
     return -1;
 }
 
+/* Drops t's pages from this process once it has been read: the shards are mapped whole, and
+ * the pages a read touches stay resident (and counted) until dropped, so without this an
+ * import would end up holding the whole model. The mapping is read-only and private, so a
+ * later read faults the bytes back in from the file; neighbours sharing an edge page too. */
+static void hf_tensor_release(const safetensors_tensor *t) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t begin = (uintptr_t)t->data & ~(page - 1);
+    const uintptr_t end =
+        (uintptr_t)t->data + safetensors_tensor_elems(t) * safetensors_dtype_size(t->dtype);
+    if (end > begin) (void)madvise((void *)begin, end - begin, MADV_DONTNEED); /* advice only */
+}
+
 /* Every tensor the checkpoint takes is finite: tripar refuses NaN and Inf weights rather than
  * import them (docs/checkpoint.md), before the checkpoint is created. */
 static int hf_check_finite(const hf_model *hf, const hf_tensor *list, int n) {
@@ -363,6 +388,7 @@ static int hf_check_finite(const hf_model *hf, const hf_tensor *list, int n) {
         const safetensors_tensor *t = hf_find(hf, list[k].name, &in);
         const char *kind = "";
         int64_t i = hf_first_nonfinite(t, &kind);
+        hf_tensor_release(t);
         if (i < 0) continue;
         char at[64];
         if (t->ndims == 2)
@@ -400,7 +426,13 @@ static void hf_tensor_write(hid_t dset, const hf_tensor *h, const safetensors_te
         start[nd] = (hsize_t)h->layer;
         count[nd++] = 1;
     }
-    if (h->ndims == 2) count[nd++] = (hsize_t)rows;
+    /* row_offset: a row block of qkv_w/gate_up_w, or a block of qkv_b */
+    if (h->ndims == 2) {
+        start[nd] = (hsize_t)h->row_offset;
+        count[nd++] = (hsize_t)rows;
+    } else {
+        start[nd] = (hsize_t)h->row_offset;
+    }
     count[nd++] = (hsize_t)cols;
     H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
     hid_t mspace = H5Screate_simple(nd, count, NULL);
@@ -421,6 +453,7 @@ static void lm_head_compare(const hf_model *hf, const model_config *cfg, const f
     }
     float *vals = xmalloc(n * sizeof(float));
     safetensors_tensor_to_f32(head, vals);
+    hf_tensor_release(head);
     uint64_t differ = 0;
     for (uint64_t i = 0; i < n; i++)
         differ += vals[i] != wte[i];
@@ -525,13 +558,14 @@ static int hf_import_plan(hf_import *im) {
     if (rc == STATUS_OK) rc = hf_model_open(im->hf, im->dir);
     if (rc == STATUS_OK) {
         im->list = xcalloc((unsigned long)(12 * im->cfg.layers + 4), sizeof *im->list);
-        im->n_tensors = hf_tensor_list(&im->cfg, im->list);
+        im->n_tensors = im->cfg.arch == ARCH_LLAMA ? hf_llama_tensor_list(&im->cfg, im->list)
+                                                   : hf_tensor_list(&im->cfg, im->list);
         rc = hf_validate(im->hf, im->list, im->n_tensors, &im->cfg, im->dir);
         if (rc == STATUS_OK) rc = hf_check_finite(im->hf, im->list, im->n_tensors);
     }
     if (rc == STATUS_OK) {
-        im->has_tokenizer = tokenizer_files_read(im->dir, &im->cfg, &im->vocab, &im->merges,
-                                                 &im->tok_json);
+        im->has_tokenizer =
+            tokenizer_files_read(im->dir, &im->cfg, &im->vocab, &im->merges, &im->tok_json);
         if (im->has_tokenizer < 0) rc = STATUS_BAD_INPUT;
     }
     return rc;
@@ -547,7 +581,7 @@ static int hf_out_check(const hf_import *im) {
         return STATUS_BAD_INPUT;
     }
     static const char *const side_files[] = {"config.json", "model.safetensors.index.json",
-                                             "vocab.json", "merges.txt"};
+                                             "vocab.json", "merges.txt", "tokenizer.json"};
     const int n_side = (int)(sizeof side_files / sizeof side_files[0]);
     char input[JOB_PATH_MAX + 64];
     for (int i = 0; i < n_side + im->hf->n_shards; i++) {
@@ -575,10 +609,10 @@ static int hf_checkpoint_create(const char *out, hid_t *file) {
     return STATUS_OK;
 }
 
-/* Index of /weights/<name> in checkpoint_tensor_names (name is one of them). */
-static int weights_dataset_index(const char *name) {
+/* Index of /weights/<name> in names (name is one of them). */
+static int weights_dataset_index(const char *const *names, const char *name) {
     int d = 0;
-    while (strcmp(checkpoint_tensor_names[d], name) != 0)
+    while (strcmp(names[d], name) != 0)
         d++;
     return d;
 }
@@ -591,7 +625,10 @@ static void hf_tensor_convert(hf_import *im, const hf_tensor *h, hid_t dset) {
     float *a = xmalloc(elems * sizeof(float));
     float *b = h->transpose ? xmalloc(elems * sizeof(float)) : NULL;
     hf_tensor_write(dset, h, t, a, b);
-    if (strcmp(h->dst, "wte") == 0) lm_head_compare(im->hf, &im->cfg, a);
+    hf_tensor_release(t);
+    /* an untied Llama's lm_head is head_w; a tied model's must equal wte */
+    if (strcmp(h->dst, "wte") == 0 && (im->cfg.arch != ARCH_LLAMA || im->cfg.tie_embeddings))
+        lm_head_compare(im->hf, &im->cfg, a);
     im->dtype_count[t->dtype]++;
     free(a);
     free(b);
@@ -599,12 +636,14 @@ static void hf_tensor_convert(hf_import *im, const hf_tensor *h, hid_t dset) {
 
 static void hf_weights_write(hf_import *im, hid_t file) {
     hid_t group = h5_group_open_or_create(file, "weights");
+    const char *const *names;
+    const int n = checkpoint_tensor_list(&im->cfg, &names);
     hid_t dsets[CHECKPOINT_N_TENSORS];
-    for (int d = 0; d < CHECKPOINT_N_TENSORS; d++)
-        dsets[d] = checkpoint_dataset_create(group, &im->cfg, checkpoint_tensor_names[d]);
+    for (int d = 0; d < n; d++)
+        dsets[d] = checkpoint_dataset_create(group, &im->cfg, names[d]);
     for (int k = 0; k < im->n_tensors; k++)
-        hf_tensor_convert(im, &im->list[k], dsets[weights_dataset_index(im->list[k].dst)]);
-    for (int d = 0; d < CHECKPOINT_N_TENSORS; d++)
+        hf_tensor_convert(im, &im->list[k], dsets[weights_dataset_index(names, im->list[k].dst)]);
+    for (int d = 0; d < n; d++)
         H5Dclose(dsets[d]);
     H5Gclose(group);
 }
@@ -620,6 +659,10 @@ static void hf_import_summary_print(const hf_import *im) {
            (double)cfg->ln_eps, im->n_tensors, im->hf->n_shards, im->hf->n_shards == 1 ? "" : "s",
            im->dtype_count[0], im->dtype_count[1], im->dtype_count[2],
            im->has_tokenizer ? "yes" : "no", (double)bytes / 1e6);
+    if (cfg->arch == ARCH_LLAMA)
+        printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
+               cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",
+               cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no");
 }
 
 int import_hf_main(int argc, char **argv) {

@@ -166,7 +166,9 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
                          .head_dim = g->head_dim};
 
         ev = timer_begin(e->tm, PHASE_QKV_GEMM, step, mb, layer);
-        ops->matmul(ctx, e->qkv, e->h, qkv_w, NULL, rows, C, QKV);
+        /* Qwen2's q/k/v biases, when the checkpoint has them (qkv_b, this rank's rows) */
+        const float *qkv_b = w->qkv_b ? w->qkv_b + (size_t)l * QKV : NULL;
+        ops->matmul(ctx, e->qkv, e->h, qkv_w, qkv_b, rows, C, QKV);
         timer_end(e->tm, ev);
 
         ev = timer_begin(e->tm, PHASE_ATTENTION, step, mb, layer); /* RoPE included */

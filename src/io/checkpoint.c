@@ -24,8 +24,13 @@ int checkpoint_tensor_list(const model_config *cfg, const char *const **names) {
         *names = checkpoint_tensor_names;
         return CHECKPOINT_N_TENSORS;
     }
-    *names = checkpoint_llama_tensor_names;
-    return CHECKPOINT_LLAMA_N_TENSORS - (cfg->tie_embeddings ? 1 : 0); /* head_w is last */
+    /* with q/k/v biases (Qwen2), qkv_b follows qkv_w; head_w is last either way */
+    static const char *const with_bias[CHECKPOINT_LLAMA_N_TENSORS + 1] = {
+        "wte", "ln1_g", "qkv_w", "qkv_b", "proj_w", "ln2_g", "gate_up_w", "down_w", "lnf_g",
+        "head_w"};
+    *names = cfg->attention_bias ? with_bias : checkpoint_llama_tensor_names;
+    return CHECKPOINT_LLAMA_N_TENSORS + (cfg->attention_bias ? 1 : 0) -
+           (cfg->tie_embeddings ? 1 : 0);
 }
 
 /* Llama's global shapes: q heads then k then v kv heads; gate rows then up rows. */
@@ -36,12 +41,13 @@ static int llama_tensor_shape(const model_config *cfg, const char *name, long sh
         const char *name;
         int ndims;
         long d0, d1, d2;
-    } rows[CHECKPOINT_LLAMA_N_TENSORS] = {
+    } rows[CHECKPOINT_LLAMA_N_TENSORS + 1] = {
         {"wte", 2, V, C, 0},           {"ln1_g", 2, L, C, 0},   {"qkv_w", 3, L, QKV, C},
+        {"qkv_b", 2, L, QKV, 0},
         {"proj_w", 3, L, C, cfg->heads * hd}, {"ln2_g", 2, L, C, 0}, {"gate_up_w", 3, L, 2 * M, C},
         {"down_w", 3, L, C, M},        {"lnf_g", 1, C, 0, 0},   {"head_w", 2, V, C, 0},
     };
-    for (int i = 0; i < CHECKPOINT_LLAMA_N_TENSORS; i++) {
+    for (int i = 0; i < CHECKPOINT_LLAMA_N_TENSORS + 1; i++) {
         if (strcmp(rows[i].name, name) != 0) continue;
         shape[0] = rows[i].d0, shape[1] = rows[i].d1, shape[2] = rows[i].d2;
         return rows[i].ndims;
@@ -96,6 +102,7 @@ static int file_has_hdf5_signature(const char *path) {
 static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     char arch[16] = "gpt2";
     cfg->arch = ARCH_GPT2; /* kv_heads and tie_embeddings 0: "as GPT-2" (model_config_from_job) */
+    cfg->attention_bias = 0;
     H5E_BEGIN_TRY { (void)h5_attr_read_string(file, "arch", arch, sizeof arch); } H5E_END_TRY;
     if (strcmp(arch, "gpt2") == 0) return STATUS_OK;
     if (strcmp(arch, "llama") != 0) {
@@ -123,6 +130,16 @@ static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
         return STATUS_BAD_INPUT;
     }
     cfg->kv_heads = (int)kv, cfg->tie_embeddings = (int)tie, cfg->rope_theta = theta;
+    /* attention_bias (q/k/v biases, tensor qkv_b): absent in checkpoints before it, meaning 0 */
+    long long bias = 0;
+    int have_bias = 0;
+    H5E_BEGIN_TRY { have_bias = h5_attr_read_long(file, "attention_bias", &bias) == 0; }
+    H5E_END_TRY;
+    if (have_bias && bias != 0 && bias != 1) {
+        error_set("%s: root attribute attention_bias = %lld (expected 0 or 1)", path, bias);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->attention_bias = (int)bias;
     rope_llama3 *sc = &cfg->rope_scaling;
     cfg->rope_scaled = 0;
     H5E_BEGIN_TRY {
@@ -551,6 +568,7 @@ void checkpoint_write_config_attrs(hid_t file, const model_config *cfg) {
     h5_attr_write_int(file, "kv_heads", cfg->kv_heads);
     h5_attr_write_int(file, "tie_embeddings", cfg->tie_embeddings);
     h5_attr_write_double(file, "rope_theta", cfg->rope_theta);
+    h5_attr_write_int(file, "attention_bias", cfg->attention_bias);
     if (!cfg->rope_scaled) return;
     const rope_llama3 *sc = &cfg->rope_scaling;
     h5_attr_write_double(file, "rope_scaling_factor", sc->factor);

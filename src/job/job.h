@@ -47,6 +47,7 @@ typedef struct {
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_ctx;         /* rope_scaling.original_max_position_embeddings */
     int tie_embeddings;            /* llama: LM head = wte; gpt2: always 1 */
+    int attention_bias;            /* llama from a checkpoint: q/k/v biases (Qwen2); else 0 */
     float ln_eps;                  /* eps of the norm, LayerNorm or RMSNorm (rms_norm_eps) */
     norm_kind norm;
     precision_kind precision;

@@ -1,5 +1,6 @@
 /* The Llama rows of the size table: RMSNorm gains, grouped-query QKV, the stacked gate|up of
- * SwiGLU, down, and an untied vocab-parallel LM head; no biases, no position embedding.
+ * SwiGLU, down, and an untied vocab-parallel LM head; no position embedding, and no biases but
+ * Qwen2's optional q/k/v ones (qkv_b, sharded like qkv_w's rows).
  * Global tensors keep Hugging Face's row order (q heads, then k, then v; gate rows, then up),
  * so a rank's shard is a union of blocks and a kv head replicated on several ranks is the
  * same global elements on each: synthetic values and checkpoint reads agree by construction. */
@@ -50,6 +51,7 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
         {"wte",       (void **)&w->wte,    NULL,        INIT_NORMAL,     0.3f,         first || (tied && last), 2, {V, C},  {vocab, all_C}},
         {"ln1_g",     (void **)&w->ln1_g,  NULL,        INIT_ONES_NOISE, 0.05f,        has_layers,          2, {L, C},       {layers, all_C}},
         {"qkv_w",     &w->qkv_w,           &w->qkv_s,   INIT_NORMAL,     in_std,       has_layers,          3, {L, QKV, C},  {layers, slice_qkv_gqa(cfg, g), all_C}},
+        {"qkv_b",     (void **)&w->qkv_b,  NULL,        INIT_ZEROS_NOISE, 0.02f,       has_layers && cfg->attention_bias, 2, {L, QKV}, {layers, slice_qkv_gqa(cfg, g)}},
         {"proj_w",    &w->proj_w,          &w->proj_s,  INIT_NORMAL,     out_attn_std, has_layers,          3, {L, C, A},    {layers, all_C, heads_cols}},
         {"ln2_g",     (void **)&w->ln2_g,  NULL,        INIT_ONES_NOISE, 0.05f,        has_layers,          2, {L, C},       {layers, all_C}},
         {"gate_up_w", &w->fc1_w,           &w->fc1_s,   INIT_NORMAL,     in_std,       has_layers,          3, {L, 2 * M, C}, {layers, slice_gate_up(cfg, g), all_C}},
@@ -58,7 +60,9 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
         {"head_w",    &w->head_w,          &w->head_s,  INIT_NORMAL,     in_std,       !tied && last,       2, {V, C},       {vocab, all_C}},
     };
     // clang-format on
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (!(tied && rows[i].slot == &w->head_w)) /* a tied head is wte: no tensor of its own */
-            model_add_row(m, rows[i]);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (tied && rows[i].slot == &w->head_w) continue; /* a tied head is wte: no tensor */
+        if (!cfg->attention_bias && rows[i].slot == (void **)&w->qkv_b) continue; /* Qwen2's */
+        model_add_row(m, rows[i]);
+    }
 }

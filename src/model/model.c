@@ -23,6 +23,7 @@ void model_config_from_job(model_config *cfg, const job *j) {
     cfg->kv_heads = j->kv_heads > 0 ? j->kv_heads : j->heads;
     cfg->tie_embeddings = j->arch == ARCH_GPT2 || j->tie_embeddings;
     cfg->rope_theta = j->rope_theta;
+    cfg->attention_bias = j->arch == ARCH_LLAMA && j->attention_bias; /* from a checkpoint */
     cfg->rope_scaled = j->arch == ARCH_LLAMA && j->rope_scaling;
     cfg->rope_scaling = (rope_llama3){.factor = j->rope_factor,
                                       .low_freq_factor = j->rope_low_freq_factor,

@@ -23,6 +23,7 @@ typedef struct {
     double rope_theta;      /* Llama */
     int rope_scaled;        /* Llama 3.1's rope_scaling applies */
     rope_llama3 rope_scaling;
+    int attention_bias;     /* Llama: q/k/v biases (Qwen2), tensor qkv_b; GPT-2 always has them */
 } model_config;
 
 /* Which part of the model this rank holds. Uneven splits are balanced: part i of n items over

@@ -109,3 +109,63 @@ add_test(NAME tok_json_e2e COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/tokenizer_json
          ${CMAKE_CURRENT_BINARY_DIR}/tok_json_e2e ${TOKJSON_FIXTURES})
 set_tests_properties(tok_json_e2e PROPERTIES LABELS "mpi;checkpoint" FIXTURES_REQUIRED tok_json
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+
+# The Llama family in import-hf: tests/io/make_hf_llama.py writes LlamaForCausalLM (F32, an
+# index and 2 shards, untied, GQA, llama3 rope_scaling), MistralForCausalLM (BF16, one file,
+# tied, one kv head) and Qwen2ForCausalLM (F16, q/k/v biases) directories, and the reference
+# logits and greedy tokens of an independent float64 numpy Llama that reads their safetensors.
+set(LLAMA_HF_FIXTURES ${CMAKE_CURRENT_BINARY_DIR}/llama_hf_fixtures)
+add_test(NAME llama_hf_make_fixtures
+         COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/io/make_hf_llama.py --all ${LLAMA_HF_FIXTURES})
+set_tests_properties(llama_hf_make_fixtures PROPERTIES FIXTURES_SETUP llama_hf
+                     LABELS "unit;checkpoint" TIMEOUT 120)
+# Import, then run on one rank and on meshes that split kv heads (tp=2), replicate them (tp=4
+# over 2 kv heads, tp=2 over 1) and add a pipeline (tp=2 x pp=2): logits within 1e-4 of the
+# reference and the same greedy tokens (tests/io/checkpoint_e2e.sh, as for GPT-2).
+foreach(run "llama-f32-sharded;1;1;1" "llama-f32-sharded;4;2;2" "mistral-bf16-tied;1;1;1"
+            "mistral-bf16-tied;2;2;1" "qwen2-bias;1;1;1" "qwen2-bias;4;4;1")
+  list(GET run 0 variant)
+  list(GET run 1 np)
+  list(GET run 2 tp)
+  list(GET run 3 pp)
+  set(name llama_hf_e2e_${variant}_np${np}_tp${tp})
+  add_test(NAME ${name} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_e2e.sh
+           ${LLAMA_HF_FIXTURES}/${variant} ${CMAKE_CURRENT_BINARY_DIR}/llama_hf_e2e ${np} ${tp} ${pp})
+  set_tests_properties(${name} PROPERTIES LABELS "mpi;checkpoint" FIXTURES_REQUIRED llama_hf
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+endforeach()
+add_test(NAME llama_hf_import_summary
+         COMMAND ${CKPT_EXPECT} 0 "kv_heads 2, rope_theta 1e\\+06, untied head, q/k/v biases yes" --
+                 $<TARGET_FILE:tripar> import-hf ${LLAMA_HF_FIXTURES}/qwen2-bias
+                 --out ${LLAMA_HF_FIXTURES}/cli_qwen2.h5)
+# What tripar does not run is refused with exit 2, naming the key and its value.
+set(LLAMA_HF_REFUSALS
+    "gelu|hidden_act = \"gelu\" is not supported"
+    "sliding|sliding_window = 64 is not supported"
+    "qwen2-sliding|use_sliding_window = true is not supported"
+    "yarn|rope_scaling.rope_type = \"yarn\" is not supported"
+    "moe|num_local_experts = 8: mixture-of-experts"
+    "head-dim|head_dim = 16 is not supported"
+    "llama-bias|attention_bias = true for LlamaForCausalLM"
+    "missing-k|tensor 'model\\.layers\\.1\\.self_attn\\.k_proj\\.bias' is missing")
+set(llama_hf_tests llama_hf_import_summary)
+foreach(refusal ${LLAMA_HF_REFUSALS})
+  string(FIND "${refusal}" "|" bar)
+  string(SUBSTRING "${refusal}" 0 ${bar} case)
+  math(EXPR after "${bar} + 1")
+  string(SUBSTRING "${refusal}" ${after} -1 regex)
+  add_test(NAME llama_hf_refuse_${case}
+           COMMAND ${CKPT_EXPECT} 2 "${regex}" -- $<TARGET_FILE:tripar> import-hf
+                   ${LLAMA_HF_FIXTURES}/refuse-${case} --out ${LLAMA_HF_FIXTURES}/never-${case}.h5)
+  list(APPEND llama_hf_tests llama_hf_refuse_${case})
+endforeach()
+set_tests_properties(${llama_hf_tests} PROPERTIES LABELS "unit;checkpoint"
+                     FIXTURES_REQUIRED llama_hf TIMEOUT 60)
+# Memory: a 170 MB import peaks within a few largest tensors of a tiny one (import_memory.py).
+# Not under ASan, whose quarantine keeps freed buffers resident by design.
+if(NOT TRIPAR_SANITIZE)
+  add_test(NAME llama_hf_import_memory
+           COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/io/import_memory.py
+                   $<TARGET_FILE:tripar> ${CMAKE_CURRENT_BINARY_DIR}/llama_hf_memory)
+  set_tests_properties(llama_hf_import_memory PROPERTIES LABELS "unit;checkpoint" TIMEOUT 120)
+endif()
