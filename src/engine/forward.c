@@ -131,6 +131,20 @@ static weight_view head_view(const model *m) {
 /* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,
  * all-reduced -> RMSNorm -> gate|up -> SwiGLU -> down, all-reduced. h holds the normed
  * input of the next block; each residual add is fused with the next norm. */
+/* The KV cache of this stage's layer l, contiguous or paged, holding kv_heads heads. */
+static kv_view layer_kv_cache(const engine *e, int l, int kv_heads) {
+    const shard_geom *g = &e->m->geom;
+    return (kv_view){.k = e->kv_k + l * e->kv_layer_elems,
+                     .v = e->kv_v + l * e->kv_layer_elems,
+                     .block_table = e->block_table,
+                     .block_size = e->cfg.kv_block,
+                     .blocks_per_seq = e->blocks_per_seq,
+                     .max_ctx = e->kv_capacity,
+                     .heads = g->n_heads,
+                     .kv_heads = kv_heads,
+                     .head_dim = g->head_dim};
+}
+
 static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int pos0) {
     const model *m = e->m;
     const shard_geom *g = &m->geom;
@@ -155,15 +169,7 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         const weight_view down_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M);
         const float *ln2_g = w->ln2_g + (size_t)l * C;
         const float *next_ln1_g = l + 1 < g->n_layers ? w->ln1_g + (size_t)(l + 1) * C : NULL;
-        kv_view cache = {.k = e->kv_k + l * e->kv_layer_elems,
-                         .v = e->kv_v + l * e->kv_layer_elems,
-                         .block_table = e->block_table,
-                         .block_size = e->cfg.kv_block,
-                         .blocks_per_seq = e->blocks_per_seq,
-                         .max_ctx = e->kv_capacity,
-                         .heads = g->n_heads,
-                         .kv_heads = g->n_kv_heads,
-                         .head_dim = g->head_dim};
+        const kv_view cache = layer_kv_cache(e, l, g->n_kv_heads);
 
         ev = timer_begin(e->tm, PHASE_QKV_GEMM, step, mb, layer);
         /* Qwen2's q/k/v biases, when the checkpoint has them (qkv_b, this rank's rows) */
@@ -232,15 +238,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         const float *fc1_b = w->fc1_b + (size_t)l * M, *fc2_b = w->fc2_b + (size_t)l * C;
         const float *ln1_g = w->ln1_g + (size_t)l * C, *ln1_b = w->ln1_b + (size_t)l * C;
         const float *ln2_g = w->ln2_g + (size_t)l * C, *ln2_b = w->ln2_b + (size_t)l * C;
-        kv_view cache = {.k = e->kv_k + l * e->kv_layer_elems,
-                         .v = e->kv_v + l * e->kv_layer_elems,
-                         .block_table = e->block_table,
-                         .block_size = e->cfg.kv_block,
-                         .blocks_per_seq = e->blocks_per_seq,
-                         .max_ctx = e->kv_capacity,
-                         .heads = g->n_heads,
-                         .kv_heads = g->n_heads, // GPT-2: one kv head per query head
-                         .head_dim = g->head_dim};
+        const kv_view cache = layer_kv_cache(e, l, g->n_heads); /* one kv head per query head */
         /* Pre-LN reads h = LN1(x) prepared by the previous step; Post-LN feeds x itself. */
         const float *attn_in = pre_norm ? e->h : x;
 
