@@ -57,9 +57,12 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
 }
 
 void roofline_bandwidth(roofline *r, double weight_bytes) {
-    /* Stream a buffer four times the weights (at least 512 MiB) so no cache holds it. */
+    /* Stream a buffer four times the weights so no cache holds it: at least 512 MiB, and at
+     * most 2 GiB, which is already far past any last-level cache; four times a 1B-class
+     * model's fp32 weights (20 GB) would not fit in memory beside the weights themselves. */
     size_t n = (size_t)(weight_bytes * 4 / sizeof(float));
     if (n < (512u << 20) / sizeof(float)) n = (512u << 20) / sizeof(float);
+    if (n > ((size_t)2 << 30) / sizeof(float)) n = ((size_t)2 << 30) / sizeof(float);
     float *buf = xmalloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         buf[i] = 1.0f;
