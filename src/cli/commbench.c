@@ -27,7 +27,7 @@ typedef struct {
     int model_sizes;          /* --sizes model: the job's own message sizes (cb_model_sizes) */
     long sizes[CB_SIZES_MAX]; /* the sizes timed, ascending */
     int n_sizes;
-    char sizes_note[200];     /* where model sizes come from, printed in the header */
+    char sizes_note[200]; /* where model sizes come from, printed in the header */
     int iters, warmup;
     int ops[OP_COUNT], axes[CB_AXIS_COUNT];
     int dp, tp, pp;
@@ -197,8 +197,7 @@ static int cb_parse_args(cb_args *a, int argc, char **argv) {
                   "the sizes)");
         return -1;
     }
-    for (long bytes = a->min_bytes; bytes <= a->max_bytes && a->n_sizes < CB_SIZES_MAX;
-         bytes *= 2)
+    for (long bytes = a->min_bytes; bytes <= a->max_bytes && a->n_sizes < CB_SIZES_MAX; bytes *= 2)
         a->sizes[a->n_sizes++] = bytes;
     return 0;
 }

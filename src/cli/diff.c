@@ -164,7 +164,8 @@ static void diff_usage(FILE *out) {
                  "(defaults rtol 1e-4, atol 0).\n  Exit 0 when all agree, 1 otherwise, 2 on "
                  "bad usage, a file that is not a\n  tripar run file, nothing to compare, or "
                  "runs of another architecture or shape\n  (model.arch, layers, heads, "
-                 "kv_heads, embd, mlp, vocab). An incomplete run file (complete=0) is\n  compared with a warning.\n");
+                 "kv_heads, embd, mlp, vocab). An incomplete run file (complete=0) is\n"
+                 "  compared with a warning.\n");
 }
 
 static int parse_tolerance(const char *text, double *out) {

@@ -5,6 +5,8 @@
 # bound is tested by test_quant (tests/kernels/tests.cmake), not here.
 tripar_unit_test(bench_unit SOURCES bench/test_bench.c LABELS bench)
 target_compile_definitions(bench_unit PRIVATE TRIPAR_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# the roofline's FLOP and KV-byte counts for GPT-2 and Llama (GQA) against hand counts
+tripar_unit_test(bench_roofline SOURCES bench/test_roofline.c LABELS bench)
 
 set(BENCH_DIR ${CMAKE_CURRENT_SOURCE_DIR}/bench)
 set(BENCH_EXPECT_EXIT ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh)
