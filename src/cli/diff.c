@@ -362,7 +362,12 @@ static int models_comparable(const diff_args *a, hid_t fa, hid_t fb) {
         const char *v[2];
         for (int i = 0; i < 2; i++) {
             v[i] = model_key(&m[i], keys[k]);
-            if (!v[i] && !strcmp(keys[k], "kv_heads")) v[i] = model_key(&m[i], "heads");
+            /* GPT-2 records no kv_heads: it has one per head. A checkpoint run's note does
+             * not give them, so there they stay unknown and are not compared. */
+            const char *arch = model_key(&m[i], "model.arch");
+            if (!v[i] && !strcmp(keys[k], "kv_heads") && ((arch && !strcmp(arch, "gpt2")) ||
+                                                          (!arch && !m[i].checkpoint)))
+                v[i] = model_key(&m[i], "heads");
         }
         if (v[0] && v[1] && strcmp(v[0], v[1]) != 0) {
             fprintf(stderr,

@@ -157,7 +157,9 @@ static void summary_model(run_summary *s) {
     const char *arch = model_key(&m, "model.arch"), *preset = model_key(&m, "preset");
     const char *heads = model_key(&m, "heads"), *kv = model_key(&m, "kv_heads");
     if (!arch) arch = m.checkpoint ? "from the checkpoint" : "gpt2";
-    if (!kv) kv = heads; /* GPT-2: every head has its own k and v */
+    /* GPT-2 records no kv_heads: it has one per head. A checkpoint run's note does not give
+     * them (nor the architecture, unless the job set model.arch), so there they go unsaid. */
+    if (!kv && (!strcmp(arch, "gpt2") || !m.checkpoint)) kv = heads;
     size_t used = (size_t)snprintf(s->model, sizeof s->model, "%s", arch);
     if (preset && used < sizeof s->model)
         used += (size_t)snprintf(s->model + used, sizeof s->model - used, " (preset %s)", preset);
