@@ -21,8 +21,13 @@ static const char *const OP_NAMES[] = {"allreduce", "allgather", "sendrecv", "bc
 enum { CB_AXIS_TP = 0, CB_AXIS_PP, CB_AXIS_DP, CB_AXIS_WORLD, CB_AXIS_COUNT };
 static const char *const AXIS_NAMES[] = {"tp", "pp", "dp", "world"};
 
+enum { CB_SIZES_MAX = 40 }; /* 8 B doubling to 4 GiB is 30 sizes */
 typedef struct {
     long min_bytes, max_bytes;
+    int model_sizes;          /* --sizes model: the job's own message sizes (cb_model_sizes) */
+    long sizes[CB_SIZES_MAX]; /* the sizes timed, ascending */
+    int n_sizes;
+    char sizes_note[200]; /* where model sizes come from, printed in the header */
     int iters, warmup;
     int ops[OP_COUNT], axes[CB_AXIS_COUNT];
     int dp, tp, pp;
@@ -48,12 +53,15 @@ typedef struct {
 static void cb_usage(FILE *f) {
     fprintf(f,
             "usage: mpirun -n N tripar commbench [JOB.yaml | --dp D --tp T --pp P [--order O]]\n"
-            "                 [--sizes MIN:MAX] [--iters N] [--warmup N]\n"
+            "                 [--sizes MIN:MAX | --sizes model] [--iters N] [--warmup N]\n"
             "                 [--ops allreduce,allgather,sendrecv,bcast] [--axes tp,pp,dp,world]\n"
             "                 [--out FILE.h5]\n"
             "Times each operation on every group of each axis at once, sizes doubling from MIN to\n"
             "MAX bytes (suffixes K, M, G; default 8:256M), checks every result and prints size,\n"
             "count, type, time(us), algbw and busbw (GB/s) and #wrong, as nccl-tests does.\n"
+            "--sizes model (with a job file) times the job's own messages instead: one decode\n"
+            "step's and one prefill's activations (micro-batch rows x embd floats), the size\n"
+            "of every TP all-reduce and PP send of a run of that model.\n"
             "The mesh comes from a job file's parallel section or from --dp/--tp/--pp (default:\n"
             "one TP group of all ranks). Exit 0 when every result is right, 1 when any is wrong,\n"
             "2 on bad usage.\n");
@@ -146,7 +154,11 @@ static int cb_parse_args(cb_args *a, int argc, char **argv) {
         } else if (arg[0] == '-' && !val) {
             error_set("tripar commbench: unknown or incomplete option '%s' (see --help)", arg);
             return -1;
+        } else if (!strcmp(arg, "--sizes") && !strcmp(val, "model")) {
+            a->model_sizes = 1;
+            i++;
         } else if (!strcmp(arg, "--sizes")) {
+            a->model_sizes = 0;
             if (cb_parse_sizes(val, &a->min_bytes, &a->max_bytes)) return -1;
             i++;
         } else if (!strcmp(arg, "--iters") || !strcmp(arg, "--warmup") || !strcmp(arg, "--dp") ||
@@ -180,6 +192,44 @@ static int cb_parse_args(cb_args *a, int argc, char **argv) {
             return -1;
         }
     }
+    if (a->model_sizes && !a->job_path) {
+        error_set("tripar commbench: --sizes model needs a job file (its model and input give "
+                  "the sizes)");
+        return -1;
+    }
+    for (long bytes = a->min_bytes; bytes <= a->max_bytes && a->n_sizes < CB_SIZES_MAX; bytes *= 2)
+        a->sizes[a->n_sizes++] = bytes;
+    return 0;
+}
+
+/* --sizes model: the messages a run of job j sends, whatever the architecture. Every TP
+ * all-reduce (after attention's output projection and after the MLP's down projection, one
+ * each per layer) and every PP send carries one micro-batch's activations, rows x embd floats:
+ * prompt length rows at prefill, one row per sequence at a decode step. A Llama's grouped
+ * kv heads and its SwiGLU width stay inside a rank, so only embd, the batch split and the
+ * prompt length size its messages. -1 with error_message() set when the job does not say them
+ * (a checkpoint's shape is known only once the file is read). */
+static int cb_model_sizes(cb_args *a, const job *j) {
+    if (j->embd <= 0 || j->batch <= 0 || j->prompt_len <= 0) {
+        error_set("tripar commbench: --sizes model: %s does not give the model's embd and the "
+                  "prompt's batch and length before a run (a checkpoint or a text input); use "
+                  "--sizes MIN:MAX",
+                  a->job_path);
+        return -1;
+    }
+    long per_replica = (j->batch + j->dp - 1) / j->dp;
+    int mb = j->microbatches > 0 ? j->microbatches : 1;
+    long rows = (per_replica + mb - 1) / mb; /* sequences in the largest micro-batch */
+    a->sizes[0] = rows * j->embd * 4;
+    a->sizes[1] = rows * j->prompt_len * j->embd * 4;
+    a->n_sizes = a->sizes[1] > a->sizes[0] ? 2 : 1;
+    a->min_bytes = a->sizes[0];
+    a->max_bytes = a->sizes[a->n_sizes - 1];
+    snprintf(a->sizes_note, sizeof a->sizes_note,
+             "# sizes from the job's model (%s, embd %d): decode step %ld B = %ld x %d x 4, "
+             "prefill %ld B = %ld x %d x %d x 4\n",
+             arch_kind_name(j->arch), j->embd, a->sizes[0], rows, j->embd, a->sizes[1], rows,
+             j->prompt_len, j->embd);
     return 0;
 }
 
@@ -338,7 +388,9 @@ static int cb_mesh_resolve(cb_args *a, int world) {
         snprintf(a->job_inputs[0], JOB_PATH_MAX, "%s", j.checkpoint);
         snprintf(a->job_inputs[1], JOB_PATH_MAX, "%s", j.tokens_file);
         snprintf(a->job_inputs[2], JOB_PATH_MAX, "%s", j.text_file);
+        int bad = a->model_sizes && cb_model_sizes(a, &j) != 0;
         job_free(&j);
+        if (bad) return -1;
     }
     if (!a->dp && !a->tp && !a->pp) a->tp = world;
     a->dp = a->dp ? a->dp : 1, a->tp = a->tp ? a->tp : 1, a->pp = a->pp ? a->pp : 1;
@@ -394,9 +446,7 @@ static void cb_bench_init(cb_bench *b, const cb_args *a) {
     b->send = xcalloc((size_t)max_count + 1, sizeof(float));
     b->recv = xcalloc((size_t)max_count + 1, sizeof(float));
     long max_rows = 0;
-    for (long bytes = a->min_bytes; bytes <= a->max_bytes; bytes *= 2)
-        max_rows++;
-    max_rows *= OP_COUNT * CB_AXIS_COUNT;
+    max_rows = (long)a->n_sizes * OP_COUNT * CB_AXIS_COUNT;
     b->rows = xcalloc((size_t)max_rows + 1, sizeof(cb_row));
 }
 
@@ -462,7 +512,8 @@ static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, int op) {
         printf("%12s %12s %6s %10s %10s %10s %8s\n", "size(B)", "count", "type", "time(us)",
                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     }
-    for (long bytes = a->min_bytes; bytes <= a->max_bytes; bytes *= 2) {
+    for (int k = 0; k < a->n_sizes; k++) {
+        long bytes = a->sizes[k];
         /* size is the whole output buffer, as in nccl-tests; all-gather's count is per rank,
          * so sizes below one element per rank are skipped */
         long total = bytes / 4;
@@ -522,6 +573,7 @@ int commbench_main(int argc, char **argv) {
         printf("# tripar commbench: %d ranks, mesh dp=%d tp=%d pp=%d (%s), comm mpi, %d iters "
                "after %d warm-up, float32\n#\n",
                world, a.dp, a.tp, a.pp, b.m.order_text, a.iters, a.warmup);
+    if (rank == 0 && a.sizes_note[0]) printf("%s#\n", a.sizes_note);
     for (int ax = 0; ax < CB_AXIS_COUNT; ax++)
         if (a.axes[ax]) cb_run_axis(&b, &a, ax);
     if (rank == 0)

@@ -1,7 +1,8 @@
 /* `tripar diff A.h5 B.h5`: do two runs agree? Compares the generated tokens and every common
  * activation point, walking points in model order so the first divergence names the layer
  * where two strategies part ways. Exit 0 when within tolerance, 1 otherwise, 2 on bad usage,
- * a file that is not a tripar run file (run_file_open), or nothing to compare. */
+ * a file that is not a tripar run file (run_file_open), nothing to compare, or two runs of
+ * another architecture or shape (models_comparable). */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -161,8 +162,10 @@ static void diff_usage(FILE *out) {
                  "  Compares /output/tokens and every common /activations point in model "
                  "order.\n  A point is within tolerance when max|a-b| <= atol + rtol * max|a| "
                  "(defaults rtol 1e-4, atol 0).\n  Exit 0 when all agree, 1 otherwise, 2 on "
-                 "bad usage, a file that is not a\n  tripar run file, or nothing to compare. "
-                 "An incomplete run file (complete=0) is\n  compared with a warning.\n");
+                 "bad usage, a file that is not a\n  tripar run file, nothing to compare, or "
+                 "runs of another architecture or shape\n  (model.arch, layers, heads, "
+                 "kv_heads, embd, mlp, vocab). An incomplete run file (complete=0) is\n"
+                 "  compared with a warning.\n");
 }
 
 static int parse_tolerance(const char *text, double *out) {
@@ -323,6 +326,62 @@ static int activations_compare(hid_t fa, hid_t fb, double rtol, double atol) {
     return failures;
 }
 
+/* A model key of the resolved job: the synthetic shape key, or the shape the runner noted from
+ * a checkpoint (runread.h). NULL when neither is recorded. */
+static const char *model_key(const run_model *m, const char *name) {
+    char synthetic[64], noted[64];
+    snprintf(synthetic, sizeof synthetic, "model.synthetic.%s", name);
+    snprintf(noted, sizeof noted, "model.checkpoint_shape.%s", name);
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->keys[i], synthetic) || !strcmp(m->keys[i], noted) ||
+            !strcmp(m->keys[i], name))
+            return m->values[i];
+    return NULL;
+}
+
+/* Two runs of different architectures or shapes have nothing to agree on: a Llama layer.0.attn
+ * and a GPT-2 one are different quantities even when their shapes match, so the tokens and
+ * points would only say DIFFER without saying why. Such a pair is refused, naming the first
+ * difference. Other model keys (seed, checkpoint vs synthetic weights, norm) are what a diff
+ * is for and are compared as usual. A file without the job attribute is not checked. */
+static int models_comparable(const diff_args *a, hid_t fa, hid_t fb) {
+    run_model m[2];
+    if (run_model_read(fa, a->files[0], &m[0]) != STATUS_OK) {
+        error_clear();
+        return 1;
+    }
+    if (run_model_read(fb, a->files[1], &m[1]) != STATUS_OK) {
+        error_clear();
+        run_model_free(&m[0]);
+        return 1;
+    }
+    static const char *const keys[] = {"model.arch", "layers", "heads", "kv_heads",
+                                       "embd",       "mlp",    "vocab"};
+    int ok = 1;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0] && ok; k++) {
+        const char *v[2];
+        for (int i = 0; i < 2; i++) {
+            v[i] = model_key(&m[i], keys[k]);
+            /* GPT-2 records no kv_heads: it has one per head. A checkpoint run's note does
+             * not give them, so there they stay unknown and are not compared. */
+            const char *arch = model_key(&m[i], "model.arch");
+            if (!v[i] && !strcmp(keys[k], "kv_heads") && ((arch && !strcmp(arch, "gpt2")) ||
+                                                          (!arch && !m[i].checkpoint)))
+                v[i] = model_key(&m[i], "heads");
+        }
+        if (v[0] && v[1] && strcmp(v[0], v[1]) != 0) {
+            fprintf(stderr,
+                    "tripar diff: %s and %s ran different models (A vs B: %s: %s vs %s); diff "
+                    "compares runs of one architecture and shape\n",
+                    a->files[0], a->files[1], keys[k], v[0], v[1]);
+            ok = 0;
+        }
+    }
+    run_model_free(&m[0]);
+    run_model_free(&m[1]);
+    return ok;
+}
+
 int diff_main(int argc, char **argv) {
     diff_args a;
     int rc = diff_parse_args(&a, argc, argv);
@@ -333,6 +392,11 @@ int diff_main(int argc, char **argv) {
         /* two runs that recorded nothing in common do not "agree" */
         fprintf(stderr, "tripar diff: nothing to compare: neither %s nor %s has /output/tokens, "
                         "and they share no /activations point\n", a.files[0], a.files[1]);
+        H5Fclose(f[0]);
+        H5Fclose(f[1]);
+        return TRIPAR_EXIT_USAGE;
+    }
+    if (!models_comparable(&a, f[0], f[1])) {
         H5Fclose(f[0]);
         H5Fclose(f[1]);
         return TRIPAR_EXIT_USAGE;

@@ -28,6 +28,7 @@ typedef struct {
     int slowest_rank;
     double slowest_busy, median_busy, slowest_lag;
     long events;
+    char model[192]; /* "llama, 4 layers, 4 heads, 2 kv heads, ..."; "" when not recorded */
 } run_summary;
 
 static double *phase_row(run_summary *s, int r) { return s->phase_total + (size_t)r * PHASE_COUNT; }
@@ -130,6 +131,51 @@ static void summary_compute(run_summary *s) {
     free(busy);
 }
 
+/* A model key of the resolved job: the synthetic shape key, or the shape the runner noted from
+ * a checkpoint. NULL when neither is recorded. */
+static const char *model_key(const run_model *m, const char *name) {
+    char synthetic[64], noted[64];
+    snprintf(synthetic, sizeof synthetic, "model.synthetic.%s", name);
+    snprintf(noted, sizeof noted, "model.checkpoint_shape.%s", name);
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->keys[i], synthetic) || !strcmp(m->keys[i], noted) ||
+            !strcmp(m->keys[i], name))
+            return m->values[i];
+    return NULL;
+}
+
+/* The model's shape in one line, from the job the file records. The architecture decides what
+ * the numbers mean (Llama's mlp is SwiGLU's intermediate size, its kv heads may be fewer than
+ * its heads), so it comes first. A file without the job (hand-made, older) gets no line. */
+static void summary_model(run_summary *s) {
+    run_model m;
+    s->model[0] = '\0';
+    if (run_model_read(s->run.file, s->run.path, &m) != STATUS_OK) {
+        error_clear();
+        return;
+    }
+    const char *arch = model_key(&m, "model.arch"), *preset = model_key(&m, "preset");
+    const char *heads = model_key(&m, "heads"), *kv = model_key(&m, "kv_heads");
+    if (!arch) arch = m.checkpoint ? "from the checkpoint" : "gpt2";
+    /* GPT-2 records no kv_heads: it has one per head. A checkpoint run's note does not give
+     * them (nor the architecture, unless the job set model.arch), so there they go unsaid. */
+    if (!kv && (!strcmp(arch, "gpt2") || !m.checkpoint)) kv = heads;
+    size_t used = (size_t)snprintf(s->model, sizeof s->model, "%s", arch);
+    if (preset && used < sizeof s->model)
+        used += (size_t)snprintf(s->model + used, sizeof s->model - used, " (preset %s)", preset);
+    /* counts read "4 layers", sizes read "embd 32" */
+    const char *layers = model_key(&m, "layers"), *embd = model_key(&m, "embd");
+    const char *mlp = model_key(&m, "mlp"), *vocab = model_key(&m, "vocab");
+    const char *words[][3] = {{layers, "", " layers"}, {heads, "", " heads"},
+                              {kv, "", " kv heads"},   {embd, "embd ", ""},
+                              {mlp, "mlp ", ""},       {vocab, "vocab ", ""}};
+    for (size_t k = 0; k < sizeof words / sizeof words[0] && used < sizeof s->model; k++)
+        if (words[k][0])
+            used += (size_t)snprintf(s->model + used, sizeof s->model - used, ", %s%s%s",
+                                     words[k][1], words[k][0], words[k][2]);
+    run_model_free(&m);
+}
+
 /* Loads and summarises one run file, warning once (stderr) when it is incomplete. */
 static int summary_load(run_summary *s, const char *path) {
     memset(s, 0, sizeof *s);
@@ -137,6 +183,7 @@ static int summary_load(run_summary *s, const char *path) {
     if (rc != STATUS_OK) return rc;
     if (!s->run.complete) run_file_warn_incomplete("report", path);
     summary_compute(s);
+    summary_model(s);
     return STATUS_OK;
 }
 
@@ -153,6 +200,7 @@ static void print_single(FILE *out, const run_summary *s) {
             run->backend, run->precision, run->world_size, run->n_hosts,
             run->n_hosts == 1 ? "" : "s", run->version, run->created,
             run->complete ? "" : " (incomplete)");
+    if (s->model[0]) fprintf(out, "  model: %s\n", s->model);
     if (m->present)
         fprintf(out,
                 "  latency p50 %.4f s  p90 %.4f s  p99 %.4f s (%d iterations) | TTFT %.4f s"
@@ -277,6 +325,7 @@ static int write_json(const char *path, const run_summary *s, int n) {
         json_t *o = json_object();
         json_object_set_new(o, "file", json_string(s[i].run.path));
         json_object_set_new(o, "strategy", json_string(s[i].label));
+        if (s[i].model[0]) json_object_set_new(o, "model", json_string(s[i].model));
         named_value v[SUMMARY_VALUES_MAX];
         int nv = summary_values(&s[i], v);
         for (int k = 0; k < nv; k++)

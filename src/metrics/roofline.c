@@ -50,6 +50,12 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
     double attention = cfg->layers * 2.0 * 2.0 * batch * (double)T * T / 2.0 * C;
     double head = 2.0 * batch * (double)C * cfg->vocab;
     r->model_flops = flops + attention + head;
+    /* a decode step reads every cached k and v row of every layer: kv_heads of them per
+     * position (heads for GPT-2), so grouped-query attention divides it by heads / kv_heads */
+    r->heads = cfg->heads;
+    r->kv_heads = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
+    r->kv_bytes_per_pos =
+        2.0 * cfg->layers * r->kv_heads * (double)(C / cfg->heads) * sizeof(float) * batch;
     free(a);
     free(w);
     free(c);
@@ -57,9 +63,12 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
 }
 
 void roofline_bandwidth(roofline *r, double weight_bytes) {
-    /* Stream a buffer four times the weights (at least 512 MiB) so no cache holds it. */
+    /* Stream a buffer four times the weights so no cache holds it: at least 512 MiB, and at
+     * most 2 GiB, which is already far past any last-level cache; four times a 1B-class
+     * model's fp32 weights (20 GB) would not fit in memory beside the weights themselves. */
     size_t n = (size_t)(weight_bytes * 4 / sizeof(float));
     if (n < (512u << 20) / sizeof(float)) n = (512u << 20) / sizeof(float);
+    if (n > ((size_t)2 << 30) / sizeof(float)) n = ((size_t)2 << 30) / sizeof(float);
     float *buf = xmalloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++)
         buf[i] = 1.0f;
@@ -101,4 +110,14 @@ void roofline_print(const roofline *r, const run_metrics *rm, int batch, int T, 
                "%.2f GB/s: %.2fx the bound (target <= 1.5x); %.1f tokens/s\n",
                tpot * 1e3, bound * 1e3, r->weight_bytes / 1e6, r->stream_gbs, tpot / bound,
                batch / tpot);
+    if (new_tokens > 1) {
+        /* decode step i attends T + i positions; over the run that averages T + new_tokens/2 */
+        double context = T + new_tokens / 2.0, kv = r->kv_bytes_per_pos * context;
+        double with_kv = (r->weight_bytes + kv) / (r->stream_gbs * 1e9);
+        printf("    decode KV    %8.2f MB of KV cache read per step at the mean context %.0f "
+               "(%d kv heads for %d query heads: %.2fx full attention's); weights + KV "
+               "bound %.3f ms: %.2fx\n",
+               kv / 1e6, context, r->kv_heads, r->heads, (double)r->kv_heads / r->heads,
+               with_kv * 1e3, tpot / with_kv);
+    }
 }

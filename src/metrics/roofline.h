@@ -10,11 +10,15 @@ typedef struct {
     double sgemm_gflops_after;  /* the same, after it: the pair shows drift in machine speed */
     double stream_gbs;          /* read bandwidth streaming a buffer larger than the caches */
     double weight_bytes;        /* bytes of weights one decode step reads (whole model) */
+    double kv_bytes_per_pos;    /* fp32 KV cache bytes per cached position, batch included:
+                                 * 2 x layers x kv_heads x head_dim x 4 x batch (GQA: kv_heads) */
+    int heads, kv_heads;        /* for the GQA saving printed beside it */
 } roofline;
 
 /* Times the model's prefill products (batch prompts of T tokens) as bare sgemm calls on this
  * rank's BLAS threads: the median of 5 passes, as the run's TTFT is a median too. Returns
- * GFLOP/s and sets r->model_flops. Called before and after the run. */
+ * GFLOP/s and sets r->model_flops and the KV cache's size per position. Called before and after
+ * the run. */
 double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T);
 
 /* Measures the read bandwidth (after the run). */

@@ -5,6 +5,8 @@
 # bound is tested by test_quant (tests/kernels/tests.cmake), not here.
 tripar_unit_test(bench_unit SOURCES bench/test_bench.c LABELS bench)
 target_compile_definitions(bench_unit PRIVATE TRIPAR_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# the roofline's FLOP and KV-byte counts for GPT-2 and Llama (GQA) against hand counts
+tripar_unit_test(bench_roofline SOURCES bench/test_roofline.c LABELS bench)
 
 set(BENCH_DIR ${CMAKE_CURRENT_SOURCE_DIR}/bench)
 set(BENCH_EXPECT_EXIT ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh)
@@ -43,3 +45,18 @@ foreach(check paged sweep prompts prompts_clash arrival baseline)
   set_tests_properties(bench_${check} PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}"
                        TIMEOUT 300)
 endforeach()
+
+# commbench --sizes model on a Llama job: the header gives the sizes from its shape, and every
+# op is timed at exactly those two sizes (and no other), all verified.
+tripar_mpi_test(bench_commbench_llama_sizes 2 $<TARGET_FILE:tripar> commbench
+                ${BENCH_DIR}/llama_small.yaml --sizes model --iters 2 --warmup 1 --axes tp,world)
+set_property(TEST bench_commbench_llama_sizes APPEND PROPERTY LABELS bench)
+set_tests_properties(bench_commbench_llama_sizes PROPERTIES
+  PASS_REGULAR_EXPRESSION "sizes from the job's model \\(llama, embd 64\\): decode step 512 B = 2 x 64 x 4, prefill 4096 B = 2 x 8 x 64 x 4\n#\n# allreduce over tp[^\n]*\n[^\n]*\n +512 +128 +float[^\n]*\n +4096 +1024 +float[^\n]*\n# allgather.*#wrong total: 0\n"
+  FAIL_REGULAR_EXPRESSION "#wrong total: [1-9]")
+add_test(NAME bench_commbench_model_sizes_no_job
+         COMMAND ${BENCH_EXPECT_EXIT} 2 "--sizes model needs a job file" --
+                 ${MPIEXEC_EXECUTABLE} -n 1 ${TRIPAR_MPI_PREFLAGS} $<TARGET_FILE:tripar> commbench
+                 --sizes model)
+set_tests_properties(bench_commbench_model_sizes_no_job PROPERTIES LABELS "mpi;bench"
+                     ENVIRONMENT "${BENCH_ENV}" TIMEOUT 120)

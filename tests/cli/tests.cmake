@@ -88,3 +88,20 @@ numerics_test(signal_iterations 1 signal-iterations)
 add_test(NAME cli_dry_run_presets COMMAND /usr/bin/python3
          ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_dry_run_presets.py $<TARGET_FILE:tripar> ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_dry_run_presets PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}")
+
+# The tools on the Llama family (issue 12, item 7; tests/cli/llama_tools.sh says what each
+# check proves): activation points across meshes, report's model line, diff refusing another
+# architecture, report --baseline for int8w vs fp32, a sweep over the mesh.
+foreach(check points report arch_mismatch baseline sweep)
+  add_test(NAME cli_llama_${check} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/llama_tools.sh ${check}
+           ${CMAKE_CURRENT_BINARY_DIR}/cli_llama_${check})
+  set_tests_properties(cli_llama_${check} PROPERTIES LABELS "mpi;cli" TIMEOUT 300
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE};ASAN_OPTIONS=detect_leaks=0")
+endforeach()
+
+# Every job file in jobs/ parses and plans (--dry-run), and the Llama variant pair keeps the
+# shape docs/benchmarks.md gives it.
+add_test(NAME cli_jobs_dry_run COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/check_jobs.py
+         ${PROJECT_SOURCE_DIR}/jobs)
+set_tests_properties(cli_jobs_dry_run PROPERTIES LABELS "unit;cli" TIMEOUT 120
+                     ENVIRONMENT "${TRIPAR_TEST_ENV}")
