@@ -326,19 +326,6 @@ static int activations_compare(hid_t fa, hid_t fb, double rtol, double atol) {
     return failures;
 }
 
-/* A model key of the resolved job: the synthetic shape key, or the shape the runner noted from
- * a checkpoint (runread.h). NULL when neither is recorded. */
-static const char *model_key(const run_model *m, const char *name) {
-    char synthetic[64], noted[64];
-    snprintf(synthetic, sizeof synthetic, "model.synthetic.%s", name);
-    snprintf(noted, sizeof noted, "model.checkpoint_shape.%s", name);
-    for (int i = 0; i < m->n; i++)
-        if (!strcmp(m->keys[i], synthetic) || !strcmp(m->keys[i], noted) ||
-            !strcmp(m->keys[i], name))
-            return m->values[i];
-    return NULL;
-}
-
 /* Two runs of different architectures or shapes have nothing to agree on: a Llama layer.0.attn
  * and a GPT-2 one are different quantities even when their shapes match, so the tokens and
  * points would only say DIFFER without saying why. Such a pair is refused, naming the first
@@ -361,13 +348,13 @@ static int models_comparable(const diff_args *a, hid_t fa, hid_t fb) {
     for (size_t k = 0; k < sizeof keys / sizeof keys[0] && ok; k++) {
         const char *v[2];
         for (int i = 0; i < 2; i++) {
-            v[i] = model_key(&m[i], keys[k]);
-            /* GPT-2 records no kv_heads: it has one per head. A checkpoint run's note does
-             * not give them, so there they stay unknown and are not compared. */
-            const char *arch = model_key(&m[i], "model.arch");
+            v[i] = run_model_key(&m[i], keys[k]);
+            /* GPT-2 records no kv_heads: it has one per head. The checkpoint note of files
+             * written before Llama does not give them, so there they are not compared. */
+            const char *arch = run_model_key(&m[i], "model.arch");
             if (!v[i] && !strcmp(keys[k], "kv_heads") && ((arch && !strcmp(arch, "gpt2")) ||
                                                           (!arch && !m[i].checkpoint)))
-                v[i] = model_key(&m[i], "heads");
+                v[i] = run_model_key(&m[i], "heads");
         }
         if (v[0] && v[1] && strcmp(v[0], v[1]) != 0) {
             fprintf(stderr,

@@ -131,19 +131,6 @@ static void summary_compute(run_summary *s) {
     free(busy);
 }
 
-/* A model key of the resolved job: the synthetic shape key, or the shape the runner noted from
- * a checkpoint. NULL when neither is recorded. */
-static const char *model_key(const run_model *m, const char *name) {
-    char synthetic[64], noted[64];
-    snprintf(synthetic, sizeof synthetic, "model.synthetic.%s", name);
-    snprintf(noted, sizeof noted, "model.checkpoint_shape.%s", name);
-    for (int i = 0; i < m->n; i++)
-        if (!strcmp(m->keys[i], synthetic) || !strcmp(m->keys[i], noted) ||
-            !strcmp(m->keys[i], name))
-            return m->values[i];
-    return NULL;
-}
-
 /* The model's shape in one line, from the job the file records. The architecture decides what
  * the numbers mean (Llama's mlp is SwiGLU's intermediate size, its kv heads may be fewer than
  * its heads), so it comes first. A file without the job (hand-made, older) gets no line. */
@@ -154,18 +141,18 @@ static void summary_model(run_summary *s) {
         error_clear();
         return;
     }
-    const char *arch = model_key(&m, "model.arch"), *preset = model_key(&m, "preset");
-    const char *heads = model_key(&m, "heads"), *kv = model_key(&m, "kv_heads");
+    const char *arch = run_model_key(&m, "model.arch"), *preset = run_model_key(&m, "preset");
+    const char *heads = run_model_key(&m, "heads"), *kv = run_model_key(&m, "kv_heads");
     if (!arch) arch = m.checkpoint ? "from the checkpoint" : "gpt2";
-    /* GPT-2 records no kv_heads: it has one per head. A checkpoint run's note does not give
-     * them (nor the architecture, unless the job set model.arch), so there they go unsaid. */
+    /* GPT-2 records no kv_heads: it has one per head. The checkpoint note of files written
+     * before Llama gives neither kv heads nor the architecture, so there they go unsaid. */
     if (!kv && (!strcmp(arch, "gpt2") || !m.checkpoint)) kv = heads;
     size_t used = (size_t)snprintf(s->model, sizeof s->model, "%s", arch);
     if (preset && used < sizeof s->model)
         used += (size_t)snprintf(s->model + used, sizeof s->model - used, " (preset %s)", preset);
     /* counts read "4 layers", sizes read "embd 32" */
-    const char *layers = model_key(&m, "layers"), *embd = model_key(&m, "embd");
-    const char *mlp = model_key(&m, "mlp"), *vocab = model_key(&m, "vocab");
+    const char *layers = run_model_key(&m, "layers"), *embd = run_model_key(&m, "embd");
+    const char *mlp = run_model_key(&m, "mlp"), *vocab = run_model_key(&m, "vocab");
     const char *words[][3] = {{layers, "", " layers"}, {heads, "", " heads"},
                               {kv, "", " kv heads"},   {embd, "embd ", ""},
                               {mlp, "mlp ", ""},       {vocab, "vocab ", ""}};

@@ -357,24 +357,37 @@ static int model_pairs_parse(const char *text, run_model *m) {
 }
 
 /* The runner notes a checkpoint's shape in a comment of the job text ("# from the checkpoint:
- * layers 2, heads 2, ..."), which a YAML parser skips: its "name number" items become
- * model.checkpoint_shape.<name> pairs. */
+ * layers 2, heads 2, ..., kv_heads 2, arch llama"), which a YAML parser skips: its "name value"
+ * items become model.checkpoint_shape.<name> pairs, and its arch becomes model.arch when the
+ * job did not set that key itself. */
 static void model_checkpoint_shape_parse(const char *text, run_model *m) {
     const char *p = strstr(text, "# from the checkpoint:");
     if (!p) return;
     p += strlen("# from the checkpoint:");
     while (*p && *p != '\n') {
-        char name[32];
-        long value;
+        char name[32], value[32];
         int used = 0;
-        if (sscanf(p, " %31[a-z_] %ld%n", name, &value, &used) != 2) break;
-        char key[96], text_value[32];
-        snprintf(key, sizeof key, "model.checkpoint_shape.%s", name);
-        snprintf(text_value, sizeof text_value, "%ld", value);
-        model_pair_add(m, key, text_value);
+        if (sscanf(p, " %31[a-z_] %31[A-Za-z0-9_.-]%n", name, value, &used) != 2) break;
+        char key[96];
+        if (!strcmp(name, "arch"))
+            snprintf(key, sizeof key, "model.arch");
+        else
+            snprintf(key, sizeof key, "model.checkpoint_shape.%s", name);
+        if (run_model_key(m, key) == NULL) model_pair_add(m, key, value);
         p += used;
         if (*p == ',') p++;
     }
+}
+
+const char *run_model_key(const run_model *m, const char *name) {
+    char synthetic[64], noted[64];
+    snprintf(synthetic, sizeof synthetic, "model.synthetic.%s", name);
+    snprintf(noted, sizeof noted, "model.checkpoint_shape.%s", name);
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->keys[i], synthetic) || !strcmp(m->keys[i], noted) ||
+            !strcmp(m->keys[i], name))
+            return m->values[i];
+    return NULL;
 }
 
 int run_model_read(hid_t file, const char *path, run_model *m) {

@@ -83,6 +83,11 @@ typedef struct {
 int run_model_read(hid_t file, const char *path, run_model *m);
 void run_model_free(run_model *m);
 
+/* A model key: the synthetic shape key (name "heads" finds model.synthetic.heads), the shape
+ * the runner noted from a checkpoint (model.checkpoint_shape.heads), or a full key
+ * ("model.arch"). NULL when none is recorded. */
+const char *run_model_key(const run_model *m, const char *name);
+
 /* Whether a and b are the same model: both synthetic or both from a checkpoint, and every key
  * both record equal. Checkpoints match when their paths name the same file or the same file
  * name (a checkpoint copied to another machine), with the same recorded shape. When they

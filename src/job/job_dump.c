@@ -96,8 +96,9 @@ static void job_dump_model(const job *j, FILE *out) {
         if (j->layers > 0) /* filled from the checkpoint by the runner: a note, not a key */
             fprintf(out,
                     "  # from the checkpoint: layers %d, heads %d, embd %d, vocab %d, "
-                    "ctx %d, mlp %d\n",
-                    j->layers, j->heads, j->embd, j->vocab, j->ctx, j->mlp);
+                    "ctx %d, mlp %d, kv_heads %d, arch %s\n",
+                    j->layers, j->heads, j->embd, j->vocab, j->ctx, j->mlp,
+                    j->kv_heads > 0 ? j->kv_heads : j->heads, arch_kind_name(j->arch));
     }
     if (j->tokenizer[0]) {
         fputs("  tokenizer: ", out);

@@ -39,6 +39,13 @@ report)
         fail "report's model line"
     /usr/bin/python3 -c "import json, sys; m = json.load(open('one.json'))['runs'][0]['model']; \
 assert m.startswith('llama, 4 layers, 4 heads, 2 kv heads'), m"
+    # a run of the checkpoint saved from it: the runner notes the file's arch and kv heads
+    run 1 --out saved.h5 --save-checkpoint ck.h5
+    run 1 --out from_ck.h5 --set model.checkpoint=ck.h5
+    "$TRIPAR_BIN" report from_ck.h5 >report_ck.txt
+    cat report_ck.txt
+    grep -qx "  model: llama, 4 layers, 4 heads, 2 kv heads, embd 32, mlp 48, vocab 64" \
+        report_ck.txt || fail "report's model line for a checkpoint run"
     ;;
 arch_mismatch)
     # diff of a Llama run against a GPT-2 run of the same width and depth: refused, exit 2,

@@ -584,6 +584,7 @@ static void test_checkpoint_job(void **state) {
     j.heads = 4;
     char *text = job_dump_string(&j);
     assert_non_null(strstr(text, "# from the checkpoint: layers 2, heads 4"));
+    assert_non_null(strstr(text, ", kv_heads 4, arch gpt2\n"));
     free(text);
     round_trip(path, NULL, 0);
     job_free(&j);
