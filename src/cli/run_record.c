@@ -215,12 +215,17 @@ static void point_fill(run_point *point, const run_context *rc, const run_metric
 }
 
 /* The roofline lines: the sgemm ceiling again (after the run) and the bandwidth bound of a
- * decode step, which streams every weight of every stage. */
+ * decode step, which streams every weight of every stage except the lookup tables: a step
+ * reads one row of wpe, and one row of wte when the head is untied (Llama 3 8B's untied wte
+ * is 1 GB it never streams); a tied wte is the head and is read whole. */
 static void roofline_finish(run_context *rc, const run_metrics *rm) {
     const model *m = &rc->m;
     double model_bytes = 0;
     for (int i = 0; i < m->n_tensors; i++) {
         const tensor_desc *t = &m->tensors[i];
+        const int lookup_only = !strcmp(t->name, "wpe") ||
+                                (!strcmp(t->name, "wte") && !m->cfg.tie_embeddings);
+        if (lookup_only) continue;
         model_bytes += (double)tensor_global_elems(t) *
                        (t->is_matrix ? (double)dtype_size(m->weight_dtype) : 4.0);
     }
