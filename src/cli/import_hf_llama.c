@@ -208,7 +208,8 @@ int hf_llama_config(json_t *root, const char *path, const char *arch, model_conf
         return STATUS_BAD_INPUT;
     }
     /* 0 = embd / heads, so a config that spells out the usual value writes the old layout */
-    cfg->head_dim = head_dim == cfg->embd / cfg->heads && cfg->embd % cfg->heads == 0 ? 0 : head_dim;
+    const int usual = cfg->embd % cfg->heads == 0 && head_dim == cfg->embd / cfg->heads;
+    cfg->head_dim = usual ? 0 : head_dim;
     double eps = 0;
     if (llama_number(root, path, "rms_norm_eps", 1e-6, &eps) ||
         llama_number(root, path, "rope_theta", 10000.0, &cfg->rope_theta))

@@ -230,11 +230,14 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
         error_set("%s: root attribute norm = '%s' (expected \"pre\" or \"post\")", path, norm);
         return STATUS_BAD_INPUT;
     }
-    if (cfg->embd % cfg->heads != 0) {
+    const int rc = read_llama_attrs(file, path, cfg);
+    if (rc != STATUS_OK) return rc;
+    /* a Llama head_dim attribute frees the heads from splitting embd (job_validate's rule) */
+    if (cfg->embd % cfg->heads != 0 && cfg->head_dim <= 0) {
         error_set("%s: heads = %d does not divide embd = %d", path, cfg->heads, cfg->embd);
         return STATUS_BAD_INPUT;
     }
-    return read_llama_attrs(file, path, cfg);
+    return STATUS_OK;
 }
 
 /* Whether every byte of the dataset's storage lies inside the file: a truncated file keeps

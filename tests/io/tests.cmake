@@ -82,12 +82,13 @@ add_test(NAME ckpt_llama_save_reload COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/chec
          ${TRIPAR_FIXTURES}/factor_llama.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_llama_roundtrip)
 set_tests_properties(ckpt_llama_save_reload PROPERTIES LABELS "mpi;checkpoint"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
-# The same with head_dim 6 apart from embd / heads = 4: the head_dim attribute and the
-# (L, (heads + 2 kv_heads) * 6, C) and (L, C, heads * 6) datasets round-trip across meshes.
+# The same with head_dim 6 and embd 100, which the 24 heads do not divide: the head_dim
+# attribute and the (L, (heads + 2 kv_heads) * 6, C) and (L, C, heads * 6) datasets round-trip
+# across meshes, and the reload accepts embd % heads != 0 beside head_dim.
 add_test(NAME ckpt_llama_save_reload_head_dim
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_llama_roundtrip.sh
          ${TRIPAR_FIXTURES}/factor_llama.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_llama_head_dim
-         model.synthetic.head_dim=6)
+         model.synthetic.head_dim=6 model.synthetic.embd=100)
 set_tests_properties(ckpt_llama_save_reload_head_dim PROPERTIES LABELS "mpi;checkpoint"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
 # A data/prompts file as input.text_file of a checkpoint with a tokenizer (label mpi).

@@ -114,7 +114,8 @@ static void rope(double *v, int hd, int p, const double *inv) {
 
 void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double *logits) {
     const model_config *c = &r->cfg;
-    const int C = c->embd, H = c->heads, KV = c->kv_heads, hd = model_head_dim(c), M = c->mlp, V = c->vocab;
+    const int C = c->embd, H = c->heads, KV = c->kv_heads, hd = model_head_dim(c), M = c->mlp;
+    const int V = c->vocab;
     const int A = H * hd, QKV = (H + 2 * KV) * hd, group = H / KV;
     double *x = calloc((size_t)n * C, sizeof(double)), *h = malloc((size_t)C * sizeof(double));
     double *qkv = malloc((size_t)n * QKV * sizeof(double));
