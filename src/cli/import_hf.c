@@ -43,7 +43,7 @@ static void usage(FILE *out) {
             "  checkpoint. architectures: GPT2LMHeadModel (also when absent), LlamaForCausalLM,\n"
             "  MistralForCausalLM, Qwen2ForCausalLM (with its q/k/v biases). Refused with exit 2:\n"
             "  hidden_act other than silu, sliding windows, rope_scaling other than llama3,\n"
-            "  mixture-of-experts keys, head_dim != hidden_size / num_attention_heads.\n"
+            "  mixture-of-experts keys, an odd head_dim.\n"
             "  tokenizer.json, or else vocab.json and merges.txt, when present, are stored as\n"
             "  the tokenizer.\n");
 }

@@ -185,30 +185,31 @@ int hf_llama_config(json_t *root, const char *path, const char *arch, model_conf
         llama_int(root, path, "max_position_embeddings", 0, &cfg->ctx) ||
         llama_int(root, path, "num_key_value_heads", cfg->heads, &cfg->kv_heads))
         return STATUS_BAD_INPUT;
-    if (cfg->embd % cfg->heads != 0) {
-        error_set("%s: num_attention_heads = %d does not divide hidden_size = %d", path, cfg->heads,
-                  cfg->embd);
-        return STATUS_BAD_INPUT;
-    }
     if (cfg->heads % cfg->kv_heads != 0) {
         error_set("%s: num_key_value_heads = %d does not divide num_attention_heads = %d", path,
                   cfg->kv_heads, cfg->heads);
         return STATUS_BAD_INPUT;
     }
+    /* head_dim may differ from hidden_size / num_attention_heads (Mistral-Nemo: 128 with 5120 /
+     * 32 = 160): attention is then heads * head_dim wide, o_proj maps it back to hidden_size */
+    const int have_hd = json_object_get(root, "head_dim") != NULL &&
+                        !json_is_null(json_object_get(root, "head_dim"));
+    if (!have_hd && cfg->embd % cfg->heads != 0) {
+        error_set("%s: num_attention_heads = %d does not divide hidden_size = %d (and no head_dim "
+                  "is given)",
+                  path, cfg->heads, cfg->embd);
+        return STATUS_BAD_INPUT;
+    }
     int head_dim = cfg->embd / cfg->heads;
     if (llama_int(root, path, "head_dim", head_dim, &head_dim)) return STATUS_BAD_INPUT;
-    if (head_dim != cfg->embd / cfg->heads) {
-        error_set("%s: head_dim = %d is not supported: tripar's Llama needs head_dim = "
-                  "hidden_size / num_attention_heads = %d",
-                  path, head_dim, cfg->embd / cfg->heads);
-        return STATUS_BAD_INPUT;
-    }
     if (head_dim % 2) {
-        error_set("%s: the head dimension hidden_size / num_attention_heads = %d is odd (RoPE "
-                  "rotates pairs)",
-                  path, head_dim);
+        error_set("%s: the head dimension %s = %d is odd (RoPE rotates pairs)", path,
+                  have_hd ? "head_dim" : "hidden_size / num_attention_heads", head_dim);
         return STATUS_BAD_INPUT;
     }
+    /* 0 = embd / heads, so a config that spells out the usual value writes the old layout */
+    const int usual = cfg->embd % cfg->heads == 0 && head_dim == cfg->embd / cfg->heads;
+    cfg->head_dim = usual ? 0 : head_dim;
     double eps = 0;
     if (llama_number(root, path, "rms_norm_eps", 1e-6, &eps) ||
         llama_number(root, path, "rope_theta", 10000.0, &cfg->rope_theta))
@@ -229,7 +230,7 @@ int hf_llama_config(json_t *root, const char *path, const char *arch, model_conf
 }
 
 int hf_llama_tensor_list(const model_config *cfg, hf_tensor *out) {
-    const long C = cfg->embd, M = cfg->mlp, hd = cfg->embd / cfg->heads;
+    const long C = cfg->embd, M = cfg->mlp, hd = model_head_dim(cfg);
     const long Q = cfg->heads * hd, KV = cfg->kv_heads * hd;
     int n = 0;
 #define ADD(dst_, layer_, off_, nd_, a_, b_, ...)                                                  \

@@ -64,7 +64,7 @@ static int adopt_checkpoint_shape(job *j) {
     j->layers = ck.layers, j->heads = ck.heads, j->embd = ck.embd, j->vocab = ck.vocab;
     j->ctx = ck.ctx, j->mlp = ck.mlp, j->ln_eps = ck.ln_eps, j->norm = ck.norm;
     j->arch = ck.arch, j->kv_heads = ck.kv_heads, j->tie_embeddings = ck.tie_embeddings;
-    j->attention_bias = ck.attention_bias;
+    j->attention_bias = ck.attention_bias, j->head_dim = ck.head_dim;
     j->rope_theta = (float)ck.rope_theta, j->rope_scaling = ck.rope_scaled;
     j->rope_factor = (float)ck.rope_scaling.factor;
     j->rope_low_freq_factor = (float)ck.rope_scaling.low_freq_factor;

@@ -36,7 +36,7 @@ int checkpoint_tensor_list(const model_config *cfg, const char *const **names) {
 /* Llama's global shapes: q heads then k then v kv heads; gate rows then up rows. */
 static int llama_tensor_shape(const model_config *cfg, const char *name, long shape[3]) {
     const long L = cfg->layers, C = cfg->embd, M = cfg->mlp, V = cfg->vocab;
-    const long hd = C / cfg->heads, QKV = ((long)cfg->heads + 2L * cfg->kv_heads) * hd;
+    const long hd = model_head_dim(cfg), QKV = ((long)cfg->heads + 2L * cfg->kv_heads) * hd;
     struct {
         const char *name;
         int ndims;
@@ -102,7 +102,7 @@ static int file_has_hdf5_signature(const char *path) {
 static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     char arch[16] = "gpt2";
     cfg->arch = ARCH_GPT2; /* kv_heads and tie_embeddings 0: "as GPT-2" (model_config_from_job) */
-    cfg->attention_bias = 0;
+    cfg->attention_bias = 0, cfg->head_dim = 0;
     H5E_BEGIN_TRY { (void)h5_attr_read_string(file, "arch", arch, sizeof arch); } H5E_END_TRY;
     if (strcmp(arch, "gpt2") == 0) return STATUS_OK;
     if (strcmp(arch, "llama") != 0) {
@@ -124,9 +124,18 @@ static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
                   "'rope_theta' (> 0)", path);
         return STATUS_BAD_INPUT;
     }
-    if ((cfg->embd / cfg->heads) % 2) {
-        error_set("%s: the head dimension embd / heads = %d is odd (RoPE needs pairs)", path,
-                  cfg->embd / cfg->heads);
+    /* head_dim: absent in checkpoints before it, meaning embd / heads */
+    long long hd = 0;
+    int have_hd = 0;
+    H5E_BEGIN_TRY { have_hd = h5_attr_read_long(file, "head_dim", &hd) == 0; } H5E_END_TRY;
+    if (have_hd && (hd < 1 || hd > (1 << 16))) {
+        error_set("%s: invalid root attribute 'head_dim' = %lld (expected 1 to 65536)", path, hd);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->head_dim = have_hd ? (int)hd : 0;
+    if (model_head_dim(cfg) % 2) {
+        error_set("%s: the head dimension %s = %d is odd (RoPE needs pairs)", path,
+                  have_hd ? "head_dim" : "embd / heads", model_head_dim(cfg));
         return STATUS_BAD_INPUT;
     }
     cfg->kv_heads = (int)kv, cfg->tie_embeddings = (int)tie, cfg->rope_theta = theta;
@@ -221,11 +230,14 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
         error_set("%s: root attribute norm = '%s' (expected \"pre\" or \"post\")", path, norm);
         return STATUS_BAD_INPUT;
     }
-    if (cfg->embd % cfg->heads != 0) {
+    const int rc = read_llama_attrs(file, path, cfg);
+    if (rc != STATUS_OK) return rc;
+    /* a Llama head_dim attribute frees the heads from splitting embd (job_validate's rule) */
+    if (cfg->embd % cfg->heads != 0 && cfg->head_dim <= 0) {
         error_set("%s: heads = %d does not divide embd = %d", path, cfg->heads, cfg->embd);
         return STATUS_BAD_INPUT;
     }
-    return read_llama_attrs(file, path, cfg);
+    return STATUS_OK;
 }
 
 /* Whether every byte of the dataset's storage lies inside the file: a truncated file keeps
@@ -569,6 +581,7 @@ void checkpoint_write_config_attrs(hid_t file, const model_config *cfg) {
     h5_attr_write_int(file, "tie_embeddings", cfg->tie_embeddings);
     h5_attr_write_double(file, "rope_theta", cfg->rope_theta);
     h5_attr_write_int(file, "attention_bias", cfg->attention_bias);
+    if (cfg->head_dim > 0) h5_attr_write_int(file, "head_dim", cfg->head_dim);
     if (!cfg->rope_scaled) return;
     const rope_llama3 *sc = &cfg->rope_scaling;
     h5_attr_write_double(file, "rope_scaling_factor", sc->factor);

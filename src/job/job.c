@@ -45,10 +45,10 @@ static const char *const MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer",
                                          "kv_cache",  "kv_block",   "ln_eps",    "arch", NULL};
 static const char *const SYNTHETIC_KEYS[] = {
     "layers",   "heads",      "embd",         "vocab",          "ctx", "mlp", "seed", "preset",
-    "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", NULL};
+    "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", "head_dim", NULL};
 /* Keys that only a Llama model has. */
 static const char *const LLAMA_ONLY_KEYS[] = {"kv_heads", "rope_theta", "rope_scaling",
-                                              "tie_embeddings", NULL};
+                                              "tie_embeddings", "head_dim", NULL};
 static const char *const ROPE_SCALING_KEYS[] = {"factor", "low_freq_factor", "high_freq_factor",
                                                 "original_max_position_embeddings", NULL};
 static const char *const BACKEND_KEYS[] = {"kind",        "threads", "device", "comm",
@@ -421,7 +421,8 @@ static int job_walk_arch(job_loader *L, const jnode *m) {
     return STATUS_OK;
 }
 
-/* The Llama keys of model.synthetic: kv_heads, rope_theta, rope_scaling, tie_embeddings.
+/* The Llama keys of model.synthetic: kv_heads, head_dim, rope_theta, rope_scaling,
+ * tie_embeddings.
  * Refused on a GPT-2 model, which has none of them. */
 static int job_walk_llama_keys(job_loader *L, const jnode *syn) {
     job *j = L->j;
@@ -434,7 +435,7 @@ static int job_walk_llama_keys(job_loader *L, const jnode *syn) {
                               LLAMA_ONLY_KEYS[i]);
     }
     if (j->arch == ARCH_GPT2) {
-        j->kv_heads = j->heads, j->tie_embeddings = 1, j->rope_scaling = 0;
+        j->kv_heads = j->heads, j->tie_embeddings = 1, j->rope_scaling = 0, j->head_dim = 0;
         return STATUS_OK;
     }
     const jnode *kv_key = NULL;
@@ -446,6 +447,9 @@ static int job_walk_llama_keys(job_loader *L, const jnode *syn) {
                           "model.synthetic.kv_heads = %d does not divide model.synthetic.heads "
                           "= %d (each kv head serves heads / kv_heads query heads)",
                           j->kv_heads, j->heads);
+    /* head_dim apart from embd / heads (Mistral-Nemo); 0 or absent = embd / heads. Odd values
+     * are refused with the RoPE check in job_validate. */
+    TRY(job_get_int(L, syn, s, "head_dim", 0, 1 << 16, &j->head_dim));
     TRY(job_get_float(L, syn, s, "rope_theta", 0.0, 0, &j->rope_theta));
     if (j->tie_embeddings < 0) j->tie_embeddings = 0;
     TRY(job_get_bool(L, syn, s, "tie_embeddings", &j->tie_embeddings));
@@ -1047,7 +1051,8 @@ int job_validate_model(const job *j) {
                            "model shape unknown or invalid: layers %d, heads %d, "
                            "embd %d, vocab %d, ctx %d",
                            j->layers, j->heads, j->embd, j->vocab, j->ctx);
-    if (j->embd % j->heads)
+    /* an explicit Llama head_dim frees the heads from splitting embd */
+    if (j->embd % j->heads && !(j->arch == ARCH_LLAMA && j->head_dim > 0))
         return job_fail_at(j,
                            KEYS("model.synthetic.heads", "model.synthetic.embd", "model.checkpoint",
                                 "model.synthetic", "model"),
@@ -1057,12 +1062,18 @@ int job_validate_model(const job *j) {
                            "parallel.tp = %d does not divide model.heads = %d (tensor parallelism "
                            "splits attention by heads)",
                            j->tp, j->heads);
-    if (j->arch == ARCH_LLAMA && (j->embd / j->heads) % 2)
+    if (j->arch == ARCH_LLAMA && j->head_dim > 0 && j->head_dim % 2)
+        return job_fail_at(j, KEYS("model.synthetic.head_dim", "model.checkpoint", "model"),
+                           "model.synthetic.head_dim = %d is odd; RoPE rotates pairs of a head's "
+                           "dimensions, so a Llama head dimension must be even",
+                           j->head_dim);
+    if (j->arch == ARCH_LLAMA && j->head_dim <= 0 && (j->embd / j->heads) % 2)
         return job_fail_at(j,
                            KEYS("model.synthetic.heads", "model.synthetic.embd", "model.checkpoint",
                                 "model.synthetic", "model"),
                            "model.embd / model.heads = %d is odd; RoPE rotates pairs of a head's "
-                           "dimensions, so a Llama head dimension must be even",
+                           "dimensions, so a Llama head dimension must be even (or set "
+                           "model.synthetic.head_dim)",
                            j->embd / j->heads);
     const int kv = j->kv_heads > 0 ? j->kv_heads : j->heads;
     if (kv % j->tp && j->tp % kv) {

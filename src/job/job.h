@@ -42,6 +42,7 @@ typedef struct {
     arch_kind arch;
     int arch_given;                /* model.arch was written (a checkpoint's must then match) */
     int kv_heads;                  /* llama: heads of the KV cache; gpt2: = heads */
+    int head_dim;                  /* llama: a head's width; 0 = embd / heads (gpt2 always) */
     float rope_theta;              /* llama */
     int rope_scaling;              /* llama: 1 when rope_scaling (Llama 3.1's "llama3") is set */
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;

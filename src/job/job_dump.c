@@ -75,6 +75,7 @@ static void job_dump_model(const job *j, FILE *out) {
             fprintf(out, "    kv_heads: %d\n    rope_theta: %s\n    tie_embeddings: %s\n",
                     j->kv_heads, job_dump_float(j->rope_theta, num, sizeof num),
                     j->tie_embeddings ? "true" : "false");
+            if (j->head_dim > 0) fprintf(out, "    head_dim: %d\n", j->head_dim);
             if (j->rope_scaling) {
                 fprintf(out, "    rope_scaling:\n      factor: %s\n",
                         job_dump_float(j->rope_factor, num, sizeof num));

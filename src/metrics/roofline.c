@@ -28,10 +28,12 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
     const long C = cfg->embd, M = cfg->mlp, rows = (long)batch * T;
     /* Llama: grouped-query QKV and SwiGLU's stacked gate|up */
     const int llama = cfg->arch == ARCH_LLAMA;
-    const long QKV = llama ? ((long)cfg->heads + 2L * cfg->kv_heads) * (C / cfg->heads) : 3 * C;
+    const long hd = model_head_dim(cfg), A = (long)cfg->heads * hd; /* A = C for GPT-2 */
+    const long QKV = llama ? ((long)cfg->heads + 2L * cfg->kv_heads) * hd : 3 * C;
     const long UP = llama ? 2 * M : M;
-    const long shapes[4][2] = {{C, QKV}, {C, C}, {C, UP}, {M, C}}; /* (in, out) per layer */
+    const long shapes[4][2] = {{C, QKV}, {A, C}, {C, UP}, {M, C}}; /* (in, out) per layer */
     long max_in = M > C ? M : C, max_out = QKV > UP ? QKV : UP;
+    if (A > max_in) max_in = A;
     if (C > max_out) max_out = C;
     float *a = xcalloc((size_t)rows * max_in, sizeof(float));
     float *w = xcalloc((size_t)max_out * max_in, sizeof(float));
@@ -47,7 +49,7 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
         seconds[p] = sgemm_pass(a, w, c, shapes, cfg->layers, (int)rows);
     stats_sort(seconds, PASSES);
     /* attention: QK^T and PV per head over the causal half, and the LM head's last rows */
-    double attention = cfg->layers * 2.0 * 2.0 * batch * (double)T * T / 2.0 * C;
+    double attention = cfg->layers * 2.0 * 2.0 * batch * (double)T * T / 2.0 * A;
     double head = 2.0 * batch * (double)C * cfg->vocab;
     r->model_flops = flops + attention + head;
     /* a decode step reads every cached k and v row of every layer: kv_heads of them per
@@ -55,7 +57,7 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
     r->heads = cfg->heads;
     r->kv_heads = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
     r->kv_bytes_per_pos =
-        2.0 * cfg->layers * r->kv_heads * (double)(C / cfg->heads) * sizeof(float) * batch;
+        2.0 * cfg->layers * r->kv_heads * (double)hd * sizeof(float) * batch;
     free(a);
     free(w);
     free(c);

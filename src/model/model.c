@@ -21,6 +21,7 @@ void model_config_from_job(model_config *cfg, const job *j) {
     cfg->norm = j->norm;
     cfg->arch = j->arch;
     cfg->kv_heads = j->kv_heads > 0 ? j->kv_heads : j->heads;
+    cfg->head_dim = j->arch == ARCH_LLAMA && j->head_dim > 0 ? j->head_dim : 0;
     cfg->tie_embeddings = j->arch == ARCH_GPT2 || j->tie_embeddings;
     cfg->rope_theta = j->rope_theta;
     cfg->attention_bias = j->arch == ARCH_LLAMA && j->attention_bias; /* from a checkpoint */
@@ -41,7 +42,7 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
     g->layer_begin = split_begin(cfg->layers, pp, pp_rank);
     g->n_layers = split_count(cfg->layers, pp, pp_rank);
     g->layer_end = g->layer_begin + g->n_layers;
-    g->head_dim = cfg->embd / cfg->heads;
+    g->head_dim = model_head_dim(cfg);
     g->head_begin = split_begin(cfg->heads, tp, tp_rank);
     g->n_heads = split_count(cfg->heads, tp, tp_rank);
     g->attn_dim = g->n_heads * g->head_dim;

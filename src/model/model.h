@@ -24,7 +24,14 @@ typedef struct {
     int rope_scaled;        /* Llama 3.1's rope_scaling applies */
     rope_llama3 rope_scaling;
     int attention_bias;     /* Llama: q/k/v biases (Qwen2), tensor qkv_b; GPT-2 always has them */
+    int head_dim;           /* Llama: HF's head_dim; 0 = embd / heads (always for GPT-2) */
 } model_config;
+
+/* A head's width: Llama may set it apart from embd / heads (Mistral-Nemo: heads * head_dim =
+ * 4096 < embd = 5120), so attention's width heads * head_dim need not equal embd. */
+static inline int model_head_dim(const model_config *cfg) {
+    return cfg->head_dim > 0 ? cfg->head_dim : cfg->embd / cfg->heads;
+}
 
 /* Which part of the model this rank holds. Uneven splits are balanced: part i of n items over
  * k parts is [i*n/k, (i+1)*n/k). */

@@ -51,6 +51,23 @@ static void test_llama_gqa(void **state) {
     assert_true(full.kv_bytes_per_pos == 4 * r.kv_bytes_per_pos);
 }
 
+/* head_dim 24 apart from embd / heads = 8 (Mistral-Nemo's kind): q/k/v are (8 + 2 x 2) x 24
+ * rows, o_proj reads A = 8 x 24 = 192 columns, QK^T and PV are 192 wide, and the cache holds
+ * 2 kv heads x 24 per position. */
+static void test_llama_head_dim(void **state) {
+    (void)state;
+    roofline r;
+    memset(&r, 0, sizeof r);
+    model_config c = shape(ARCH_LLAMA, 8, 2);
+    c.head_dim = 24;
+    const double C = 64, M = 96, A = 8 * 24, rows = 2.0 * 5;
+    double products = 3 * 2.0 * rows * (C * (8 + 2 * 2) * 24 + A * C + C * 2 * M + M * C);
+    double attention = 3 * 2.0 * 2.0 * 2 * 5.0 * 5 / 2.0 * A;
+    roofline_sgemm(&r, &c, 2, 5);
+    assert_true(fabs(r.model_flops - (products + attention + 2.0 * 2 * C * 100)) < 1e-6);
+    assert_true(r.kv_bytes_per_pos == 2.0 * 3 * 2 * 24 * 4 * 2);
+}
+
 static void test_gpt2(void **state) {
     (void)state;
     roofline r;
@@ -63,6 +80,7 @@ static void test_gpt2(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_llama_gqa),
+                                       cmocka_unit_test(test_llama_head_dim),
                                        cmocka_unit_test(test_gpt2)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

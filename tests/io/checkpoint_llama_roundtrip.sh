@@ -4,16 +4,19 @@
 # give a run bit-identical to the synthetic model on that mesh (tokens and every activation:
 # tripar diff with zero tolerance), so the saved tensors are the global ones. Then a job that
 # says model.arch: gpt2 is refused on the llama checkpoint.
-# usage: checkpoint_llama_roundtrip.sh JOB WORKDIR
+# usage: checkpoint_llama_roundtrip.sh JOB WORKDIR [KEY=VALUE...] (more --set options for the
+# synthetic model, e.g. model.synthetic.head_dim=6)
 set -euo pipefail
 : "${TRIPAR_BIN:?}"
 job=$1 work=$2
+shift 2
 MPIEXEC=${MPIEXEC:-mpiexec}
 mkdir -p "$work"
 : >"$work/log"
 run() { "$MPIEXEC" -n 4 --oversubscribe "$TRIPAR_BIN" run "$job" "$@" >>"$work/log" 2>&1 || { cat "$work/log"; exit 1; }; }
 kv=(--set model.synthetic.kv_heads=2 --set model.synthetic.tie_embeddings=false
     --set "model.synthetic.rope_scaling={factor: 4, original_max_position_embeddings: 16}")
+for kv_opt in "$@"; do kv+=(--set "$kv_opt"); done
 run --out "$work/synthetic.h5" "${kv[@]}" --set parallel.tp=2 --set parallel.pp=2
 run --out "$work/saver.h5" "${kv[@]}" --set parallel.tp=4 --save-checkpoint "$work/saved.h5"
 run --out "$work/reloaded.h5" --set parallel.tp=2 --set parallel.pp=2 \

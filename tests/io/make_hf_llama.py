@@ -36,6 +36,10 @@ VARIANTS = {
     "qwen2-bias": ("Qwen2ForCausalLM", "F16", 1, {
         "use_sliding_window": False, "sliding_window": 32, "max_window_layers": 2,
         "rope_scaling": None, "rope_theta": 1000000.0}),
+    # Mistral-Nemo's shape: head_dim 16 apart from hidden / heads = 8, so attention is 64 wide
+    # over a residual stream of 32 and o_proj is (32, 64)
+    "nemo-head-dim": ("MistralForCausalLM", "F32", 1, {
+        "head_dim": 16, "sliding_window": None}),
 }
 # name -> (architecture, config overrides): import-hf must exit 2 naming the key and value.
 REFUSE = {
@@ -45,9 +49,14 @@ REFUSE = {
                                                   "sliding_window": 64}),
     "refuse-yarn": ("LlamaForCausalLM", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}),
     "refuse-moe": ("MistralForCausalLM", {"num_local_experts": 8, "num_experts_per_tok": 2}),
-    "refuse-head-dim": ("LlamaForCausalLM", {"head_dim": 16}),
+    "refuse-head-dim": ("LlamaForCausalLM", {"head_dim": 7}),
     "refuse-llama-bias": ("LlamaForCausalLM", {"attention_bias": True}),
 }
+
+
+def head_dim(cfg):
+    """Hugging Face's head_dim, which may differ from hidden_size / num_attention_heads."""
+    return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
 def rope_inv_freq(cfg, D):
@@ -67,7 +76,7 @@ def rope_inv_freq(cfg, D):
 def llama_forward(w, cfg, tokens, bias):
     """Logits (T, V) of every position, float64, from the Hugging Face tensors w."""
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
-    KV, D, eps = cfg["num_key_value_heads"], C // H, cfg["rms_norm_eps"]
+    KV, D, eps = cfg["num_key_value_heads"], head_dim(cfg), cfg["rms_norm_eps"]
     T = len(tokens)
 
     def rms(x, g):
@@ -100,7 +109,7 @@ def llama_forward(w, cfg, tokens, bias):
             att = np.exp(att - att.max(-1, keepdims=True))
             att /= att.sum(-1, keepdims=True)
             y[:, hh] = att @ v[:, kv]
-        x = x + y.reshape(T, C) @ w[p + "self_attn.o_proj.weight"].T
+        x = x + y.reshape(T, H * D) @ w[p + "self_attn.o_proj.weight"].T
         h = rms(x, w[p + "post_attention_layernorm.weight"])
         g = h @ w[p + "mlp.gate_proj.weight"].T
         u = h @ w[p + "mlp.up_proj.weight"].T
@@ -146,7 +155,7 @@ def make(out, arch, dtype, shards, over, seed, drop=None, reference=True):
     cfg = write_config(out, arch, over)
     rng = np.random.default_rng(seed)
     C, M, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
-    D = C // cfg["num_attention_heads"]
+    D = head_dim(cfg)
     Q, KVD = cfg["num_attention_heads"] * D, cfg["num_key_value_heads"] * D
     bias = arch == "Qwen2ForCausalLM"
     # a tied head scores the residual against the embeddings, which the token's own embedding

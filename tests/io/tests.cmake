@@ -82,6 +82,15 @@ add_test(NAME ckpt_llama_save_reload COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/chec
          ${TRIPAR_FIXTURES}/factor_llama.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_llama_roundtrip)
 set_tests_properties(ckpt_llama_save_reload PROPERTIES LABELS "mpi;checkpoint"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+# The same with head_dim 6 and embd 100, which the 24 heads do not divide: the head_dim
+# attribute and the (L, (heads + 2 kv_heads) * 6, C) and (L, C, heads * 6) datasets round-trip
+# across meshes, and the reload accepts embd % heads != 0 beside head_dim.
+add_test(NAME ckpt_llama_save_reload_head_dim
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_llama_roundtrip.sh
+         ${TRIPAR_FIXTURES}/factor_llama.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_llama_head_dim
+         model.synthetic.head_dim=6 model.synthetic.embd=100)
+set_tests_properties(ckpt_llama_save_reload_head_dim PROPERTIES LABELS "mpi;checkpoint"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
 # A data/prompts file as input.text_file of a checkpoint with a tokenizer (label mpi).
 add_test(NAME ckpt_prompt_file COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/prompt_file.sh
          ${CMAKE_CURRENT_BINARY_DIR}/ckpt_prompt_file ${TRIPAR_DATA}/prompts/qa-128.txt)
@@ -123,7 +132,8 @@ set_tests_properties(llama_hf_make_fixtures PROPERTIES FIXTURES_SETUP llama_hf
 # over 2 kv heads, tp=2 over 1) and add a pipeline (tp=2 x pp=2): logits within 1e-4 of the
 # reference and the same greedy tokens (tests/io/checkpoint_e2e.sh, as for GPT-2).
 foreach(run "llama-f32-sharded;1;1;1" "llama-f32-sharded;4;2;2" "mistral-bf16-tied;1;1;1"
-            "mistral-bf16-tied;2;2;1" "qwen2-bias;1;1;1" "qwen2-bias;4;4;1")
+            "mistral-bf16-tied;2;2;1" "qwen2-bias;1;1;1" "qwen2-bias;4;4;1"
+            "nemo-head-dim;1;1;1" "nemo-head-dim;2;2;1" "nemo-head-dim;4;2;2")
   list(GET run 0 variant)
   list(GET run 1 np)
   list(GET run 2 tp)
@@ -145,7 +155,7 @@ set(LLAMA_HF_REFUSALS
     "qwen2-sliding|use_sliding_window = true is not supported"
     "yarn|rope_scaling.rope_type = \"yarn\" is not supported"
     "moe|num_local_experts = 8: mixture-of-experts"
-    "head-dim|head_dim = 16 is not supported"
+    "head-dim|head_dim = 7 is odd"
     "llama-bias|attention_bias = true for LlamaForCausalLM"
     "missing-k|tensor 'model\\.layers\\.1\\.self_attn\\.k_proj\\.bias' is missing")
 set(llama_hf_tests llama_hf_import_summary)

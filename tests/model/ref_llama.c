@@ -10,7 +10,7 @@ static const char *const NAMES[RL_N] = {"wte",       "ln1_g",  "qkv_w", "proj_w"
                                         "gate_up_w", "down_w", "lnf_g", "head_w"};
 
 static long elems(const model_config *c, int i) {
-    const long L = c->layers, C = c->embd, M = c->mlp, V = c->vocab, hd = C / c->heads;
+    const long L = c->layers, C = c->embd, M = c->mlp, V = c->vocab, hd = model_head_dim(c);
     switch (i) {
     case RL_WTE: case RL_HEAD: return V * C;
     case RL_QKV: return L * (c->heads + 2L * c->kv_heads) * hd * C;
@@ -59,14 +59,15 @@ void ref_llama_synthetic(ref_llama *r, const model_config *cfg, uint64_t seed) {
         for (long e = 0; e < n; e++)
             r->t[i][e] = synthetic_value(seed, NAMES[i], e, t->init, t->init_std);
     }
-    const int hd = cfg->embd / cfg->heads;
+    const int hd = model_head_dim(cfg);
     r->inv_freq = malloc((size_t)hd / 2 * sizeof(double));
     inv_freq_fill(r->inv_freq, hd, cfg);
 }
 
 void ref_llama_quantize_int8(ref_llama *r) {
     const int mats[5] = {RL_QKV, RL_O, RL_GATE_UP, RL_DOWN, RL_HEAD};
-    const long C = r->cfg.embd, cols[5] = {C, C, C, r->cfg.mlp, C};
+    const long C = r->cfg.embd, A = (long)r->cfg.heads * model_head_dim(&r->cfg);
+    const long cols[5] = {C, A, C, r->cfg.mlp, C}; /* o_proj reads the heads' width A */
     for (int k = 0; k < 5; k++) {
         if (!r->t[mats[k]]) continue; /* tied head: the fp32 embedding */
         long rows = elems(&r->cfg, mats[k]) / cols[k];
@@ -113,7 +114,8 @@ static void rope(double *v, int hd, int p, const double *inv) {
 
 void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double *logits) {
     const model_config *c = &r->cfg;
-    const int C = c->embd, H = c->heads, KV = c->kv_heads, hd = C / H, M = c->mlp, V = c->vocab;
+    const int C = c->embd, H = c->heads, KV = c->kv_heads, hd = model_head_dim(c), M = c->mlp;
+    const int V = c->vocab;
     const int A = H * hd, QKV = (H + 2 * KV) * hd, group = H / KV;
     double *x = calloc((size_t)n * C, sizeof(double)), *h = malloc((size_t)C * sizeof(double));
     double *qkv = malloc((size_t)n * QKV * sizeof(double));

@@ -315,6 +315,19 @@ static void test_llama_mha_matches_reference(void **state) {
     check_llama(o, 2, 0);
 }
 
+/* head_dim apart from embd / heads (Hugging Face's head_dim, as Mistral-Nemo's): attention is
+ * heads * head_dim = 64 wide over a residual stream of 48, so o_proj is (48, 64). */
+static void test_llama_head_dim_matches_reference(void **state) {
+    (void)state;
+    const char *o[] = {"model.synthetic.embd=48", "model.synthetic.heads=4",
+                       "model.synthetic.kv_heads=2", "model.synthetic.head_dim=16"};
+    check_llama(o, 4, 0);
+    const char *q[] = {"model.synthetic.embd=48", "model.synthetic.heads=4",
+                       "model.synthetic.kv_heads=2", "model.synthetic.head_dim=16",
+                       "model.precision=int8w"};
+    check_llama(q, 5, 1);
+}
+
 /* int8w quantises every Llama matrix, the untied LM head included, against a reference
  * rounded the same way; the tied head stays the fp32 embedding. */
 static void test_llama_int8w_matches_quantized_reference(void **state) {
@@ -335,6 +348,17 @@ static void test_dry_run_plan_is_the_arena(void **state) {
     /* Llama: the GQA cache, the gate|up and SwiGLU buffers and the RoPE table */
     snprintf(job_path, sizeof job_path, "%s", llama_path);
     check_arena_plan(paged, 3);
+    /* head_dim 16 apart from embd / heads = 12: the cache is kv_heads * head_dim wide, k and v
+     * for every layer, sequence and position (3 layers, batch 3, 7 + 8 positions) */
+    const char *hd[] = {"model.synthetic.embd=48", "model.synthetic.heads=4",
+                        "model.synthetic.kv_heads=2", "model.synthetic.head_dim=16"};
+    check_arena_plan(hd, 4);
+    harness h;
+    harness_init(&h, hd, 4);
+    size_t act = 0, kv = 0;
+    engine_arena_plan(&h.e.cfg, &h.m.geom, &h.m.cfg, 1, 0, &act, &kv);
+    assert_int_equal(kv, 2ul * 3 * 3 * (7 + 8) * 2 * 16 * sizeof(float));
+    harness_free(&h);
     snprintf(job_path, sizeof job_path, "%s", gpt2_path);
 }
 
@@ -356,6 +380,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_llama_rope_scaling_matches_reference),
         cmocka_unit_test(test_llama_mqa_tied_paged),
         cmocka_unit_test(test_llama_mha_matches_reference),
+        cmocka_unit_test(test_llama_head_dim_matches_reference),
         cmocka_unit_test(test_llama_int8w_matches_quantized_reference),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,6 +46,11 @@ tripar_parallel_test(parallel_llama_int8w_overlap
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_int8w ${TRIPAR_FIXTURES}/factor_llama.yaml 4
   -- model.synthetic.kv_heads=2 model.precision=int8w parallel.microbatches=2 parallel.overlap=true
   parallel.chunks=3)
+# head_dim 6 apart from embd / heads = 4 (Hugging Face's head_dim, as Mistral-Nemo's): attention
+# 144 wide over a residual stream of 96, split by heads over tp 2 and 4 (kv heads replicated).
+tripar_parallel_test(parallel_llama_head_dim
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_head_dim ${TRIPAR_FIXTURES}/factor_llama.yaml 4
+  -- model.synthetic.head_dim=6 model.synthetic.kv_heads=2)
 
 tripar_parallel_test(parallel_bad_mesh_product
   ${PAR}/check_bad_mesh.sh 3 "dp \\* tp \\* pp = 1 \\* 2 \\* 1 = 2, but the job was started with 3"
