@@ -207,7 +207,9 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
     }
 }
 
-void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int pos0) {
+/* GPT-2's layers of this stage: Pre-LN (LN1 of the first layer here, each later one fused
+ * with the previous residual add) or Post-LN. */
+static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int pos0) {
     const model *m = e->m;
     const shard_geom *g = &m->geom;
     const weights *w = &m->w;
@@ -219,16 +221,13 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
     const int pre_norm = m->cfg.norm == NORM_PRE;
     int ev;
 
-    if (g->first_stage) capture_point(e, ACT_EMBED, -1, x, mb, C);
-    if (g->first_stage) check_finite(e, x, rows, ENGINE_SITE_EMBED);
-    if (m->cfg.arch == ARCH_LLAMA) llama_layers(e, x, mb, step, n_new, pos0);
-    if (m->cfg.arch == ARCH_GPT2 && pre_norm && g->n_layers > 0) {
+    if (pre_norm && g->n_layers > 0) {
         ev = timer_begin(e->tm, PHASE_NORM, step, mb, g->layer_begin);
         ops->layernorm(ctx, e->h, x, w->ln1_g, w->ln1_b, rows, C, eps);
         timer_end(e->tm, ev);
     }
 
-    for (int l = 0; m->cfg.arch == ARCH_GPT2 && l < g->n_layers; l++) {
+    for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
         const weight_view qkv_w = layer_matrix(m, w->qkv_w, w->qkv_s, l, 3 * A, C);
         const weight_view proj_w = layer_matrix(m, w->proj_w, w->proj_s, l, C, A);
@@ -282,6 +281,22 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         capture_point(e, ACT_MLP, layer, x, mb, C);
         check_finite(e, x, rows, engine_site_mlp(layer));
     }
+}
+
+void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int pos0) {
+    const model *m = e->m;
+    const shard_geom *g = &m->geom;
+    const backend_ops *ops = e->be->ops;
+    void *ctx = e->be->ctx;
+    const int C = m->cfg.embd, nb = e->split.size[mb];
+    const int rows = nb * n_new;
+
+    if (g->first_stage) capture_point(e, ACT_EMBED, -1, x, mb, C);
+    if (g->first_stage) check_finite(e, x, rows, ENGINE_SITE_EMBED);
+    if (m->cfg.arch == ARCH_LLAMA)
+        llama_layers(e, x, mb, step, n_new, pos0);
+    else
+        gpt2_layers(e, x, mb, step, n_new, pos0);
 
     if (!g->last_stage) return;
 
@@ -301,7 +316,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         }
     }
 
-    ev = timer_begin(e->tm, PHASE_HEAD, step, mb, TIMER_NO_LAYER);
+    const int ev = timer_begin(e->tm, PHASE_HEAD, step, mb, TIMER_NO_LAYER);
     final_norm_rows(e, e->head_in, x, nb, n_new);
     ops->matmul(ctx, e->logits, e->head_in, head_view(m), NULL, nb, C, g->vocab_local);
     timer_end(e->tm, ev);
