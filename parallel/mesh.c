@@ -1,8 +1,11 @@
-/* Builds the rank mesh: coordinates from the order string, node discovery through
- * MPI_COMM_TYPE_SHARED, and one MPI communicator per parallel axis. */
+/* Builds the rank mesh: node discovery through MPI_COMM_TYPE_SHARED, coordinates from the
+ * order string (or, for "auto", from each rank's node and local rank), and one MPI
+ * communicator per parallel axis. */
 #include "parallel/mesh.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
@@ -28,9 +31,120 @@ int mesh_order_parse(const char *text, int order[AXIS_COUNT]) {
     if (*p == '\0') return 0;
 bad:
     error_set("parallel.order '%s' must name tp, pp and dp once each, joined by '-' (e.g. "
-              "tp-pp-dp, the default)",
+              "tp-pp-dp, the default), or be auto",
               text);
     return -1;
+}
+
+int mesh_order_is_auto(const char *text) { return strcmp(text, "auto") == 0; }
+
+/* One rank's layout key; sorting these puts ranks node by node, each node's in local order. */
+typedef struct {
+    int node, local_rank, rank;
+} place_key;
+
+static int place_key_cmp(const void *pa, const void *pb) {
+    const place_key *a = pa, *b = pb;
+    if (a->node != b->node) return a->node < b->node ? -1 : 1;
+    if (a->local_rank != b->local_rank) return a->local_rank < b->local_rank ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+static place_key *place_keys_sorted(int world, const mesh_place *place) {
+    place_key *keys = xcalloc((size_t)world, sizeof *keys);
+    for (int r = 0; r < world; r++)
+        keys[r] = (place_key){place[r].node, place[r].local_rank, r};
+    qsort(keys, (size_t)world, sizeof *keys, place_key_cmp);
+    return keys;
+}
+
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+/* The sorted keys of one node are one run: where the run starting at begin ends. */
+static int node_run_end(const place_key *keys, int world, int begin) {
+    int end = begin;
+    while (end < world && keys[end].node == keys[begin].node)
+        end++;
+    return end;
+}
+
+/* snprintf at *used into buf, never past len, so a long list is cut, not overrun. */
+static void text_append(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void text_append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
+    if (*used >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0) *used += (size_t)n;
+}
+
+int mesh_nodes_describe(int world, const mesh_place *place, char *out, size_t len, int *even) {
+    place_key *keys = place_keys_sorted(world, place);
+    /* counts first, then names: the counts alone say what a user must fit */
+    char counts[512] = "", names[1024] = "";
+    size_t nc = 0, nn = 0;
+    int nodes = 0, first_count = -1;
+    *even = 1;
+    for (int begin = 0, end; begin < world; begin = end, nodes++) {
+        end = node_run_end(keys, world, begin);
+        int count = end - begin;
+        if (first_count < 0) first_count = count;
+        if (count != first_count) *even = 0;
+        const char *host = place[keys[begin].rank].host;
+        const char *sep = nodes ? ", " : "";
+        if (nodes < 8) { /* eight nodes show the pattern; more would bury the message */
+            text_append(counts, sizeof counts, &nc, "%s%d", sep, count);
+            text_append(names, sizeof names, &nn, "%s%s: %d", sep, host && host[0] ? host : "?",
+                        count);
+        } else if (nodes == 8) {
+            text_append(counts, sizeof counts, &nc, ", ...");
+            text_append(names, sizeof names, &nn, ", ...");
+        }
+    }
+    free(keys);
+    snprintf(out, len, "%s rank%s (%s)", counts, first_count == 1 && nodes == 1 ? "" : "s", names);
+    return nodes;
+}
+
+int mesh_layout_auto(int world, const mesh_place *place, const int size[AXIS_COUNT],
+                     int (*coord)[AXIS_COUNT]) {
+    const int tp = size[AXIS_TP];
+    if (world < 1 || (long)size[AXIS_TP] * size[AXIS_PP] * size[AXIS_DP] != world) {
+        error_set("parallel.order auto: tp * pp * dp = %ld does not match the %d ranks",
+                  (long)size[AXIS_TP] * size[AXIS_PP] * size[AXIS_DP], world);
+        return -1;
+    }
+    place_key *keys = place_keys_sorted(world, place);
+    /* TP groups are the blocks [k*tp, (k+1)*tp) of sorted positions. Each node holds one run
+     * of positions, so every block stays inside a node exactly when tp divides every run: the
+     * runs then start at multiples of tp. */
+    int fits = 1, common = 0;
+    for (int begin = 0, end; begin < world; begin = end) {
+        end = node_run_end(keys, world, begin);
+        if ((end - begin) % tp != 0) fits = 0;
+        common = gcd(common, end - begin);
+    }
+    if (!fits) {
+        char nodes[1600], divisors[256] = "";
+        int even;
+        mesh_nodes_describe(world, place, nodes, sizeof nodes, &even);
+        size_t used = 0;
+        for (int d = 1; d <= common; d++)
+            if (common % d == 0)
+                text_append(divisors, sizeof divisors, &used, "%s%d", used ? ", " : "", d);
+        error_set("parallel.order auto: tp=%d cannot fit inside one node: nodes have %s; use tp "
+                  "dividing every node's rank count (%s) or an explicit order",
+                  tp, nodes, divisors);
+        free(keys);
+        return -1;
+    }
+    static const int tp_pp_dp[AXIS_COUNT] = {AXIS_TP, AXIS_PP, AXIS_DP};
+    for (int slot = 0; slot < world; slot++)
+        mesh_coords_of(size, tp_pp_dp, slot, coord[keys[slot].rank]);
+    free(keys);
+    return 0;
 }
 
 int mesh_rank_of(const int size[AXIS_COUNT], const int order[AXIS_COUNT],
@@ -51,7 +165,7 @@ void mesh_coords_of(const int size[AXIS_COUNT], const int order[AXIS_COUNT], int
 
 int mesh_validate(int world_size, int dp, int tp, int pp, const char *order) {
     int parsed[AXIS_COUNT];
-    if (mesh_order_parse(order, parsed) != 0) return -1;
+    if (!mesh_order_is_auto(order) && mesh_order_parse(order, parsed) != 0) return -1;
     if (dp < 1 || tp < 1 || pp < 1) {
         error_set("parallel: dp, tp and pp must be at least 1 (got dp=%d tp=%d pp=%d)", dp, tp, pp);
         return -1;
@@ -65,7 +179,81 @@ int mesh_validate(int world_size, int dp, int tp, int pp, const char *order) {
     return 0;
 }
 
-void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order) {
+/* Node index: the node leaders (local rank 0) numbered in world-rank order. */
+static void mesh_nodes_discover(mesh *m) {
+    snprintf(m->host, sizeof m->host, "%s", tripar_host());
+    MPI_CHECK(MPI_Comm_split_type(m->world, MPI_COMM_TYPE_SHARED, m->world_rank, MPI_INFO_NULL,
+                                  &m->node_mpi));
+    MPI_CHECK(MPI_Comm_rank(m->node_mpi, &m->local_rank));
+    MPI_CHECK(MPI_Comm_size(m->node_mpi, &m->local_size));
+    int is_leader = m->local_rank == 0, leaders_before = 0;
+    MPI_CHECK(MPI_Exscan(&is_leader, &leaders_before, 1, MPI_INT, MPI_SUM, m->world));
+    if (m->world_rank == 0) leaders_before = 0;
+    int node_index = is_leader ? leaders_before : 0;
+    MPI_CHECK(MPI_Bcast(&node_index, 1, MPI_INT, 0, m->node_mpi));
+    m->node_index = node_index;
+    MPI_CHECK(MPI_Allreduce(&is_leader, &m->node_count, 1, MPI_INT, MPI_SUM, m->world));
+}
+
+/* Every rank's place, on every rank: the auto layout needs all of them, and the uneven-nodes
+ * warning names them. hosts backs the host pointers (world * 64 bytes); caller frees both. */
+static mesh_place *mesh_places_gather(const mesh *m, char **hosts) {
+    enum { HOST = sizeof m->host };
+    int mine[2] = {m->node_index, m->local_rank};
+    int *all = xcalloc((size_t)m->world_size * 2, sizeof *all);
+    *hosts = xcalloc((size_t)m->world_size, HOST);
+    MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, m->world));
+    MPI_CHECK(MPI_Allgather(m->host, HOST, MPI_CHAR, *hosts, HOST, MPI_CHAR, m->world));
+    mesh_place *place = xcalloc((size_t)m->world_size, sizeof *place);
+    for (int r = 0; r < m->world_size; r++)
+        place[r] = (mesh_place){all[2 * r], all[2 * r + 1], *hosts + (size_t)r * HOST};
+    free(all);
+    return place;
+}
+
+/* The coordinates of this rank: mixed-radix over the world rank for an explicit order, the
+ * node-major layout for auto. Every rank computes the same answer from the same places. */
+static int mesh_coords_resolve(mesh *m, const mesh_place *place) {
+    if (!m->node_major) {
+        mesh_coords_of(m->size, m->order, m->world_rank, m->coord);
+        return 0;
+    }
+    int(*coord)[AXIS_COUNT] = xcalloc((size_t)m->world_size, sizeof *coord);
+    int rc = mesh_layout_auto(m->world_size, place, m->size, coord);
+    if (rc == 0) memcpy(m->coord, coord[m->world_rank], sizeof m->coord);
+    free(coord);
+    return rc;
+}
+
+/* Nodes with different rank counts give some ranks fewer cores or GPUs of their own, and with
+ * auto constrain tp to the counts' common divisors. */
+static void mesh_warn_uneven(const mesh *m, const mesh_place *place) {
+    char nodes[1600];
+    int even = 1;
+    mesh_nodes_describe(m->world_size, place, nodes, sizeof nodes, &even);
+    if (!even && m->world_rank == 0)
+        fprintf(stderr,
+                "tripar: warning: nodes hold different numbers of ranks: %s; ranks on "
+                "fuller nodes share cores and memory bandwidth with more neighbours\n",
+                nodes);
+}
+
+/* A TP group that spans nodes puts two all-reduces per layer on the network. */
+static void mesh_warn_tp_spans(const mesh *m) {
+    int tp_nodes_min = 0, tp_nodes_max = 0;
+    MPI_CHECK(
+        MPI_Allreduce(&m->node_index, &tp_nodes_min, 1, MPI_INT, MPI_MIN, m->axis_mpi[AXIS_TP]));
+    MPI_CHECK(
+        MPI_Allreduce(&m->node_index, &tp_nodes_max, 1, MPI_INT, MPI_MAX, m->axis_mpi[AXIS_TP]));
+    int spans = tp_nodes_min != tp_nodes_max, any_spans = 0;
+    MPI_CHECK(MPI_Allreduce(&spans, &any_spans, 1, MPI_INT, MPI_MAX, m->world));
+    if (any_spans && m->world_rank == 0)
+        fprintf(stderr, "tripar: warning: a tensor-parallel group spans nodes; its all-reduces "
+                        "cross the network (use parallel.order auto, or tp-pp-dp with ranks "
+                        "placed node by node and tp dividing the ranks per node)\n");
+}
+
+int mesh_try_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order) {
     memset(m, 0, sizeof *m);
     m->world = world;
     MPI_CHECK(MPI_Comm_size(world, &m->world_size));
@@ -73,24 +261,28 @@ void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *orde
     m->size[AXIS_TP] = tp;
     m->size[AXIS_PP] = pp;
     m->size[AXIS_DP] = dp;
-    CHECK(mesh_order_parse(order, m->order) == 0, "%s", error_message());
+    m->node_major = mesh_order_is_auto(order);
+    if (m->node_major) { /* tp fastest, then pp, then dp, over the node-major key */
+        m->order[0] = AXIS_TP, m->order[1] = AXIS_PP, m->order[2] = AXIS_DP;
+    } else if (mesh_order_parse(order, m->order) != 0) {
+        memset(m, 0, sizeof *m);
+        return -1; /* the same text on every rank: the same answer */
+    }
     snprintf(m->order_text, sizeof m->order_text, "%s", order);
-    mesh_coords_of(m->size, m->order, m->world_rank, m->coord);
     m->device = -1;
+    mesh_nodes_discover(m);
 
-    snprintf(m->host, sizeof m->host, "%s", tripar_host());
-    MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, m->world_rank, MPI_INFO_NULL,
-                                  &m->node_mpi));
-    MPI_CHECK(MPI_Comm_rank(m->node_mpi, &m->local_rank));
-    MPI_CHECK(MPI_Comm_size(m->node_mpi, &m->local_size));
-    /* Node index: the node leaders (local rank 0) numbered in world-rank order. */
-    int is_leader = m->local_rank == 0, leaders_before = 0;
-    MPI_CHECK(MPI_Exscan(&is_leader, &leaders_before, 1, MPI_INT, MPI_SUM, world));
-    if (m->world_rank == 0) leaders_before = 0;
-    int node_index = is_leader ? leaders_before : 0;
-    MPI_CHECK(MPI_Bcast(&node_index, 1, MPI_INT, 0, m->node_mpi));
-    m->node_index = node_index;
-    MPI_CHECK(MPI_Allreduce(&is_leader, &m->node_count, 1, MPI_INT, MPI_SUM, world));
+    char *hosts = NULL;
+    mesh_place *place = mesh_places_gather(m, &hosts);
+    int rc = mesh_coords_resolve(m, place);
+    if (rc == 0) mesh_warn_uneven(m, place);
+    free(place);
+    free(hosts);
+    if (rc != 0) {
+        MPI_CHECK(MPI_Comm_free(&m->node_mpi));
+        memset(m, 0, sizeof *m);
+        return -1;
+    }
 
     /* Ranks that share every coordinate but one form that axis's group; key = coordinate
      * so group rank equals the coordinate. */
@@ -103,18 +295,12 @@ void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *orde
         }
         MPI_CHECK(MPI_Comm_split(world, color, m->coord[a], &m->axis_mpi[a]));
     }
+    mesh_warn_tp_spans(m);
+    return 0;
+}
 
-    /* A TP group that spans nodes puts two all-reduces per layer on the network. */
-    int tp_nodes_min = 0, tp_nodes_max = 0;
-    MPI_CHECK(
-        MPI_Allreduce(&m->node_index, &tp_nodes_min, 1, MPI_INT, MPI_MIN, m->axis_mpi[AXIS_TP]));
-    MPI_CHECK(
-        MPI_Allreduce(&m->node_index, &tp_nodes_max, 1, MPI_INT, MPI_MAX, m->axis_mpi[AXIS_TP]));
-    int spans = tp_nodes_min != tp_nodes_max, any_spans = 0;
-    MPI_CHECK(MPI_Allreduce(&spans, &any_spans, 1, MPI_INT, MPI_MAX, world));
-    if (any_spans && m->world_rank == 0)
-        fprintf(stderr, "tripar: warning: a tensor-parallel group spans nodes; its all-reduces "
-                        "cross the network (use order tp-pp-dp and tp <= ranks per node)\n");
+void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order) {
+    CHECK(mesh_try_init(m, world, dp, tp, pp, order) == 0, "%s", error_message());
 }
 
 void mesh_attach_mpi(mesh *m) {

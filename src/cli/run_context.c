@@ -210,6 +210,10 @@ static dtype weight_dtype_of(precision_kind p) {
 void run_print_memory_plan(const job *j, const model_config *cfg) {
     engine_config ec;
     engine_config_from_job(&ec, j);
+    if (mesh_order_is_auto(j->order))
+        printf("# parallel.order auto: a dry run sees no nodes; it assumes one node holding all "
+               "%d ranks, where auto is tp-pp-dp (a run refuses a tp that fits no node)\n",
+               j->dp * j->tp * j->pp);
     printf("# memory per rank (weights + activations + KV cache), backend %s\n",
            backend_kind_name(j->backend));
     printf("memory_per_rank:\n");
@@ -335,7 +339,10 @@ static void engine_start(run_context *rc, volatile sig_atomic_t *stop_flag) {
 
 int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t *stop_flag) {
     const job *j = &rc->j;
-    mesh_init(&rc->mesh, MPI_COMM_WORLD, j->dp, j->tp, j->pp, j->order);
+    /* auto's tp must fit inside a node, which only the built mesh knows: the same refusal on
+     * every rank, exit 2 */
+    if (mesh_try_init(&rc->mesh, MPI_COMM_WORLD, j->dp, j->tp, j->pp, j->order) != 0)
+        return run_user_error();
     rc->have_mesh = 1;
     const long capacity = timer_event_capacity(j);
     int code = backend_start(rc, capacity);

@@ -574,9 +574,12 @@ static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
     return STATUS_OK;
 }
 
+/* The six axis permutations, and auto: the mesh lays tp-pp-dp over the ranks sorted by
+ * (node, local rank) and refuses a tp that fits no node, which needs the nodes, so it is
+ * checked when the mesh is built (parallel/mesh.c), not here. */
 static int job_order_check(const char *order) {
     static const char *const perms[] = {"tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp",
-                                        "dp-tp-pp", "dp-pp-tp", NULL};
+                                        "dp-tp-pp", "dp-pp-tp", "auto",     NULL};
     for (int i = 0; perms[i]; i++)
         if (!strcmp(order, perms[i])) return 1;
     return 0;
@@ -597,7 +600,8 @@ static int job_walk_parallel(job_loader *L, const jnode *m, const jnode *m_key) 
         return jnode_fail(order,
                           "parallel.order: %s is not allowed; allowed: tp, pp and dp each "
                           "once, joined by '-' (tp-pp-dp, tp-dp-pp, pp-tp-dp, pp-dp-tp, dp-tp-pp, "
-                          "dp-pp-tp); the first axis varies fastest",
+                          "dp-pp-tp); the first axis varies fastest; or auto (TP inside a "
+                          "node, then PP, then DP)",
                           jnode_describe(order, buf, sizeof buf));
     }
     if (order) snprintf(j->order, sizeof j->order, "%s", order->value);

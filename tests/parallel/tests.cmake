@@ -82,3 +82,9 @@ endforeach()
 tripar_unit_test(parallel_test_device SOURCES parallel/test_device.c LABELS parallel)
 # The NCCL comm's host-wait decision (parallel/comm_poll.c), which needs no GPU.
 tripar_unit_test(test_comm_poll SOURCES parallel/test_comm_poll.c LABELS comm)
+# parallel.order auto's node-major layout and its refusals, as a pure function (no MPI).
+tripar_unit_test(parallel_test_mesh_layout SOURCES parallel/test_mesh_layout.c LABELS parallel)
+# On one node parallel.order auto gives tp-pp-dp's coordinates and tokens, for every
+# factorization of 4 ranks.
+tripar_parallel_test(parallel_order_auto_one_node
+  ${PAR}/check_auto_order.sh ${CMAKE_CURRENT_BINARY_DIR}/order_auto ${TRIPAR_FIXTURES}/factor.yaml 4)
