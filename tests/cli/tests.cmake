@@ -59,6 +59,8 @@ endforeach()
 
 # The run-file tools and the checkpoint reader on refused and h5py-edited files (tools.cmake).
 include(${TRIPAR_AREA_DIR}/tools.cmake)
+# commbench: --tiers, node placement per axis, NCCL (commbench.cmake).
+include(${TRIPAR_AREA_DIR}/commbench.cmake)
 
 # Numerics guards end to end (issue 14: non-finite weights and logits, tiny temperatures,
 # what a stop leaves in the run file); tests/cli/numerics.py says what each mode checks.
