@@ -29,6 +29,9 @@ typedef struct {
     double slowest_busy, median_busy, slowest_lag;
     long events;
     char model[192]; /* "llama, 4 layers, 4 heads, 2 kv heads, ..."; "" when not recorded */
+    /* how the strategy sits on nodes (/mesh); nodes = 0 when the mesh says nothing usable */
+    int nodes, per_node_min, per_node_max;
+    int tp_groups, tp_crossing, pp_groups, pp_crossing;
 } run_summary;
 
 static double *phase_row(run_summary *s, int r) { return s->phase_total + (size_t)r * PHASE_COUNT; }
@@ -163,6 +166,103 @@ static void summary_model(run_summary *s) {
     run_model_free(&m);
 }
 
+/* Every rank's node from /mesh's node column; 0 when the file has none (written before it, or
+ * hand-made), so the caller falls back to the host names. */
+static int mesh_nodes_read(const run_data *run, int *node) {
+    if (!h5_exists(run->file, "mesh")) return 0;
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(int));
+    H5Tinsert(t, "node", 0, H5T_NATIVE_INT);
+    hid_t d, space = -1;
+    herr_t err = -1;
+    H5E_BEGIN_TRY {
+        d = H5Dopen2(run->file, "mesh", H5P_DEFAULT);
+        if (d >= 0) space = H5Dget_space(d);
+        /* HDF5 reads a compound by member names and leaves a member the file lacks as it was,
+         * so the column's presence is asked first */
+        hid_t file_type = d >= 0 ? H5Dget_type(d) : -1;
+        int has_node = file_type >= 0 && H5Tget_class(file_type) == H5T_COMPOUND &&
+                       H5Tget_member_index(file_type, "node") >= 0;
+        if (file_type >= 0) H5Tclose(file_type);
+        if (has_node && space >= 0 && H5Sget_simple_extent_npoints(space) == run->world_size)
+            err = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, node);
+    }
+    H5E_END_TRY;
+    if (space >= 0) H5Sclose(space);
+    if (d >= 0) H5Dclose(d);
+    H5Tclose(t);
+    return err >= 0;
+}
+
+/* Of the groups along axis (ranks equal in the other two coordinates), how many hold ranks of
+ * more than one node; *groups gets how many groups there are. -1 when a coordinate is out of
+ * the mesh's sizes (a damaged /mesh), so nothing is claimed. */
+static int groups_crossing(const run_data *run, const int *node, int axis, int *groups) {
+    const int sizes[3] = {run->tp, run->pp, run->dp}; /* AXIS_TP, AXIS_PP, AXIS_DP order */
+    const int other = axis == 0 ? 1 : 0; /* with DP the third: a group is (other, dp) */
+    *groups = sizes[other] * run->dp;
+    int *first = xcalloc((size_t)*groups, sizeof *first), crossing = 0;
+    char *crosses = xcalloc((size_t)*groups, 1);
+    for (int g = 0; g < *groups; g++)
+        first[g] = -1;
+    for (int r = 0; r < run->world_size; r++) {
+        const run_rank *k = &run->ranks[r];
+        const int c[3] = {k->tp_rank, k->pp_rank, k->dp_rank};
+        int ok = 1;
+        for (int a = 0; a < 3; a++)
+            ok = ok && c[a] >= 0 && c[a] < sizes[a];
+        if (!ok) {
+            crossing = -1;
+            break;
+        }
+        int g = c[2] * sizes[other] + c[other];
+        if (first[g] < 0)
+            first[g] = node[r];
+        else if (first[g] != node[r] && !crosses[g])
+            crosses[g] = 1, crossing++;
+    }
+    free(first);
+    free(crosses);
+    return crossing;
+}
+
+/* Nodes, ranks per node, and the TP and PP groups crossing nodes, from /mesh: the node column,
+ * or the distinct host names in a file without it. */
+static void summary_nodes(run_summary *s) {
+    const run_data *run = &s->run;
+    const int world = run->world_size;
+    s->nodes = 0;
+    if (world < 1 || (long)run->dp * run->tp * run->pp != world) return;
+    int *node = xcalloc((size_t)world, sizeof *node);
+    if (!mesh_nodes_read(run, node))
+        for (int r = 0; r < world; r++) { /* a host's index among the hosts seen before it */
+            node[r] = r;
+            for (int q = 0; q < r; q++)
+                if (!strcmp(run->ranks[q].host, run->ranks[r].host)) {
+                    node[r] = node[q];
+                    break;
+                }
+        }
+    int *count = xcalloc((size_t)world, sizeof *count), ok = 1;
+    for (int r = 0; r < world; r++) {
+        if (node[r] < 0 || node[r] >= world)
+            ok = 0;
+        else
+            count[node[r]]++;
+    }
+    s->per_node_min = world, s->per_node_max = 0;
+    for (int n = 0; n < world && ok; n++) {
+        if (!count[n]) continue;
+        s->nodes++;
+        if (count[n] < s->per_node_min) s->per_node_min = count[n];
+        if (count[n] > s->per_node_max) s->per_node_max = count[n];
+    }
+    s->tp_crossing = ok ? groups_crossing(run, node, 0, &s->tp_groups) : -1;
+    s->pp_crossing = ok ? groups_crossing(run, node, 1, &s->pp_groups) : -1;
+    if (s->tp_crossing < 0 || s->pp_crossing < 0) s->nodes = 0;
+    free(count);
+    free(node);
+}
+
 /* Loads and summarises one run file, warning once (stderr) when it is incomplete. */
 static int summary_load(run_summary *s, const char *path) {
     memset(s, 0, sizeof *s);
@@ -171,6 +271,7 @@ static int summary_load(run_summary *s, const char *path) {
     if (!s->run.complete) run_file_warn_incomplete("report", path);
     summary_compute(s);
     summary_model(s);
+    summary_nodes(s);
     return STATUS_OK;
 }
 
@@ -188,6 +289,18 @@ static void print_single(FILE *out, const run_summary *s) {
             run->n_hosts == 1 ? "" : "s", run->version, run->created,
             run->complete ? "" : " (incomplete)");
     if (s->model[0]) fprintf(out, "  model: %s\n", s->model);
+    if (s->nodes > 0) {
+        char per_node[64];
+        if (s->per_node_min == s->per_node_max)
+            snprintf(per_node, sizeof per_node, "%d rank%s%s", s->per_node_min,
+                     s->per_node_min == 1 ? "" : "s", s->nodes > 1 ? " each" : "");
+        else
+            snprintf(per_node, sizeof per_node, "%d to %d ranks", s->per_node_min, s->per_node_max);
+        fprintf(out,
+                "  nodes %d (%s); TP groups crossing nodes %d/%d, PP groups crossing nodes "
+                "%d/%d\n",
+                s->nodes, per_node, s->tp_crossing, s->tp_groups, s->pp_crossing, s->pp_groups);
+    }
     if (m->present)
         fprintf(out,
                 "  latency p50 %.4f s  p90 %.4f s  p99 %.4f s (%d iterations) | TTFT %.4f s"
@@ -270,6 +383,11 @@ static int summary_values(const run_summary *s, named_value *v) {
     PUT("slowest_rank", s->slowest_rank);
     PUT("slowest_busy_s", s->slowest_busy);
     PUT("slowest_lag_s", s->slowest_lag);
+    /* NaN (null in JSON) when /mesh could not tell */
+    const double unknown = NAN;
+    PUT("nodes", s->nodes > 0 ? s->nodes : unknown);
+    PUT("tp_groups_crossing_nodes", s->nodes > 0 ? s->tp_crossing : unknown);
+    PUT("pp_groups_crossing_nodes", s->nodes > 0 ? s->pp_crossing : unknown);
 #undef PUT
     return n;
 }

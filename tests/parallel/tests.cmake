@@ -88,3 +88,7 @@ tripar_unit_test(parallel_test_mesh_layout SOURCES parallel/test_mesh_layout.c L
 # factorization of 4 ranks.
 tripar_parallel_test(parallel_order_auto_one_node
   ${PAR}/check_auto_order.sh ${CMAKE_CURRENT_BINARY_DIR}/order_auto ${TRIPAR_FIXTURES}/factor.yaml 4)
+# tripar report's nodes line and groups crossing nodes, from /mesh (one node, rewritten node
+# columns, a file without the column).
+tripar_parallel_test(parallel_report_nodes
+  ${PAR}/check_report_nodes.sh ${CMAKE_CURRENT_BINARY_DIR}/report_nodes ${TRIPAR_FIXTURES}/factor.yaml)
