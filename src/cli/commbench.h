@@ -33,9 +33,9 @@ typedef struct {
     int tiers;                 /* --tiers: point-to-point alpha/beta per link tier */
     int dp, tp, pp;
     char order[16];
-    cb_comm comm;          /* --comm, else the job's backend.comm (nccl), else mpi */
-    int comm_given;        /* --comm was on the command line */
-    int device;            /* the job's backend.device (-1: local rank modulo devices) */
+    cb_comm comm;   /* --comm, else the job's backend.comm (nccl), else mpi */
+    int comm_given; /* --comm was on the command line */
+    int device;     /* the job's backend.device (-1: local rank modulo devices) */
     const char *job_path, *out;
     /* what the job file names (model.checkpoint, input.tokens_file, input.text_file; "" when
      * unused): inputs --out may not replace */
@@ -102,7 +102,7 @@ typedef struct {
     mesh m;
     cb_comm comm;
     int have_backend, have_comms;
-    backend be;           /* cuda over NCCL; unset over MPI (host memory) */
+    backend be;               /* cuda over NCCL; unset over MPI (host memory) */
     comm nccl_dp, nccl_world; /* NCCL on the axes comm_setup leaves to MPI */
     comm *axes[CB_AXIS_COUNT];
     float *send, *recv;   /* comm memory (max_bytes/4 + 1) */
@@ -114,7 +114,7 @@ typedef struct {
     cb_tier_fit tiers[CB_TIER_COUNT];
     int tier_present[CB_TIER_COUNT];
     char tier_absent[CB_TIER_COUNT][160]; /* why a tier was not measured */
-    cb_tier_sample *samples; /* (CB_TIER_COUNT * sizes) */
+    cb_tier_sample *samples;              /* (CB_TIER_COUNT * sizes) */
     long n_samples;
 } cb_bench;
 
@@ -132,7 +132,7 @@ void cb_nodes_measure(cb_bench *b);
 void cb_nodes_print(const cb_bench *b);
 void cb_run_axis(cb_bench *b, const cb_args *a, int ax);
 
-/* commbench_tiers.c: --tiers. Returns the wrong elements over all ranks. */
+/* commbench_tiers.c: --tiers; adds the wrong elements over all ranks to b->wrong_total. */
 void cb_tiers_run(cb_bench *b, const cb_args *a);
 
 /* commbench_write.c: rank 0 writes --out. 0, or -1 with error_message() set. */

@@ -47,16 +47,17 @@ void cb_nodes_measure(cb_bench *b) {
         n->groups = b->world_size / c->size;
         n->groups_crossing = crossing;
         snprintf(n->tier, sizeof n->tier, "%s",
-                 crossing == 0 ? "intra" : crossing == n->groups ? "inter" : "mixed");
+                 crossing == 0           ? "intra"
+                 : crossing == n->groups ? "inter"
+                                         : "mixed");
     }
     /* rank 0 keeps every rank's place for the file and the header */
-    cb_rank_place mine = {.rank = b->rank,
-                          .node_index = b->m.node_index,
-                          .local_rank = b->m.local_rank};
+    cb_rank_place mine = {
+        .rank = b->rank, .node_index = b->m.node_index, .local_rank = b->m.local_rank};
     snprintf(mine.host, sizeof mine.host, "%s", b->m.host);
     if (b->rank == 0) b->places = xcalloc((size_t)b->world_size, sizeof(cb_rank_place));
-    MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, b->places, (int)sizeof mine,
-                         MPI_BYTE, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, b->places, (int)sizeof mine, MPI_BYTE,
+                         0, MPI_COMM_WORLD));
 }
 
 /* Rank 0: one line per node (its host and ranks), then one per axis. */
@@ -236,8 +237,8 @@ static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, int op) {
     if (b->rank == 0) {
         printf("# %s over %s: %d groups of %d ranks, running at once; %d of %d cross nodes "
                "(%s-node)\n",
-               CB_OP_NAMES[op], CB_AXIS_NAMES[ax], nodes->groups, c->size,
-               nodes->groups_crossing, nodes->groups, nodes->tier);
+               CB_OP_NAMES[op], CB_AXIS_NAMES[ax], nodes->groups, c->size, nodes->groups_crossing,
+               nodes->groups, nodes->tier);
         printf("%12s %12s %6s %10s %10s %10s %8s\n", "size(B)", "count", "type", "time(us)",
                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     }

@@ -29,8 +29,10 @@ static hid_t cb_compound(size_t size, const cb_field *fields, int n) {
     return t;
 }
 
-#define STR(type, field) {#field, HOFFSET(type, field), sizeof(((type *)0)->field), 0}
-#define NUM(type, field, native) {#field, HOFFSET(type, field), 0, native}
+#define STR(type, field)                                                                           \
+    { #field, HOFFSET(type, field), sizeof(((type *)0)->field), 0 }
+#define NUM(type, field, native)                                                                   \
+    { #field, HOFFSET(type, field), 0, native }
 
 /* Writes n packed rows of a compound type as dataset path (n may be 0). */
 static void cb_table_write(hid_t f, const char *path, size_t size, const cb_field *fields,
@@ -119,8 +121,7 @@ static void cb_tiers_write(hid_t f, const cb_bench *b) {
         NUM(cb_tier_sample, wrong, H5T_NATIVE_INT64),
     };
     cb_table_write(f, "commbench/tier_samples", sizeof(cb_tier_sample), sample_fields,
-                   (int)(sizeof sample_fields / sizeof sample_fields[0]), b->samples,
-                   b->n_samples);
+                   (int)(sizeof sample_fields / sizeof sample_fields[0]), b->samples, b->n_samples);
     hid_t d = H5Dopen2(f, "commbench/tiers", H5P_DEFAULT);
     H5_CHECK(d);
     for (int t = 0; t < CB_TIER_COUNT; t++)
