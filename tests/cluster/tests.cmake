@@ -1,0 +1,51 @@
+# The emulated multi-node cluster (label cluster; docs/cluster.md): nodes are network + UTS
+# namespaces on this machine, Open MPI runs across them over TCP. Each cluster is a CTest
+# fixture, brought up once for its tests and always torn down, even when one of them fails.
+# The tests need root; without it (or without namespaces) `up` and every test skip (77).
+set(CLUSTER_DIR ${TRIPAR_AREA_DIR})
+set(CLUSTER_ENV ${TRIPAR_TEST_ENV})
+
+# The delay line that adds latency to the links (the kernel has no netem). Without
+# libnetfilter-queue it is not built, and the tests that shape latency skip.
+pkg_check_modules(NETFILTER_QUEUE IMPORTED_TARGET libnetfilter_queue)
+if(NETFILTER_QUEUE_FOUND)
+  add_executable(cluster_delayline ${CLUSTER_DIR}/delayline.c)
+  target_link_libraries(cluster_delayline PRIVATE tripar_warnings PkgConfig::NETFILTER_QUEUE)
+  list(APPEND CLUSTER_ENV TRIPAR_DELAYLINE=$<TARGET_FILE:cluster_delayline>)
+else()
+  message(STATUS "libnetfilter-queue not found: the cluster tests that add link latency will skip")
+  list(APPEND CLUSTER_ENV TRIPAR_DELAYLINE=/nonexistent/cluster_delayline)
+endif()
+add_executable(cluster_pingpong ${CLUSTER_DIR}/pingpong.c)
+target_link_libraries(cluster_pingpong PRIVATE tripar_warnings MPI::MPI_C)
+
+# cluster_fixture(NAME NODES): tests cluster_NAME_up / cluster_NAME_down around fixture NAME,
+# with its state in CLUSTER_STATE_<NAME>.
+function(cluster_fixture name nodes)
+  set(state ${CMAKE_CURRENT_BINARY_DIR}/cluster-${name})
+  set(CLUSTER_STATE_${name} ${state} PARENT_SCOPE)
+  add_test(NAME cluster_${name}_up COMMAND ${CLUSTER_DIR}/up.sh ${state} ${nodes})
+  add_test(NAME cluster_${name}_down COMMAND ${CLUSTER_DIR}/cluster.sh down ${state})
+  set_tests_properties(cluster_${name}_up PROPERTIES FIXTURES_SETUP cluster_${name})
+  set_tests_properties(cluster_${name}_down PROPERTIES FIXTURES_CLEANUP cluster_${name})
+  set_tests_properties(cluster_${name}_up cluster_${name}_down PROPERTIES LABELS cluster
+    ENVIRONMENT "${CLUSTER_ENV}" TIMEOUT 120 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endfunction()
+
+# cluster_test(NAME FIXTURE COMMAND...): a test on a running cluster.
+function(cluster_test name fixture)
+  add_test(NAME ${name} COMMAND ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS cluster FIXTURES_REQUIRED cluster_${fixture}
+    ENVIRONMENT "${CLUSTER_ENV}" TIMEOUT 600 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endfunction()
+
+cluster_fixture(2x2 2)
+cluster_fixture(4x2 4)
+set(C2 ${CLUSTER_STATE_2x2})
+set(C4 ${CLUSTER_STATE_4x2})
+
+# Open MPI across nodes: hosts per rank, TCP across (btl self,vader alone fails), latency added.
+cluster_test(cluster_mpi_tcp 2x2 ${CLUSTER_DIR}/check_mpi.sh ${C2} $<TARGET_FILE:cluster_pingpong>)
+cluster_test(cluster_mpi_tcp_4 4x2 ${CLUSTER_DIR}/check_mpi.sh ${C4} $<TARGET_FILE:cluster_pingpong>)
+cluster_test(cluster_link_delay 2x2
+  ${CLUSTER_DIR}/check_delay.sh ${C2} $<TARGET_FILE:cluster_pingpong> 1000)
