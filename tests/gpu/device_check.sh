@@ -191,6 +191,10 @@ bench() { # bench NAME tripar-args...
         >"$RUNS/$name.log"
 }
 if [[ -z ${SKIP_BENCH:-} ]]; then
+    # NCCL's own collectives on a communicator of one (one GPU): the launch and stream floor
+    # that every TP all-reduce over NCCL pays, checked as commbench checks every result.
+    step "$BENCHLOG" 60 "commbench nccl, 1 rank" mpirun -n 1 "$B/bin/tripar" commbench \
+        --comm nccl --sizes 8:1G --out "$RUNS/commbench-nccl.h5"
     G=(run jobs/bench-gpt2-124m.yaml --set backend.kind=cuda --set bench.roofline=false
         --set bench.warmup=1 --set bench.iterations=3)
     XL=(run jobs/bench-gpt2-124m.yaml --set backend.kind=cuda --set bench.roofline=false
