@@ -49,3 +49,24 @@ cluster_test(cluster_mpi_tcp 2x2 ${CLUSTER_DIR}/check_mpi.sh ${C2} $<TARGET_FILE
 cluster_test(cluster_mpi_tcp_4 4x2 ${CLUSTER_DIR}/check_mpi.sh ${C4} $<TARGET_FILE:cluster_pingpong>)
 cluster_test(cluster_link_delay 2x2
   ${CLUSTER_DIR}/check_delay.sh ${C2} $<TARGET_FILE:cluster_pingpong> 1000)
+
+# Every strategy computes the same function across emulated nodes: each dp x tp x pp of 4 and 8
+# ranks (2 and 4 nodes of 2) against one rank, and /mesh names each rank's node.
+set(CLUSTER_JOB ${TRIPAR_FIXTURES}/factor.yaml)
+cluster_test(cluster_factorizations_2x2 2x2 ${CLUSTER_DIR}/check_factorizations.sh ${C2}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_factor_2x2 ${CLUSTER_JOB})
+cluster_test(cluster_factorizations_4x2 4x2 ${CLUSTER_DIR}/check_factorizations.sh ${C4}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_factor_4x2 ${CLUSTER_JOB})
+# Llama (grouped kv heads), and GPT-2 with micro-batches and chunked overlap, over TCP.
+cluster_test(cluster_factorizations_llama_2x2 2x2 ${CLUSTER_DIR}/check_factorizations.sh ${C2}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_llama_2x2 ${TRIPAR_FIXTURES}/factor_llama.yaml)
+cluster_test(cluster_factorizations_overlap_2x2 2x2 ${CLUSTER_DIR}/check_factorizations.sh ${C2}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_overlap_2x2 ${CLUSTER_JOB}
+  -- parallel.microbatches=2 parallel.overlap=true parallel.chunks=3)
+
+# A node that dies mid-run ends the run within 10 s and leaves its partial file (complete = 0):
+# its tripar ranks killed, then the whole node (its Open MPI daemon too).
+cluster_test(cluster_node_kill_ranks 2x2 ${CLUSTER_DIR}/check_node_kill.sh ${C2}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_kill_ranks ${CLUSTER_JOB})
+cluster_test(cluster_node_kill_whole 2x2 ${CLUSTER_DIR}/check_node_kill.sh ${C2}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_kill_whole ${CLUSTER_JOB} --whole-node)
