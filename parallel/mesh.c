@@ -253,7 +253,11 @@ static void mesh_warn_tp_spans(const mesh *m) {
                         "placed node by node and tp dividing the ranks per node)\n");
 }
 
-int mesh_try_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order) {
+/* The part of the build that decides where every rank goes: sizes, order, nodes and this
+ * rank's coordinates. Returns 0, or -1 with error_message() set and nothing left to free. With
+ * warn, rank 0 warns about uneven nodes. Collective over world. */
+static int mesh_place_ranks(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order,
+                            int warn) {
     memset(m, 0, sizeof *m);
     m->world = world;
     MPI_CHECK(MPI_Comm_size(world, &m->world_size));
@@ -275,7 +279,7 @@ int mesh_try_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *o
     char *hosts = NULL;
     mesh_place *place = mesh_places_gather(m, &hosts);
     int rc = mesh_coords_resolve(m, place);
-    if (rc == 0) mesh_warn_uneven(m, place);
+    if (rc == 0 && warn) mesh_warn_uneven(m, place);
     free(place);
     free(hosts);
     if (rc != 0) {
@@ -283,6 +287,19 @@ int mesh_try_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *o
         memset(m, 0, sizeof *m);
         return -1;
     }
+    return 0;
+}
+
+int mesh_layout_check(MPI_Comm world, int dp, int tp, int pp, const char *order) {
+    if (!mesh_order_is_auto(order)) return 0; /* explicit orders always lay out */
+    mesh probe;
+    if (mesh_place_ranks(&probe, world, dp, tp, pp, order, 0) != 0) return -1;
+    MPI_CHECK(MPI_Comm_free(&probe.node_mpi));
+    return 0;
+}
+
+int mesh_try_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order) {
+    if (mesh_place_ranks(m, world, dp, tp, pp, order, 1) != 0) return -1;
 
     /* Ranks that share every coordinate but one form that axis's group; key = coordinate
      * so group rank equals the coordinate. */

@@ -86,6 +86,10 @@ int mesh_validate(int world_size, int dp, int tp, int pp, const char *order);
  * layout cannot be built ("auto" with a tp that fits no node); m then holds nothing to free.
  * mesh_init aborts instead, for callers that validated the mesh already. */
 int mesh_try_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order);
+/* Whether the layout can be built, without building the mesh: mesh_try_init's refusal, so a
+ * sweep can check every point before it computes any. Collective over world; 0 or -1 with
+ * error_message() set, the same on every rank. */
+int mesh_layout_check(MPI_Comm world, int dp, int tp, int pp, const char *order);
 void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order);
 void mesh_attach_mpi(mesh *m);
 void mesh_free(mesh *m);

@@ -332,7 +332,12 @@ static int cb_bench_init(cb_bench *b, const cb_args *a) {
     memset(b, 0, sizeof *b);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &b->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &b->world_size));
-    mesh_init(&b->m, MPI_COMM_WORLD, a->dp, a->tp, a->pp, a->order);
+    /* --order auto refuses a tp that fits no node, which only the built mesh can tell: the same
+     * answer on every rank, printed once */
+    if (mesh_try_init(&b->m, MPI_COMM_WORLD, a->dp, a->tp, a->pp, a->order) != 0) {
+        if (b->rank == 0) fprintf(stderr, "tripar: error: %s\n", error_message());
+        return TRIPAR_EXIT_USAGE;
+    }
     b->comm = a->comm;
     b->axes[CB_AXIS_TP] = &b->m.axis[AXIS_TP];
     b->axes[CB_AXIS_PP] = &b->m.axis[AXIS_PP];

@@ -88,6 +88,15 @@ static int run_plan(run_context *rc, const run_args *a, long point, run_files *f
         error_set("%s: %s", job_key_origin(j, "parallel.dp", where, sizeof where), reason);
         return run_user_error();
     }
+    /* auto's tp must fit inside a node: known here already, so a sweep refuses such a point
+     * before its first point computes (run_context_build's mesh_try_init would only find it
+     * when that point's turn came) */
+    if (mesh_layout_check(MPI_COMM_WORLD, j->dp, j->tp, j->pp, j->order) != 0) {
+        char reason[2048], where[256];
+        snprintf(reason, sizeof reason, "%s", error_message());
+        error_set("%s: %s", job_key_origin(j, "parallel.order", where, sizeof where), reason);
+        return run_user_error();
+    }
     if (sweep_point_path(&a->sweep, point, a->out ? a->out : j->out, rc->out_path,
                          sizeof rc->out_path) != 0) {
         error_set("run file name of sweep point %ld is too long", point);

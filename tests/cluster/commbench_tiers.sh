@@ -7,7 +7,8 @@
 # line per hop). The intra tier, which never leaves node1, stays well under the delay. Every
 # round trip is verified (#wrong 0). First, unshaped, the collective sweep's node placement:
 # tp=SLOTS x dp=2 in order tp-pp-dp keeps every TP group inside a node and every DP group
-# across, and order dp-tp-pp the reverse. Restores the link it found.
+# across, and order dp-tp-pp the reverse; --order auto with tp = the world is refused (exit 2).
+# Restores the link it found.
 #   commbench_tiers.sh STATE TRIPAR [DELAY_US]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -54,6 +55,14 @@ PY
 "$CLUSTER_SH" link "$state" --rate off --delay 0
 placement tp-pp-dp intra inter
 placement dp-tp-pp inter intra
+# --order auto with a TP group larger than a node: exit 2, the reason once, no rank left behind.
+rc=0
+run_limited 120 "$CLUSTER_MPIRUN" -n "$world" "$tripar" commbench --tp "$world" --order auto \
+    --sizes 8:64 >"$out.auto.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && [ "$(grep -c '^tripar: error: parallel.order auto: tp=[0-9]* cannot fit inside one node' "$out.auto.log")" = 1 ] &&
+    [ "$(grep -c 'tripar: error' "$out.auto.log")" = 1 ] ||
+    { cat "$out.auto.log"; echo "FAIL: commbench --order auto --tp $world: exit $rc, expected 2 and one reason"; exit 1; }
+echo "ok: commbench --order auto --tp $world refused (exit 2, said once)"
 
 tiers 0
 tiers 1

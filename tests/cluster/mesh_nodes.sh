@@ -101,12 +101,26 @@ log=$out/auto_tp4.log
 rc=0
 run_limited 120 "$CLUSTER_MPIRUN" -n 4 "$TRIPAR_BIN" run "$job" --out "$out/auto_tp4.h5" \
     --set parallel.order=auto --set parallel.tp=4 >"$log" 2>&1 || rc=$?
-said=$(grep -c "^tripar: error: parallel.order auto: tp=4 cannot fit inside one node: nodes have 2, 2 ranks (node1: 2, node2: 2); use tp dividing every node's rank count (1, 2) or an explicit order$" "$log" || true)
+said=$(grep -c "^tripar: error: --set parallel.order=auto: parallel.order auto: tp=4 cannot fit inside one node: nodes have 2, 2 ranks (node1: 2, node2: 2); use tp dividing every node's rank count (1, 2) or an explicit order$" "$log" || true)
 errors=$(grep -c "tripar: error:" "$log" || true)
 if [ "$rc" = 2 ] && [ "$said" = 1 ] && [ "$errors" = 1 ] && [ ! -e "$out/auto_tp4.h5" ]; then
     echo "ok   auto_tp4: refused, exit 2, said once"
 else
     echo "FAIL auto_tp4: exit $rc (expected 2), reason printed $said time(s), errors $errors"
+    cat "$log"; fail=1
+fi
+
+# A sweep whose second point is auto with tp=4 is refused before its first point computes.
+log=$out/sweep_auto_tp4.log
+rc=0
+run_limited 120 "$CLUSTER_MPIRUN" -n 4 "$TRIPAR_BIN" run "$job" --out "$out/sweep.h5" \
+    --set parallel.tp=4 --sweep parallel.order=tp-pp-dp,auto >"$log" 2>&1 || rc=$?
+said=$(grep -c "^tripar: error: --sweep parallel.order=auto: parallel.order auto: tp=4 cannot fit inside one node" "$log" || true)
+if [ "$rc" = 2 ] && [ "$said" = 1 ] && ! ls "$out"/sweep*.h5 >/dev/null 2>&1; then
+    echo "ok   sweep_auto_tp4: refused before any point computed, said once"
+else
+    echo "FAIL sweep_auto_tp4: exit $rc (expected 2), reason printed $said time(s); files:"
+    ls "$out"/sweep* 2>/dev/null
     cat "$log"; fail=1
 fi
 
