@@ -44,20 +44,25 @@ bridge_holder() {
   echo "$pid"
 }
 
-# Ends one daemon by its pid file (bounded: SIGTERM, 10 s, SIGKILL).
-stop_pid() { # name pidfile
-  local pid
-  [ -f "$2" ] || return 0
-  pid=$(cat "$2" 2>/dev/null || true)
-  rm -f "$2"
-  alive "$pid" || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do
-    alive "$pid" || return 0
-    sleep 0.2
+# Ends the daemons of the given pid files, all signalled at once (bounded: SIGTERM, 10 s, SIGKILL).
+stop_pids() { # pidfile...
+  local f pid pids=()
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f" 2>/dev/null || true)
+    rm -f "$f"
+    alive "$pid" && pids+=("$pid")
   done
-  echo "slurm.sh: $1 ($pid) ignored SIGTERM; killing" >&2
-  kill -KILL "$pid" 2>/dev/null || true
+  [ ${#pids[@]} -gt 0 ] || return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    local left=()
+    for pid in "${pids[@]}"; do alive "$pid" && left+=("$pid"); done
+    [ ${#left[@]} -gt 0 ] || return 0
+    sleep 0.1
+  done
+  echo "slurm.sh: ${left[*]} ignored SIGTERM for 10 s; killing" >&2
+  kill -KILL "${left[@]}" 2>/dev/null || true
 }
 
 # Job processes this Slurm started: every slurmstepd carrying our SLURM_CONF (inherited from our
@@ -118,12 +123,9 @@ slurm_down() {
       done
     fi
   fi
-  local f
-  for f in "$dir"/slurmd-*.pid; do
-    [ -e "$f" ] && stop_pid "slurmd $(basename "$f" .pid)" "$f"
-  done
-  stop_pid slurmctld "$dir/slurmctld.pid"
-  stop_pid munged "$dir/munged.pid"
+  # The slurmds first, so that they log no lost-controller errors while going down.
+  stop_pids "$dir"/slurmd-*.pid
+  stop_pids "$dir/slurmctld.pid" "$dir/munged.pid"
   local pids
   pids=$(job_leftovers "$conf")
   if [ -n "$pids" ]; then
@@ -179,7 +181,10 @@ slurm_up() {
   done
   compgen -G '/usr/lib*/*/slurm*/mpi_pmix.so' >/dev/null || compgen -G '/usr/lib*/slurm*/mpi_pmix.so' \
     >/dev/null || skip "Slurm's mpi_pmix plugin is missing (slurm-wlm-basic-plugins)"
-  [ -s "$state/nodes" ] || { echo "slurm.sh: $state/nodes missing: run cluster.sh up first" >&2; exit 1; }
+  # No cluster (its fixture skipped, e.g. without namespaces) is a skip too, with the cluster's reason.
+  [ -s "$state/id" ] && [ -s "$state/nodes" ] ||
+    skip "no emulated cluster at $state ($(tail -n 1 "$state/log/up.err" 2>/dev/null ||
+      echo 'run cluster.sh up first'))"
   state=$(cd "$state" && pwd)
   local dir=$state/slurm br
   br=$(bridge_holder) || exit 1
@@ -283,7 +288,7 @@ slurm_node_up() { # K
   local name=node$1 holder
   holder=$(awk -v n="$name" '$1 == n { print $3 }' "$state/nodes")
   [ -n "$holder" ] || { echo "slurm.sh: no $name in $state/nodes" >&2; exit 1; }
-  stop_pid "slurmd $name" "$state/slurm/slurmd-$name.pid"
+  stop_pids "$state/slurm/slurmd-$name.pid"
   start_slurmd "$name" "$holder" || exit 1
   local deadline=$((SECONDS + 60)) st=""
   while [ "$SECONDS" -lt "$deadline" ]; do

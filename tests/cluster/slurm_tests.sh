@@ -232,6 +232,20 @@ case_sweep() {
     fail "report.csv has $rows rows, want 3 (log $study/logs/report.out)"
   grep -q "3 complete, 0 failed" "$study/logs/report.out" 2>/dev/null && pass "the report job ran" ||
     fail "the report job left no '3 complete' in $study/logs/report.out"
+  # The report counts the groups that cross nodes: with 2 ranks per node, TP (tp = 2) stays inside
+  # a node in every strategy; PP crosses only in dp1-tp2-pp2 (stages on node1 and node2).
+  local crossing want="dp1-tp2-pp2 2 0 2
+dp2-tp1-pp2 2 0 0
+dp2-tp2-pp1 2 0 0"
+  crossing=$("$py" - "$study/report.csv" <<'PY'
+import csv, sys
+for row in sorted(csv.DictReader(open(sys.argv[1])), key=lambda r: r["strategy"]):
+    print(row["strategy"].split()[0], *(row.get(k, "absent").split(".")[0] for k in
+          ("nodes", "tp_groups_crossing_nodes", "pp_groups_crossing_nodes")))
+PY
+  ) || crossing="unreadable"
+  [ "$crossing" = "$want" ] && pass "report.csv: 2 nodes, TP and PP groups crossing nodes as placed" ||
+    fail "report.csv strategy/nodes/TP/PP crossing says '${crossing//$'\n'/; }', want '${want//$'\n'/; }'"
   finish
 }
 
@@ -266,7 +280,8 @@ case_nodekill() {
   srun_pid=$!
   local deadline=$((SECONDS + 60))
   while [ "$SECONDS" -lt "$deadline" ]; do
-    partial=$(compgen -G "$out.partial.*" | head -n 1 || true)
+    # The run's own partial file, RUN.h5.partial.HOST.PID (not a lock file beside it).
+    partial=$(compgen -G "$out.partial.*" | grep -E '\.partial\.[^.]+\.[0-9]+$' | head -n 1 || true)
     [ -n "$partial" ] && [ "$(tripar_pids_on 1 | wc -l)" = 2 ] && [ "$(tripar_pids_on 2 | wc -l)" = 2 ] && break
     kill -0 "$srun_pid" 2>/dev/null || break
     sleep 0.2
