@@ -49,7 +49,7 @@ else
     victims=$(node_pids $victim tripar)
 fi
 [ -n "$victims" ] || { echo "FAIL: no tripar rank found on node$victim"; exit 1; }
-echo "killing on node$victim:" $(for p in $victims; do echo "$p($(cat /proc/$p/comm 2>/dev/null))"; done)
+echo "killing on node$victim: $(for p in $victims; do printf '%s(%s) ' "$p" "$(cat "/proc/$p/comm" 2>/dev/null)"; done)"
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
 kill -9 $victims

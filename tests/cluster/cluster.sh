@@ -41,7 +41,7 @@ state_open() {
 node_ns() { echo "tpc-$id-n$1"; }
 holder_pid() { # K -> pid of the process that holds node K's (0: the head's) namespaces
     local name=node$1
-    [ "$1" = 0 ] && name=head
+    [ "$1" = 0 ] && name="head"
     awk -v n="$name" '$1 == n { print $3 }' "$state/nodes" "$state/head" 2>/dev/null | head -n1
 }
 record_pid() { echo "$1 $2" >>"$state/pids"; } # pid role
@@ -64,11 +64,11 @@ detach() { # log command...
 # A process whose namespaces are the holder's: the holder is `sleep infinity` inside a fresh
 # UTS namespace entered from the named network namespace; nsenter and unshare exec, so $! is it.
 start_holder() { # netns hostname -> prints pid
-    local ns=$1 name=$2 pid i
+    local ns=$1 name=$2 pid
     detach /dev/null nsenter --net="/run/netns/$ns" -- unshare --uts -- /bin/sh -c \
         "echo $name >/proc/sys/kernel/hostname && exec sleep infinity"
     pid=$!
-    for i in $(seq 1 100); do
+    for _ in $(seq 1 100); do
         if [ "$(nsenter -t "$pid" --uts hostname 2>/dev/null)" = "$name" ] &&
             [ "$(readlink "/proc/$pid/ns/uts")" != "$(readlink /proc/self/ns/uts)" ]; then
             echo "$pid"
@@ -342,7 +342,7 @@ cmd_down() {
     for ns in $list; do
         inode=$(stat -L -c %i "/run/netns/$ns" 2>/dev/null) && inodes="$inodes net:[$inode]"
     done
-    local pids="" pid role p link
+    local pids="" pid p link
     for p in /proc/[0-9]*; do
         link=$(readlink "$p/ns/net" 2>/dev/null) || continue
         case " $inodes " in *" $link "*) pids="$pids ${p#/proc/}" ;; esac

@@ -27,13 +27,13 @@
 #define RCVBUF_BYTES (16 << 20)
 
 typedef struct {
-    uint32_t id;         // the kernel's packet id (ascending within the queue)
-    int64_t release_ns;  // CLOCK_MONOTONIC time at which it is accepted
+    uint32_t id;        // the kernel's packet id (ascending within the queue)
+    int64_t release_ns; // CLOCK_MONOTONIC time at which it is accepted
 } held_packet;
 
 typedef struct {
     held_packet ring[RING_SIZE];
-    uint32_t head, tail;  // head: oldest held packet; tail: next free slot
+    uint32_t head, tail; // head: oldest held packet; tail: next free slot
     int64_t delay_ns;
     uint64_t held, overflowed;
 } delay_line;
@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: delayline --queue Q --delay-us D [--ready FILE]\n");
         return 2;
     }
-    static delay_line line;  // static: the ring is a few MiB
+    static delay_line line; // static: the ring is a few MiB
     line.delay_ns = (int64_t)delay_us * 1000;
 
     // Timer slack (50 us by default) would be added to every wake-up: the delay is the point.

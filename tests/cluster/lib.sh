@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the cluster tests: source it, then `cluster_require STATE`. A test whose cluster is
 # not up skips (77) with the reason the fixture's `up` gave, since CTest runs a fixture's tests
 # even when its setup test skipped.

@@ -37,7 +37,8 @@ static double pingpong_oneway(int rank, int peer, int iterations, double *round_
             if (i >= 0) round_trips[i] = t;
         } else if (rank == peer) {
             MPI_Recv(buf, sizeof buf, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            for (size_t b = 0; b < sizeof buf; b++) buf[b]++;
+            for (size_t b = 0; b < sizeof buf; b++)
+                buf[b]++;
             MPI_Send(buf, sizeof buf, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
         }
     }
@@ -83,7 +84,8 @@ int main(int argc, char **argv) {
     long stream_bytes = argc > 2 ? atol(argv[2]) : 0;
     if (iterations < 1 || stream_bytes < 0 || stream_bytes > (1L << 30) || world < 2) {
         if (rank == 0)
-            fprintf(stderr, "usage: pingpong [ITERATIONS >= 1 [BYTES <= 1 GiB]] on 2 or more ranks\n");
+            fprintf(stderr,
+                    "usage: pingpong [ITERATIONS >= 1 [BYTES <= 1 GiB]] on 2 or more ranks\n");
         MPI_Finalize();
         return 2;
     }
@@ -100,8 +102,12 @@ int main(int argc, char **argv) {
         if (!same && inter < 0) inter = r;
     }
     if (rank == 0)
-        for (int r = 0; r < world; r++) printf("rank %d host %s\n", r, hosts + (size_t)r * HOST_LEN);
-    const struct { const char *name; int peer; } tiers[] = {{"intra", intra}, {"inter", inter}};
+        for (int r = 0; r < world; r++)
+            printf("rank %d host %s\n", r, hosts + (size_t)r * HOST_LEN);
+    const struct {
+        const char *name;
+        int peer;
+    } tiers[] = {{"intra", intra}, {"inter", inter}};
     for (int t = 0; t < 2; t++) {
         if (tiers[t].peer < 0) {
             if (rank == 0) printf("oneway %s none\n", tiers[t].name);
