@@ -69,7 +69,7 @@ start_holder() { # netns hostname -> prints pid
         "echo $name >/proc/sys/kernel/hostname && exec sleep infinity"
     pid=$!
     for _ in $(seq 1 100); do
-        if [ "$(nsenter -t "$pid" --uts hostname 2>/dev/null)" = "$name" ] &&
+        if [ "$(nsenter -t "$pid" --uts cat /proc/sys/kernel/hostname 2>/dev/null)" = "$name" ] &&
             [ "$(readlink "/proc/$pid/ns/uts")" != "$(readlink /proc/self/ns/uts)" ]; then
             echo "$pid"
             return 0
