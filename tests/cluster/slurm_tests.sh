@@ -307,10 +307,11 @@ case_nodekill() {
   kill -KILL "${victims[@]}" 2>/dev/null || true
   # Every rank on node1 must end within 10 s (10 s more before the test gives up on them). When
   # the whole node goes, slurmstepd included, nothing reports the lost tasks: the step ends only
-  # once slurmctld sets the node DOWN (SlurmdTimeout after its last answer to a ping).
+  # once slurmctld sets the node DOWN (SlurmdTimeout after its last answer to a ping, plus up to
+  # a ping interval), then KillWait: 50 s measured with SlurmdTimeout=30 and KillWait=5.
   local limit_ms=10000 ended_ms="" start_ns
   if [ "${SLURM_KILL_WHOLE_NODE:-0}" = 1 ]; then
-    limit_ms=$((($(sed -n 's/^SlurmdTimeout=//p' "$SLURM_CONF") + 15) * 1000))
+    limit_ms=$((($(sed -n 's/^SlurmdTimeout=//p' "$SLURM_CONF") + 30) * 1000))
   fi
   start_ns=$(date +%s%N)
   for _ in $(seq 1 $((limit_ms / 100 + 100))); do
