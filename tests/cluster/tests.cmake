@@ -70,3 +70,12 @@ cluster_test(cluster_node_kill_ranks 2x2 ${CLUSTER_DIR}/check_node_kill.sh ${C2}
   ${CMAKE_CURRENT_BINARY_DIR}/cluster_kill_ranks ${CLUSTER_JOB})
 cluster_test(cluster_node_kill_whole 2x2 ${CLUSTER_DIR}/check_node_kill.sh ${C2}
   ${CMAKE_CURRENT_BINARY_DIR}/cluster_kill_whole ${CLUSTER_JOB} --whole-node)
+
+# The node-aware mesh: /mesh hosts, nodes and coordinates for tp-pp-dp, pp-tp-dp and auto (by
+# slot and --map-by node), the TP-spans-nodes and uneven-nodes warnings exactly when due, and
+# auto's refusal of a tp larger than a node (exit 2 once, sweeps included).
+cluster_test(cluster_mesh_nodes 2x2 ${CLUSTER_DIR}/mesh_nodes.sh ${C2} ${TRIPAR_FIXTURES}/factor.yaml)
+# commbench across nodes: per-axis node placement, --tiers' inter-node latency on a 1 ms link
+# within 30% of the delay plus the measured floor, --order auto's refusal.
+cluster_test(cluster_commbench_tiers 2x2 ${CLUSTER_DIR}/commbench_tiers.sh ${C2}
+  $<TARGET_FILE:tripar> 1000)
