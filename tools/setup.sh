@@ -46,12 +46,13 @@ test)
     mpi_environment
     (cd "$BUILD" && ctest --output-on-failure -j"$JOBS")
     # The suite again under AddressSanitizer and UndefinedBehaviorSanitizer, multi-rank runs
-    # included (Slurm, GPU and fuzz tests need no second pass). Leak checks are off there,
+    # included (Slurm, GPU, fuzz and emulated-cluster tests need no second pass: what they add is
+    # the launcher and the network, not code the single-node runs miss). Leak checks are off there,
     # because Open MPI leaks past MPI_Finalize; the unit tests that never start MPI then run
     # once more with them on.
     cmake -S . -B "$BUILD-asan" -DCMAKE_BUILD_TYPE=Debug -DTRIPAR_SANITIZE=ON -DTRIPAR_CUDA=OFF
     cmake --build "$BUILD-asan" -j"$JOBS"
-    (cd "$BUILD-asan" && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$JOBS" -LE "slurm|gpu|fuzz")
+    (cd "$BUILD-asan" && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$JOBS" -LE "slurm|gpu|fuzz|cluster")
     (cd "$BUILD-asan" && ctest --output-on-failure -j"$JOBS" -L unit -E "^(cli_.*|test_model)$")
     # RelWithDebInfo, the build type when none is given, compiled with CUDA (when nvcc exists)
     # and not run: gcc -O2 warns differently from -O3 and -O0, and -Werror turns that into a
