@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/check.h"
 #include "cli/cli.h"
@@ -12,7 +13,50 @@
 #include "parallel/mesh.h"
 
 static volatile sig_atomic_t stop_requested = 0;
-static void on_stop_signal(int sig) { stop_requested = sig; }
+
+/* A stop is agreed through the ranks' vote (docs/design.md). A peer that is gone (its node lost,
+ * its process stopped) never votes, and a rank waiting on it would wait until the launcher's
+ * SIGKILL (Slurm's KillWait: 30 s by default). So from the first signal each rank allows itself
+ * stop_grace_seconds (record.stop_grace_seconds) to finish the generation it is in; past that it
+ * leaves by itself. The line it prints is made before the handlers go in: a handler may only
+ * write(2) it. Armed while the run is built and measured, not while it records: writing the
+ * results after an agreed stop may take as long as it takes. */
+static volatile sig_atomic_t stop_grace_armed = 0;
+static unsigned stop_grace_seconds;
+static char stop_overdue_line[320];
+static size_t stop_overdue_len;
+
+static void on_stop_signal(int sig) {
+    if (!stop_requested && stop_grace_armed && stop_grace_seconds) alarm(stop_grace_seconds);
+    stop_requested = sig;
+}
+
+/* _exit, not MPI_Abort: a signal handler may call only async-signal-safe functions, and
+ * MPI_Abort could wait on a lock the interrupted MPI call holds. The launcher then ends the
+ * other ranks; the partial run file keeps what was flushed, complete = 0. */
+static void on_stop_overdue(int sig) {
+    (void)sig;
+    if (write(STDERR_FILENO, stop_overdue_line, stop_overdue_len) < 0) _exit(TRIPAR_EXIT_RUNTIME);
+    _exit(TRIPAR_EXIT_RUNTIME);
+}
+
+static void stop_grace_arm(const job *j) {
+    stop_grace_seconds = (unsigned)j->stop_grace_seconds;
+    int n = snprintf(stop_overdue_line, sizeof stop_overdue_line,
+                     "[rank %d host %s] tripar: error: not stopped %u s after the signal (a peer "
+                     "that no longer answers?); leaving now (record.stop_grace_seconds); the "
+                     "partial run file keeps what was flushed, complete = 0\n",
+                     tripar_world_rank(), tripar_host(), stop_grace_seconds);
+    stop_overdue_len = n < 0 ? 0 : (size_t)n < sizeof stop_overdue_line ? (size_t)n
+                                                                         : sizeof stop_overdue_line - 1;
+    signal(SIGALRM, on_stop_overdue);
+    stop_grace_armed = 1;
+}
+
+static void stop_grace_disarm(void) {
+    stop_grace_armed = 0;
+    alarm(0);
+}
 
 static void usage(FILE *f) {
     fprintf(
@@ -130,6 +174,7 @@ static int run_one(const run_args *a, long point, double process_start, int chec
     if (code == TRIPAR_EXIT_OK && check_only && result)
         snprintf(result->out, sizeof result->out, "%s", rc.out_path);
     if (code == TRIPAR_EXIT_OK && !a->dry_run && !check_only) {
+        stop_grace_arm(&rc.j);
         signal(SIGTERM, on_stop_signal);
         signal(SIGINT, on_stop_signal);
         code = run_context_build(&rc, a, &stop_requested);
@@ -137,12 +182,14 @@ static int run_one(const run_args *a, long point, double process_start, int chec
             run_metrics rm;
             serve_result stream;
             int stopped = run_measure(&rc, &rm, &stream, process_start, &stop_requested);
+            stop_grace_disarm(); /* every rank agreed on the stop, or there was none */
             code = run_record(&rc, &rm, &stream, stopped, result);
             free(rm.latency);
             free(rm.ttft);
             free(rm.tpot);
             serve_result_free(&stream);
         }
+        stop_grace_disarm();
     }
     run_context_free(&rc);
     return code;

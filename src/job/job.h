@@ -100,6 +100,9 @@ typedef struct {
     timings_level timings;
     int flush_every;               /* steps between timing flushes, 0 = only at the end */
     int flush_seconds;             /* seconds between timing flushes (rank 0's clock), 0 = off */
+    int stop_grace_seconds;        /* after SIGTERM/SIGINT, how long a rank may take to agree on
+                                      the stop before it exits by itself (a lost peer never lets
+                                      it agree); 0 = no limit */
 
     /* provenance, for error messages after loading */
     char source[JOB_PATH_MAX];     /* the job file path */

@@ -170,8 +170,11 @@ void job_dump(const job *j, FILE *out) {
     for (int i = 0; i < j->n_activations; i++)
         fprintf(out, "%s%s", i ? ", " : "", j->activations[i]);
     /* quoted: YAML 1.1 readers take a bare off for false */
-    fprintf(out, "]\n  timings: \"%s\"\n  flush_every: %d\n  flush_seconds: %d\n",
-            timings_level_name(j->timings), j->flush_every, j->flush_seconds);
+    fprintf(out,
+            "]\n  timings: \"%s\"\n  flush_every: %d\n  flush_seconds: %d\n"
+            "  stop_grace_seconds: %d\n",
+            timings_level_name(j->timings), j->flush_every, j->flush_seconds,
+            j->stop_grace_seconds);
 }
 
 char *job_dump_string(const job *j) {

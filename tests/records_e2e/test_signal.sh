@@ -3,10 +3,15 @@
 #   term-mpirun  SIGTERM to mpirun, which forwards it to the 4 ranks (tp2 pp2)
 #   term-rank    SIGTERM to one of 2 ranks (pp2) only: the stop vote must stop both
 #   kill-rank    SIGKILL to one of 4 ranks (tp2 pp2), not to mpirun
+#   term-stalled SIGSTOP to one of 2 ranks (pp2), then SIGTERM to the other: the stop vote can
+#                never complete, so the signalled rank leaves by itself after
+#                record.stop_grace_seconds (2 here) and the launcher ends the stopped one
 # term-*: exit 1 within a bound, RUN.h5 absent, RUN.h5.partial.HOST.PID (the run's own partial
 # file, named in the stop message) readable with complete=0, every
 # rank's events present (flushed), all ranks stopped after the same step, tools accept the file.
 # kill-rank: every rank gone within 30 s, mpirun exits non-zero, no file claims complete=1.
+# term-stalled: every rank gone within 10 s, no sooner than the grace, its message once, the
+# partial file readable with complete=0.
 # The run takes minutes uninterrupted, so the signal always lands while it generates; the test
 # itself takes a few seconds. Nothing here depends on machine speed beyond "not 1000x faster".
 set -euo pipefail
@@ -22,6 +27,7 @@ case $mode in
 term-mpirun) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
 term-rank) np=2 mesh=(parallel.pp=2 parallel.microbatches=2) ;;
 kill-rank) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
+term-stalled) np=2 mesh=(parallel.pp=2 record.stop_grace_seconds=2) ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
 sets=()
@@ -58,8 +64,10 @@ case $mode in
 term-mpirun) kill -TERM "$mp" ;;
 term-rank) kill -TERM "${ranks[1]}" ;;
 kill-rank) kill -KILL "${ranks[2]}" ;;
+term-stalled) kill -STOP "${ranks[1]}" && kill -TERM "${ranks[0]}" ;;
 esac
 bound=30
+[ "$mode" = term-stalled ] && bound=10
 rc=0
 for _ in $(seq $((bound * 10))); do
     kill -0 "$mp" 2>/dev/null || break
@@ -88,6 +96,18 @@ tail -3 "$out/$mode.log"
 [ "$rc" -ne 0 ] || { echo "FAIL: exit 0 after a signal"; exit 1; }
 [ ! -e "$run" ] || { echo "FAIL: $run exists: a killed run claims to be complete"; exit 1; }
 
+if [ "$mode" = term-stalled ]; then
+    [ "$elapsed" -ge 2 ] || { echo "FAIL: ended after ${elapsed} s, before the 2 s grace"; exit 1; }
+    said=$(grep -c "tripar: error: not stopped 2 s after the signal" "$out/$mode.log" || true)
+    [ "$said" -eq 1 ] || { echo "FAIL: the overdue-stop message appears $said times, want 1"; exit 1; }
+    exec "$py" - "$partial" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+c = int(f.attrs["complete"])
+print("partial file readable: complete=%d, world %d" % (c, int(f.attrs["world_size"])))
+sys.exit(0 if c == 0 else 1)
+PY
+fi
 if [ "$mode" = kill-rank ]; then
     exec "$py" - "$partial" <<'PY'
 import sys, h5py
