@@ -79,3 +79,4 @@ cluster_test(cluster_mesh_nodes 2x2 ${CLUSTER_DIR}/mesh_nodes.sh ${C2} ${TRIPAR_
 # within 30% of the delay plus the measured floor, --order auto's refusal.
 cluster_test(cluster_commbench_tiers 2x2 ${CLUSTER_DIR}/commbench_tiers.sh ${C2}
   $<TARGET_FILE:tripar> 1000)
+include(${CLUSTER_DIR}/slurm_tests.cmake)
