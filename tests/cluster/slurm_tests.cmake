@@ -1,4 +1,4 @@
-# tripar under a real multi-node Slurm (labels cluster and slurm; tests/cluster/slurm.md): a 2-node
+# tripar under a real multi-node Slurm (labels cluster and slurm; docs/cluster.md, "Slurm across the emulated nodes"): a 2-node
 # emulated cluster of its own (fixture cluster_slurm2), a Slurm on it (fixture slurm_nodes:
 # slurm.sh up/down), then one test per case of slurm_tests.sh. The node-kill case runs last, and
 # brings node2's slurmd back when it ends. Included by tests/cluster/tests.cmake after its
