@@ -22,7 +22,7 @@ def load(path):
     names = {}
     phase_type = None
     comm = exposed = busy = 0.0
-    tp_total = tp_wait = 0.0
+    tp_total = tp_wait = pp_wait = 0.0
     ranks = [k for k in f["timings"] if k.startswith("rank_")]
     comm_phases = {"tp_allreduce", "pp_send", "dp_gather"}
     for r in ranks:
@@ -39,6 +39,7 @@ def load(path):
         busy += dur[ph == "iteration"].sum()
         tp_total += dur[(ph == "tp_allreduce") & (step == 0)].sum()
         tp_wait += dur[(ph == "tp_wait") & (step == 0)].sum()
+        pp_wait += dur[(ph == "pp_recv_wait") & (step == 0)].sum()
     return {
         "label": f"dp{a['dp']}-tp{a['tp']}-pp{a['pp']}" + (" m%d" % a["microbatches"]),
         "overlap": "overlap: true" in (a["job"].decode() if isinstance(a["job"], bytes) else a["job"]),
@@ -49,6 +50,12 @@ def load(path):
         "comm_frac": comm / busy if busy else 0,
         "exposed_frac": exposed / busy if busy else 0,
         "tp_hidden": (1 - tp_wait / tp_total) if tp_total > 0 else float("nan"),
+        # the prefill's (step 0) TP all-reduce and PP wait, summed over ranks and iterations
+        "prefill_tp_total": tp_total,
+        "prefill_tp_wait": tp_wait,
+        "prefill_pp_wait": pp_wait,
+        "ranks": len(ranks),
+        "iterations": int(len(m["ttft"][()])),
     }
 
 
