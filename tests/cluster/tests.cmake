@@ -50,13 +50,18 @@ cluster_test(cluster_mpi_tcp_4 4x2 ${CLUSTER_DIR}/check_mpi.sh ${C4} $<TARGET_FI
 cluster_test(cluster_link_delay 2x2
   ${CLUSTER_DIR}/check_delay.sh ${C2} $<TARGET_FILE:cluster_pingpong> 1000)
 
-# Every strategy computes the same function across emulated nodes: each dp x tp x pp of 4 and 8
-# ranks (2 and 4 nodes of 2) against one rank, and /mesh names each rank's node.
+# Every strategy computes the same function across emulated nodes: each dp x tp x pp of 4 ranks
+# on 2 nodes of 2, and of every world from 2 to 8 ranks on up to 4 nodes of 2 (placed by slot:
+# odd worlds leave the last node half full), against one rank; /mesh names each rank's node.
 set(CLUSTER_JOB ${TRIPAR_FIXTURES}/factor.yaml)
 cluster_test(cluster_factorizations_2x2 2x2 ${CLUSTER_DIR}/check_factorizations.sh ${C2}
   ${CMAKE_CURRENT_BINARY_DIR}/cluster_factor_2x2 ${CLUSTER_JOB})
 cluster_test(cluster_factorizations_4x2 4x2 ${CLUSTER_DIR}/check_factorizations.sh ${C4}
-  ${CMAKE_CURRENT_BINARY_DIR}/cluster_factor_4x2 ${CLUSTER_JOB})
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_factor_4x2 ${CLUSTER_JOB} --sizes "2 3 4 6 8")
+# 5 and 7 ranks need heads that 5 and 7 divide (tp = 5, 7) and a vocabulary neither divides.
+cluster_test(cluster_factorizations_5_7_4x2 4x2 ${CLUSTER_DIR}/check_factorizations.sh ${C4}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_factor_5_7 ${CLUSTER_JOB} --sizes "5 7"
+  -- model.synthetic.heads=35 model.synthetic.embd=140 model.synthetic.vocab=211)
 # Llama (grouped kv heads), and GPT-2 with micro-batches and chunked overlap, over TCP.
 cluster_test(cluster_factorizations_llama_2x2 2x2 ${CLUSTER_DIR}/check_factorizations.sh ${C2}
   ${CMAKE_CURRENT_BINARY_DIR}/cluster_llama_2x2 ${TRIPAR_FIXTURES}/factor_llama.yaml)

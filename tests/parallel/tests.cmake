@@ -11,6 +11,11 @@ foreach(world 1 2 3 4 6 8)
   tripar_parallel_test(parallel_factorizations_w${world}
     ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_w${world} ${TRIPAR_FIXTURES}/factor.yaml ${world})
 endforeach()
+# 5 and 7 ranks: tp = 5 and 7 need heads that they divide (35, head size 4) and a vocabulary
+# neither divides (211, prime), so that every factorization of 1..8 ranks is covered.
+tripar_parallel_test(parallel_factorizations_w5_w7
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_w5_w7 ${TRIPAR_FIXTURES}/factor.yaml 5 7
+  -- model.synthetic.heads=35 model.synthetic.embd=140 model.synthetic.vocab=211)
 foreach(mb 2 3 4)
   tripar_parallel_test(parallel_microbatches_${mb}_overlap
     ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_mb${mb} ${TRIPAR_FIXTURES}/factor.yaml 4
