@@ -333,19 +333,32 @@ static void print_single(FILE *out, const run_summary *s) {
             s->slowest_lag);
 }
 
+/* "crossing/groups" of one axis for the comparison table (TP-xnode, PP-xnode: the groups of
+ * that axis holding ranks of more than one node); "-" when /mesh could not tell. */
+static void crossing_cell(char *cell, size_t len, const run_summary *s, int crossing, int groups) {
+    if (s->nodes > 0)
+        snprintf(cell, len, "%d/%d", crossing, groups);
+    else
+        snprintf(cell, len, "-");
+}
+
 static void print_comparison(FILE *out, const run_summary *s, int n) {
-    fprintf(out, "%-28s %5s %10s %10s %11s %10s %10s %10s %8s %7s %8s %7s\n", "strategy", "ranks",
-            "TTFT(s)", "TPOT(s)", "tokens/s", "p50(s)", "p90(s)", "p99(s)", "compute", "comm",
-            "exposed", "bubble");
+    fprintf(out, "%-28s %5s %10s %10s %11s %10s %10s %10s %8s %7s %8s %7s %5s %9s %9s\n",
+            "strategy", "ranks", "TTFT(s)", "TPOT(s)", "tokens/s", "p50(s)", "p90(s)", "p99(s)",
+            "compute", "comm", "exposed", "bubble", "nodes", "TP-xnode", "PP-xnode");
     for (int i = 0; i < n; i++) {
         const run_headline *m = &s[i].run.metrics;
+        char nodes[16] = "-", tp[32], pp[32];
+        if (s[i].nodes > 0) snprintf(nodes, sizeof nodes, "%d", s[i].nodes);
+        crossing_cell(tp, sizeof tp, &s[i], s[i].tp_crossing, s[i].tp_groups);
+        crossing_cell(pp, sizeof pp, &s[i], s[i].pp_crossing, s[i].pp_groups);
         fprintf(out,
                 "%-28s %5d %10.4f %10.5f %11.1f %10.4f %10.4f %10.4f %7.1f%% %6.1f%% "
-                "%7.1f%% %6.1f%%%s\n",
+                "%7.1f%% %6.1f%% %5s %9s %9s%s\n",
                 s[i].label, s[i].run.world_size, m->ttft_mean, m->tpot_mean, m->tokens_per_s,
                 m->latency_p50, m->latency_p90, m->latency_p99, 100 * s[i].compute_frac,
-                100 * s[i].comm_frac, 100 * s[i].exposed_frac, 100 * s[i].bubble_frac,
-                s[i].run.complete ? "" : "  (incomplete)");
+                100 * s[i].comm_frac, 100 * s[i].exposed_frac, 100 * s[i].bubble_frac, nodes, tp,
+                pp, s[i].run.complete ? "" : "  (incomplete)");
     }
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tripar report's nodes line, counted from /mesh: a one-node run crosses nothing; the same file
 # with its node column rewritten to two nodes (by block, then cyclic) counts the TP and PP
-# groups that would cross; a file without the node column counts its hosts as nodes; --json
-# carries the counts.
+# groups that would cross; a file without the node column counts its hosts as nodes; the
+# comparison table and --json carry the counts per strategy.
 # usage: check_report_nodes.sh WORKDIR JOB
 set -euo pipefail
 : "${TRIPAR_BIN:?TRIPAR_BIN must point at the tripar binary}"
@@ -56,7 +56,14 @@ expect_line "$work/block.h5" '^  nodes 2 \(2 ranks each\); TP groups crossing no
 expect_line "$work/cyclic.h5" '^  nodes 2 \(2 ranks each\); TP groups crossing nodes 2/2, PP groups crossing nodes 0/2$'
 expect_line "$work/no_node_column.h5" '^  nodes 2 \(2 ranks each\); TP groups crossing nodes 0/2, PP groups crossing nodes 2/2$'
 
-"$TRIPAR_BIN" report "$run" "$work/cyclic.h5" --json "$work/report.json" >/dev/null
+"$TRIPAR_BIN" report "$run" "$work/cyclic.h5" --json "$work/report.json" >"$work/compare.txt"
+# the comparison table: nodes, then TP and PP groups crossing, per strategy
+if grep -Eq '^dp1-tp2-pp2 m1 .* 1 +0/2 +0/2$' "$work/compare.txt" &&
+    grep -Eq '^dp1-tp2-pp2 m1 .* 2 +2/2 +0/2$' "$work/compare.txt"; then
+    echo "ok   comparison table: nodes and groups crossing per strategy"
+else
+    echo "FAIL comparison table lacks the per-strategy crossing columns"; cat "$work/compare.txt"; fail=1
+fi
 if "$PYTHON" - "$work/report.json" <<'EOF'; then
 import json, sys
 runs = json.load(open(sys.argv[1]))["runs"]
