@@ -49,8 +49,8 @@ static void stop_grace_arm(const job *j) {
                      tripar_world_rank(), tripar_host(), stop_grace_seconds);
     if (n < 0) n = 0;
     /* snprintf says how long the line would have been: a cut line is the buffer less its NUL */
-    stop_overdue_len = (size_t)n < sizeof stop_overdue_line ? (size_t)n
-                                                            : sizeof stop_overdue_line - 1;
+    stop_overdue_len =
+        (size_t)n < sizeof stop_overdue_line ? (size_t)n : sizeof stop_overdue_line - 1;
     signal(SIGALRM, on_stop_overdue);
     stop_grace_armed = 1;
 }
