@@ -282,7 +282,6 @@ static int cb_out_check(const cb_args *a, int rank) {
     return bad ? -1 : 0;
 }
 
-
 /* Over NCCL: the cuda backend on this rank's device (every rank must start, or all exit 2
  * with the reason, as `tripar run` does), NCCL on TP and PP through comm_setup (which refuses
  * a shared GPU), and NCCL of commbench's own on DP and the world, which a run keeps on MPI.
