@@ -44,8 +44,8 @@ static void stop_grace_arm(const job *j) {
     stop_grace_seconds = (unsigned)j->stop_grace_seconds;
     int n = snprintf(stop_overdue_line, sizeof stop_overdue_line,
                      "[rank %d host %s] tripar: error: not stopped %u s after the signal (a peer "
-                     "that no longer answers?); leaving now (record.stop_grace_seconds); the "
-                     "partial run file keeps what was flushed, complete = 0\n",
+                     "that no longer answers?); leaving now (record.stop_grace_seconds); a "
+                     "partial run file, once created, keeps what was flushed, complete = 0\n",
                      tripar_world_rank(), tripar_host(), stop_grace_seconds);
     if (n < 0) n = 0;
     /* snprintf says how long the line would have been: a cut line is the buffer less its NUL */
