@@ -4,7 +4,9 @@
 # SLOTS, the first of node2), and with --delay DELAY the inter tier's latency (alpha from the
 # fit, and the half round trip at 8 B) rises by DELAY plus the measured floor to within 30%,
 # the floor being what --delay 1 adds beyond its 1 us (one pass through NFQUEUE and the delay
-# line per hop). The intra tier, which never leaves node1, stays well under the delay. Every
+# line per hop). The intra tier, which never leaves node1, rises by under half the delay
+# (compared with its own unshaped figure, so that a loaded machine's scheduling noise, which
+# both runs see, does not count). Every
 # round trip is verified (#wrong 0). First, unshaped, the collective sweep's node placement:
 # tp=SLOTS x dp=2 in order tp-pp-dp keeps every TP group inside a node and every DP group
 # across, and order dp-tp-pp the reverse; --order auto with tp = the world is refused (exit 2).
@@ -98,10 +100,12 @@ for field, what in (("alpha_small_s", "half round trip at 8 B"), ("alpha_s", "fi
           f"({(added - want) / want:+.1%})")
     if abs(added - want) > 0.3 * want:
         fail.append(f"{what} rose by {added:.1f} us, not within 30% of {want:.1f} us")
-intra = slow["intra"]["alpha_small_s"] * 1e6
-print(f"intra half round trip at 8 B with --delay {delay:.0f}: {intra:.1f} us")
-if intra > 0.2 * delay:
-    fail.append(f"the intra tier ({intra:.1f} us) felt the inter-node delay")
+intra0, intra = (t["intra"]["alpha_small_s"] * 1e6 for t in (base, slow))
+print(f"intra half round trip at 8 B: {intra0:.1f} us unshaped, {intra:.1f} us with "
+      f"--delay {delay:.0f}")
+if intra - intra0 > 0.5 * delay:  # through the link it would rise by the whole delay
+    fail.append(f"the intra tier ({intra0:.1f} us unshaped, {intra:.1f} us) felt the "
+                f"inter-node delay")
 if fail:
     sys.exit("FAIL: " + "; ".join(fail))
 print("ok: the inter tier measures the link's latency, the intra tier does not see it")
