@@ -181,6 +181,13 @@ typedef struct backend_ops {
      * cuBLAS), unlike peak_memory which counts this backend's allocations: for a report of
      * how full the device is. */
     void (*memory_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
+
+    /* Named ranges for a profiler (NVTX on cuda, so Nsight Systems shows tripar's phases):
+     * range_start opens a range called name (a static string) with an integer payload and
+     * returns its id for range_end. Ranges need not nest. The phase timer opens one per
+     * recorded event, named as in the run file, with the layer as payload. */
+    uint64_t (*range_start)(void *ctx, const char *name, int payload);
+    void (*range_end)(void *ctx, uint64_t id);
 } backend_ops;
 
 typedef struct {

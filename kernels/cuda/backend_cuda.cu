@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/backend_devices.h"
+#include "kernels/cuda/nvtx_ranges.h"
 
 /* cuBLAS gets a fixed workspace so it never allocates inside a captured graph. */
 #define CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -345,6 +346,8 @@ static const backend_ops cuda_ops = {
     cuda_host_alloc,
     cuda_host_free,
     cuda_memory_info,
+    cuda_nvtx_range_start,
+    cuda_nvtx_range_end,
 };
 
 /* --- device queries (the selection table's) and init -------------------------------------- */

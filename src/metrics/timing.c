@@ -111,6 +111,9 @@ void timer_init(timer *t, timings_level level, const backend *be, long capacity,
     t->events = xcalloc((unsigned long)(t->capacity ? t->capacity : 1), sizeof(timing_event));
     t->mark_slots = xcalloc((unsigned long)(2 * t->capacity + 2), sizeof(int));
     t->max_marks = 2 * t->capacity;
+    /* a profiler range per event when the backend has them (NVTX on cuda) */
+    if (t->capacity && be && be->ops && be->ops->range_start && be->ops->range_end)
+        t->range_ids = xcalloc((unsigned long)t->capacity, sizeof(uint64_t));
     clock_align(world, 0.0, &t->clock_offset, &t->clock_uncertainty);
     /* run_start is rank 0's clock once every rank has aligned */
     MPI_CHECK(MPI_Barrier(world));
@@ -122,6 +125,7 @@ void timer_init(timer *t, timings_level level, const backend *be, long capacity,
 void timer_free(timer *t) {
     free(t->events);
     free(t->mark_slots);
+    free(t->range_ids);
     memset(t, 0, sizeof *t);
 }
 
@@ -169,6 +173,7 @@ static long timer_push(timer *t, phase p, int step, int microbatch, int layer) {
 int timer_begin(timer *t, phase p, int step, int microbatch, int layer) {
     long i = timer_push(t, p, step, microbatch, layer);
     if (i < 0) return -1;
+    if (t->range_ids) t->range_ids[i] = t->be->ops->range_start(t->be->ctx, phase_name(p), layer);
     if (timer_uses_marks(t, i)) {
         t->be->ops->mark(t->be->ctx, (int)(2 * i));
         t->mark_slots[2 * i] = (int)(2 * i);
@@ -181,6 +186,7 @@ int timer_begin(timer *t, phase p, int step, int microbatch, int layer) {
 
 void timer_end(timer *t, int handle) {
     if (handle < 0 || handle >= t->count || t->mark_slots[2 * handle + 1] != SLOT_OPEN) return;
+    if (t->range_ids) t->be->ops->range_end(t->be->ctx, t->range_ids[handle]);
     if (timer_uses_marks(t, handle)) {
         t->be->ops->mark(t->be->ctx, 2 * handle + 1);
         t->mark_slots[2 * handle + 1] = 2 * handle + 1;

@@ -58,6 +58,7 @@ typedef struct {
     const backend *be;
     timing_event *events;   /* capacity entries, preallocated */
     int *mark_slots;        /* two backend mark slots per event */
+    uint64_t *range_ids;    /* per event, the backend's profiler range (NULL without one) */
     long count, capacity, flushed, dropped;
     int iteration;
     double clock_offset;     /* add to local monotonic seconds to get rank 0's clock */

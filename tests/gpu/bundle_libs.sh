@@ -41,6 +41,11 @@ copy_deps() { # copies every non-system library that $1 loads into DEST/libs
 # 1. executables: tripar and the commands of every gpu-labelled test
 cp "$BUILD/tripar" "$DEST/bin/"
 copy_deps "$BUILD/tripar"
+# the NVTX cost benchmark, when the build has the cuda backend
+if [[ -x $BUILD/tools/tripar_nvtx_cost ]]; then
+    cp "$BUILD/tools/tripar_nvtx_cost" "$DEST/bin/"
+    copy_deps "$BUILD/tools/tripar_nvtx_cost"
+fi
 : >"$DEST/gpu_tests.tsv"
 if (cd "$BUILD" && ctest -N -L gpu --show-only=json-v1) >"$DEST/.ctest.json" 2>/dev/null; then
     /usr/bin/python3 - "$DEST/.ctest.json" "$BUILD" "$DEST" "$SRC" <<'PY' >"$DEST/.exes"

@@ -195,6 +195,19 @@ if [[ -z ${SKIP_BENCH:-} ]]; then
     # that every TP all-reduce over NCCL pays, checked as commbench checks every result.
     step "$BENCHLOG" 60 "commbench nccl, 1 rank" mpirun -n 1 "$B/bin/tripar" commbench \
         --comm nccl --sizes 8:1G --out "$RUNS/commbench-nccl.h5"
+    # NVTX: what the phase ranges add with no profiler attached, and, where Nsight Systems is
+    # installed, that a profile shows tripar's phases under the run file's names.
+    [[ -x $B/bin/tripar_nvtx_cost ]] &&
+        step "$BENCHLOG" 30 "nvtx cost" mpirun -n 1 "$B/bin/tripar_nvtx_cost"
+    if command -v nsys >/dev/null 2>&1; then
+        step "$BENCHLOG" 120 "nsys shows tripar's phases" bash -c "nsys profile -t nvtx,cuda \
+            -o '$RUNS/nvtx' --force-overwrite true '$B/bin/tripar' run jobs/tiny.yaml \
+            --set backend.kind=cuda --set record.timings=layer --out '$RUNS/nvtx-run.h5' &&
+            nsys stats -q --report nvtx_sum '$RUNS/nvtx.nsys-rep' | tee '$RUNS/nvtx_sum.txt' |
+            grep -q mlp_gemm"
+    else
+        say "SKIP    nsys: Nsight Systems is not installed on this machine"
+    fi
     G=(run jobs/bench-gpt2-124m.yaml --set backend.kind=cuda --set bench.roofline=false
         --set bench.warmup=1 --set bench.iterations=3)
     XL=(run jobs/bench-gpt2-124m.yaml --set backend.kind=cuda --set bench.roofline=false

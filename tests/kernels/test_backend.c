@@ -42,6 +42,8 @@ static void expect_optional_entries(const backend_ops *ops, int present) {
         {"host_alloc", ops->host_alloc != NULL},
         {"host_free", ops->host_free != NULL},
         {"memory_info", ops->memory_info != NULL},
+        {"range_start", ops->range_start != NULL},
+        {"range_end", ops->range_end != NULL},
     };
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
         if (entries[i].set != present)

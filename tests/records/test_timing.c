@@ -1,5 +1,6 @@
 /* Phase timer and clock alignment under MPI (2-4 ranks): a planted clock skew is recovered
- * within the reported uncertainty, levels filter events, and backend marks resolve in order. */
+ * within the reported uncertainty, levels filter events, backend marks resolve in order, and
+ * profiler ranges open and close with the events. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -119,6 +120,65 @@ static void test_backend_marks(void) {
     timer_free(&t);
 }
 
+/* A backend with profiler ranges records what the timer opens and closes: one range per
+ * recorded event, named as the phase with the layer as payload, closed by its own id, even
+ * when ranges do not nest; none for events a level filters out. */
+enum { RANGES_MAX = 8 };
+static struct {
+    int opened, closed;
+    const char *name[RANGES_MAX];
+    int payload[RANGES_MAX];
+    uint64_t closed_id[RANGES_MAX];
+} ranges;
+static uint64_t fake_range_start(void *ctx, const char *name, int payload) {
+    EXPECT(ranges.opened < RANGES_MAX, "ranges %d", ranges.opened);
+    ranges.name[ranges.opened] = name;
+    ranges.payload[ranges.opened] = payload;
+    return 100 + (uint64_t)ranges.opened++;
+}
+static void fake_range_end(void *ctx, uint64_t id) {
+    EXPECT(ranges.closed < RANGES_MAX, "ranges closed %d", ranges.closed);
+    ranges.closed_id[ranges.closed++] = id;
+}
+
+static void test_backend_ranges(void) {
+    backend_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.name = "fake-ranges";
+    ops.range_start = fake_range_start;
+    ops.range_end = fake_range_end;
+    backend be = {&ops, NULL};
+    timer t;
+    timer_init(&t, TIMINGS_STEP, &be, 8, MPI_COMM_WORLD);
+    memset(&ranges, 0, sizeof ranges);
+    int allreduce = timer_begin(&t, PHASE_TP_ALLREDUCE, 1, 0, TIMER_NO_LAYER);
+    int filtered = timer_begin(&t, PHASE_MLP_GEMM, 1, 0, 3); /* a layer event at `step` */
+    int head = timer_begin(&t, PHASE_HEAD, 1, 0, TIMER_NO_LAYER);
+    timer_end(&t, allreduce); /* closes before head: ranges need not nest */
+    timer_end(&t, filtered);
+    timer_end(&t, head);
+    EXPECT(filtered < 0 && ranges.opened == 2 && ranges.closed == 2, "opened %d closed %d",
+           ranges.opened, ranges.closed);
+    EXPECT(strcmp(ranges.name[0], "tp_allreduce") == 0 && strcmp(ranges.name[1], "head") == 0 &&
+               ranges.payload[0] == TIMER_NO_LAYER,
+           "range names %s %s", ranges.name[0], ranges.name[1]);
+    EXPECT(ranges.closed_id[0] == 100 && ranges.closed_id[1] == 101, "closed ids %lu %lu",
+           (unsigned long)ranges.closed_id[0], (unsigned long)ranges.closed_id[1]);
+    timer_free(&t);
+    timer_init(&t, TIMINGS_LAYER, &be, 8, MPI_COMM_WORLD);
+    memset(&ranges, 0, sizeof ranges);
+    timer_end(&t, timer_begin(&t, PHASE_MLP_GEMM, 1, 0, 3));
+    EXPECT(ranges.opened == 1 && ranges.closed == 1 && ranges.payload[0] == 3 &&
+               strcmp(ranges.name[0], "mlp_gemm") == 0,
+           "layer range: opened %d payload %d", ranges.opened, ranges.payload[0]);
+    timer_free(&t);
+    timer_init(&t, TIMINGS_OFF, &be, 8, MPI_COMM_WORLD);
+    memset(&ranges, 0, sizeof ranges);
+    timer_end(&t, timer_begin(&t, PHASE_STEP, 1, 0, TIMER_NO_LAYER));
+    EXPECT(ranges.opened == 0 && t.range_ids == NULL, "no ranges at timings off");
+    timer_free(&t);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -129,6 +189,7 @@ int main(int argc, char **argv) {
     test_levels();
     test_capacity_drops();
     test_backend_marks();
+    test_backend_ranges();
     EXPECT(strcmp(phase_name(PHASE_PP_RECV_WAIT), "pp_recv_wait") == 0 &&
                phase_from_name("iteration") == PHASE_ITERATION && phase_from_name("x") == -1,
            "phase names");
