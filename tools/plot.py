@@ -2,9 +2,10 @@
 """Plots from tripar run files (docs/schema.md): a per-rank timeline, phase breakdowns across
 strategies, and throughput/efficiency scaling over a study folder.
 
-  plot.py timeline RUN.h5 -o timeline.png [--iteration N] [--full]
+  plot.py timeline RUN.h5 -o timeline.png [--iteration N] [--full] [--telemetry FIELD]
   plot.py phases RUN1.h5 RUN2.h5 ... -o phases.png
   plot.py scaling STUDY_DIR -o scaling.png
+  plot.py roofline RUN.h5|ROOFLINE.json -o roofline.png
 """
 import argparse
 import glob
@@ -76,12 +77,74 @@ def rank_labels(f):
                                          row["pp_rank"]) for row in m]
 
 
+# Telemetry series the timeline overlays (docs/schema.md "/telemetry"): field, axis label, scale.
+TELEMETRY_SERIES = {
+    "gpu_sm_util": ("GPU SM utilisation (%)", 1.0),
+    "gpu_mem_util": ("GPU memory utilisation (%)", 1.0),
+    "gpu_power_w": ("GPU power (W)", 1.0),
+    "gpu_mem_used_bytes": ("GPU memory used (GiB)", 1.0 / 2**30),
+    "cpu_util": ("process CPU (cores busy)", 1.0),
+    "rss_bytes": ("RSS (MiB)", 1.0 / 2**20),
+    "mem_bw_gbs": ("node memory bandwidth (GB/s)", 1.0),
+}
+
+
+def read_telemetry(f):
+    """Per rank: the /telemetry/rank_NNNNN samples (a structured array), or None; None when the
+    file has no /telemetry (record.telemetry: 0)."""
+    if "telemetry" not in f:
+        return None
+    world = int(f.attrs["world_size"])
+    g = f["telemetry"]
+    return [g["rank_%05d" % r][...] if "rank_%05d" % r in g else None for r in range(world)]
+
+
+def telemetry_field(samples, wanted):
+    """The series to draw: `wanted`, or with "auto" the GPU SM utilisation when any rank has it
+    (cuda with NVML), else the process CPU use. None when nothing finite is there."""
+    order = [wanted] if wanted != "auto" else ["gpu_sm_util", "cpu_util"]
+    for field in order:
+        for s in samples:
+            if s is not None and len(s) and field in s.dtype.names and \
+                    np.isfinite(s[field]).any():
+                return field
+    return None
+
+
+def overlay_telemetry(ax, samples, wanted):
+    """Draws one telemetry field per rank on a second y axis over the timeline."""
+    if samples is None or wanted == "none":
+        return None
+    field = telemetry_field(samples, wanted)
+    if field is None:
+        return None
+    label, scale = TELEMETRY_SERIES.get(field, (field, 1.0))
+    ax2 = ax.twinx()
+    cmap = plt.get_cmap("tab10")
+    for r, s in enumerate(samples):
+        if s is None or not len(s):
+            continue
+        ax2.plot(s["t"], s[field] * scale, color=cmap(r % 10), linewidth=1.0, alpha=0.8,
+                 marker=".", markersize=2, label="rank %d" % r)
+    top = max((np.nanmax(s[field]) * scale for s in samples
+               if s is not None and len(s) and np.isfinite(s[field]).any()), default=1.0)
+    ax2.set_ylim(0, 1.25 * top if top > 0 else 1.0)  # headroom: the lines stay off the title
+    ax2.set_ylabel(label + ", per rank", fontsize=9)
+    ax2.legend(loc="upper right", fontsize=7, framealpha=0.8, title="telemetry",
+               title_fontsize=7, ncol=min(4, len(samples)))
+    legend = ax.get_legend()  # the phase legend moves clear of the second axis' labels
+    if legend is not None:
+        legend.set_bbox_to_anchor((1.07, 1.0))
+    return field
+
+
 def cmd_timeline(args):
     with h5py.File(args.run, "r") as f:
         events = read_events(f)
         labels = rank_labels(f)
         title = "%s  (%s)" % (label_of(f), os.path.basename(args.run))
         complete = int(f.attrs.get("complete", 0))
+        telemetry = read_telemetry(f)
     world = len(events)
     fig_h = max(2.5, 0.55 * world + 1.6)
     fig, ax = plt.subplots(figsize=(13, fig_h))
@@ -129,9 +192,11 @@ def cmd_timeline(args):
     ax.legend(handles, order, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
               title="phase (top band: spans; middle: compute; bottom: comm)",
               title_fontsize=7, frameon=False)
+    overlaid = overlay_telemetry(ax, telemetry, args.telemetry)
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
-    print("%s: timeline of %d ranks" % (args.out, world))
+    print("%s: timeline of %d ranks%s" % (args.out, world,
+                                           ", telemetry %s" % overlaid if overlaid else ""))
 
 
 def phase_means(path):
@@ -251,6 +316,73 @@ def cmd_scaling(args):
     print("%s: %d runs in %d groups" % (args.out, len(rows), len(groups)))
 
 
+def roofline_table(path):
+    """The per-phase roofline rows of `tripar report --roofline --json` (docs/cli.md): read from
+    a JSON file it wrote, or made now from a run file by the tripar in $TRIPAR_BIN or on PATH
+    (the FLOP and byte counts live in C, src/metrics/phase_cost.c, and are not redone here)."""
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+    if path.endswith(".json"):
+        with open(path) as f:
+            return json.load(f)["rooflines"][0]
+    tripar = os.environ.get("TRIPAR_BIN") or shutil.which("tripar")
+    if not tripar:
+        sys.exit("plot.py roofline: %s is a run file and no tripar was found to price it "
+                 "(set TRIPAR_BIN, or pass the JSON of `tripar report --roofline --json`)" % path)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "roofline.json")
+        done = subprocess.run([tripar, "report", "--roofline", path, "--json", out],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            sys.exit(done.stderr.strip() or "tripar report --roofline failed")
+        with open(out) as f:
+            return json.load(f)["rooflines"][0]
+
+
+def cmd_roofline(args):
+    t = roofline_table(args.run)
+    rows = [r for r in t["phases"]
+            if r["gflops"] is not None and r["bytes"] and r["flops"] and r["seconds"]]
+    if not rows:
+        sys.exit("plot.py roofline: %s has no priced phases" % args.run)
+    fig, ax = plt.subplots(figsize=(10, 6.5))
+    intensity = [r["flops"] / r["bytes"] for r in rows]
+    lo, hi = min(intensity) / 4, max(intensity) * 4
+    if t.get("has_ceilings"):
+        peak, bw = t["peak_gflops"], t["peak_gbs"]
+        lo, hi = min(lo, peak / bw / 8), max(hi, peak / bw * 8)
+        x = np.logspace(np.log10(lo), np.log10(hi), 200)
+        ax.plot(x, np.minimum(peak, bw * x), color="black", lw=1.5,
+                label="ceilings: %.1f GFLOP/s (%s), %.1f GB/s (%s)" %
+                (peak, t.get("gflops_probe") or "sgemm", bw, t.get("gbs_probe") or "stream"))
+        ax.axvline(peak / bw, color="grey", ls=":", lw=1)
+    for r, i in zip(rows, intensity):
+        marker = "o" if r["period"] == "prefill" else "s"
+        ax.scatter([i], [r["gflops"]], s=60, marker=marker,
+                   color=PHASE_COLORS.get(r["phase"], "#333333"), edgecolor="black", zorder=3)
+        ax.annotate("%s %s" % (r["period"], r["phase"]), (i, r["gflops"]), fontsize=7,
+                    xytext=(4, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte, analytic)")
+    ax.set_ylabel("achieved GFLOP/s")
+    ax.set_title("%s: rank %d (the slowest), weights %s, KV %s (o prefill, s decode)" %
+                 (os.path.basename(t["file"]), t["rank"], t["weight_dtype"], t["kv_cache"]),
+                 fontsize=9)
+    if t.get("has_ceilings"):
+        ax.legend(loc="lower right", fontsize=8)
+    else:
+        ax.text(0.02, 0.97, "no ceilings in the file (run with bench.roofline: true)",
+                transform=ax.transAxes, va="top", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print("%s: %d phases of rank %d" % (args.out, len(rows), t["rank"]))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -261,6 +393,10 @@ def main(argv=None):
     t.add_argument("--iteration", type=int, default=None, help="only this iteration's events")
     t.add_argument("--full", action="store_true",
                    help="start the axis at 0 to show model setup (weight_init) too")
+    t.add_argument("--telemetry", default="auto",
+                   choices=["auto", "none"] + sorted(TELEMETRY_SERIES),
+                   help="the /telemetry field overlaid on a second axis (auto: GPU SM "
+                        "utilisation with NVML, else process CPU use; none: no overlay)")
     t.set_defaults(fn=cmd_timeline)
     ph = sub.add_parser("phases", help="stacked phase bars per run")
     ph.add_argument("runs", nargs="+")
@@ -270,6 +406,10 @@ def main(argv=None):
     s.add_argument("study")
     s.add_argument("-o", "--out", required=True)
     s.set_defaults(fn=cmd_scaling)
+    rf = sub.add_parser("roofline", help="per-phase roofline of a run's slowest rank")
+    rf.add_argument("run", help="a run file, or the JSON of tripar report --roofline --json")
+    rf.add_argument("-o", "--out", required=True)
+    rf.set_defaults(fn=cmd_roofline)
     args = p.parse_args(argv)
     args.fn(args)
 

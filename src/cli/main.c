@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "  report RUN.h5...                              tables from run files\n"
             "  diff A.h5 B.h5                                compare tokens and activations\n"
             "  trace RUN.h5 -o trace.json                    Chrome/Perfetto trace\n"
+            "  explain BASE.h5 OTHER.h5...                   attribute a latency difference\n"
             "  commbench [JOB.yaml] [--sizes 8:256M] [...]  communication benchmark (mpirun)\n"
             "  --version\n");
 }
@@ -46,6 +47,7 @@ int main(int argc, char **argv) {
         {"report", report_main},
         {"diff", diff_main},
         {"trace", trace_main},
+        {"explain", explain_main},
         {"import-hf", import_hf_main},
     };
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)

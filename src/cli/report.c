@@ -14,6 +14,8 @@
 #include "metrics/score.h"
 #include "base/stats.h"
 #include "cli/cli.h"
+#include "cli/run_roofline.h"
+#include "cli/report_telemetry.h"
 
 typedef struct {
     run_data run;
@@ -331,6 +333,7 @@ static void print_single(FILE *out, const run_summary *s) {
             "median rank\n",
             s->slowest_rank, sr->dp_rank, sr->tp_rank, sr->pp_rank, sr->host, s->slowest_busy,
             s->slowest_lag);
+    report_telemetry_print(out, run); /* nothing without /telemetry */
 }
 
 /* "crossing/groups" of one axis for the comparison table (TP-xnode, PP-xnode: the groups of
@@ -462,6 +465,7 @@ static int write_json(const char *path, const run_summary *s, int n) {
             json_object_set_new(phases, phase_name((phase)p), ph);
         }
         json_object_set_new(o, "phases", phases);
+        report_telemetry_json(o, &s[i].run);
         json_array_append_new(runs, o);
     }
     json_t *root = json_object();
@@ -540,17 +544,22 @@ static int print_baseline(FILE *out, const run_summary *base, const run_summary 
 static void report_usage(FILE *out) {
     fprintf(out, "usage: tripar report RUN.h5 [RUN2.h5 ...] [--csv FILE] [--json FILE]\n"
                  "                     [--baseline BASE.h5]\n"
+                 "       tripar report --roofline RUN.h5 [...] [--csv FILE] [--json FILE]\n"
                  "  Headline metrics and per-phase breakdown; several files give a comparison "
                  "table.\n"
                  "  --baseline BASE.h5: token agreement, logit error (max relative, mean KL) and\n"
                  "  the composite score of each run against BASE (docs/benchmarks.md); every run\n"
                  "  must be of BASE's model.\n"
+                 "  --roofline: per-phase FLOPs, bytes, achieved GFLOP/s and GB/s and the\n"
+                 "  compute/memory/communication/overhead label of the slowest rank, against the\n"
+                 "  ceilings the run measured (bench.roofline: true).\n"
                  "  Exit 2 for a file that is not a tripar run file this tripar reads; an\n"
                  "  incomplete run file (complete=0) is reported with a warning.\n");
 }
 
 typedef struct {
     const char *csv, *json, *baseline;
+    int roofline; /* --roofline: the per-phase roofline table (report_roofline.c) */
     const char **files; /* (argc), caller frees */
     int n;
 } report_args;
@@ -568,6 +577,8 @@ static int report_parse_args(report_args *a, int argc, char **argv) {
             i++;
         } else if (!strcmp(argv[i], "--baseline") && i + 1 < argc) {
             a->baseline = argv[++i];
+        } else if (!strcmp(argv[i], "--roofline")) {
+            a->roofline = 1;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "tripar report: unknown or incomplete option %s\n", argv[i]);
             report_usage(stderr);
@@ -644,6 +655,11 @@ int report_main(int argc, char **argv) {
     if (rc != 0) {
         free(a.files);
         return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
+    }
+    if (a.roofline) {
+        rc = report_roofline(a.files, a.n, a.csv, a.json);
+        free(a.files);
+        return rc;
     }
     run_summary *s = xcalloc((unsigned long)a.n, sizeof(run_summary));
     int loaded = summaries_load(s, a.files, a.n);

@@ -195,16 +195,6 @@ void engine_config_from_job(engine_config *cfg, const job *j) {
     cfg->n_activations = j->n_activations;
 }
 
-static dtype weight_dtype_of(precision_kind p) {
-    switch (p) {
-    case PRECISION_INT8W: return DTYPE_INT8;
-    case PRECISION_BF16: return DTYPE_BF16;
-    case PRECISION_FP16: return DTYPE_F16;
-    case PRECISION_FP32: break;
-    }
-    return DTYPE_F32;
-}
-
 /* Memory of one rank at every (pp, tp) coordinate of the largest replica: the weights' size
  * table and the engine's arena table, the same ones a run allocates from. */
 void run_print_memory_plan(const job *j, const model_config *cfg) {
@@ -223,7 +213,7 @@ void run_print_memory_plan(const job *j, const model_config *cfg) {
             shard_geom g;
             memset(&m, 0, sizeof m);
             shard_geom_init(&g, cfg, j->tp, tp, j->pp, pp);
-            model_tensor_table(&m, cfg, &g, weight_dtype_of(j->precision));
+            model_tensor_table(&m, cfg, &g, model_weight_dtype(j->precision));
             double weights = (double)model_weight_bytes(&m);
             size_t act = 0, kv = 0;
             engine_arena_plan(&ec, &g, cfg, j->dp, j->dp - 1, &act, &kv);
@@ -300,7 +290,7 @@ static int model_start(run_context *rc, const run_args *a) {
     const job *j = &rc->j;
     shard_geom g;
     shard_geom_init(&g, &rc->cfg, j->tp, rc->mesh.coord[AXIS_TP], j->pp, rc->mesh.coord[AXIS_PP]);
-    model_tensor_table(&rc->m, &rc->cfg, &g, weight_dtype_of(j->precision));
+    model_tensor_table(&rc->m, &rc->cfg, &g, model_weight_dtype(j->precision));
     model_alloc(&rc->m, &rc->be);
     rc->have_model = 1;
     double w0 = timer_host_seconds();
@@ -337,6 +327,20 @@ static void engine_start(run_context *rc, volatile sig_atomic_t *stop_flag) {
     rc->have_engine = 1;
 }
 
+/* record.telemetry: the sampler runs on the timer's clock from here to run_record. On cuda the
+ * GPU fields come from NVML; without it rank 0 says so once, and the fields stay NaN. */
+static void telemetry_begin(run_context *rc) {
+    const job *j = &rc->j;
+    const int cuda = j->backend == BACKEND_CUDA;
+    telemetry_init(&rc->tel, j->telemetry_hz, &rc->tm, cuda, rc->mesh.pci_bus_id,
+                   rc->mesh.device);
+    rc->have_telemetry = 1;
+    if (cuda && j->telemetry_hz > 0 && !rc->tel.nvml.lib && rc->mesh.world_rank == 0)
+        fprintf(stderr, "tripar: telemetry: no NVML (%s); the GPU fields are NaN\n",
+                rc->tel.nvml.status);
+    telemetry_start(&rc->tel);
+}
+
 int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t *stop_flag) {
     const job *j = &rc->j;
     /* auto's tp must fit inside a node, which only the built mesh knows: the same refusal on
@@ -351,6 +355,7 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
     timer_init(&rc->tm, j->timings, &rc->be, capacity, MPI_COMM_WORLD);
     rc->tm.iteration = -1; /* set-up events belong to no measured iteration */
     rc->have_timer = 1;
+    telemetry_begin(rc);
     if ((code = model_start(rc, a)) != TRIPAR_EXIT_OK) return code;
     engine_start(rc, stop_flag);
     rc->rf = runfile_create(rc->out_path, j, &rc->mesh);
@@ -363,6 +368,7 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
 
 void run_context_free(run_context *rc) {
     if (rc->have_engine) engine_free(&rc->e);
+    if (rc->have_telemetry) telemetry_free(&rc->tel); /* before the clock it reads */
     if (rc->have_timer) timer_free(&rc->tm);
     if (rc->have_model) model_free(&rc->m, &rc->be);
     if (rc->have_comms) comm_teardown(&rc->mesh); /* staged comms free through the backend */

@@ -66,6 +66,7 @@ typedef struct {
     mesh mesh;
     backend be;
     timer tm;
+    telemetry tel; /* record.telemetry: sampled from the timer's start to run_record */
     model m;
     engine e;
     runfile *rf;
@@ -73,6 +74,7 @@ typedef struct {
     char out_path[JOB_PATH_MAX + 512];
     /* what has been built, so run_context_free undoes exactly that */
     int have_mesh, have_backend, have_comms, have_timer, have_model, have_engine;
+    int have_telemetry;
 } run_context;
 
 /* Builds the mesh, backend, comms, timer, model shard (synthetic or from the checkpoint, then

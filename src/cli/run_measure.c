@@ -62,8 +62,11 @@ int run_measure(run_context *rc, run_metrics *rm, serve_result *stream, double p
     rm->latency = xcalloc((size_t)j->iterations, sizeof(double));
     rm->ttft = xcalloc((size_t)j->iterations, sizeof(double));
     rm->tpot = xcalloc((size_t)j->iterations, sizeof(double));
-    if (j->roofline && rc->mesh.world_rank == 0)
-        rc->roof.sgemm_gflops_before = roofline_sgemm(&rc->roof, &rc->cfg, j->batch, j->prompt_len);
+    if (j->roofline && rc->mesh.world_rank == 0) /* a device's ceiling is its own GEMM's */
+        rc->roof.sgemm_gflops_before =
+            roofline_backend_is_device(&rc->be)
+                ? roofline_backend_gemm(&rc->roof, &rc->be, &rc->cfg, j->batch, j->prompt_len)
+                : roofline_sgemm(&rc->roof, &rc->cfg, j->batch, j->prompt_len);
 
     int stopped = 0, cold_done = 0;
     double last_progress = timer_host_seconds();

@@ -22,7 +22,10 @@ void run_record_step(void *user, int step) {
      * agreed through runfile_flush_due (collective, so called at every step). */
     int due = runfile_flush_due(rc->rf, rc->j.flush_seconds);
     if (rc->j.flush_every > 0 && (step + 1) % rc->j.flush_every == 0) due = 1;
-    if (due) runfile_write_events(rc->rf, &rc->tm); /* a killed job keeps what it measured */
+    if (due) { /* a killed job keeps what it measured */
+        runfile_write_events(rc->rf, &rc->tm);
+        runfile_write_telemetry(rc->rf, &rc->tel);
+    }
     /* A run file with no room left stops the run at the next stop vote, as a signal does:
      * nothing measured from here on could be kept. Every rank sees it at the same step. */
     if (runfile_failed(rc->rf) && rc->e.cfg.stop_flag) *rc->e.cfg.stop_flag = 1;
@@ -214,25 +217,43 @@ static void point_fill(run_point *point, const run_context *rc, const run_metric
         point->peak_memory_max = fmax(point->peak_memory_max, peak[r]);
 }
 
-/* The roofline lines: the sgemm ceiling again (after the run) and the bandwidth bound of a
- * decode step, which streams every weight of every stage except the lookup tables: a step
- * reads one row of wpe, and one row of wte when the head is untied (Llama 3 8B's untied wte
- * is 1 GB it never streams); a tied wte is the head and is read whole. */
-static void roofline_finish(run_context *rc, const run_metrics *rm) {
+/* The ceilings after the run (bench.roofline): the GEMM ceiling again and the read bandwidth
+ * that bounds a decode step, which streams every weight of every stage except the lookup
+ * tables: a step reads one row of wpe, and one row of wte when the head is untied (Llama 3 8B's
+ * untied wte is 1 GB it never streams); a tied wte is the head and is read whole. Rank 0
+ * measures; every rank then writes them to /metrics/roofline (collective; docs/schema.md). A
+ * device backend is measured through its own matmul and memory (roofline_backend_*). */
+static void roofline_finish(run_context *rc) {
     const model *m = &rc->m;
-    double model_bytes = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const tensor_desc *t = &m->tensors[i];
-        const int lookup_only = !strcmp(t->name, "wpe") ||
-                                (!strcmp(t->name, "wte") && !m->cfg.tie_embeddings);
-        if (lookup_only) continue;
-        model_bytes += (double)tensor_global_elems(t) *
-                       (t->is_matrix ? (double)dtype_size(m->weight_dtype) : 4.0);
+    const int device = roofline_backend_is_device(&rc->be);
+    if (rc->mesh.world_rank == 0) {
+        double model_bytes = 0;
+        for (int i = 0; i < m->n_tensors; i++) {
+            const tensor_desc *t = &m->tensors[i];
+            const int lookup_only = !strcmp(t->name, "wpe") ||
+                                    (!strcmp(t->name, "wte") && !m->cfg.tie_embeddings);
+            if (lookup_only) continue;
+            model_bytes += (double)tensor_global_elems(t) *
+                           (t->is_matrix ? (double)dtype_size(m->weight_dtype) : 4.0);
+        }
+        if (device) {
+            rc->roof.sgemm_gflops_after = roofline_backend_gemm(&rc->roof, &rc->be, &rc->cfg,
+                                                                rc->j.batch, rc->j.prompt_len);
+            roofline_backend_bandwidth(&rc->roof, &rc->be, model_bytes);
+        } else {
+            rc->roof.sgemm_gflops_after =
+                roofline_sgemm(&rc->roof, &rc->cfg, rc->j.batch, rc->j.prompt_len);
+            roofline_bandwidth(&rc->roof, model_bytes);
+        }
     }
-    rc->roof.sgemm_gflops_after =
-        roofline_sgemm(&rc->roof, &rc->cfg, rc->j.batch, rc->j.prompt_len);
-    roofline_bandwidth(&rc->roof, model_bytes);
-    roofline_print(&rc->roof, rm, rc->j.batch, rc->j.prompt_len, rc->j.new_tokens);
+    const char *group = "metrics/roofline";
+    runfile_write_scalar(rc->rf, group, "sgemm_gflops_before", rc->roof.sgemm_gflops_before);
+    runfile_write_scalar(rc->rf, group, "sgemm_gflops_after", rc->roof.sgemm_gflops_after);
+    runfile_write_scalar(rc->rf, group, "stream_gbs", rc->roof.stream_gbs);
+    runfile_write_text_attr(rc->rf, group, "gflops_probe",
+                            device ? ROOFLINE_PROBE_BACKEND_GEMM : ROOFLINE_PROBE_SGEMM);
+    runfile_write_text_attr(rc->rf, group, "gbs_probe",
+                            device ? ROOFLINE_PROBE_BACKEND_STREAM : ROOFLINE_PROBE_STREAM);
 }
 
 int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int stopped,
@@ -259,7 +280,10 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
 
     record_outputs(rc);
     runfile_write_events(rc->rf, &rc->tm);
+    telemetry_stop(&rc->tel); /* the last samples, then the file is finalised */
+    runfile_write_telemetry(rc->rf, &rc->tel);
     runfile_write_metrics(rc->rf, rm);
+    if (j->roofline && measured && !stopped) roofline_finish(rc); /* before complete=1 */
     if (j->arrival_rate > 0) stream_metrics_write(rc->rf, stream);
     int code = TRIPAR_EXIT_OK;
     char partial[sizeof rc->out_path + 128];
@@ -288,7 +312,8 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
             print_table(rc, rm, first_row, peak);
             if (j->arrival_rate > 0) stream_print(stream, j->new_tokens);
             if (point) point_fill(point, rc, rm, peak);
-            if (j->roofline) roofline_finish(rc, rm);
+            if (j->roofline && measured)
+                roofline_print(&rc->roof, rm, j->batch, j->prompt_len, j->new_tokens);
         }
         world->ops->barrier(world->ctx);
     }

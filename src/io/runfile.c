@@ -17,6 +17,7 @@
 #include "base/check.h"
 #include "io/h5util.h"
 #include "io/mpiio_guard.h"
+#include "io/runfile_internal.h"
 #include "base/stats.h"
 
 enum { RUNFILE_FORMAT_VERSION = 1, EVENT_CHUNK_ROWS = 1024 };
@@ -720,6 +721,25 @@ void runfile_write_scalar(runfile *rf, const char *group_path, const char *name,
     hid_t g = h5_group_open_or_create(rf->file, group_path);
     h5_attr_write_double(g, name, value);
     H5Gclose(g);
+}
+
+void runfile_write_text_attr(runfile *rf, const char *group_path, const char *name,
+                             const char *value) {
+    if (!rf || rf->file < 0 || rf->failed) return;
+    char text[256] = "";
+    if (value) snprintf(text, sizeof text, "%s", value);
+    MPI_CHECK(MPI_Bcast(text, (int)sizeof text, MPI_CHAR, 0, rf->comm)); /* rank 0's value */
+    if (!space_agree(rf, 0, group_path)) return;
+    hid_t g = h5_group_open_or_create(rf->file, group_path);
+    h5_attr_write_string(g, name, text);
+    H5Gclose(g);
+}
+
+/* For the writers of other groups in src/io (runfile_internal.h). */
+hid_t runfile_hdf5(const runfile *rf) { return rf->file; }
+MPI_Comm runfile_comm(const runfile *rf) { return rf->comm; }
+int runfile_room(runfile *rf, double bytes, const char *what) {
+    return space_agree(rf, bytes, what);
 }
 
 static void runfile_release(runfile *rf) {

@@ -12,6 +12,7 @@
 #include "job/job.h"
 #include "parallel/mesh.h"
 #include "metrics/run_metrics.h"
+#include "metrics/telemetry.h"
 #include "metrics/timing.h"
 
 #ifdef __cplusplus
@@ -59,6 +60,11 @@ void runfile_write_activation(runfile *rf, const char *name, int ndims, const lo
  * not yet flushed, so it can be called every N steps and at the end. */
 void runfile_write_events(runfile *rf, timer *t);
 
+/* /telemetry/rank_NNNNN for every rank and the /telemetry attributes (rate, sources, nvml,
+ * drops). Appends the samples taken since the last call, so it runs at every timing flush
+ * and at the end. Nothing is written when record.telemetry is 0 (t NULL or rate 0 on rank 0). */
+void runfile_write_telemetry(runfile *rf, telemetry *t);
+
 /* /metrics. */
 void runfile_write_metrics(runfile *rf, const run_metrics *metrics);
 
@@ -67,6 +73,10 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics);
  * value. Collective; the other ranks' arguments are ignored. */
 void runfile_write_series(runfile *rf, const char *path, const double *values, long n);
 void runfile_write_scalar(runfile *rf, const char *group_path, const char *name, double value);
+/* A string attribute of the group at group_path (created when absent) holding rank 0's value
+ * (at most 255 characters). Collective; the other ranks' value is ignored. */
+void runfile_write_text_attr(runfile *rf, const char *group_path, const char *name,
+                             const char *value);
 
 /* Sets complete=1 as the last write, closes and renames the partial file to PATH. Collective.
  * Returns STATUS_OK, or STATUS_RUNTIME with error_message() set when a write found no room

@@ -285,18 +285,21 @@ static void model_pair_add(run_model *m, const char *key, const char *value) {
     if (!strcmp(key, "model.checkpoint")) m->checkpoint = 1;
 }
 
-/* Collects the scalars under model: of the job text, keyed by their dotted path. An event
- * parser rather than a document load: the text is read once, at any depth, in bounded memory;
- * nesting deeper than tripar ever writes ends the walk (the pairs so far are kept). */
-enum { MODEL_DEPTH_MAX = 8 };
-static int model_pairs_parse(const char *text, run_model *m) {
+/* Calls visit for every scalar value of the job text with its dotted path of mapping keys
+ * ("generate.new_tokens"; sequence levels add nothing to the path, in_sequence says one was
+ * crossed) until visit returns non-zero. An event parser rather than a document load: the text
+ * is read once, at any depth, in bounded memory; nesting deeper than tripar ever writes ends
+ * the walk. Returns STATUS_OK, or STATUS_BAD_INPUT on a YAML error (what was visited stays). */
+enum { JOB_WALK_DEPTH_MAX = 8 };
+typedef int (*job_scalar_visit)(void *user, const char *path, int in_sequence, const char *value);
+static int job_text_walk(const char *text, job_scalar_visit visit, void *user) {
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) return STATUS_BAD_INPUT;
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
     struct {
         int is_map, want_key;
         char key[64];
-    } stack[MODEL_DEPTH_MAX];
+    } stack[JOB_WALK_DEPTH_MAX];
     int depth = 0, rc = STATUS_OK, done = 0;
     while (!done) {
         yaml_event_t ev;
@@ -308,7 +311,7 @@ static int model_pairs_parse(const char *text, run_model *m) {
         switch (ev.type) {
         case YAML_MAPPING_START_EVENT:
         case YAML_SEQUENCE_START_EVENT:
-            if (depth == MODEL_DEPTH_MAX) {
+            if (depth == JOB_WALK_DEPTH_MAX) {
                 done = 1;
                 break;
             }
@@ -331,11 +334,14 @@ static int model_pairs_parse(const char *text, run_model *m) {
             }
             char path[512] = "";
             size_t used = 0;
-            for (int d = 0; d < depth && used < sizeof path; d++)
+            int in_sequence = 0;
+            for (int d = 0; d < depth && used < sizeof path; d++) {
+                in_sequence |= !stack[d].is_map;
                 if (stack[d].is_map)
                     used += (size_t)snprintf(path + used, sizeof path - used, "%s%s",
                                              used ? "." : "", stack[d].key);
-            if (!strncmp(path, "model.", 6)) model_pair_add(m, path, v);
+            }
+            done = visit(user, path, in_sequence, v);
             value_done = 1;
             break;
         }
@@ -343,17 +349,42 @@ static int model_pairs_parse(const char *text, run_model *m) {
             value_done = 1;
             break;
         case YAML_STREAM_END_EVENT:
-        case YAML_DOCUMENT_END_EVENT:
-            done = 1;
-            break;
-        default:
-            break;
+        case YAML_DOCUMENT_END_EVENT: done = 1; break;
+        default: break;
         }
         if (value_done && depth > 0 && stack[depth - 1].is_map) stack[depth - 1].want_key = 1;
         yaml_event_delete(&ev);
     }
     yaml_parser_delete(&parser);
     return rc;
+}
+
+/* The scalars under model:, keyed by their dotted path. */
+static int model_pair_visit(void *user, const char *path, int in_sequence, const char *value) {
+    (void)in_sequence;
+    if (!strncmp(path, "model.", 6)) model_pair_add(user, path, value);
+    return 0;
+}
+
+typedef struct {
+    const char *key;
+    char *out;
+    size_t len;
+    int found;
+} job_scalar_query;
+
+static int job_scalar_visit_one(void *user, const char *path, int in_sequence, const char *value) {
+    job_scalar_query *q = user;
+    if (in_sequence || strcmp(path, q->key)) return 0;
+    snprintf(q->out, q->len, "%s", value);
+    q->found = 1;
+    return 1;
+}
+
+int run_job_scalar(const char *job_text, const char *key, char *out, size_t len) {
+    job_scalar_query q = {key, out, len, 0};
+    (void)job_text_walk(job_text, job_scalar_visit_one, &q);
+    return q.found ? 0 : -1;
 }
 
 /* The runner notes a checkpoint's shape in a comment of the job text ("# from the checkpoint:
@@ -398,7 +429,7 @@ int run_model_read(hid_t file, const char *path, run_model *m) {
                   path);
         return STATUS_BAD_INPUT;
     }
-    int rc = model_pairs_parse(job, m);
+    int rc = job_text_walk(job, model_pair_visit, m);
     if (rc == STATUS_OK) model_checkpoint_shape_parse(job, m);
     free(job);
     if (rc != STATUS_OK || m->n == 0) {

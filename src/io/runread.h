@@ -88,6 +88,11 @@ void run_model_free(run_model *m);
  * ("model.arch"). NULL when none is recorded. */
 const char *run_model_key(const run_model *m, const char *name);
 
+/* The scalar at a dotted key of a run file's job text (the root attribute job), e.g.
+ * "generate.new_tokens", outside sequences, copied into out. Returns 0 when found, -1 when the
+ * key is absent or the text is not YAML. */
+int run_job_scalar(const char *job_text, const char *key, char *out, size_t len);
+
 /* Whether a and b are the same model: both synthetic or both from a checkpoint, and every key
  * both record equal. Checkpoints match when their paths name the same file or the same file
  * name (a checkpoint copied to another machine), with the same recorded shape. When they

@@ -64,7 +64,7 @@ static const char *const BENCH_KEYS[] = {"warmup",       "iterations", "roofline
                                           "arrival_rate", "duration",   "arrival_seed", NULL};
 static const char *const RECORD_KEYS[] = {"out",         "activations",   "timings",
                                           "flush_every", "flush_seconds",
-                                          "stop_grace_seconds", NULL};
+                                          "stop_grace_seconds", "telemetry", NULL};
 
 /* Values of these keys are strings taken verbatim from --set (a text may hold ": "). */
 static const char *const RAW_KEYS[] = {"model.checkpoint", "input.text", "input.tokens_file",
@@ -915,6 +915,7 @@ static int job_walk_record(job_loader *L, const jnode *m, const jnode *m_key) {
     snprintf(j->out, sizeof j->out, "run.h5");
     j->timings = TIMINGS_STEP, j->flush_every = 0, j->flush_seconds = 10;
     j->stop_grace_seconds = 5;
+    j->telemetry_hz = 10;
     TRY(job_section_check(m, m_key, "record", RECORD_KEYS));
     TRY(job_get_string(L, m, "record", "out", j->out, sizeof j->out));
     const jnode *acts = job_field(L, m, "record", "activations", NULL);
@@ -952,6 +953,7 @@ static int job_walk_record(job_loader *L, const jnode *m, const jnode *m_key) {
     TRY(job_get_int(L, m, "record", "flush_every", 0, INT_MAX, &j->flush_every));
     TRY(job_get_int(L, m, "record", "flush_seconds", 0, INT_MAX, &j->flush_seconds));
     TRY(job_get_int(L, m, "record", "stop_grace_seconds", 0, 86400, &j->stop_grace_seconds));
+    TRY(job_get_int(L, m, "record", "telemetry", 0, JOB_TELEMETRY_MAX_HZ, &j->telemetry_hz));
     return STATUS_OK;
 }
 

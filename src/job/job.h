@@ -12,6 +12,7 @@ extern "C" {
 #define JOB_PATH_MAX 1024
 #define JOB_MAX_ACTIVATIONS 64
 #define JOB_MAX_KEYS 128
+#define JOB_TELEMETRY_MAX_HZ 1000 /* record.telemetry: above it sampling would perturb the run */
 
 /* Where a dotted key was set, so checks made after loading can point at it: line in the job
  * file, or the --set text (truncated) when an override set it. */
@@ -103,6 +104,7 @@ typedef struct {
     int stop_grace_seconds;        /* after SIGTERM/SIGINT, how long a rank may take to agree on
                                       the stop before it exits by itself (a lost peer never lets
                                       it agree); 0 = no limit */
+    int telemetry_hz;              /* telemetry samples per second per rank, 0 = off */
 
     /* provenance, for error messages after loading */
     char source[JOB_PATH_MAX];     /* the job file path */

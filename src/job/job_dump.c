@@ -172,9 +172,9 @@ void job_dump(const job *j, FILE *out) {
     /* quoted: YAML 1.1 readers take a bare off for false */
     fprintf(out,
             "]\n  timings: \"%s\"\n  flush_every: %d\n  flush_seconds: %d\n"
-            "  stop_grace_seconds: %d\n",
+            "  stop_grace_seconds: %d\n  telemetry: %d\n",
             timings_level_name(j->timings), j->flush_every, j->flush_seconds,
-            j->stop_grace_seconds);
+            j->stop_grace_seconds, j->telemetry_hz);
 }
 
 char *job_dump_string(const job *j) {

@@ -23,18 +23,47 @@ static double sgemm_pass(const float *a, const float *w, float *c, const long sh
     return timer_host_seconds() - t0;
 }
 
-double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
-    enum { PASSES = 5 };
-    const long C = cfg->embd, M = cfg->mlp, rows = (long)batch * T;
+void roofline_model_shapes(const model_config *cfg, long shapes[4][2], long *max_in,
+                           long *max_out) {
+    const long C = cfg->embd, M = cfg->mlp;
     /* Llama: grouped-query QKV and SwiGLU's stacked gate|up */
     const int llama = cfg->arch == ARCH_LLAMA;
     const long hd = model_head_dim(cfg), A = (long)cfg->heads * hd; /* A = C for GPT-2 */
     const long QKV = llama ? ((long)cfg->heads + 2L * cfg->kv_heads) * hd : 3 * C;
     const long UP = llama ? 2 * M : M;
-    const long shapes[4][2] = {{C, QKV}, {A, C}, {C, UP}, {M, C}}; /* (in, out) per layer */
-    long max_in = M > C ? M : C, max_out = QKV > UP ? QKV : UP;
-    if (A > max_in) max_in = A;
-    if (C > max_out) max_out = C;
+    const long s[4][2] = {{C, QKV}, {A, C}, {C, UP}, {M, C}}; /* (in, out) per layer */
+    *max_in = *max_out = 0;
+    for (int i = 0; i < 4; i++) {
+        shapes[i][0] = s[i][0], shapes[i][1] = s[i][1];
+        if (s[i][0] > *max_in) *max_in = s[i][0];
+        if (s[i][1] > *max_out) *max_out = s[i][1];
+    }
+}
+
+double roofline_model_counts(roofline *r, const model_config *cfg, int batch, int T) {
+    long shapes[4][2], max_in, max_out;
+    roofline_model_shapes(cfg, shapes, &max_in, &max_out);
+    const long rows = (long)batch * T, hd = model_head_dim(cfg), A = (long)cfg->heads * hd;
+    double flops = 0;
+    for (int s = 0; s < 4; s++)
+        flops += cfg->layers * 2.0 * rows * shapes[s][0] * shapes[s][1];
+    /* attention: QK^T and PV per head over the causal half, and the LM head's last rows */
+    double attention = cfg->layers * 2.0 * 2.0 * batch * (double)T * T / 2.0 * A;
+    double head = 2.0 * batch * (double)cfg->embd * cfg->vocab;
+    r->model_flops = flops + attention + head;
+    /* a decode step reads every cached k and v row of every layer: kv_heads of them per
+     * position (heads for GPT-2), so grouped-query attention divides it by heads / kv_heads */
+    r->heads = cfg->heads;
+    r->kv_heads = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
+    r->kv_bytes_per_pos = 2.0 * cfg->layers * r->kv_heads * (double)hd * sizeof(float) * batch;
+    return flops;
+}
+
+double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
+    enum { PASSES = 5 };
+    long shapes[4][2], max_in, max_out;
+    roofline_model_shapes(cfg, shapes, &max_in, &max_out);
+    const long rows = (long)batch * T;
     float *a = xcalloc((size_t)rows * max_in, sizeof(float));
     float *w = xcalloc((size_t)max_out * max_in, sizeof(float));
     float *c = xcalloc((size_t)rows * max_out, sizeof(float));
@@ -42,22 +71,11 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
         a[i] = (float)((i % 13) - 6) * 0.01f;
     for (long i = 0; i < max_out * max_in; i++)
         w[i] = (float)((i % 7) - 3) * 0.01f;
-    double flops = 0, seconds[PASSES];
-    for (int s = 0; s < 4; s++)
-        flops += cfg->layers * 2.0 * rows * shapes[s][0] * shapes[s][1];
+    double seconds[PASSES];
+    const double flops = roofline_model_counts(r, cfg, batch, T);
     for (int p = 0; p < PASSES; p++)
         seconds[p] = sgemm_pass(a, w, c, shapes, cfg->layers, (int)rows);
     stats_sort(seconds, PASSES);
-    /* attention: QK^T and PV per head over the causal half, and the LM head's last rows */
-    double attention = cfg->layers * 2.0 * 2.0 * batch * (double)T * T / 2.0 * A;
-    double head = 2.0 * batch * (double)C * cfg->vocab;
-    r->model_flops = flops + attention + head;
-    /* a decode step reads every cached k and v row of every layer: kv_heads of them per
-     * position (heads for GPT-2), so grouped-query attention divides it by heads / kv_heads */
-    r->heads = cfg->heads;
-    r->kv_heads = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
-    r->kv_bytes_per_pos =
-        2.0 * cfg->layers * r->kv_heads * (double)hd * sizeof(float) * batch;
     free(a);
     free(w);
     free(c);

@@ -24,5 +24,33 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T);
 /* Measures the read bandwidth (after the run). */
 void roofline_bandwidth(roofline *r, double weight_bytes);
 
+/* The per-layer products (in, out) of the model: qkv, attention out, fc1 (Llama: gate|up), fc2,
+ * and the widest input and output among them (what the probes' buffers must hold). */
+void roofline_model_shapes(const model_config *cfg, long shapes[4][2], long *max_in, long *max_out);
+/* Sets r->model_flops and the KV figures for a prefill of batch x T; returns the FLOPs of the
+ * per-layer products alone (what the sgemm probes time). */
+double roofline_model_counts(roofline *r, const model_config *cfg, int batch, int T);
+
+/* The same two ceilings on a backend whose memory is not host memory (cuda): the model's
+ * prefill products through the backend's own matmul on backend buffers (cuBLAS), the median of
+ * 5 passes after a warm-up, in GFLOP/s; and the read bandwidth of backend memory, the best of
+ * 3 row-wise argmax passes over a buffer larger than the caches (each element read once), set
+ * in r->stream_gbs. Both synchronise the backend around the timed passes. */
+double roofline_backend_gemm(roofline *r, const backend *be, const model_config *cfg, int batch,
+                             int T);
+void roofline_backend_bandwidth(roofline *r, const backend *be, double weight_bytes);
+
+/* Whether the backend drives devices (cuda), so its ceilings must be measured through the
+ * backend: the host's sgemm and stream say nothing about a GPU. */
+static inline int roofline_backend_is_device(const backend *be) {
+    return backend_drives_devices(be->ops->name);
+}
+
+/* The probes' names, as /metrics/roofline records them (docs/schema.md). */
+#define ROOFLINE_PROBE_SGEMM "cblas_sgemm on the model's shapes"
+#define ROOFLINE_PROBE_STREAM "cblas_sasum stream"
+#define ROOFLINE_PROBE_BACKEND_GEMM "backend matmul on the model's shapes"
+#define ROOFLINE_PROBE_BACKEND_STREAM "backend argmax stream"
+
 /* Prints the comparison lines under the result table. */
 void roofline_print(const roofline *r, const run_metrics *rm, int batch, int T, int new_tokens);

@@ -27,6 +27,17 @@ typedef struct {
     int head_dim;           /* Llama: HF's head_dim; 0 = embd / heads (always for GPT-2) */
 } model_config;
 
+/* The dtype of the weight matrices a model.precision stores (vectors are always fp32). */
+static inline dtype model_weight_dtype(precision_kind p) {
+    switch (p) {
+    case PRECISION_INT8W: return DTYPE_INT8;
+    case PRECISION_BF16: return DTYPE_BF16;
+    case PRECISION_FP16: return DTYPE_F16;
+    case PRECISION_FP32: break;
+    }
+    return DTYPE_F32;
+}
+
 /* A head's width: Llama may set it apart from embd / heads (Mistral-Nemo: heads * head_dim =
  * 4096 < embd = 5120), so attention's width heads * head_dim need not equal embd. */
 static inline int model_head_dim(const model_config *cfg) {

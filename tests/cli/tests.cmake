@@ -61,6 +61,10 @@ endforeach()
 include(${TRIPAR_AREA_DIR}/tools.cmake)
 # commbench: --tiers, node placement per axis, NCCL (commbench.cmake).
 include(${TRIPAR_AREA_DIR}/commbench.cmake)
+# Per-phase rooflines: report --roofline and plot.py roofline on real runs (roofline.cmake).
+include(${TRIPAR_AREA_DIR}/roofline.cmake)
+# tripar explain: planted differences and the files it refuses (explain.cmake).
+include(${TRIPAR_AREA_DIR}/explain.cmake)
 
 # Numerics guards end to end (issue 14: non-finite weights and logits, tiny temperatures,
 # what a stop leaves in the run file); tests/cli/numerics.py says what each mode checks.

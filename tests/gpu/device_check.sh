@@ -216,8 +216,12 @@ if [[ -z ${SKIP_BENCH:-} ]]; then
         --set bench.warmup=1 --set bench.iterations=2)
     for prec in fp32 bf16; do
         for graphs in false true; do
+            # one run measures the device ceilings (cuBLAS on the model's shapes, a device
+            # read sweep) for report --roofline; the probe costs seconds, so only one
+            roof=false
+            [[ $prec == fp32 && $graphs == false ]] && roof=true
             bench "gpt2-124m-$prec-graphs-$graphs" "${G[@]}" --set model.precision=$prec \
-                --set backend.cuda_graphs=$graphs
+                --set backend.cuda_graphs=$graphs --set bench.roofline=$roof --set record.timings=layer
         done
     done
     for prec in bf16 fp32; do
@@ -251,6 +255,8 @@ if [[ -z ${SKIP_BENCH:-} ]]; then
         done
     } | tee -a "$SUMMARY" >>"$BENCHLOG"
     ls "$RUNS"/*.h5 >/dev/null 2>&1 && step "$BENCHLOG" 30 "report" "$B/bin/tripar" report "$RUNS"/*.h5
+    [[ -f $RUNS/gpt2-124m-fp32-graphs-false.h5 ]] && step "$BENCHLOG" 30 "report --roofline" \
+        "$B/bin/tripar" report --roofline "$RUNS/gpt2-124m-fp32-graphs-false.h5"
 fi
 # The device tool returns at most 8 files: pack the run files into one.
 if ls "$RUNS"/* >/dev/null 2>&1; then

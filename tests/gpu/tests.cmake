@@ -28,3 +28,6 @@ endif()
 add_test(NAME gpu_device_check_judge COMMAND ${GPU}/check_device_judge.sh)
 set_tests_properties(gpu_device_check_judge PROPERTIES LABELS "unit" ENVIRONMENT "${GPU_ENV}"
                      TIMEOUT 120)
+
+# The telemetry NVML loader, on every build (skips without NVML).
+include(${TRIPAR_AREA_DIR}/telemetry.cmake)

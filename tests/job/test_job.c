@@ -142,6 +142,7 @@ static void test_tiny_fields(void **state) {
     assert_int_equal(j.flush_every, 0);
     assert_int_equal(j.flush_seconds, 10);
     assert_int_equal(j.stop_grace_seconds, 5);
+    assert_int_equal(j.telemetry_hz, 10);
     /* where keys were set */
     assert_int_equal(job_key_line(&j, "model.synthetic.layers"), 3);
     assert_int_equal(job_key_line(&j, "input.tokens"), 7);
@@ -378,7 +379,7 @@ static void test_error_details(void **state) {
     snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nrecord: [out]\n", m);
     expect_error(write_tmp("e4.yaml", text), NULL, 0,
                  "e4\\.yaml:3: record must be a mapping of keys \\(out, activations, timings, "
-                 "flush_every, flush_seconds, stop_grace_seconds\\), got a sequence");
+                 "flush_every, flush_seconds, stop_grace_seconds, telemetry\\), got a sequence");
     snprintf(text, sizeof text, "%sinput: {tokens: [1]}\n---\nmodel: {}\n", m);
     expect_error(write_tmp("e5.yaml", text), NULL, 0, "e5\\.yaml:4: .*second one");
     snprintf(text, sizeof text, "%sinput: {tokens: &a [1, *a]}\n", m);
@@ -397,6 +398,9 @@ static void test_error_details(void **state) {
     expect_error(write_tmp("e9s.yaml", text), NULL, 0, "record\\.flush_seconds");
     snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nrecord: {stop_grace_seconds: 86401}\n", m);
     expect_error(write_tmp("e9g.yaml", text), NULL, 0, "record\\.stop_grace_seconds");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nrecord: {telemetry: 1001}\n", m);
+    expect_error(write_tmp("e9t.yaml", text), NULL, 0,
+                 "e9t\\.yaml:.*record\\.telemetry = 1001 is out of range; allowed: 0 to 1000");
     snprintf(text, sizeof text,
              "model:\n  synthetic: {}\n  precision: int4\ninput: {tokens: [1]}\n");
     expect_error(
@@ -528,7 +532,7 @@ static void round_trip(const char *path, const char *const *sets, int n_sets) {
     assert_true(a.new_tokens == b.new_tokens && a.sampling == b.sampling && a.top_k == b.top_k);
     assert_true(a.warmup == b.warmup && a.iterations == b.iterations && a.timings == b.timings &&
                 a.flush_every == b.flush_every && a.flush_seconds == b.flush_seconds &&
-                a.stop_grace_seconds == b.stop_grace_seconds);
+                a.stop_grace_seconds == b.stop_grace_seconds && a.telemetry_hz == b.telemetry_hz);
     job_free(&a);
     job_free(&b);
 }

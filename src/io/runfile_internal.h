@@ -1,0 +1,14 @@
+/* What the writers of other groups in src/io (runfile_telemetry.c) need of the run file that
+ * runfile.c keeps private: the HDF5 file, its communicator and the shared free-space check. */
+#pragma once
+#include <hdf5.h>
+#include <mpi.h>
+
+#include "io/runfile.h"
+
+/* The open HDF5 file (negative once closed). */
+hid_t runfile_hdf5(const runfile *rf);
+MPI_Comm runfile_comm(const runfile *rf);
+/* Collective: 1 while the file system has room for bytes more (plus metadata), else 0 with
+ * the file marked failed on every rank (runfile.c's space_agree). */
+int runfile_room(runfile *rf, double bytes, const char *what);

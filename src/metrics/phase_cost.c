@@ -1,0 +1,185 @@
+/* FLOPs and bytes of each compute phase, counted from what src/engine/forward.c, schedule.c and
+ * kernels/ do for one step of one micro-batch on one rank. Conventions (docs/benchmarks.md):
+ * a GEMM is 2 R K N FLOPs; elementwise work counts one FLOP per add, multiply, divide or exp;
+ * bytes are the minimum traffic of each op (inputs read once, outputs written once), so where
+ * a kernel re-reads (an fp32 tile of dequantised weights, the scores of prefill attention, an
+ * output initialised to its bias) the count is a lower bound on the bytes the kernel really
+ * moves. Activations, the KV cache and fp32 vectors are 4 B per element. */
+#include "metrics/phase_cost.h"
+
+#include <string.h>
+
+enum { F32 = 4, TOKEN_ID = 4, BLOCK_ID = 4 };
+
+/* FLOPs per element of the elementwise kernels (kernels/cpu/). */
+enum {
+    LAYERNORM_FLOPS = 8, /* mean 1, variance 3 (sub, square, add), normalise 4 (sub, 2 mul, add) */
+    RMSNORM_FLOPS = 4,   /* square and add, then 2 multiplies */
+    GELU_FLOPS = 10,     /* bias add, v^3 (2), 0.044715 v^3 + v (2), x -2k (1), exp, 1 +, divide */
+    SWIGLU_FLOPS = 5,    /* negate, exp, 1 +, divide, multiply by up */
+    ROPE_FLOPS_PER_PAIR = 6 /* a 2x2 rotation: 4 multiplies, 2 adds */
+};
+
+double phase_weight_elem_bytes(precision_kind p) {
+    switch (p) {
+    case PRECISION_INT8W: return 1;
+    case PRECISION_BF16:
+    case PRECISION_FP16: return 2;
+    case PRECISION_FP32: break;
+    }
+    return 4;
+}
+
+int phase_cost_modelled(phase p) {
+    switch (p) {
+    case PHASE_EMBED:
+    case PHASE_NORM:
+    case PHASE_QKV_GEMM:
+    case PHASE_ATTENTION:
+    case PHASE_ATTN_OUT_GEMM:
+    case PHASE_MLP_GEMM:
+    case PHASE_HEAD:
+    case PHASE_SAMPLE: return 1;
+    default: return 0;
+    }
+}
+
+static void cost_add(phase_cost *c, double flops, double weight, double kv, double act) {
+    c->flops += flops;
+    c->weight_bytes += weight;
+    c->kv_bytes += kv;
+    c->act_bytes += act;
+}
+
+/* out (rows, n) = in (rows, k) @ W^T (+ bias), W (n, k) in elem-byte elements (int8: plus n
+ * fp32 scales), as cpu_matmul computes it, in `pieces` products of a share of the rows each
+ * (the overlap of row-parallel products): each piece reads the whole matrix. */
+static void matmul_cost_pieces(phase_cost *c, double rows, double k, double n, double elem,
+                               int int8, int bias, int pieces) {
+    double weight = (k * n * elem + (int8 ? n * F32 : 0) + (bias ? n * F32 : 0)) * pieces;
+    cost_add(c, 2 * rows * k * n, weight, 0, rows * (k + n) * F32);
+}
+
+static void matmul_cost(phase_cost *c, double rows, double k, double n, double elem, int int8,
+                        int bias) {
+    double weight = k * n * elem + (int8 ? n * F32 : 0) + (bias ? n * F32 : 0);
+    cost_add(c, 2 * rows * k * n, weight, 0, rows * (k + n) * F32);
+}
+
+/* The stage's norm kernels (forward.c): Pre-LN GPT-2 and Llama run one plain norm (the first
+ * layer's), then per layer two residual adds each fused with the next norm, except the last
+ * add of the stage, which only adds. Post-LN runs 2 fused residual + LN per layer. */
+static void norms_cost(phase_cost *c, const model_config *cfg, double rows, int layers) {
+    if (layers == 0) return;
+    const double C = cfg->embd;
+    const int llama = cfg->arch == ARCH_LLAMA;
+    const double norm_flops = llama ? RMSNORM_FLOPS : LAYERNORM_FLOPS;
+    const double params = (llama ? 1 : 2) * C * F32; /* gain (and LayerNorm's bias) */
+    int plain = 1, fused = 2 * layers - 1, add_only = 1;
+    if (!llama && cfg->norm == NORM_POST) plain = 0, fused = 2 * layers, add_only = 0;
+    /* plain: read x, write h */
+    cost_add(c, plain * rows * C * norm_flops, plain * params, 0, plain * rows * C * 2 * F32);
+    /* fused: read x and the delta, write x and h */
+    cost_add(c, fused * rows * C * (1 + norm_flops), fused * params, 0, fused * rows * C * 4 * F32);
+    /* add only: read x and the delta, write x */
+    cost_add(c, add_only * rows * C, 0, 0, add_only * rows * C * 3 * F32);
+}
+
+/* Causal attention over the cache (kernels/cpu/attention.c, kernels/cuda/attention.cu): query i
+ * of n new ones attends past + i + 1 positions, QK^T and PV 2 hd FLOPs each per position, for
+ * every local query head. The CPU's blocked prefill also multiplies the masked tail of each
+ * 64-row block, and softmax is not counted: the FLOPs are the causal lower bound. */
+static void attention_cost(phase_cost *c, const model_config *cfg, const shard_geom *g,
+                           const phase_step *s) {
+    const double hd = g->head_dim, H = g->n_heads, KV = g->n_kv_heads;
+    const double n = s->new_positions, past = s->past_positions, seqs = s->seqs;
+    const double rows = seqs * n, T = past + n;
+    const double attended = n * past + n * (n + 1) / 2; /* per sequence and query head */
+    double flops = seqs * H * 4 * hd * attended;
+    if (cfg->arch == ARCH_LLAMA) /* RoPE on each new query row and key row */
+        flops += rows * (H + KV) * (hd / 2) * ROPE_FLOPS_PER_PAIR;
+    /* each (sequence, kv head) streams its T keys and values once (its query heads reuse them
+     * from cache); paged reads whole blocks and looks each block up for k and for v */
+    double positions_read = T, table = 0;
+    if (s->kv_cache == KV_PAGED && s->kv_block > 0) {
+        const double blocks =
+            (double)((s->past_positions + s->new_positions + s->kv_block - 1) / s->kv_block);
+        positions_read = blocks * s->kv_block;
+        table = seqs * KV * 2 * blocks * BLOCK_ID;
+    }
+    const double kv_read = seqs * KV * 2 * positions_read * hd * F32;
+    const double kv_write = rows * KV * 2 * hd * F32;
+    /* reads the fused qkv rows, writes the attention output */
+    const double act = rows * (H * hd + 2 * KV * hd) * F32 + rows * H * hd * F32;
+    cost_add(c, flops, 0, kv_read + kv_write + table, act);
+}
+
+void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, phase_cost *out) {
+    memset(out, 0, sizeof *out);
+    shard_geom g;
+    shard_geom_init(&g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
+    const int llama = cfg->arch == ARCH_LLAMA, int8 = s->weight_dtype == PRECISION_INT8W;
+    const double elem = phase_weight_elem_bytes(s->weight_dtype);
+    const double C = cfg->embd, A = g.attn_dim, M = g.mlp_local, L = g.n_layers;
+    const double rows = (double)s->seqs * s->new_positions;
+    /* the biases a row-parallel product adds once, on TP rank 0 (GPT-2 only) */
+    const int bias_once = !llama && s->tp_rank == 0;
+    const int pieces = s->row_pieces > 1 ? s->row_pieces : 1;
+    phase_cost layer = {0}; /* one layer's cost, for the per-layer phases */
+    switch (p) {
+    case PHASE_EMBED: {
+        if (!g.first_stage) break;
+        /* a rank copies the rows of the tokens in its vocab shard: with tokens spread over the
+         * vocabulary, that share of the rows (a lower bound for skewed text) */
+        const double share = (double)g.vocab_local / cfg->vocab;
+        double weight = rows * share * C * F32, flops = 0, act = rows * (TOKEN_ID + C * F32);
+        if (!llama && s->tp_rank == 0) { /* GPT-2's position rows, added by TP rank 0 */
+            weight += rows * C * F32;
+            flops += rows * C;
+        }
+        cost_add(out, flops, weight, 0, act);
+        break;
+    }
+    case PHASE_NORM: norms_cost(out, cfg, rows, g.n_layers); break;
+    case PHASE_QKV_GEMM: {
+        const double qkv = llama ? A + 2.0 * g.n_kv_heads * g.head_dim : 3 * A;
+        matmul_cost(&layer, rows, C, qkv, elem, int8, !llama || cfg->attention_bias);
+        break;
+    }
+    case PHASE_ATTENTION: attention_cost(&layer, cfg, &g, s); break;
+    case PHASE_ATTN_OUT_GEMM:
+        matmul_cost_pieces(&layer, rows, A, C, elem, int8, bias_once, pieces);
+        break;
+    case PHASE_MLP_GEMM:
+        if (llama) { /* stacked gate|up, SwiGLU, down */
+            matmul_cost(&layer, rows, C, 2 * M, elem, int8, 0);
+            cost_add(&layer, rows * M * SWIGLU_FLOPS, 0, 0, rows * 3 * M * F32);
+            matmul_cost_pieces(&layer, rows, M, C, elem, int8, 0, pieces);
+        } else { /* fc1, bias + GELU in place (reads fc1_b), fc2 */
+            matmul_cost(&layer, rows, C, M, elem, int8, 0);
+            cost_add(&layer, rows * M * GELU_FLOPS, M * F32, 0, rows * 2 * M * F32);
+            matmul_cost_pieces(&layer, rows, M, C, elem, int8, bias_once, pieces);
+        }
+        break;
+    case PHASE_HEAD: {
+        if (!g.last_stage) break;
+        /* only each sequence's last position is normed and gets logits (forward.c) */
+        const double seqs = s->seqs;
+        cost_add(out, seqs * C * (llama ? RMSNORM_FLOPS : LAYERNORM_FLOPS),
+                 (llama ? 1 : 2) * C * F32, 0, seqs * C * 2 * F32);
+        const int untied = llama && !cfg->tie_embeddings; /* the tied head is the fp32 wte */
+        matmul_cost(out, seqs, C, g.vocab_local, untied ? elem : F32, untied && int8, 0);
+        break;
+    }
+    case PHASE_SAMPLE:
+        /* the argmax of the local logits (one comparison per logit); sampling also gathers and
+         * sorts the full rows on the host, which this lower bound leaves out */
+        if (g.last_stage)
+            cost_add(out, (double)s->seqs * g.vocab_local, 0, 0,
+                     (double)s->seqs * g.vocab_local * F32);
+        break;
+    default: break;
+    }
+    cost_add(out, layer.flops * L, layer.weight_bytes * L, layer.kv_bytes * L, layer.act_bytes * L);
+    out->bytes = out->weight_bytes + out->kv_bytes + out->act_bytes;
+}
