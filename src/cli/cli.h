@@ -16,6 +16,7 @@ int import_hf_main(int argc, char **argv);
 int report_main(int argc, char **argv);
 int diff_main(int argc, char **argv);
 int trace_main(int argc, char **argv);
+int plan_main(int argc, char **argv);
 int explain_main(int argc, char **argv);
 
 #ifdef __cplusplus

@@ -19,6 +19,7 @@ static void usage(FILE *f) {
             "  trace RUN.h5 -o trace.json                    Chrome/Perfetto trace\n"
             "  explain BASE.h5 OTHER.h5...                   attribute a latency difference\n"
             "  commbench [JOB.yaml] [--sizes 8:256M] [...]  communication benchmark (mpirun)\n"
+            "  plan (JOB.yaml | --preset NAME) --cluster C.yaml  predict and rank strategies\n"
             "  --version\n");
 }
 
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
         {"trace", trace_main},
         {"explain", explain_main},
         {"import-hf", import_hf_main},
+        {"plan", plan_main},
     };
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)
         if (!strcmp(argv[1], tools[i].name)) return tools[i].entry(argc - 1, argv + 1);

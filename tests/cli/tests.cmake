@@ -65,6 +65,8 @@ include(${TRIPAR_AREA_DIR}/commbench.cmake)
 include(${TRIPAR_AREA_DIR}/roofline.cmake)
 # tripar explain: planted differences and the files it refuses (explain.cmake).
 include(${TRIPAR_AREA_DIR}/explain.cmake)
+# tripar plan: equations, bad cluster files, refusals, the outputs (plan.cmake).
+include(${TRIPAR_AREA_DIR}/plan.cmake)
 
 # Numerics guards end to end (issue 14: non-finite weights and logits, tiny temperatures,
 # what a stop leaves in the run file); tests/cli/numerics.py says what each mode checks.

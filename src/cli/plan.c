@@ -1,0 +1,418 @@
+/* `tripar plan`: predicts every strategy tripar could run a model with on a cluster (dp x tp x
+ * pp, micro-batches, overlap, order), ranks them by latency, throughput or goodput under SLOs,
+ * and says why each wins or loses (docs/planner.md). Serial and file-only: no MPI. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/check.h"
+#include "base/path.h"
+#include "io/checkpoint.h"
+#include "job/job.h"
+#include "job/presets.h"
+#include "cli/cli.h"
+#include "cli/plan.h"
+#include "cli/plan_calibrate.h"
+
+#define PLAN_MAX_CALIBRATIONS 64
+
+typedef struct {
+    const char *job_path, *preset, *cluster, *format, *out;
+    const char *precision;
+    const char *calibrations[PLAN_MAX_CALIBRATIONS];
+    int n_calibrations;
+    const char *validations[PLAN_MAX_CALIBRATIONS]; /* --validate: measured runs to predict */
+    int n_validations;
+    int gpus, batch, prompt, new_tokens, top;
+    plan_objective objective;
+    double ttft, tpot;
+} plan_args;
+
+static void plan_usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: tripar plan (JOB.yaml | --preset NAME) --cluster CLUSTER.yaml [options]\n"
+        "       tripar plan --validate RUN.h5... --cluster CLUSTER.yaml [-o FILE]\n"
+        "  --gpus N                 ranks to plan for (default: every device of the cluster)\n"
+        "  --batch B --prompt T --new-tokens K   the workload (default: the job's, or 1 128 32)\n"
+        "  --precision fp32|int8w|bf16|fp16      weight dtype (default: the job's, or fp32)\n"
+        "  --objective latency|throughput|goodput (default latency)\n"
+        "  --ttft S --tpot S        SLO targets in seconds (goodput needs at least one)\n"
+        "  --calibrate RUN.h5...    per-phase rates from runs recorded with timings: layer\n"
+        "  --validate RUN.h5...     predict each run from the others' calibration (leave one\n"
+        "                           out) and print predicted vs measured, with the errors\n"
+        "  --top K                  rows of the text table (default 10; CSV/JSON hold all)\n"
+        "  --format text|csv|json   (default text)   -o FILE   write there instead of stdout\n"
+        "presets: %s\n",
+        job_preset_list());
+}
+
+static int parse_int(const char *s, int lo, int *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end || v < lo || v > 100000000) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_seconds(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end || !(v > 0) || v > 1e9) return -1;
+    *out = v;
+    return 0;
+}
+
+/* Returns 0 to go on, 1 after --help, -1 on bad usage (reported). */
+static int plan_parse_args(plan_args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->format = "text";
+    a->top = 10;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            plan_usage(stdout);
+            return 1;
+        } else if (o[0] != '-') {
+            if (a->job_path) {
+                fprintf(stderr, "tripar plan: one job file only (got %s and %s)\n", a->job_path, o);
+                return -1;
+            }
+            a->job_path = o;
+            continue;
+        } else if (!v) {
+            fprintf(stderr, "tripar plan: %s needs a value\n", o);
+            return -1;
+        } else if (!strcmp(o, "--calibrate") || !strcmp(o, "--validate")) {
+            /* every following argument up to the next option */
+            const int validate = o[2] == 'v';
+            const char **list = validate ? a->validations : a->calibrations;
+            int *count = validate ? &a->n_validations : &a->n_calibrations;
+            while (i + 1 < argc && argv[i + 1][0] != '-') {
+                if (*count == PLAN_MAX_CALIBRATIONS) {
+                    fprintf(stderr, "tripar plan: at most %d runs after %s\n",
+                            PLAN_MAX_CALIBRATIONS, o);
+                    return -1;
+                }
+                list[(*count)++] = argv[++i];
+            }
+            continue;
+        } else if (!strcmp(o, "--preset"))
+            a->preset = v;
+        else if (!strcmp(o, "--cluster"))
+            a->cluster = v;
+        else if (!strcmp(o, "--format")) {
+            a->format = v;
+            bad = strcmp(v, "text") && strcmp(v, "csv") && strcmp(v, "json");
+        } else if (!strcmp(o, "-o"))
+            a->out = v;
+        else if (!strcmp(o, "--precision"))
+            a->precision = v;
+        else if (!strcmp(o, "--gpus"))
+            bad = parse_int(v, 1, &a->gpus);
+        else if (!strcmp(o, "--batch"))
+            bad = parse_int(v, 1, &a->batch);
+        else if (!strcmp(o, "--prompt"))
+            bad = parse_int(v, 1, &a->prompt);
+        else if (!strcmp(o, "--new-tokens"))
+            bad = parse_int(v, 1, &a->new_tokens);
+        else if (!strcmp(o, "--top"))
+            bad = parse_int(v, 1, &a->top);
+        else if (!strcmp(o, "--ttft"))
+            bad = parse_seconds(v, &a->ttft);
+        else if (!strcmp(o, "--tpot"))
+            bad = parse_seconds(v, &a->tpot);
+        else if (!strcmp(o, "--objective")) {
+            if (!strcmp(v, "latency"))
+                a->objective = PLAN_OBJ_LATENCY;
+            else if (!strcmp(v, "throughput"))
+                a->objective = PLAN_OBJ_THROUGHPUT;
+            else if (!strcmp(v, "goodput"))
+                a->objective = PLAN_OBJ_GOODPUT;
+            else
+                bad = 1;
+        } else {
+            fprintf(stderr, "tripar plan: unknown option %s\n", o);
+            plan_usage(stderr);
+            return -1;
+        }
+        if (bad) {
+            fprintf(stderr, "tripar plan: %s %s is not allowed (see tripar plan --help)\n", o, v);
+            return -1;
+        }
+        i++;
+    }
+    if (a->n_validations && (a->job_path || a->preset || a->n_calibrations)) {
+        fprintf(stderr, "tripar plan: --validate takes its models and calibration from the runs "
+                        "it names; give no job file, --preset or --calibrate with it\n");
+        return -1;
+    }
+    if (!a->n_validations && !a->job_path == !a->preset) {
+        fprintf(stderr, "tripar plan: give a job file or --preset NAME (one of them)\n");
+        return -1;
+    }
+    if (!a->cluster) {
+        fprintf(stderr, "tripar plan: --cluster CLUSTER.yaml is required (data/clusters/)\n");
+        return -1;
+    }
+    if (a->objective == PLAN_OBJ_GOODPUT && a->ttft == 0 && a->tpot == 0) {
+        fprintf(stderr, "tripar plan: --objective goodput needs --ttft S and/or --tpot S\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int precision_parse(const char *s, precision_kind *out) {
+    static const struct {
+        const char *name;
+        precision_kind p;
+    } names[] = {{"fp32", PRECISION_FP32},
+                 {"int8w", PRECISION_INT8W},
+                 {"bf16", PRECISION_BF16},
+                 {"fp16", PRECISION_FP16}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i].name)) {
+            *out = names[i].p;
+            return 0;
+        }
+    error_set("--precision %s is not allowed; allowed: fp32, int8w, bf16, fp16", s);
+    return STATUS_BAD_INPUT;
+}
+
+int plan_model_from_job(const job *j, plan_model *m, plan_workload *w) {
+    memset(m, 0, sizeof *m);
+    int rc = STATUS_OK;
+    char why[PATH_WHY_MAX];
+    if (j->checkpoint[0] && path_check_input(j->checkpoint, why, sizeof why) != 0) {
+        /* a FIFO would block the reader: refused before it is opened, as `run` refuses it */
+        error_set("model.checkpoint '%s' %s", j->checkpoint, why);
+        rc = STATUS_BAD_INPUT;
+    } else if (j->checkpoint[0])
+        rc = checkpoint_read_config(j->checkpoint, &m->cfg);
+    else
+        model_config_from_job(&m->cfg, j);
+    m->weight_dtype = j->precision, m->kv_cache = j->kv_cache, m->kv_block = j->kv_block;
+    w->batch = j->batch > 0 ? j->batch : 1;
+    w->prompt = j->prompt_len > 0 ? j->prompt_len : 128;
+    w->new_tokens = j->new_tokens;
+    return rc;
+}
+
+/* The model and the default workload from the job file or the preset. */
+static int plan_model_resolve(const plan_args *a, plan_model *m, plan_workload *w) {
+    memset(m, 0, sizeof *m);
+    w->batch = 1, w->prompt = 128, w->new_tokens = 32;
+    m->kv_cache = KV_CONTIGUOUS, m->kv_block = 16;
+    if (a->preset) {
+        job j;
+        memset(&j, 0, sizeof j);
+        if (job_preset_apply(&j, a->preset) != 0) {
+            error_set("--preset %s is not a preset; presets: %s", a->preset, job_preset_list());
+            return STATUS_BAD_INPUT;
+        }
+        j.norm = NORM_PRE;
+        model_config_from_job(&m->cfg, &j);
+        m->weight_dtype = PRECISION_FP32;
+    } else {
+        job j;
+        if (job_load(&j, a->job_path, NULL, 0) != STATUS_OK) return STATUS_BAD_INPUT;
+        int rc = plan_model_from_job(&j, m, w);
+        job_free(&j);
+        if (rc != STATUS_OK) return rc;
+    }
+    if (a->precision && precision_parse(a->precision, &m->weight_dtype)) return STATUS_BAD_INPUT;
+    if (a->batch) w->batch = a->batch;
+    if (a->prompt) w->prompt = a->prompt;
+    if (a->new_tokens) w->new_tokens = a->new_tokens;
+    if ((long)w->prompt + w->new_tokens > m->cfg.ctx) {
+        error_set("a prompt of %d tokens plus %d new tokens exceeds the model's context of %d",
+                  w->prompt, w->new_tokens, m->cfg.ctx);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
+const char *plan_objective_name(plan_objective o) {
+    static const char *const names[] = {"latency", "throughput", "goodput"};
+    return names[o];
+}
+
+int plan_meets_slo(const plan_summary *q, const plan_prediction *p) {
+    return (q->ttft_slo == 0 || p->ttft <= q->ttft_slo) &&
+           (q->tpot_slo == 0 || p->tpot <= q->tpot_slo);
+}
+
+/* The sort needs the objective; qsort has no context argument. */
+static const plan_summary *rank_query;
+
+/* Fitting first; under goodput those meeting the SLOs first; then by the objective; ties by
+ * the strategy, so the order is the same on every machine. */
+static int prediction_compare(const void *x, const void *y) {
+    const plan_prediction *a = x, *b = y;
+    if (a->fits != b->fits) return b->fits - a->fits;
+    if (!a->fits) return a->rank_bytes < b->rank_bytes ? -1 : a->rank_bytes > b->rank_bytes;
+    if (rank_query->objective == PLAN_OBJ_GOODPUT) {
+        int ma = plan_meets_slo(rank_query, a), mb = plan_meets_slo(rank_query, b);
+        if (ma != mb) return mb - ma;
+    }
+    double ka = rank_query->objective == PLAN_OBJ_LATENCY ? a->e2e : -a->tokens_per_s;
+    double kb = rank_query->objective == PLAN_OBJ_LATENCY ? b->e2e : -b->tokens_per_s;
+    if (ka != kb) return ka < kb ? -1 : 1;
+    const int sa[] = {a->s.dp, a->s.tp, a->s.pp, a->s.microbatches, a->s.overlap, a->s.order};
+    const int sb[] = {b->s.dp, b->s.tp, b->s.pp, b->s.microbatches, b->s.overlap, b->s.order};
+    for (int i = 0; i < 6; i++)
+        if (sa[i] != sb[i]) return sa[i] - sb[i];
+    return 0;
+}
+
+static void strategy_text(const plan_strategy *s, char *buf, size_t len) {
+    snprintf(buf, len, "dp%d-tp%d-pp%d m%d%s %s", s->dp, s->tp, s->pp, s->microbatches,
+             s->overlap ? " overlap" : "", plan_order_names[s->order]);
+}
+
+/* Exit 2 cases once ranked: nothing fits, or nothing meets the SLOs. */
+static int plan_ranked_check(const plan_summary *q, const plan_cluster *c,
+                             const plan_prediction *ranked, int n) {
+    char what[96];
+    if (!ranked[0].fits) {
+        strategy_text(&ranked[0].s, what, sizeof what);
+        error_set("the model fits nowhere on %d devices of %.1f GiB: the smallest rank needs "
+                  "%.1f GiB (%s: weights %.1f, KV cache %.1f, activations %.1f GiB)",
+                  q->gpus, c->device_memory / 1073741824.0, ranked[0].rank_bytes / 1073741824.0,
+                  what, ranked[0].weight_bytes / 1073741824.0, ranked[0].kv_bytes / 1073741824.0,
+                  ranked[0].act_bytes / 1073741824.0);
+        return STATUS_BAD_INPUT;
+    }
+    if ((q->ttft_slo > 0 || q->tpot_slo > 0) && !plan_meets_slo(q, &ranked[0])) {
+        double best_ttft = 0, best_tpot = 0;
+        for (int i = 0; i < n && ranked[i].fits; i++) {
+            if (!best_ttft || ranked[i].ttft < best_ttft) best_ttft = ranked[i].ttft;
+            if (!best_tpot || ranked[i].tpot < best_tpot) best_tpot = ranked[i].tpot;
+        }
+        /* only goodput ranks by the SLO; the others may still list a strategy that misses */
+        int any = 0;
+        for (int i = 0; i < n && ranked[i].fits; i++)
+            any |= plan_meets_slo(q, &ranked[i]);
+        if (!any) {
+            error_set("no strategy meets the SLO (TTFT <= %g s, TPOT <= %g s; 0 = none) on %d "
+                      "devices: the best TTFT is %.4g s and the best TPOT %.4g s",
+                      q->ttft_slo, q->tpot_slo, q->gpus, best_ttft, best_tpot);
+            return STATUS_BAD_INPUT;
+        }
+    }
+    return STATUS_OK;
+}
+
+/* -o follows docs/cli.md "Files a command reads and writes": a regular file in an existing
+ * directory, and none of the inputs. Checked before anything is read or planned. */
+static int plan_output_check(const plan_args *a) {
+    if (!a->out) return STATUS_OK;
+    char why[PATH_WHY_MAX];
+    if (path_check_output(a->out, why, sizeof why) != 0) {
+        error_set("-o '%s' %s", a->out, why);
+        return STATUS_BAD_INPUT;
+    }
+    const char *inputs[2 * PLAN_MAX_CALIBRATIONS + 2] = {a->job_path, a->cluster};
+    int n = 2;
+    for (int i = 0; i < a->n_calibrations; i++)
+        inputs[n++] = a->calibrations[i];
+    for (int i = 0; i < a->n_validations; i++)
+        inputs[n++] = a->validations[i];
+    int which;
+    if (path_is_any_of(a->out, inputs, n, &which)) {
+        error_set("-o '%s' is the same file as the input '%s'; an output may not replace an "
+                  "input, so give it another path",
+                  a->out, inputs[which]);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
+static int plan_validate_to(const plan_args *a, const plan_cluster *c) {
+    FILE *out = a->out ? fopen(a->out, "w") : stdout;
+    if (!out) {
+        error_set("cannot write %s", a->out);
+        return STATUS_BAD_INPUT;
+    }
+    int rc = plan_validate(out, c, a->validations, a->n_validations);
+    if (a->out && fclose(out) != 0 && rc == STATUS_OK) {
+        error_set("cannot write %s", a->out);
+        rc = STATUS_BAD_INPUT;
+    }
+    return rc;
+}
+
+static int plan_run(const plan_args *a) {
+    if (plan_output_check(a) != STATUS_OK) return STATUS_BAD_INPUT;
+    plan_cluster c;
+    plan_model m;
+    plan_workload w;
+    if (plan_cluster_load(&c, a->cluster) != STATUS_OK) return STATUS_BAD_INPUT;
+    if (a->n_validations) return plan_validate_to(a, &c);
+    if (plan_model_resolve(a, &m, &w) != STATUS_OK) return STATUS_BAD_INPUT;
+    const int capacity = c.nodes * c.devices_per_node;
+    const int gpus = a->gpus ? a->gpus : capacity;
+    if (gpus > capacity) {
+        error_set("--gpus %d is more than the %d devices of %s (%d nodes x %d)", gpus, capacity,
+                  a->cluster, c.nodes, c.devices_per_node);
+        return STATUS_BAD_INPUT;
+    }
+    plan_rates rates;
+    plan_rates_default(&rates);
+    if (a->n_calibrations &&
+        plan_calibrate(&rates, &c, &m, a->calibrations, a->n_calibrations) != STATUS_OK)
+        return STATUS_BAD_INPUT;
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    plan_prediction *list = NULL;
+    int n = plan_enumerate(&m, &w, &c, &rates, gpus, &list);
+    plan_summary q = {.model_name = a->preset ? a->preset : a->job_path,
+                      .cluster_path = a->cluster,
+                      .w = w,
+                      .gpus = gpus,
+                      .objective = a->objective,
+                      .ttft_slo = a->ttft,
+                      .tpot_slo = a->tpot,
+                      .n_calibrations = a->n_calibrations};
+    if (n == 0) {
+        free(list);
+        error_set("no strategy of tripar runs this model on %d ranks: tp must divide %d heads "
+                  "(and fit %d kv heads), pp at most %d layers, dp at most the batch of %d",
+                  gpus, m.cfg.heads, m.cfg.kv_heads, m.cfg.layers, w.batch);
+        return STATUS_BAD_INPUT;
+    }
+    rank_query = &q;
+    qsort(list, (size_t)n, sizeof *list, prediction_compare);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    q.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    int rc = plan_ranked_check(&q, &c, list, n);
+    if (rc == STATUS_OK) {
+        FILE *out = a->out ? fopen(a->out, "w") : stdout;
+        if (!out) {
+            error_set("cannot write %s", a->out);
+            rc = STATUS_BAD_INPUT;
+        } else {
+            rc = plan_output_write(out, a->format, &q, &c, list, n, a->top);
+            if (a->out && fclose(out) != 0) {
+                error_set("cannot write %s", a->out);
+                rc = STATUS_BAD_INPUT;
+            }
+        }
+    }
+    free(list);
+    return rc;
+}
+
+int plan_main(int argc, char **argv) {
+    plan_args a;
+    int rc = plan_parse_args(&a, argc, argv);
+    if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
+    if (plan_run(&a) != STATUS_OK) {
+        fprintf(stderr, "tripar plan: %s\n", error_message());
+        return TRIPAR_EXIT_USAGE;
+    }
+    return TRIPAR_EXIT_OK;
+}

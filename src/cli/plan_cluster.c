@@ -1,0 +1,371 @@
+/* The cluster file of `tripar plan`: nodes, devices, their ceilings and the network tiers, read
+ * with the job files' libyaml tree (job/job_tree.h) so every error names file:line and the
+ * allowed keys or units (docs/planner.md "Cluster files"). Ceilings and tiers may come from
+ * tripar's own measurements: a run with bench.roofline, a commbench --tiers file. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "base/path.h"
+#include "io/h5util.h"
+#include "io/runread.h"
+#include "job/job_tree.h"
+#include "cli/plan.h"
+
+static const char *const TOP_KEYS[] = {"name",   "nodes",   "devices_per_node",
+                                       "device", "network", NULL};
+static const char *const DEVICE_KEYS[] = {"memory", "gflops", "gbs", "from", NULL};
+static const char *const NETWORK_KEYS[] = {"intra", "inter", "inter2", NULL};
+static const char *const TIER_KEYS[] = {"alpha", "beta", "efficiency", "from", NULL};
+static const char *const INTER2_KEYS[] = {"alpha", "beta", "efficiency", "group_nodes", NULL};
+
+/* A unit a number may carry, and what it multiplies by. */
+typedef struct {
+    const char *name;
+    double scale;
+} unit;
+
+static const unit BYTES_UNITS[] = {
+    {"B", 1},           {"KB", 1e3},           {"MB", 1e6},
+    {"GB", 1e9},        {"TB", 1e12},          {"KiB", 1024.0},
+    {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    {NULL, 0}};
+static const unit SECONDS_UNITS[] = {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {NULL, 0}};
+static const unit RATE_UNITS[] = {{"B/s", 1},          {"KB/s", 1e3},       {"MB/s", 1e6},
+                                  {"GB/s", 1e9},       {"TB/s", 1e12},      {"GiB/s", 1073741824.0},
+                                  {"Mbit/s", 1e6 / 8}, {"Gbit/s", 1e9 / 8}, {"Tbit/s", 1e12 / 8},
+                                  {"Mb/s", 1e6 / 8},   {"Gb/s", 1e9 / 8},   {NULL, 0}};
+
+static void units_list(const unit *u, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; u[i].name && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", u[i].name);
+}
+
+static void keys_list(const char *const *keys, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; keys[i] && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", keys[i]);
+}
+
+/* m must be a mapping whose keys are all in allowed. */
+static int section_check(const jnode *m, const jnode *at, const char *section,
+                         const char *const *allowed) {
+    char list[256], buf[128];
+    keys_list(allowed, list, sizeof list);
+    if (!m || m->type != JNODE_MAP)
+        return jnode_fail(m ? m : at, "%s must be a mapping with keys %s; got %s", section, list,
+                          jnode_describe(m, buf, sizeof buf));
+    for (int i = 0; i < m->n; i++) {
+        int known = 0;
+        for (int k = 0; allowed[k]; k++)
+            known |= !strcmp(m->keys[i]->value, allowed[k]);
+        if (!known)
+            return jnode_fail(m->keys[i], "unknown key '%s' in %s; allowed: %s", m->keys[i]->value,
+                              section, list);
+    }
+    return STATUS_OK;
+}
+
+/* A number with an optional unit from units (NULL: none allowed), positive unless zero_ok;
+ * `what` names it in messages ("device.memory"). */
+static int number_read(const jnode *m, const jnode *at, const char *key, const char *what,
+                       const unit *units, int required, double *out) {
+    const jnode *k = NULL, *v = jnode_get(m, key, &k);
+    char ulist[256] = "", buf[128];
+    if (units) units_list(units, ulist, sizeof ulist);
+    if (!v) {
+        if (!required) return STATUS_OK;
+        return jnode_fail(at, "%s is missing; it is required (a number%s%s)", what,
+                          units ? " with an optional unit: " : "", ulist);
+    }
+    if (v->type != JNODE_SCALAR || v->tag == JTAG_BOOL || v->tag == JTAG_STR)
+        return jnode_fail(v, "%s: %s is not a number", what, jnode_describe(v, buf, sizeof buf));
+    char *end;
+    double x = strtod(v->value, &end);
+    while (isspace((unsigned char)*end))
+        end++;
+    double scale = 1;
+    if (*end) {
+        int found = 0;
+        for (int i = 0; units && units[i].name; i++)
+            if (!strcmp(end, units[i].name)) scale = units[i].scale, found = 1;
+        if (!found)
+            return units ? jnode_fail(v,
+                                      "%s: %s has an unknown unit; allowed units: %s (or none: "
+                                      "the base unit)",
+                                      what, jnode_describe(v, buf, sizeof buf), ulist)
+                         : jnode_fail(v, "%s: %s is not a number", what,
+                                      jnode_describe(v, buf, sizeof buf));
+    }
+    if (end == v->value || !isfinite(x) || x <= 0)
+        return jnode_fail(v, "%s: %s must be a positive number", what,
+                          jnode_describe(v, buf, sizeof buf));
+    *out = x * scale;
+    return STATUS_OK;
+}
+
+static int int_read(const jnode *m, const jnode *at, const char *key, const char *what, int *out) {
+    double x = 0;
+    int rc = number_read(m, at, key, what, NULL, 1, &x);
+    if (rc) return rc;
+    const jnode *v = jnode_get(m, key, NULL);
+    char buf[128];
+    if (x != floor(x) || x > 1e7)
+        return jnode_fail(v, "%s: %s must be a whole number from 1 to 10000000", what,
+                          jnode_describe(v, buf, sizeof buf));
+    *out = (int)x;
+    return STATUS_OK;
+}
+
+/* A path a cluster file names, relative to the cluster file's folder. */
+static void path_beside(const char *cluster_path, const char *name, char *out, size_t len) {
+    const char *slash = strrchr(cluster_path, '/');
+    if (name[0] == '/' || !slash)
+        snprintf(out, len, "%s", name);
+    else
+        snprintf(out, len, "%.*s/%s", (int)(slash - cluster_path), cluster_path, name);
+}
+
+static int tier_from_commbench(const jnode *from, const char *cluster_path, const char *tier,
+                               plan_tier *t);
+
+static int tier_read(const jnode *network, const jnode *at, plan_tier_kind kind, int required,
+                     const char *cluster_path, plan_cluster *c) {
+    const char *name = plan_tier_name(kind);
+    const jnode *key = NULL, *m = jnode_get(network, name, &key);
+    char what[64];
+    if (!m) {
+        if (!required) return STATUS_OK;
+        return jnode_fail(at,
+                          "network.%s is missing; it is required %s (keys alpha, beta, "
+                          "efficiency, or from: COMMBENCH.h5)",
+                          name, kind == PLAN_TIER_INTRA ? "always" : "when nodes > 1");
+    }
+    snprintf(what, sizeof what, "network.%s", name);
+    int rc = section_check(m, key, what, kind == PLAN_TIER_INTER2 ? INTER2_KEYS : TIER_KEYS);
+    plan_tier *t = &c->tier[kind];
+    const jnode *from = kind == PLAN_TIER_INTER2 ? NULL : jnode_get(m, "from", NULL);
+    if (!rc && from) {
+        const jnode *given = jnode_get(m, "alpha", NULL);
+        if (!given) given = jnode_get(m, "beta", NULL);
+        if (given)
+            return jnode_fail(given,
+                              "network.%s.from gives alpha and beta; give them or from, "
+                              "not both",
+                              name);
+        rc = tier_from_commbench(from, cluster_path, name, t);
+    }
+    snprintf(what, sizeof what, "network.%s.alpha", name);
+    if (!rc && !from) rc = number_read(m, key, "alpha", what, SECONDS_UNITS, 1, &t->alpha);
+    snprintf(what, sizeof what, "network.%s.beta", name);
+    if (!rc && !from) rc = number_read(m, key, "beta", what, RATE_UNITS, 1, &t->beta);
+    snprintf(what, sizeof what, "network.%s.efficiency", name);
+    t->efficiency = 1;
+    if (!rc) rc = number_read(m, key, "efficiency", what, NULL, 0, &t->efficiency);
+    if (!rc && t->efficiency > 1)
+        rc = jnode_fail(jnode_get(m, "efficiency", NULL),
+                        "%s = %g must be a fraction of the link, in (0, 1]", what, t->efficiency);
+    if (!rc && kind == PLAN_TIER_INTER2) {
+        snprintf(what, sizeof what, "network.inter2.group_nodes");
+        rc = int_read(m, key, "group_nodes", what, &c->inter2_group_nodes);
+    }
+    t->present = rc == STATUS_OK;
+    return rc;
+}
+
+/* device.from: RUN.h5 (relative to the cluster file's folder): the ceilings the run measured
+ * with bench.roofline (/metrics/roofline, docs/schema.md): the better of the two sgemm passes
+ * and the stream bandwidth, as `tripar report --roofline` reads them. */
+static int ceilings_from_run(const jnode *from, const char *cluster_path, double *gflops,
+                             double *gbs) {
+    char buf[128], path[2048];
+    if (from->type != JNODE_SCALAR || !from->value[0])
+        return jnode_fail(from, "device.from must name a run file; got %s",
+                          jnode_describe(from, buf, sizeof buf));
+    path_beside(cluster_path, from->value, path, sizeof path);
+    char why[PATH_WHY_MAX];
+    if (path_check_input(path, why, sizeof why) != 0)
+        return jnode_fail(from, "device.from: %s %s", path, why);
+    run_data run;
+    if (run_data_load(&run, path) != STATUS_OK) {
+        snprintf(buf, sizeof buf, "%.120s", error_message());
+        return jnode_fail(from, "device.from: %s", buf);
+    }
+    double before = NAN, after = NAN, stream = NAN;
+    int ok = h5_exists(run.file, "/metrics/roofline");
+    if (ok) {
+        hid_t g = H5Gopen2(run.file, "/metrics/roofline", H5P_DEFAULT);
+        ok = g >= 0 && h5_attr_read_double(g, "sgemm_gflops_before", &before) == 0 &&
+             h5_attr_read_double(g, "stream_gbs", &stream) == 0;
+        if (g >= 0 && h5_attr_read_double(g, "sgemm_gflops_after", &after) != 0) after = before;
+        if (g >= 0) H5Gclose(g);
+    }
+    run_data_free(&run);
+    if (!ok || !(before > 0) || !(stream > 0))
+        return jnode_fail(from,
+                          "device.from: %s records no ceilings (/metrics/roofline); run it "
+                          "with bench.roofline: true",
+                          path);
+    *gflops = after > before ? after : before;
+    *gbs = stream;
+    return STATUS_OK;
+}
+
+/* One row of /commbench/tiers as the planner reads it (docs/schema.md "The commbench file"). */
+typedef struct {
+    char tier[8];
+    double alpha_s, beta_bytes_s;
+} tier_row;
+
+/* network.TIER.from: COMMBENCH.h5: alpha and beta fitted by `tripar commbench --tiers`. */
+static int tier_from_commbench(const jnode *from, const char *cluster_path, const char *tier,
+                               plan_tier *t) {
+    char buf[160], path[2048];
+    if (from->type != JNODE_SCALAR || !from->value[0])
+        return jnode_fail(from, "network.%s.from must name a commbench file; got %s", tier,
+                          jnode_describe(from, buf, sizeof buf));
+    path_beside(cluster_path, from->value, path, sizeof path);
+    char why[PATH_WHY_MAX];
+    if (path_check_input(path, why, sizeof why) != 0)
+        return jnode_fail(from, "network.%s.from: %s %s", tier, path, why);
+    hid_t f = h5_open_read(path);
+    if (f < 0) {
+        snprintf(buf, sizeof buf, "%.150s", error_message());
+        return jnode_fail(from, "network.%s.from: %s", tier, buf);
+    }
+    char format[32] = "";
+    h5_attr_read_string(f, "format", format, sizeof format);
+    int rc = STATUS_OK, found = 0;
+    if (strcmp(format, "tripar-commbench") || !h5_exists(f, "/commbench/tiers")) {
+        rc = jnode_fail(from,
+                        "network.%s.from: %s is not a commbench file of --tiers (no "
+                        "/commbench/tiers)",
+                        tier, path);
+    } else {
+        hid_t str = h5_string_type(sizeof((tier_row *)0)->tier);
+        hid_t mem = H5Tcreate(H5T_COMPOUND, sizeof(tier_row));
+        H5Tinsert(mem, "tier", HOFFSET(tier_row, tier), str);
+        H5Tinsert(mem, "alpha_s", HOFFSET(tier_row, alpha_s), H5T_NATIVE_DOUBLE);
+        H5Tinsert(mem, "beta_bytes_s", HOFFSET(tier_row, beta_bytes_s), H5T_NATIVE_DOUBLE);
+        int ndims;
+        hsize_t dims[8];
+        long count = 0;
+        tier_row *rows = h5_dataset_read_all(f, "/commbench/tiers", mem, &ndims, dims, &count);
+        for (long i = 0; rows && i < count && !found; i++)
+            if (!strncmp(rows[i].tier, tier, sizeof rows[i].tier)) {
+                t->alpha = rows[i].alpha_s, t->beta = rows[i].beta_bytes_s;
+                found = 1;
+            }
+        free(rows);
+        H5Tclose(mem);
+        H5Tclose(str);
+        if (!found) {
+            char attr[32], why[256] = "";
+            snprintf(attr, sizeof attr, "absent_%s", tier);
+            hid_t d = H5Dopen2(f, "/commbench/tiers", H5P_DEFAULT);
+            if (d >= 0) {
+                h5_attr_read_string(d, attr, why, sizeof why);
+                H5Dclose(d);
+            }
+            rc = jnode_fail(from, "network.%s.from: %s measured no %s tier%s%s", tier, path, tier,
+                            why[0] ? ": " : "", why);
+        } else if (!(t->alpha > 0) || !(t->beta > 0)) {
+            rc = jnode_fail(from,
+                            "network.%s.from: %s fitted alpha %g s and beta %g B/s; the "
+                            "planner needs both positive",
+                            tier, path, t->alpha, t->beta);
+        }
+    }
+    H5Fclose(f);
+    return rc;
+}
+
+/* jtree's message for an empty file speaks of job sections; a cluster file says its own. */
+static int file_is_blank(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0; /* jtree_load_file reports it */
+    int blank = 1, comment = 0, ch;
+    while (blank && (ch = fgetc(f)) != EOF) {
+        if (ch == '\n')
+            comment = 0;
+        else if (ch == '#')
+            comment = 1;
+        else if (!comment && !isspace(ch))
+            blank = 0;
+    }
+    fclose(f);
+    return blank;
+}
+
+static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
+    const jnode *root = t->root;
+    int rc = section_check(root, root, "the cluster file", TOP_KEYS);
+    if (rc) return rc;
+    const jnode *name = jnode_get(root, "name", NULL);
+    char buf[128];
+    if (name && name->type != JNODE_SCALAR)
+        return jnode_fail(name, "name must be a string; got %s",
+                          jnode_describe(name, buf, sizeof buf));
+    snprintf(c->name, sizeof c->name, "%s", name ? name->value : "cluster");
+    rc = int_read(root, root, "nodes", "nodes", &c->nodes);
+    if (!rc)
+        rc = int_read(root, root, "devices_per_node", "devices_per_node", &c->devices_per_node);
+    if (rc) return rc;
+    const jnode *dkey = NULL, *device = jnode_get(root, "device", &dkey);
+    if (!device)
+        return jnode_fail(root, "device is missing; it is required (keys memory, gflops, gbs)");
+    rc = section_check(device, dkey, "device", DEVICE_KEYS);
+    if (!rc)
+        rc =
+            number_read(device, dkey, "memory", "device.memory", BYTES_UNITS, 1, &c->device_memory);
+    double gflops = 0, gbs = 0;
+    const jnode *from = jnode_get(device, "from", NULL);
+    if (!rc && from) {
+        const jnode *given = jnode_get(device, "gflops", NULL);
+        if (!given) given = jnode_get(device, "gbs", NULL);
+        if (given)
+            return jnode_fail(given, "device.from gives gflops and gbs; give them or from, "
+                                     "not both");
+        rc = ceilings_from_run(from, path, &gflops, &gbs);
+    }
+    if (!rc && !from)
+        rc = number_read(device, dkey, "gflops", "device.gflops (GFLOP/s)", NULL, 1, &gflops);
+    if (!rc && !from) rc = number_read(device, dkey, "gbs", "device.gbs (GB/s)", NULL, 1, &gbs);
+    if (rc) return rc;
+    c->peak_flops = gflops * 1e9;
+    c->mem_bw = gbs * 1e9;
+    const jnode *nkey = NULL, *network = jnode_get(root, "network", &nkey);
+    if (!network)
+        return jnode_fail(root, "network is missing; it is required (keys intra, inter, inter2)");
+    rc = section_check(network, nkey, "network", NETWORK_KEYS);
+    if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTRA, 1, path, c);
+    if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTER, c->nodes > 1, path, c);
+    if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTER2, 0, path, c);
+    if (rc) return rc;
+    /* a tier a strategy never crosses still needs numbers the cost code can divide by */
+    if (!c->tier[PLAN_TIER_INTER].present) c->tier[PLAN_TIER_INTER] = c->tier[PLAN_TIER_INTRA];
+    if (!c->tier[PLAN_TIER_INTER2].present) c->tier[PLAN_TIER_INTER2] = c->tier[PLAN_TIER_INTER];
+    return STATUS_OK;
+}
+
+int plan_cluster_load(plan_cluster *c, const char *path) {
+    memset(c, 0, sizeof *c);
+    if (file_is_blank(path)) {
+        error_set("%s: the cluster file is empty; it needs nodes, devices_per_node, device and "
+                  "network (docs/planner.md)",
+                  path);
+        return STATUS_BAD_INPUT;
+    }
+    jtree t;
+    memset(&t, 0, sizeof t);
+    int rc = jtree_load_file(&t, path);
+    if (rc == STATUS_OK) rc = cluster_walk(&t, path, c);
+    jtree_free(&t);
+    return rc;
+}

@@ -1,0 +1,247 @@
+/* What `tripar plan` prints: the ranked table with a reason per row, and the same rows for
+ * every strategy as CSV or JSON (docs/planner.md "Output"). */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "cli/plan.h"
+
+#define GIB 1073741824.0
+
+void plan_reason(const plan_prediction *p, const plan_cluster *c, char *buf, int len) {
+    const size_t n = (size_t)len;
+    if (!p->fits) {
+        snprintf(buf, n, "does not fit: %.1f GiB per rank > %.1f GiB", p->rank_bytes / GIB,
+                 c->device_memory / GIB);
+        return;
+    }
+    const double e2e = p->e2e;
+    const double bubble = p->bubble / e2e, tp = p->tp_exposed / e2e, pp = p->pp_exposed / e2e;
+    const double tp_exposed_share = p->tp_total > 0 ? p->tp_exposed / p->tp_total : 0;
+    /* the largest cost beyond compute names the strategy, when it is worth naming */
+    if (p->tp_group.nodes > 1 && tp >= bubble && tp >= pp) {
+        snprintf(buf, n, "TP all-reduce crosses nodes (%s, %s): %.0f%% exposed, %.0f%% of E2E",
+                 plan_tier_name(p->tp_group.outer), plan_allreduce_algo_name(p->tp_algo),
+                 100 * tp_exposed_share, 100 * tp);
+    } else if (bubble >= 0.10 && bubble >= tp && bubble >= pp) {
+        snprintf(buf, n, "pp=%d bubble %.0f%% at %d micro-batch%s", p->s.pp, 100 * bubble,
+                 p->s.microbatches, p->s.microbatches == 1 ? "" : "es");
+    } else if (tp >= 0.10 && tp >= pp) {
+        snprintf(buf, n, "TP all-reduce %.0f%% of E2E (%s, %.0f%% exposed)", 100 * tp,
+                 plan_allreduce_algo_name(p->tp_algo), 100 * tp_exposed_share);
+    } else if (pp >= 0.10) {
+        snprintf(buf, n, "PP transfers %.0f%% of E2E (%s)", 100 * pp,
+                 plan_tier_name(p->pp_group.outer));
+    } else {
+        snprintf(buf, n, "compute %.0f%%: %s %s %.0f%% of it, %s-bound", 100 * p->compute / e2e,
+                 p->top_period ? "decode" : "prefill", phase_name(p->top_phase), 100 * p->top_share,
+                 p->top_memory_bound ? "memory" : "compute");
+    }
+}
+
+static void strategy_label(const plan_strategy *s, char *buf, size_t len) {
+    snprintf(buf, len, "dp%d-tp%d-pp%d", s->dp, s->tp, s->pp);
+}
+
+static void write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
+                       const plan_prediction *p, int n, int top) {
+    fprintf(out,
+            "tripar plan: %s on %d of %s's devices (%d x %d), batch %d, prompt %d, %d new "
+            "tokens; objective %s",
+            q->model_name, q->gpus, c->name, c->nodes, c->devices_per_node, q->w.batch, q->w.prompt,
+            q->w.new_tokens, plan_objective_name(q->objective));
+    if (q->ttft_slo > 0) fprintf(out, ", TTFT <= %g s", q->ttft_slo);
+    if (q->tpot_slo > 0) fprintf(out, ", TPOT <= %g s", q->tpot_slo);
+    fprintf(out, "\nrates: %s\n\n",
+            q->n_calibrations ? "calibrated from the measured runs"
+                              : "the cluster's ceilings (a roofline; no --calibrate)");
+    fprintf(out, "%4s  %-16s %3s %3s %-8s %10s %10s %10s %11s %9s %8s  %s\n", "rank", "strategy",
+            "mb", "ovl", "order", "TTFT ms", "TPOT ms", "E2E ms", "tokens/s", "req/s", "GiB/rank",
+            "why");
+    const int rows = top < n ? top : n;
+    for (int i = 0; i < rows; i++) {
+        char label[48], why[160];
+        strategy_label(&p[i].s, label, sizeof label);
+        plan_reason(&p[i], c, why, sizeof why);
+        const int slo_miss = (q->ttft_slo > 0 || q->tpot_slo > 0) && !plan_meets_slo(q, &p[i]);
+        fprintf(out, "%4d  %-16s %3d %3s %-8s %10.3f %10.3f %10.3f %11.1f %9.3f %8.2f  %s%s\n",
+                i + 1, label, p[i].s.microbatches, p[i].s.overlap ? "on" : "off",
+                plan_order_names[p[i].s.order], 1e3 * p[i].ttft, 1e3 * p[i].tpot, 1e3 * p[i].e2e,
+                p[i].tokens_per_s, p[i].requests_per_s, p[i].rank_bytes / GIB,
+                slo_miss ? "misses the SLO; " : "", why);
+    }
+    int fitting = 0;
+    for (int i = 0; i < n; i++)
+        fitting += p[i].fits;
+    fprintf(out, "\n%d strategies planned (%d fit) in %.3f s\n", n, fitting, q->seconds);
+}
+
+/* The columns of CSV and JSON, in one table so both stay the same. */
+typedef struct {
+    const char *name;
+    int is_int; /* 2: a flag, 0/1 in CSV and a boolean in JSON */
+    double (*get)(const plan_prediction *);
+} column;
+
+#define COL_INT(field)                                                                             \
+    static double get_##field(const plan_prediction *p) { return p->s.field; }
+#define COL_NUM(field)                                                                             \
+    static double get_##field(const plan_prediction *p) { return p->field; }
+COL_INT(dp)
+COL_INT(tp)
+COL_INT(pp)
+COL_INT(microbatches)
+COL_INT(overlap)
+COL_NUM(ttft)
+COL_NUM(tpot)
+COL_NUM(e2e)
+COL_NUM(tokens_per_s)
+COL_NUM(requests_per_s)
+COL_NUM(weight_bytes)
+COL_NUM(kv_bytes)
+COL_NUM(act_bytes)
+COL_NUM(rank_bytes)
+static double get_fits(const plan_prediction *p) { return p->fits; }
+COL_NUM(compute)
+COL_NUM(tp_exposed)
+COL_NUM(tp_hidden)
+COL_NUM(tp_total)
+COL_NUM(pp_exposed)
+COL_NUM(pp_total)
+COL_NUM(bubble)
+COL_NUM(dp_gather)
+COL_NUM(prefill_bubble_fraction)
+static double get_tp_nodes(const plan_prediction *p) { return p->tp_group.nodes; }
+static double get_pp_nodes(const plan_prediction *p) { return p->pp_group.nodes; }
+
+static const column COLUMNS[] = {
+    {"dp", 1, get_dp},
+    {"tp", 1, get_tp},
+    {"pp", 1, get_pp},
+    {"microbatches", 1, get_microbatches},
+    {"overlap", 1, get_overlap},
+    {"ttft_s", 0, get_ttft},
+    {"tpot_s", 0, get_tpot},
+    {"e2e_s", 0, get_e2e},
+    {"tokens_per_s", 0, get_tokens_per_s},
+    {"requests_per_s", 0, get_requests_per_s},
+    {"weight_bytes", 1, get_weight_bytes},
+    {"kv_bytes", 1, get_kv_bytes},
+    {"activation_bytes", 1, get_act_bytes},
+    {"rank_bytes", 1, get_rank_bytes},
+    {"fits", 2, get_fits},
+    {"compute_s", 0, get_compute},
+    {"tp_exposed_s", 0, get_tp_exposed},
+    {"tp_hidden_s", 0, get_tp_hidden},
+    {"tp_allreduce_s", 0, get_tp_total},
+    {"pp_exposed_s", 0, get_pp_exposed},
+    {"pp_transfer_s", 0, get_pp_total},
+    {"bubble_s", 0, get_bubble},
+    {"dp_gather_s", 0, get_dp_gather},
+    {"prefill_bubble_fraction", 0, get_prefill_bubble_fraction},
+    {"tp_nodes", 1, get_tp_nodes},
+    {"pp_nodes", 1, get_pp_nodes},
+};
+enum { N_COLUMNS = sizeof COLUMNS / sizeof COLUMNS[0] };
+
+static void csv_quoted(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static void write_csv(FILE *out, const plan_summary *q, const plan_cluster *c,
+                      const plan_prediction *p, int n) {
+    fprintf(out, "rank,order");
+    for (int k = 0; k < N_COLUMNS; k++)
+        fprintf(out, ",%s", COLUMNS[k].name);
+    fprintf(out, ",tp_algorithm,meets_slo,reason\n");
+    for (int i = 0; i < n; i++) {
+        char why[160];
+        plan_reason(&p[i], c, why, sizeof why);
+        fprintf(out, "%d,%s", i + 1, plan_order_names[p[i].s.order]);
+        for (int k = 0; k < N_COLUMNS; k++) {
+            const double v = COLUMNS[k].get(&p[i]);
+            if (COLUMNS[k].is_int)
+                fprintf(out, ",%.0f", v);
+            else
+                fprintf(out, ",%.9g", v);
+        }
+        fprintf(out, ",%s,%d,", plan_allreduce_algo_name(p[i].tp_algo), plan_meets_slo(q, &p[i]));
+        csv_quoted(out, why);
+        fputc('\n', out);
+    }
+}
+
+static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
+                      const plan_prediction *p, int n) {
+    json_t *root = json_object(), *list = json_array();
+    json_object_set_new(root, "model", json_string(q->model_name));
+    json_object_set_new(root, "cluster", json_string(c->name));
+    json_object_set_new(root, "cluster_file", json_string(q->cluster_path));
+    json_t *device = json_object();
+    json_object_set_new(device, "memory_bytes", json_real(c->device_memory));
+    json_object_set_new(device, "gflops", json_real(c->peak_flops / 1e9));
+    json_object_set_new(device, "gbs", json_real(c->mem_bw / 1e9));
+    json_object_set_new(root, "device", device);
+    json_t *network = json_object();
+    for (int k = 0; k < PLAN_TIER_COUNT; k++) {
+        if (!c->tier[k].present) continue;
+        json_t *tier = json_object();
+        json_object_set_new(tier, "alpha_s", json_real(c->tier[k].alpha));
+        json_object_set_new(tier, "beta_bytes_s", json_real(c->tier[k].beta));
+        json_object_set_new(tier, "efficiency", json_real(c->tier[k].efficiency));
+        json_object_set_new(network, plan_tier_name((plan_tier_kind)k), tier);
+    }
+    json_object_set_new(root, "network", network);
+    json_object_set_new(root, "gpus", json_integer(q->gpus));
+    json_object_set_new(root, "batch", json_integer(q->w.batch));
+    json_object_set_new(root, "prompt", json_integer(q->w.prompt));
+    json_object_set_new(root, "new_tokens", json_integer(q->w.new_tokens));
+    json_object_set_new(root, "objective", json_string(plan_objective_name(q->objective)));
+    json_object_set_new(root, "ttft_slo_s", q->ttft_slo > 0 ? json_real(q->ttft_slo) : json_null());
+    json_object_set_new(root, "tpot_slo_s", q->tpot_slo > 0 ? json_real(q->tpot_slo) : json_null());
+    json_object_set_new(root, "calibrated", json_boolean(q->n_calibrations > 0));
+    json_object_set_new(root, "plan_seconds", json_real(q->seconds));
+    for (int i = 0; i < n; i++) {
+        json_t *row = json_object();
+        char why[160];
+        plan_reason(&p[i], c, why, sizeof why);
+        json_object_set_new(row, "rank", json_integer(i + 1));
+        json_object_set_new(row, "order", json_string(plan_order_names[p[i].s.order]));
+        for (int k = 0; k < N_COLUMNS; k++) {
+            const double v = COLUMNS[k].get(&p[i]);
+            json_t *value = COLUMNS[k].is_int == 2 ? json_boolean(v != 0)
+                            : COLUMNS[k].is_int    ? json_integer((json_int_t)v)
+                                                   : json_real(v);
+            json_object_set_new(row, COLUMNS[k].name, value);
+        }
+        json_object_set_new(row, "tp_algorithm",
+                            json_string(plan_allreduce_algo_name(p[i].tp_algo)));
+        json_object_set_new(row, "meets_slo", json_boolean(plan_meets_slo(q, &p[i])));
+        json_object_set_new(row, "reason", json_string(why));
+        json_array_append_new(list, row);
+    }
+    json_object_set_new(root, "strategies", list);
+    int rc = json_dumpf(root, out, JSON_INDENT(1)) == 0 ? STATUS_OK : STATUS_BAD_INPUT;
+    fputc('\n', out);
+    json_decref(root);
+    if (rc != STATUS_OK) error_set("cannot write the JSON output");
+    return rc;
+}
+
+int plan_output_write(FILE *out, const char *format, const plan_summary *q, const plan_cluster *c,
+                      const plan_prediction *ranked, int n, int top) {
+    if (!strcmp(format, "csv")) {
+        write_csv(out, q, c, ranked, n);
+        return STATUS_OK;
+    }
+    if (!strcmp(format, "json")) return write_json(out, q, c, ranked, n);
+    write_text(out, q, c, ranked, n, top);
+    return STATUS_OK;
+}

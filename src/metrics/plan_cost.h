@@ -1,0 +1,152 @@
+/* The planner's cost model (`tripar plan`, docs/planner.md): what one dp x tp x pp strategy of
+ * tripar costs on a cluster, from the model shape, per-phase rates and alpha-beta network tiers.
+ * Pure arithmetic: no MPI, no files; every equation is written out in docs/planner.md. */
+#pragma once
+#include "metrics/phase_cost.h"
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Network tiers, fastest first: inside a node, between nodes, between groups of nodes. */
+typedef enum {
+    PLAN_TIER_INTRA = 0,
+    PLAN_TIER_INTER,
+    PLAN_TIER_INTER2,
+    PLAN_TIER_COUNT
+} plan_tier_kind;
+
+typedef struct {
+    int present;
+    double alpha;      /* seconds per message */
+    double beta;       /* bytes/s per device and direction */
+    double efficiency; /* fraction of beta a collective achieves, (0, 1] */
+} plan_tier;
+
+typedef struct {
+    char name[64];
+    int nodes, devices_per_node;
+    double device_memory; /* bytes per device */
+    double peak_flops;    /* FLOP/s per device */
+    double mem_bw;        /* bytes/s per device */
+    plan_tier tier[PLAN_TIER_COUNT];
+    int inter2_group_nodes; /* nodes per group joined by `inter`; 0 when there is no inter2 */
+} plan_cluster;
+
+/* Collective costs on one tier (seconds for bytes per rank, p ranks). */
+double plan_allreduce_ring(int p, double bytes, const plan_tier *t);
+double plan_allreduce_tree(int p, double bytes, const plan_tier *t);
+double plan_allgather_ring(int p, double bytes, const plan_tier *t);
+double plan_p2p(double bytes, const plan_tier *t);
+/* The pipeline bubble of a prefill: (pp - 1) / (m + pp - 1). */
+double plan_bubble_fraction(int pp, int microbatches);
+
+/* Where a group of ranks (one TP, PP or DP group) sits: how many nodes it spans, its most
+ * ranks on one node, and the slowest tier any two of its members cross. */
+typedef struct {
+    int size, nodes, per_node;
+    plan_tier_kind outer;
+    /* PP only: the stage boundaries of the worst group that cross each tier, in stage order,
+     * and the tier of the hop from the last stage back to the first (the sampled tokens) */
+    int hops[PLAN_TIER_COUNT];
+    plan_tier_kind wrap;
+} plan_group;
+
+typedef enum { PLAN_AR_NONE = 0, PLAN_AR_RING, PLAN_AR_TREE, PLAN_AR_HIER } plan_allreduce_algo;
+const char *plan_allreduce_algo_name(plan_allreduce_algo a);
+const char *plan_tier_name(plan_tier_kind t);
+
+typedef struct {
+    double seconds;
+    plan_allreduce_algo algo;
+} plan_collective;
+
+/* The cheapest all-reduce of bytes over the group: ring or tree on its tier inside a node;
+ * across nodes flat ring, flat tree or hierarchical (reduce-scatter inside each node,
+ * all-reduce over the nodes, all-gather inside), as NCCL picks by tuning per size. */
+plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes);
+
+/* The model as tripar runs it: its config and how weights and the KV cache are stored. */
+typedef struct {
+    model_config cfg;
+    precision_kind weight_dtype;
+    kv_cache_kind kv_cache;
+    int kv_block;
+} plan_model;
+
+typedef struct {
+    int batch, prompt, new_tokens;
+} plan_workload;
+
+/* How fast each compute phase runs relative to its roofline, max(flops / peak, bytes / bw)
+ * on the cluster's ceilings: 1 = at the roofline (the default without calibration), 0.5 =
+ * twice the roofline's time. Per period (0 prefill, 1 decode). */
+typedef struct {
+    double efficiency[2][PHASE_COUNT];
+    int calibrated[2][PHASE_COUNT]; /* 1 where a calibration run measured it */
+    double overlap_efficiency;      /* share of the overlappable TP all-reduce that overlap
+                                       hides (parallel.overlap) */
+} plan_rates;
+void plan_rates_default(plan_rates *r);
+
+/* Rank placement orders: auto (tp-pp-dp over node-sorted ranks) and the six explicit ones,
+ * whose first axis varies fastest over world ranks placed node by node. */
+#define PLAN_ORDER_COUNT 7
+extern const char *const plan_order_names[PLAN_ORDER_COUNT];
+
+typedef struct {
+    int dp, tp, pp, microbatches, overlap, order; /* order: index into plan_order_names */
+} plan_strategy;
+
+typedef struct {
+    plan_strategy s;
+    /* latency and throughput of one generation of the whole batch */
+    double ttft, tpot, e2e, tokens_per_s, requests_per_s;
+    /* memory of the fullest rank (bytes) */
+    double weight_bytes, kv_bytes, act_bytes, rank_bytes;
+    int fits;
+    /* E2E on the critical path = compute + tp_exposed + pp_exposed + bubble + dp_gather */
+    double compute, tp_exposed, pp_exposed, bubble, dp_gather;
+    double tp_total, tp_hidden, pp_total; /* all TP all-reduce and PP transfer time, hidden too */
+    double prefill_bubble_fraction;       /* (pp-1)/(m+pp-1) */
+    plan_group tp_group, pp_group, dp_group;
+    plan_allreduce_algo tp_algo; /* the decode all-reduce's algorithm */
+    /* the phase of the bottleneck stage that takes the most time in decode (in prefill when
+     * there is no decode step), whether bytes rather than FLOPs bound it, its compute share */
+    int top_period; /* 0 prefill, 1 decode */
+    phase top_phase;
+    int top_memory_bound;
+    double top_share;
+} plan_prediction;
+
+/* Whether tripar would run the strategy on n = dp*tp*pp ranks of this cluster, with its own
+ * rules (job_validate_model, run_job_resolve, mesh_layout_auto): heads % tp, kv heads (GQA),
+ * layers >= pp, batch >= dp, micro-batches <= the smallest replica's sequences, auto's tp
+ * inside a node. Returns 1, or 0 with the reason in why. */
+int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_cluster *c,
+                        const plan_strategy *s, char *why, int why_len);
+
+/* Memory of one rank at (tp_rank, pp_rank): its weights (the size table of src/model), its
+ * activation arena and KV cache (the engine's arena table mirrored: engine_arena_plan). */
+void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_strategy *s,
+                      int tp_rank, int pp_rank, double *weights, double *activations, double *kv);
+
+/* The groups of a strategy under its order, ranks placed node by node. */
+void plan_groups(const plan_cluster *c, const plan_strategy *s, plan_group *tp, plan_group *pp,
+                 plan_group *dp);
+
+/* Predicts one valid strategy. */
+void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluster *c,
+                  const plan_rates *r, const plan_strategy *s, plan_prediction *out);
+
+/* Every valid strategy on n ranks: dp x tp x pp = n, micro-batches 1, 2, 4, ... up to the
+ * smallest replica's sequences (and 64), overlap off and on (when tp > 1), and each order
+ * whose groups sit on the nodes otherwise than an earlier order's (auto first), since the
+ * cost depends on the groups only. Returns the count and *out (caller frees). */
+int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_cluster *c,
+                   const plan_rates *r, int n, plan_prediction **out);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,106 @@
+# `tripar plan` (docs/planner.md). Included from tests/cli/tests.cmake.
+# The cost model's equations on hand-computed cases (tests/metrics/test_plan_cost.c); it lives
+# with the metrics tests but is registered here with the rest of the planner.
+tripar_unit_test(metrics_plan_cost SOURCES metrics/test_plan_cost.c LABELS metrics)
+
+set(PLAN_FIXTURES ${TRIPAR_AREA_DIR}/plan)
+set(PLAN_CLUSTERS ${PROJECT_SOURCE_DIR}/data/clusters)
+
+# Bad cluster files: exit 2 with file:line and what is allowed. Each pair: fixture, regex
+# (no ';' in a regex: it would split the CMake list; '.' stands for it).
+set(plan_bad_clusters
+  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, device, network$"
+  bad_unit           "bad_unit\\.yaml:6: network\\.intra\\.beta: '100 GB/h' has an unknown unit. allowed units: B/s, .*Gbit/s"
+  efficiency         "efficiency\\.yaml:6: network\\.intra\\.efficiency = 1\\.5 must be a fraction of the link, in \\(0, 1.$"
+  missing_inter      "missing_inter\\.yaml:5: network\\.inter is missing. it is required when nodes > 1"
+  not_a_number       "not_a_number\\.yaml:4: device\\.gflops \\(GFLOP/s\\): 'fast' is not a number"
+  negative_memory    "negative_memory\\.yaml:4: device\\.memory: '-1' must be a positive number"
+  inter2_no_group    "inter2_no_group\\.yaml:8: network\\.inter2\\.group_nodes is missing"
+  network_not_map    "network_not_map\\.yaml:5: network must be a mapping with keys intra, inter, inter2. got a sequence"
+  fractional_nodes   "fractional_nodes\\.yaml:2: nodes: '2\\.5' must be a whole number"
+  empty              "empty\\.yaml: the cluster file is empty. it needs nodes, devices_per_node, device and network"
+  syntax             "syntax\\.yaml:3: YAML syntax error"
+  tier_from_and_alpha "tier_from_and_alpha\\.yaml:6: network\\.intra\\.from gives alpha and beta. give them or from, not both"
+  device_from_and_gflops "device_from_and_gflops\\.yaml:6: device\\.from gives gflops and gbs. give them or from, not both"
+  tier_from_missing  "tier_from_missing\\.yaml:5: network\\.intra\\.from: .*missing-commbench\\.h5 does not exist")
+list(LENGTH plan_bad_clusters plan_n)
+math(EXPR plan_last "${plan_n} - 1")
+foreach(i RANGE 0 ${plan_last} 2)
+  math(EXPR j "${i} + 1")
+  list(GET plan_bad_clusters ${i} stem)
+  list(GET plan_bad_clusters ${j} regex)
+  add_test(NAME cli_plan_cluster_${stem}
+           COMMAND ${TRIPAR_AREA_DIR}/expect_stderr.sh 2 "^tripar plan: .*${regex}" 1 --
+                   $<TARGET_FILE:tripar> plan --preset gpt2-124m --cluster ${PLAN_FIXTURES}/${stem}.yaml)
+  set_tests_properties(cli_plan_cluster_${stem} PROPERTIES LABELS "unit;cli"
+                       ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 60)
+endforeach()
+
+# plan_refuses(NAME REGEX ARGS...): `tripar plan ARGS...` exits 2 with one line matching REGEX.
+function(plan_refuses name regex)
+  add_test(NAME cli_plan_${name}
+           COMMAND ${TRIPAR_AREA_DIR}/expect_stderr.sh 2 "^tripar plan: ${regex}" 1 --
+                   $<TARGET_FILE:tripar> plan ${ARGN})
+  set_tests_properties(cli_plan_${name} PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
+                       TIMEOUT 60)
+endfunction()
+# A model that fits nowhere, an SLO no strategy meets, and the usage errors.
+plan_refuses(fits_nowhere "the model fits nowhere on 2 devices of 10\\.0 GiB: the smallest rank needs [0-9.]+ GiB"
+             --preset llama3.1-405b --cluster ${PLAN_CLUSTERS}/this-machine.yaml --prompt 16 --new-tokens 4)
+plan_refuses(impossible_slo "no strategy meets the SLO \\(TTFT <= 1e-09 s, TPOT <= 0 s. 0 = none\\) on 2 devices: the best TTFT is"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective goodput --ttft 1e-9)
+plan_refuses(goodput_needs_slo "--objective goodput needs --ttft S and/or --tpot S"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective goodput)
+plan_refuses(unknown_preset "--preset gpt5 is not a preset. presets: gpt2-124m"
+             --preset gpt5 --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
+plan_refuses(too_many_gpus "--gpus 3 is more than the 2 devices of .*this-machine\\.yaml \\(1 nodes x 2\\)"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --gpus 3)
+plan_refuses(context "a prompt of 1000 tokens plus 100 new tokens exceeds the model's context of 1024"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --prompt 1000 --new-tokens 100)
+plan_refuses(no_cluster "--cluster CLUSTER\\.yaml is required" --preset gpt2-124m)
+plan_refuses(bad_objective "--objective fastest is not allowed"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective fastest)
+plan_refuses(bad_precision "--precision fp8 is not allowed. allowed: fp32, int8w, bf16, fp16"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --precision fp8)
+# Calibration refuses what every run-file tool refuses (tools.cmake's fixtures).
+tools_test(tools_plan_calibrate_foreign 2 "^tripar plan: .*foreign\\.h5: not a tripar run file" 1
+           plan --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate @W@/foreign.h5)
+tools_test(tools_plan_calibrate_incomplete 2 "^tripar plan: .*incomplete\\.h5 is an incomplete run file \\(complete=0\\). calibrate from finished runs" 1
+           plan --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate @W@/incomplete.h5)
+
+# JSON holds every strategy the mesh rules allow, ranked; CSV and text agree; calibration
+# from a real run (tools.cmake's run.h5, timings: layer) changes the rates; --validate
+# predicts four measured runs, each from the other three; device.from and network.TIER.from
+# read a bench.roofline run and a commbench --tiers file (two ranks under mpiexec).
+add_test(NAME cli_plan_outputs
+         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_check.py ${CMAKE_CURRENT_BINARY_DIR}/cli_plan
+                 ${TOOLS_WORK})
+set_tests_properties(cli_plan_outputs PROPERTIES LABELS "mpi;cli" FIXTURES_REQUIRED tools_files
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+
+# -o may not be an input (a copy of the cluster file, reached through "./", so the source tree
+# is never at risk) nor a directory.
+set(PLAN_WORK ${CMAKE_CURRENT_BINARY_DIR}/cli_plan)
+add_test(NAME cli_plan_output_is_input
+         COMMAND sh -c "mkdir -p ${PLAN_WORK} && cp ${PLAN_CLUSTERS}/this-machine.yaml ${PLAN_WORK}/c.yaml && cd ${PLAN_WORK} && ${TRIPAR_AREA_DIR}/expect_stderr.sh 2 \"^tripar plan: -o './c.yaml' is the same file as the input 'c.yaml'. an output may not replace an input\" 1 -- $<TARGET_FILE:tripar> plan --preset gpt2-124m --cluster c.yaml -o ./c.yaml && cmp c.yaml ${PLAN_CLUSTERS}/this-machine.yaml")
+set_tests_properties(cli_plan_output_is_input PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
+                     TIMEOUT 60)
+plan_refuses(output_is_directory "-o '.*' is a directory"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml -o ${CMAKE_CURRENT_BINARY_DIR})
+
+# --validate's refusals (its table: plan_check.py)
+tools_test(tools_plan_validate_incomplete 2 "^tripar plan: .*incomplete\\.h5 is an incomplete run file \\(complete=0\\). validate against finished runs" 1
+           plan --validate @W@/run.h5 @W@/incomplete.h5 --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
+tools_test(tools_plan_validate_with_preset 2 "^tripar plan: --validate takes its models and calibration from the runs" 1
+           plan --validate @W@/run.h5 --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
+# GPT-2 124M on 13 ranks with one prompt: tp 13 splits no head, pp 13 > 12 layers, dp 13 > 1.
+plan_refuses(no_strategy "no strategy of tripar runs this model on 13 ranks"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/a100-cluster.yaml --gpus 13 --batch 1)
+
+# The ranking: calibrate on two real runs of plan_rank.yaml, plan 2 ranks, run the predicted
+# top 3 and bottom 3; the measured order between the groups must match (plan_ranking.py).
+add_test(NAME cli_plan_ranking
+         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_ranking.py ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_ranking)
+# RUN_SERIAL: the runs it compares are timed, so no other test shares the cores meanwhile.
+set_tests_properties(cli_plan_ranking PROPERTIES LABELS "mpi;cli;bench" RUN_SERIAL TRUE
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 600)

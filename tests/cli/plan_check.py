@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""`tripar plan` end to end (docs/planner.md): the JSON output parses and holds every strategy
+tripar's mesh rules allow (enumerated here independently from the rules as docs/planner.md
+states them), exactly once per placement; rows are ranked by the objective; each row's parts
+add up to its E2E latency and its throughput is batch x new tokens / E2E; CSV holds the same
+rows; the text table holds --top rows; a TP group wider than a node is never laid out by auto
+and says it crosses nodes; a job file gives the model; --calibrate changes the rates; a
+cluster's device.from takes a run's measured ceilings, and network.TIER.from a commbench
+--tiers file's alpha and beta.
+--validate predicts each of four measured runs from the other three and prints one row each.
+Usage: plan_check.py WORKDIR [TOOLS_FILES_DIR (tools_fixtures.sh's runs of tools_tiny.yaml)]
+(env: TRIPAR_BIN, TRIPAR_SOURCE_DIR, MPIEXEC)"""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+BIN = os.environ["TRIPAR_BIN"]
+SRC = os.environ["TRIPAR_SOURCE_DIR"]
+CLUSTERS = os.path.join(SRC, "data", "clusters")
+WORK = sys.argv[1]
+os.makedirs(WORK, exist_ok=True)
+
+PRESETS = {  # layers, heads, kv_heads, as data/presets (src/job/presets.c) publishes them
+    "gpt2-124m": (12, 12, 12),
+    "llama3-8b": (32, 32, 8),
+    "llama3-70b": (80, 64, 8),
+}
+
+
+def plan(*args, fmt="json"):
+    cmd = [BIN, "plan", *args] + (["--format", fmt] if fmt else [])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}: {r.stderr}")
+    return json.loads(r.stdout) if fmt == "json" else r.stdout
+
+
+def expected_strategies(layers, heads, kv, n, batch):
+    """(dp, tp, pp, micro-batches, overlap) tripar would run on n ranks."""
+    out = set()
+    for tp in range(1, n + 1):
+        for pp in range(1, n + 1):
+            if n % (tp * pp):
+                continue
+            dp = n // (tp * pp)
+            if heads % tp or (kv % tp and tp % kv) or pp > layers or dp > batch:
+                continue
+            m = 1
+            while m <= min(batch // dp, 64):
+                for overlap in ([0, 1] if tp > 1 else [0]):
+                    out.add((dp, tp, pp, m, overlap))
+                m *= 2
+    return out
+
+
+def check_rows(doc, preset, n, objective):
+    rows = doc["strategies"]
+    assert rows, "no strategies"
+    layers, heads, kv = PRESETS[preset]
+    want = expected_strategies(layers, heads, kv, n, doc["batch"])
+    got = {(r["dp"], r["tp"], r["pp"], r["microbatches"], r["overlap"]) for r in rows}
+    assert got == want, f"{preset} on {n}: missing {sorted(want - got)[:5]}, extra {sorted(got - want)[:5]}"
+    placements = [(r["dp"], r["tp"], r["pp"], r["microbatches"], r["overlap"], r["order"]) for r in rows]
+    assert len(placements) == len(set(placements)), "a strategy is listed twice"
+    assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+    fitting = [r for r in rows if r["fits"]]
+    assert rows[: len(fitting)] == fitting, "a strategy that does not fit ranks above one that does"
+    key = (lambda r: r["e2e_s"]) if objective == "latency" else (lambda r: -r["tokens_per_s"])
+    keys = [key(r) for r in fitting]
+    assert keys == sorted(keys), f"not ranked by {objective}"
+    for r in rows:
+        parts = r["compute_s"] + r["tp_exposed_s"] + r["pp_exposed_s"] + r["bubble_s"] + r["dp_gather_s"]
+        assert abs(parts - r["e2e_s"]) <= 1e-6 * r["e2e_s"], f"parts {parts} != e2e {r['e2e_s']}: {r}"
+        assert 0 < r["ttft_s"] <= r["e2e_s"]
+        tps = doc["batch"] * doc["new_tokens"] / r["e2e_s"]
+        assert abs(r["tokens_per_s"] - tps) <= 1e-6 * tps
+        assert r["rank_bytes"] == r["weight_bytes"] + r["kv_bytes"] + r["activation_bytes"]
+        assert r["reason"], r
+        assert r["pp"] > 1 or r["bubble_s"] == 0, r
+    return rows
+
+
+# A: GPT-2 124M on this machine's 2 ranks: the 11 strategies of tests/metrics/test_plan_cost.c
+doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
+           "--batch", "4", "--prompt", "64", "--new-tokens", "16")
+assert len(check_rows(doc, "gpt2-124m", 2, "latency")) == 11
+
+# B: Llama 3 8B (GQA) on 16 A100s, ranked by throughput; CSV holds the same rows
+args = ["--preset", "llama3-8b", "--cluster", os.path.join(CLUSTERS, "a100-cluster.yaml"),
+        "--gpus", "16", "--batch", "8", "--prompt", "128", "--new-tokens", "16",
+        "--precision", "bf16", "--objective", "throughput"]
+doc = plan(*args)
+rows = check_rows(doc, "llama3-8b", 16, "throughput")
+table = list(csv.DictReader(plan(*args, fmt="csv").splitlines()))
+assert len(table) == len(rows)
+assert [int(t["rank"]) for t in table] == [r["rank"] for r in rows]
+assert set(table[0]) == set(rows[0]), set(table[0]) ^ set(rows[0])
+for t, r in zip(table, rows):
+    assert (int(t["dp"]), int(t["tp"]), int(t["pp"]), t["order"]) == (r["dp"], r["tp"], r["pp"], r["order"])
+    assert abs(float(t["e2e_s"]) - r["e2e_s"]) <= 1e-6 * r["e2e_s"]
+
+# C: Llama 3 70B on 64 H100s: tp=16 spans two nodes; auto never lays it out, and the rows say so
+doc = plan("--preset", "llama3-70b", "--cluster", os.path.join(CLUSTERS, "dgx-h100-superpod.yaml"),
+           "--gpus", "64", "--batch", "32", "--prompt", "512", "--new-tokens", "32", "--precision", "bf16")
+rows = check_rows(doc, "llama3-70b", 64, "latency")
+wide = [r for r in rows if r["tp"] > 8]
+assert wide and all(r["order"] != "auto" and r["tp_nodes"] >= 2 for r in wide)
+assert any("crosses nodes" in r["reason"] for r in wide if r["fits"]), [r["reason"] for r in wide[:5]]
+assert all(r["tp_nodes"] == 1 for r in rows if r["order"] == "auto")
+
+# The text table: --top rows, to -o FILE
+out = os.path.join(WORK, "plan.txt")
+plan("--preset", "llama3-8b", "--cluster", os.path.join(CLUSTERS, "a100-cluster.yaml"), "--gpus", "16",
+     "--top", "5", "-o", out, fmt="text")
+lines = open(out).read().splitlines()
+body = [l for l in lines if l[:4].strip().isdigit()]
+assert len(body) == 5, lines
+
+# A job file gives the model and the workload: jobs/demo.yaml's batch and prompt
+doc = plan(os.path.join(SRC, "jobs", "demo.yaml"), "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"))
+assert doc["strategies"] and doc["model"].endswith("demo.yaml")
+
+# --calibrate: the phase rates of a measured run (tools_tiny.yaml, timings: layer) replace the
+# roofline's, so the same strategy is predicted differently
+if len(sys.argv) > 2:
+    runs = [os.path.join(sys.argv[2], f) for f in ("run.h5", "seed6.h5", "layers3.h5", "bf16.h5")]
+    job = os.path.join(SRC, "tests", "cli", "tools_tiny.yaml")
+    base = plan(job, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), "--gpus", "1")
+    cal = plan(job, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), "--gpus", "1",
+               "--calibrate", runs[0])
+    assert not base["calibrated"] and cal["calibrated"]
+    b = {(r["microbatches"]): r for r in base["strategies"]}
+    c = {(r["microbatches"]): r for r in cal["strategies"]}
+    assert b.keys() == c.keys()
+    assert all(b[k]["ttft_s"] != c[k]["ttft_s"] for k in b), "calibration changed nothing"
+
+    # --validate: a row per run (its strategy label), then the error summary; no time asserted
+    text = plan("--validate", *runs, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), fmt=None)
+    lines = text.splitlines()
+    rows = [l for l in lines if l.split()[:1] and l.split()[0] in [os.path.basename(r) for r in runs]]
+    assert len(rows) == 4 and all("dp1-tp1-pp1 m1" in l for l in rows), text
+    summary = [l for l in lines if l.startswith("|relative error|")]
+    assert len(summary) == 1 and "(4 runs, each predicted from the other 3)" in summary[0], text
+
+# device.from: RUN.h5 takes the ceilings a bench.roofline run measured (relative to the
+# cluster file's folder); a run without them is refused with the cluster file's line
+import h5py  # noqa: E402
+
+roof = os.path.join(WORK, "roof.h5")
+if os.path.exists(roof):
+    os.remove(roof)
+r = subprocess.run([BIN, "run", os.path.join(SRC, "tests", "cli", "tools_tiny.yaml"), "--set",
+                    "bench.roofline=true", "--out", roof], capture_output=True, text=True, timeout=300)
+assert r.returncode == 0, r.stderr
+with open(os.path.join(WORK, "from-run.yaml"), "w") as f:
+    f.write("nodes: 1\ndevices_per_node: 2\ndevice: {memory: 1 GiB, from: roof.h5}\n"
+            "network:\n  intra: {alpha: 1 us, beta: 1 GB/s}\n")
+doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(WORK, "from-run.yaml"), "--prompt", "16",
+           "--new-tokens", "4")
+with h5py.File(roof, "r") as h:
+    a = h["metrics/roofline"].attrs
+    want = max(a["sgemm_gflops_before"], a.get("sgemm_gflops_after", 0))
+    assert abs(doc["device"]["gflops"] - want) <= 1e-9 * want, (doc["device"], want)
+    assert abs(doc["device"]["gbs"] - a["stream_gbs"]) <= 1e-9 * a["stream_gbs"]
+if len(sys.argv) > 2:
+    with open(os.path.join(WORK, "from-bare.yaml"), "w") as f:
+        f.write("nodes: 1\ndevices_per_node: 2\ndevice: {memory: 1 GiB, from: %s}\n"
+                "network:\n  intra: {alpha: 1 us, beta: 1 GB/s}\n" % os.path.join(sys.argv[2], "run.h5"))
+    r = subprocess.run([BIN, "plan", "--preset", "gpt2-124m", "--cluster", os.path.join(WORK, "from-bare.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "from-bare.yaml:3: device.from:" in r.stderr and \
+        "records no ceilings" in r.stderr, r.stderr
+
+# network.TIER.from: COMMBENCH.h5 takes alpha and beta fitted by `tripar commbench --tiers`
+# (two ranks on this node: an intra tier, and no inter one, which is refused with the reason)
+cb = os.path.join(WORK, "tiers.h5")
+if os.path.exists(cb):
+    os.remove(cb)
+mpiexec = os.environ.get("MPIEXEC", "mpiexec")
+r = subprocess.run([mpiexec, "-n", "2", "--oversubscribe", "--bind-to", "none", BIN, "commbench", "--tiers",
+                    "--out", cb], capture_output=True, text=True, timeout=300)
+assert r.returncode == 0, r.stdout + r.stderr
+with open(os.path.join(WORK, "from-commbench.yaml"), "w") as f:
+    f.write("nodes: 1\ndevices_per_node: 2\ndevice: {memory: 1 GiB, gflops: 40, gbs: 8}\n"
+            "network:\n  intra: {from: tiers.h5, efficiency: 0.9}\n")
+doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(WORK, "from-commbench.yaml"), "--prompt", "16",
+           "--new-tokens", "4")
+with h5py.File(cb, "r") as h:
+    row = [t for t in h["commbench/tiers"][:] if t["tier"] == b"intra"][0]
+    intra = doc["network"]["intra"]
+    assert intra["alpha_s"] == row["alpha_s"] and intra["beta_bytes_s"] == row["beta_bytes_s"], (intra, row)
+    assert intra["efficiency"] == 0.9
+with open(os.path.join(WORK, "from-commbench-inter.yaml"), "w") as f:
+    f.write("nodes: 2\ndevices_per_node: 2\ndevice: {memory: 1 GiB, gflops: 40, gbs: 8}\n"
+            "network:\n  intra: {from: tiers.h5}\n  inter: {from: tiers.h5}\n")
+r = subprocess.run([BIN, "plan", "--preset", "gpt2-124m", "--cluster", os.path.join(WORK, "from-commbench-inter.yaml")],
+                   capture_output=True, text=True, timeout=60)
+assert r.returncode == 2 and "from-commbench-inter.yaml:6: network.inter.from:" in r.stderr and \
+    "measured no inter tier: no inter-node pair" in r.stderr, r.stderr
+
+print("plan_check: OK")

@@ -1,0 +1,337 @@
+/* The planner's cost model (src/metrics/plan_cost.c) on hand-computed cases: the collective
+ * equations of docs/planner.md, the bubble, rank placement on nodes, tripar's mesh rules, the
+ * memory of a known shape (GPT-2 124M counted by hand; activations and KV cache equal to the
+ * engine's own arena table), and a prediction whose parts add up to its latency. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/engine.h"
+#include "metrics/plan_cost.h"
+
+static void assert_close(double got, double want) {
+    if (fabs(got - want) > 1e-12 + 1e-9 * fabs(want)) fail_msg("got %.12g, want %.12g", got, want);
+}
+
+static plan_tier tier(double alpha, double beta, double eff) {
+    return (plan_tier){.present = 1, .alpha = alpha, .beta = beta, .efficiency = eff};
+}
+
+/* 2 nodes x 4 devices: intra 1 us at 100 GB/s, inter 10 us at 10 GB/s, both at efficiency 1. */
+static plan_cluster two_nodes(void) {
+    plan_cluster c;
+    memset(&c, 0, sizeof c);
+    c.nodes = 2, c.devices_per_node = 4;
+    c.device_memory = 16e9, c.peak_flops = 100e12, c.mem_bw = 1e12;
+    c.tier[PLAN_TIER_INTRA] = tier(1e-6, 100e9, 1);
+    c.tier[PLAN_TIER_INTER] = tier(10e-6, 10e9, 1);
+    c.tier[PLAN_TIER_INTER2] = c.tier[PLAN_TIER_INTER];
+    return c;
+}
+
+static void test_ring_allreduce(void **state) {
+    (void)state;
+    plan_tier t = tier(1e-5, 1e9, 0.5);
+    /* 2 (p-1) alpha + 2 (p-1)/p n / (beta eff) = 6e-5 + 1.5 * 1e6 / 5e8 = 6e-5 + 3e-3 */
+    assert_close(plan_allreduce_ring(4, 1e6, &t), 3.06e-3);
+    assert_close(plan_allreduce_ring(1, 1e6, &t), 0);
+}
+
+static void test_tree_allreduce(void **state) {
+    (void)state;
+    plan_tier t = tier(1e-5, 1e9, 0.5);
+    /* 2 ceil(log2 p) alpha + 2 n / (beta eff): p = 5 has depth 3: 6e-5 + 2e6 / 5e8 = 4.06e-3 */
+    assert_close(plan_allreduce_tree(5, 1e6, &t), 4.06e-3);
+    assert_close(plan_allreduce_tree(8, 1e6, &t), 4.06e-3);
+}
+
+static void test_p2p_and_allgather(void **state) {
+    (void)state;
+    plan_tier t = tier(2e-6, 1e9, 0.5);
+    assert_close(plan_p2p(1e6, &t), 2e-6 + 2e-3);
+    /* (p-1) alpha + (p-1)/p n / (beta eff) */
+    assert_close(plan_allgather_ring(4, 1e6, &t), 6e-6 + 0.75e6 / 5e8);
+}
+
+static void test_bubble(void **state) {
+    (void)state;
+    assert_close(plan_bubble_fraction(4, 4), 3.0 / 7.0);
+    assert_close(plan_bubble_fraction(8, 4), 7.0 / 11.0); /* 64% */
+    assert_close(plan_bubble_fraction(1, 1), 0);
+}
+
+/* Inside one node the cheaper of ring and tree; across nodes the hierarchical all-reduce wins
+ * for large messages (its network step carries 1/4 of the bytes), the tree for tiny ones. */
+static void test_allreduce_choice(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    plan_group in_node = {.size = 4, .nodes = 1, .per_node = 4, .outer = PLAN_TIER_INTRA};
+    plan_collective a = plan_allreduce_best(&c, &in_node, 64e6);
+    assert_int_equal(a.algo, PLAN_AR_RING);
+    assert_close(a.seconds, plan_allreduce_ring(4, 64e6, &c.tier[PLAN_TIER_INTRA]));
+
+    plan_group spans = {.size = 8, .nodes = 2, .per_node = 4, .outer = PLAN_TIER_INTER};
+    const double n = 64e6;
+    /* reduce-scatter and all-gather over 4 in the node: 2 x (3 us + 0.75 n / 100e9); the 2
+     * nodes all-reduce n / 4 over the network: ring 2 x 10 us + n/4 / 10e9 (tree: 2 x 10 us +
+     * n/2 / 10e9, slower) */
+    const double hier = 2 * (3e-6 + 0.75 * n / 100e9) + (2 * 10e-6 + (n / 4) / 10e9);
+    plan_collective b = plan_allreduce_best(&c, &spans, n);
+    assert_int_equal(b.algo, PLAN_AR_HIER);
+    assert_close(b.seconds, hier);
+    /* the flat ring: 2 ((p-k) alpha_intra + k alpha_inter) + 2 (p-1)/p n / beta_inter */
+    const double ring_small = 2 * (6 * 1e-6 + 2 * 10e-6) + 2 * 7.0 / 8 * 8 / 10e9;
+    const double tree_small = 2 * 3 * 10e-6 + 2 * 8 / 10e9;
+    const double hier_small = 2 * (3e-6 + 0.75 * 8 / 100e9) + (2 * 10e-6 + 2.0 / 10e9);
+    plan_collective s = plan_allreduce_best(&c, &spans, 8);
+    assert_close(s.seconds, fmin(ring_small, fmin(tree_small, hier_small)));
+    assert_int_equal(s.algo, PLAN_AR_HIER); /* 26 us beats the ring's 52 and the tree's 60 */
+}
+
+/* Block placement on 2 nodes x 4: tp=8 spans both nodes; tp=2 x pp=4 (auto) puts stages 0,1 on
+ * node 0 and 2,3 on node 1, so the chain crosses the network once and wraps back over it. */
+static void test_groups(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    plan_group tp, pp, dp;
+    plan_strategy s = {.dp = 1, .tp = 8, .pp = 1, .microbatches = 1, .order = 1}; /* tp-pp-dp */
+    plan_groups(&c, &s, &tp, &pp, &dp);
+    assert_int_equal(tp.nodes, 2);
+    assert_int_equal(tp.per_node, 4);
+    assert_int_equal(tp.outer, PLAN_TIER_INTER);
+    s = (plan_strategy){.dp = 1, .tp = 2, .pp = 4, .microbatches = 1, .order = 0};
+    plan_groups(&c, &s, &tp, &pp, &dp);
+    assert_int_equal(tp.nodes, 1);
+    assert_int_equal(pp.nodes, 2);
+    assert_int_equal(pp.hops[PLAN_TIER_INTRA], 2);
+    assert_int_equal(pp.hops[PLAN_TIER_INTER], 1);
+    assert_int_equal(pp.wrap, PLAN_TIER_INTER);
+    /* dp-tp-pp with dp=2, tp=2, pp=2: tp members are ranks r, r+2 (same node), pp members r,
+     * r+4 (the other node) */
+    s = (plan_strategy){.dp = 2, .tp = 2, .pp = 2, .microbatches = 1, .order = 5};
+    plan_groups(&c, &s, &tp, &pp, &dp);
+    assert_int_equal(tp.nodes, 1);
+    assert_int_equal(pp.nodes, 2);
+    assert_int_equal(dp.nodes, 1);
+}
+
+static model_config gpt2_124m(void) {
+    return (model_config){.layers = 12,
+                          .heads = 12,
+                          .embd = 768,
+                          .vocab = 50257,
+                          .ctx = 1024,
+                          .mlp = 3072,
+                          .norm = NORM_PRE,
+                          .arch = ARCH_GPT2,
+                          .kv_heads = 12,
+                          .tie_embeddings = 1};
+}
+
+/* Llama with GQA: 4 layers, 8 heads over 2 kv heads of 16, C = 128, M = 256, V = 512. */
+static model_config llama_small(void) {
+    return (model_config){.layers = 4,
+                          .heads = 8,
+                          .embd = 128,
+                          .vocab = 512,
+                          .ctx = 256,
+                          .mlp = 256,
+                          .norm = NORM_PRE,
+                          .arch = ARCH_LLAMA,
+                          .kv_heads = 2,
+                          .tie_embeddings = 0,
+                          .rope_theta = 10000};
+}
+
+static void test_valid(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    plan_model m = {.cfg = llama_small(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 4, .prompt = 16, .new_tokens = 8};
+    char why[160];
+    plan_strategy s = {.dp = 1, .tp = 4, .pp = 2, .microbatches = 1, .order = 0};
+    assert_true(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why)); /* tp % kv == 0 */
+    s.tp = 8, s.pp = 1, s.order = 1;
+    assert_true(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    s.order = 0; /* auto: tp 8 does not fit a node of 4 */
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    assert_non_null(strstr(why, "auto"));
+    m.cfg.heads = 6, m.cfg.kv_heads = 3; /* heads % tp */
+    s = (plan_strategy){.dp = 2, .tp = 4, .pp = 1, .microbatches = 1, .order = 0};
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    m.cfg = llama_small();
+    m.cfg.heads = 12, m.cfg.kv_heads = 4; /* tp = 3: 4 % 3 and 3 % 4 */
+    s = (plan_strategy){.dp = 1, .tp = 3, .pp = 1, .microbatches = 1, .order = 0};
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    m.cfg = llama_small();
+    s = (plan_strategy){.dp = 1, .tp = 1, .pp = 8, .microbatches = 1, .order = 0}; /* > layers */
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    s = (plan_strategy){.dp = 8, .tp = 1, .pp = 1, .microbatches = 1, .order = 0}; /* > batch */
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    s = (plan_strategy){.dp = 2, .tp = 1, .pp = 4, .microbatches = 4, .order = 0}; /* 2 each */
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    s.microbatches = 2;
+    assert_true(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+}
+
+/* GPT-2 124M on one rank in fp32: 124,439,808 parameters (wte 50257 x 768, wpe 1024 x 768,
+ * 12 layers of 7,087,872, the final LayerNorm 1536), 4 bytes each; every tensor is already a
+ * multiple of 64 bytes. KV cache: 2 x 12 layers x 4 sequences x 80 positions x 768 x 4 B. */
+static void test_memory_known_shape(void **state) {
+    (void)state;
+    plan_model m = {.cfg = gpt2_124m(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 4, .prompt = 64, .new_tokens = 16};
+    plan_strategy s = {.dp = 1, .tp = 1, .pp = 1, .microbatches = 1};
+    double weights, act, kv;
+    plan_rank_memory(&m, &w, &s, 0, 0, &weights, &act, &kv);
+    assert_close(weights, 124439808.0 * 4);
+    assert_close(kv, 2.0 * 12 * 4 * 80 * 768 * 4);
+    /* bf16 halves the matrices only: the 12 layers' 4 matrices (7,077,888 each layer) */
+    m.weight_dtype = PRECISION_BF16;
+    plan_rank_memory(&m, &w, &s, 0, 0, &weights, &act, &kv);
+    assert_close(weights, 124439808.0 * 4 - 12 * 7077888.0 * 2);
+}
+
+/* Activations and KV cache equal engine_arena_plan's, the table engine_init carves, for GPT-2
+ * and Llama GQA, contiguous and paged, over meshes and micro-batches. */
+static void test_memory_matches_engine(void **state) {
+    (void)state;
+    const model_config shapes[] = {gpt2_124m(), llama_small()};
+    const int meshes[][4] = {{1, 1, 1, 1}, {2, 2, 1, 2}, {1, 4, 2, 3}, {3, 1, 4, 1}, {1, 8, 1, 4}};
+    for (int k = 0; k < 2; k++)
+        for (int paged = 0; paged < 2; paged++)
+            for (size_t i = 0; i < sizeof meshes / sizeof meshes[0]; i++) {
+                const int dp = meshes[i][0], tp = meshes[i][1], pp = meshes[i][2],
+                          micro = meshes[i][3];
+                plan_model m = {.cfg = shapes[k],
+                                .weight_dtype = PRECISION_FP32,
+                                .kv_cache = paged ? KV_PAGED : KV_CONTIGUOUS,
+                                .kv_block = 16};
+                if (m.cfg.heads % tp) continue;
+                plan_workload w = {.batch = 7, .prompt = 20, .new_tokens = 9};
+                plan_strategy s = {.dp = dp, .tp = tp, .pp = pp, .microbatches = micro};
+                engine_config ec;
+                memset(&ec, 0, sizeof ec);
+                ec.batch = w.batch, ec.prompt_len = w.prompt, ec.new_tokens = w.new_tokens;
+                ec.microbatches = micro, ec.kv_cache = m.kv_cache, ec.kv_block = m.kv_block;
+                for (int pr = 0; pr < pp; pr++) {
+                    shard_geom g;
+                    shard_geom_init(&g, &m.cfg, tp, tp - 1, pp, pr);
+                    size_t act_e, kv_e;
+                    engine_arena_plan(&ec, &g, &m.cfg, dp, dp - 1, &act_e, &kv_e);
+                    double weights, act, kv;
+                    plan_rank_memory(&m, &w, &s, tp - 1, pr, &weights, &act, &kv);
+                    assert_close(act, (double)act_e);
+                    assert_close(kv, (double)kv_e);
+                }
+            }
+}
+
+/* One rank, one micro-batch: TTFT is the prefill phases' rooflines, TPOT the decode ones at the
+ * mean context, and the parts of E2E add up to it. */
+static void test_predict_single_rank(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    plan_model m = {.cfg = gpt2_124m(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 2, .prompt = 32, .new_tokens = 9};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_strategy s = {.dp = 1, .tp = 1, .pp = 1, .microbatches = 1};
+    plan_prediction p;
+    plan_predict(&m, &w, &c, &r, &s, &p);
+    static const phase phases[] = {PHASE_EMBED,     PHASE_NORM,          PHASE_QKV_GEMM,
+                                   PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM, PHASE_MLP_GEMM,
+                                   PHASE_HEAD,      PHASE_SAMPLE};
+    double ttft = 0, tpot = 0;
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
+        phase_step st = {.tp = 1,
+                         .pp = 1,
+                         .weight_dtype = PRECISION_FP32,
+                         .kv_cache = KV_CONTIGUOUS,
+                         .kv_block = 16,
+                         .seqs = 2,
+                         .new_positions = 32,
+                         .past_positions = 0};
+        phase_cost pc;
+        phase_cost_compute(&m.cfg, &st, phases[i], &pc);
+        ttft += fmax(pc.flops / c.peak_flops, pc.bytes / c.mem_bw);
+        st.new_positions = 1, st.past_positions = 32 + (8 - 1) / 2; /* 8 decode steps */
+        phase_cost_compute(&m.cfg, &st, phases[i], &pc);
+        tpot += fmax(pc.flops / c.peak_flops, pc.bytes / c.mem_bw);
+    }
+    assert_close(p.ttft, ttft);
+    assert_close(p.tpot, tpot);
+    assert_close(p.e2e, ttft + 8 * tpot);
+    assert_close(p.compute, p.e2e);
+    assert_close(p.tokens_per_s, 2 * 9 / p.e2e);
+    assert_true(p.fits);
+}
+
+/* Pipelines: more micro-batches shrink the prefill bubble; the parts always add up to E2E. */
+static void test_predict_parts_add_up(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    plan_model m = {.cfg = gpt2_124m(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 8, .prompt = 64, .new_tokens = 16};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_prediction *list = NULL;
+    int n = plan_enumerate(&m, &w, &c, &r, 8, &list);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        const plan_prediction *p = &list[i];
+        assert_close(p->compute + p->tp_exposed + p->pp_exposed + p->bubble + p->dp_gather, p->e2e);
+        assert_true(p->tp_hidden <= p->tp_total + 1e-15);
+        assert_true(p->s.overlap || p->tp_hidden == 0);
+    }
+    free(list);
+    /* a prompt long enough that each micro-batch's prefill is compute-bound: a memory-bound
+     * one re-reads the weights per micro-batch, and splitting it does not pay (nor should) */
+    w.prompt = 512;
+    plan_strategy s = {.dp = 1, .tp = 1, .pp = 4, .microbatches = 1, .order = 0};
+    plan_prediction one, four;
+    plan_predict(&m, &w, &c, &r, &s, &one);
+    s.microbatches = 4;
+    plan_predict(&m, &w, &c, &r, &s, &four);
+    assert_true(four.ttft < one.ttft);
+    assert_close(four.prefill_bubble_fraction, 3.0 / 7.0);
+    assert_true(one.bubble > 0);
+}
+
+/* Every strategy of GPT-2 124M on 2 ranks, batch 4: tp=2 (m 1, 2, 4, overlap off and on: 6),
+ * dp=2 (m 1, 2: 2), pp=2 (m 1, 2, 4: 3); one order each (the others place 2 ranks alike). */
+static void test_enumerate_count(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    plan_model m = {.cfg = gpt2_124m(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 4, .prompt = 64, .new_tokens = 16};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_prediction *list = NULL;
+    assert_int_equal(plan_enumerate(&m, &w, &c, &r, 2, &list), 11);
+    free(list);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_allreduce),
+        cmocka_unit_test(test_tree_allreduce),
+        cmocka_unit_test(test_p2p_and_allgather),
+        cmocka_unit_test(test_bubble),
+        cmocka_unit_test(test_allreduce_choice),
+        cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_memory_known_shape),
+        cmocka_unit_test(test_memory_matches_engine),
+        cmocka_unit_test(test_predict_single_rank),
+        cmocka_unit_test(test_predict_parts_add_up),
+        cmocka_unit_test(test_enumerate_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
