@@ -21,11 +21,17 @@ size_t dtype_size(dtype type);
 const char *dtype_name(dtype type);
 
 /* A weight matrix of shape (rows, cols), row-major, used as y = x @ W^T (PyTorch Linear layout).
- * rows is the output dimension. For DTYPE_INT8, value = data[r][c] * scale[r]. */
+ * rows is the output dimension. For DTYPE_INT8, value = data[r][c] * scale[r] with one scale
+ * per row (group 0), or data[r][c] * scale[r][c / group] with one per group of `group`
+ * consecutive columns (the last group of a row shorter when group does not divide cols).
+ * act_block (DTYPE_INT8, cpu backend): the block of activation values that share one int8
+ * scale when the cpu quantises activations (kernels/cpu/matmul.c); 0 keeps them fp32. */
 typedef struct {
     dtype type;
     const void *data;   // (rows, cols) of `type`
-    const float *scale; // (rows) for DTYPE_INT8, NULL otherwise
+    const float *scale; // DTYPE_INT8: (rows) when group is 0, else (rows, ceil(cols / group))
+    int group;          // DTYPE_INT8: columns per scale, 0 for one scale per row
+    int act_block;      // DTYPE_INT8: activation values per int8 scale on the cpu, 0 for fp32
 } weight_view;
 
 /* One layer's KV cache for the sequences a rank holds, for its local heads. Grouped-query
@@ -73,19 +79,17 @@ typedef struct backend_ops {
      * pos0 .. pos0 + n_new - 1: positions are arguments, so a decode step copies no positions
      * array to the device. Vocab-parallel: each TP rank adds its shard; an all-reduce
      * completes the sum. */
-    void (*embed)(void *ctx, float *out, const int32_t *tokens, const float *wte,
-                  const float *wpe, int rows, int C, int n_new, int pos0, int vocab_begin,
-                  int vocab_end);
+    void (*embed)(void *ctx, float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                  int rows, int C, int n_new, int pos0, int vocab_begin, int vocab_end);
 
     /* out = LayerNorm(in) * gamma + beta over the last dim; out, in (rows, C) */
-    void (*layernorm)(void *ctx, float *out, const float *in, const float *gamma,
-                      const float *beta, int rows, int C, float eps);
+    void (*layernorm)(void *ctx, float *out, const float *in, const float *gamma, const float *beta,
+                      int rows, int C, float eps);
 
     /* residual += delta, then norm_out = LayerNorm(residual); all (rows, C). Fused so the
      * residual stream is read once. norm_out may be NULL (add only). */
     void (*residual_layernorm)(void *ctx, float *residual, float *norm_out, const float *delta,
-                               const float *gamma, const float *beta, int rows, int C,
-                               float eps);
+                               const float *gamma, const float *beta, int rows, int C, float eps);
 
     /* out (rows, out_dim) = in (rows, in_dim) @ W^T + bias; W is (out_dim, in_dim); bias may be
      * NULL. Any weight dtype; fp32 accumulate. */
@@ -188,6 +192,10 @@ typedef struct backend_ops {
      * recorded event, named as in the run file, with the layer as payload. */
     uint64_t (*range_start)(void *ctx, const char *name, int payload);
     void (*range_end)(void *ctx, uint64_t id);
+
+    /* The kernels this backend chose at start-up, in words for the run table and /mesh: the
+     * cpu's instruction-set level ("avx512_bf16"). NULL when there is no choice to report. */
+    const char *(*kernel_path)(void *ctx);
 } backend_ops;
 
 typedef struct {
@@ -196,10 +204,12 @@ typedef struct {
 } backend;
 
 typedef struct {
-    int threads;     /* cpu: BLAS threads (0 = cores per node / ranks per node) */
-    int device;      /* cuda: device ordinal */
-    int allow_tf32;  /* cuda: TF32 tensor cores for fp32 products */
-    int max_marks;   /* timing slots to preallocate */
+    int threads; /* cpu: threads of the kernels and of BLAS (0 = all the cores OpenMP sees) */
+    const char *cpu_isa; /* cpu: instruction-set level to run, NULL or "auto" for the best the
+                          * CPU has (kernels/cpu/cpu_isa.h) */
+    int device;          /* cuda: device ordinal */
+    int allow_tf32;      /* cuda: TF32 tensor cores for fp32 products */
+    int max_marks;       /* timing slots to preallocate */
 } backend_options;
 
 /* Starts the backend called name ("cpu", "cuda"). Returns 0, or non-zero with

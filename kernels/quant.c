@@ -8,7 +8,8 @@
 void quant_row_absmax(float *absmax, const float *x, long rows, long cols) {
     for (long r = 0; r < rows; r++) {
         float m = 0.0f;
-        for (long c = 0; c < cols; c++) m = fmaxf(m, fabsf(x[r * cols + c]));
+        for (long c = 0; c < cols; c++)
+            m = fmaxf(m, fabsf(x[r * cols + c]));
         absmax[r] = m;
     }
 }
@@ -30,6 +31,17 @@ void quant_rows_int8(int8_t *q, float *scale, const float *x, long rows, long co
             q[r * cols + c] = (int8_t)fminf(127.0f, fmaxf(-127.0f, v));
         }
     }
+}
+
+void quant_groups_int8(int8_t *q, float *scale, const float *x, long rows, long cols, int group) {
+    const long groups = (cols + group - 1) / group;
+    for (long r = 0; r < rows; r++)
+        for (long g = 0; g < groups; g++) {
+            const long c0 = g * group, len = cols - c0 < group ? cols - c0 : group;
+            // one group is a row of len values: the per-row rule, scale and rounding included
+            quant_rows_int8(q + r * cols + c0, scale + r * groups + g, x + r * cols + c0, 1, len,
+                            NULL);
+        }
 }
 
 static uint32_t f32_bits(float f) {
@@ -79,11 +91,13 @@ static uint16_t f32_to_f16_one(float f) {
 }
 
 void convert_f32_to_f16(uint16_t *out, const float *in, long n) {
-    for (long i = 0; i < n; i++) out[i] = f32_to_f16_one(in[i]);
+    for (long i = 0; i < n; i++)
+        out[i] = f32_to_f16_one(in[i]);
 }
 
 void convert_bf16_to_f32(float *out, const uint16_t *in, long n) {
-    for (long i = 0; i < n; i++) out[i] = f32_from_bits((uint32_t)in[i] << 16);
+    for (long i = 0; i < n; i++)
+        out[i] = f32_from_bits((uint32_t)in[i] << 16);
 }
 
 static float f16_to_f32_one(uint16_t h) {
@@ -97,5 +111,6 @@ static float f16_to_f32_one(uint16_t h) {
 }
 
 void convert_f16_to_f32(float *out, const uint16_t *in, long n) {
-    for (long i = 0; i < n; i++) out[i] = f16_to_f32_one(in[i]);
+    for (long i = 0; i < n; i++)
+        out[i] = f16_to_f32_one(in[i]);
 }

@@ -19,6 +19,11 @@ void quant_row_absmax(float *absmax, const float *x, long rows, long cols);
 void quant_rows_int8(int8_t *q, float *scale, const float *x, long rows, long cols,
                      const float *row_absmax_or_null);
 
+/* Block-wise INT8: the per-row rule applied to each group of `group` consecutive columns
+ * (the last group of a row shorter when group does not divide cols). q (rows, cols);
+ * scale (rows, ceil(cols / group)). */
+void quant_groups_int8(int8_t *q, float *scale, const float *x, long rows, long cols, int group);
+
 /* Round to nearest even; NaN stays NaN, overflow becomes infinity, f16 subnormals kept. */
 void convert_f32_to_bf16(uint16_t *out, const float *in, long n);
 void convert_f32_to_f16(uint16_t *out, const float *in, long n);

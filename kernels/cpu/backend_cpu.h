@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_isa.h"
 
 /* Matmul tile budget in floats (512 KiB, about an L2), allocated at init: widths up to 8192
  * fit MATMUL_TILE_MIN_ROWS rows in it; wider ones grow it once. */
@@ -20,9 +21,12 @@ typedef struct {
 typedef struct {
     double *marks; // (max_marks) CLOCK_MONOTONIC seconds
     int max_marks;
-    cpu_scratch tile; // matmul: a tile of weight rows expanded to fp32
-    cpu_scratch attn; // attention: scores, and gathered K/V for paged prefill
-    long grow_count;  // scratch (re)allocations since init, for the no-allocation test
+    int threads;                // OpenMP threads of the kernels (and of OpenBLAS)
+    const cpu_kernel_set *kern; // the instruction-set level's kernels, chosen at init
+    cpu_scratch tile;           // matmul: tiles of weight rows expanded to fp32, one per thread
+    cpu_scratch act;            // matmul: the activation rows in bf16 or int8 blocks, or widened
+    cpu_scratch attn;           // attention: scores, and gathered K/V for paged prefill
+    long grow_count;            // scratch (re)allocations since init, for the no-allocation test
 } cpu_ctx;
 
 /* Returns scratch of at least floats floats, growing it if needed. */
@@ -31,6 +35,9 @@ float *cpu_scratch_reserve(cpu_ctx *ctx, cpu_scratch *s, size_t floats);
 /* Number of scratch allocations made by a CPU backend since init (tests use it to check that
  * steady-state calls allocate nothing). */
 long backend_cpu_grow_count(const backend *be);
+
+/* The instruction-set level a CPU backend runs. */
+cpu_isa backend_cpu_isa(const backend *be);
 
 void cpu_embed(void *ctx, float *out, const int32_t *tokens, const float *wte, const float *wpe,
                int rows, int C, int n_new, int pos0, int vocab_begin, int vocab_end);

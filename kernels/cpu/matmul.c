@@ -1,8 +1,20 @@
-/* out = in @ W^T + bias on the CPU through OpenBLAS. Low-precision weights (int8 with per-row
- * scales, bf16, f16) are expanded one tile of output rows at a time into an fp32 scratch and
- * multiplied straight away, so the expansion stays inside the product and in cache, and the
- * full fp32 matrix never exists. */
+/* out = in @ W^T + bias on the CPU. Which kernel runs depends on the weight dtype and on the
+ * rows (kernels/cpu/matmul_kernels.h); the instruction-set level only changes how fast:
+ *   fp32   rows <= CPU_GEMV_MAX_ROWS: the level's GEMV, streaming the weights once; more rows:
+ *          OpenBLAS sgemm.
+ *   bf16   activations rounded to bf16 once; the level's bf16 GEMV, or its bf16 GEMM for more
+ *          rows, or (no bf16 GEMM at this level) weights widened tile by tile and sgemm on the
+ *          widened activations: exact products and fp32 sums in every case.
+ *   int8   with act_block (docs/kernels.md): activations quantised to int8 blocks once; the
+ *          level's int8 GEMV, or for more rows the blocks widened back (q * d, exact) and the
+ *          weights tile by tile, then sgemm: the same function, summed in another order.
+ *          Without act_block, and for f16: weights widened tile by tile, fp32 activations.
+ * The function of each output element thus depends on its own row and weights only, never on
+ * how many rows share the call, so a data-parallel split or a micro-batch changes no token.
+ * Output columns are split over the backend's threads (OpenMP, which OpenBLAS shares); each
+ * thread runs a single-threaded kernel on its slice of weight rows. */
 #include <cblas.h>
+#include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu.h"
@@ -11,50 +23,45 @@
 
 /* The fewest weight rows worth one BLAS call. */
 enum { MATMUL_TILE_MIN_ROWS = 16 };
-/* Up to this many activation rows (decode), int8 products skip the fp32 tile and read the int8
- * weights directly: the step is bound by weight bytes, and a quarter of them is the point. */
-enum { MATMUL_INT8_DIRECT_ROWS = 4, MATMUL_LANES = 16 };
+/* Output columns of one thread's slice are a multiple of this (a cache line of fp32 outputs). */
+enum { MATMUL_COLUMN_ALIGN = 16 };
+/* Below this many multiply-adds a product runs on one thread: waking the others costs more. */
+#define MATMUL_PARALLEL_MIN_MACS 65536L
 
-/* out[r][o] += scale[o] * sum_c in[r][c] * q[o][c] for rows <= MATMUL_INT8_DIRECT_ROWS. Sixteen
- * independent partial sums per dot product let the compiler vectorise without reassociating. */
-static void matmul_int8_direct(float *out, const float *in, weight_view w, int rows, int k,
-                               int n) {
-    const int8_t *q = w.data;
-    const int k_main = k - k % MATMUL_LANES;
-    for (int o = 0; o < n; o++) {
-        const int8_t *qo = q + (long)o * k;
-        for (int r = 0; r < rows; r++) {
-            const float *x = in + (long)r * k;
-            float lane[MATMUL_LANES] = {0};
-            for (int c = 0; c < k_main; c += MATMUL_LANES)
-                for (int j = 0; j < MATMUL_LANES; j++) lane[j] += x[c + j] * (float)qo[c + j];
-            float dot = 0.0f;
-            for (int c = k_main; c < k; c++) dot += x[c] * (float)qo[c];
-            for (int j = 0; j < MATMUL_LANES; j++) dot += lane[j];
-            out[(long)r * n + o] += dot * w.scale[o];
-        }
-    }
+/* Thread t's slice [*n0, *n1) of n output columns. */
+static void column_slice(int n, int t, int nt, int *n0, int *n1) {
+    const int units = (n + MATMUL_COLUMN_ALIGN - 1) / MATMUL_COLUMN_ALIGN;
+    const int u0 = (int)((long)units * t / nt), u1 = (int)((long)units * (t + 1) / nt);
+    *n0 = u0 * MATMUL_COLUMN_ALIGN < n ? u0 * MATMUL_COLUMN_ALIGN : n;
+    *n1 = u1 * MATMUL_COLUMN_ALIGN < n ? u1 * MATMUL_COLUMN_ALIGN : n;
 }
 
-/* out[:, 0:n] (ldc ldo) += in (rows, k) @ w (n, k)^T; beta 1 because out holds the bias or 0. */
-static void matmul_f32(float *out, int ldo, const float *in, const float *w, int rows, int k,
-                       int n) {
-    if (rows == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, in, 1, 1.0f, out, 1);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, in, k, w, k, 1.0f,
-                    out, ldo);
+/* Threads for a product of rows x k x n multiply-adds. */
+static int product_threads(const cpu_ctx *ctx, int rows, int k, int n) {
+    const long macs = (long)rows * k * n;
+    return macs < MATMUL_PARALLEL_MIN_MACS || ctx->threads < 2 ? 1 : ctx->threads;
 }
 
-/* Expands weight rows [r0, r0 + n) of w (., k) into tile (n, k). */
-static void matmul_tile_expand(float *tile, weight_view w, long r0, int n, int k) {
-    long count = (long)n * k;
+/* out[:, 0:n] (ld ldo) += in (rows, k) @ w (n, k)^T through OpenBLAS; beta 1 because out holds
+ * the bias or 0. */
+static void sgemm_add(float *out, int ldo, const float *in, const float *w, int rows, int k,
+                      int n) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, in, k, w, k, 1.0f, out,
+                ldo);
+}
+
+/* Expands weight rows [r0, r0 + n) of w (., k) into tile (n, k), exactly (fp32 holds every
+ * int8 * scale product to rounding, every bf16 and f16 exactly). */
+static void tile_expand(float *tile, weight_view w, long r0, int n, int k) {
+    const long count = (long)n * k;
     switch (w.type) {
     case DTYPE_INT8: {
         const int8_t *q = (const int8_t *)w.data + r0 * k;
+        const int ng = w.group ? (k + w.group - 1) / w.group : 1;
         for (int r = 0; r < n; r++) {
-            float s = w.scale[r0 + r];
-            for (int c = 0; c < k; c++) tile[(long)r * k + c] = (float)q[(long)r * k + c] * s;
+            const float *s = w.group ? w.scale + (r0 + r) * ng : w.scale + r0 + r;
+            for (int c = 0; c < k; c++)
+                tile[(long)r * k + c] = (float)q[(long)r * k + c] * s[w.group ? c / w.group : 0];
         }
         break;
     }
@@ -66,12 +73,126 @@ static void matmul_tile_expand(float *tile, weight_view w, long r0, int n, int k
     }
 }
 
+/* Any weights through fp32 tiles: each thread expands tiles of its slice into its own part of
+ * the tile scratch and multiplies them with fp32 activations x (rows, k) straight away, so the
+ * expansion stays in cache and the whole fp32 matrix never exists. */
+static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w, int rows, int k,
+                         int n) {
+    const int nt = product_threads(ctx, rows, k, n);
+    int tile_rows = CPU_MATMUL_TILE_FLOATS / k;
+    if (tile_rows < MATMUL_TILE_MIN_ROWS) tile_rows = MATMUL_TILE_MIN_ROWS;
+    // Sized by k alone so every matrix of a layer shares one tile size and the scratch stops
+    // growing after the first call of each width.
+    const size_t per_thread = (size_t)tile_rows * (size_t)k;
+    float *tiles = cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * per_thread);
+    const cpu_matmul_kernels *mk = ctx->kern->matmul;
+#pragma omp parallel num_threads(nt)
+    {
+        int n0, n1;
+        column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+        float *tile = tiles + (size_t)omp_get_thread_num() * per_thread;
+        for (int r0 = n0; r0 < n1; r0 += tile_rows) {
+            const int nn = n1 - r0 < tile_rows ? n1 - r0 : tile_rows;
+            tile_expand(tile, w, r0, nn, k);
+            // The tile's products land in output columns [r0, r0 + nn): the ld stays n.
+            if (rows <= CPU_GEMV_MAX_ROWS)
+                mk->gemv_f32(out + r0, n, x, tile, rows, k, nn);
+            else
+                sgemm_add(out + r0, n, x, tile, rows, k, nn);
+        }
+    }
+}
+
+static void matmul_f32(cpu_ctx *ctx, float *out, const float *x, const float *w, int rows, int k,
+                       int n) {
+    if (rows > CPU_GEMV_MAX_ROWS) { // OpenBLAS threads itself, on the same OpenMP pool
+        sgemm_add(out, n, x, w, rows, k, n);
+        return;
+    }
+    const cpu_matmul_kernels *mk = ctx->kern->matmul;
+#pragma omp parallel num_threads(product_threads(ctx, rows, k, n))
+    {
+        int n0, n1;
+        column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+        if (n1 > n0) mk->gemv_f32(out + n0, n, x, w + (long)n0 * k, rows, k, n1 - n0);
+    }
+}
+
+static void matmul_bf16(cpu_ctx *ctx, float *out, const float *x, const uint16_t *w, int rows,
+                        int k, int n) {
+    const cpu_matmul_kernels *mk = ctx->kern->matmul;
+    const long count = (long)rows * k;
+    const int gemm = rows > CPU_GEMV_MAX_ROWS && mk->gemm_bf16;
+    const int widen = rows > CPU_GEMV_MAX_ROWS && !mk->gemm_bf16;
+    // The rounded rows (bf16), then for the widening path the same values back in fp32.
+    const size_t bf16_floats = ((size_t)count + 1) / 2;
+    float *act = cpu_scratch_reserve(ctx, &ctx->act, bf16_floats + (widen ? (size_t)count : 0));
+    uint16_t *xb = (uint16_t *)act;
+    mk->round_bf16(xb, x, count);
+    if (widen) {
+        float *xw = act + bf16_floats;
+        convert_bf16_to_f32(xw, xb, count);
+        matmul_tiled(ctx, out, xw, (weight_view){.type = DTYPE_BF16, .data = w}, rows, k, n);
+        return;
+    }
+    const size_t pack = gemm ? (size_t)(mk->gemm_bf16_pack_bytes(k) + 3) / 4 : 0;
+    float *packs = gemm ? cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * pack) : NULL;
+#pragma omp parallel num_threads(product_threads(ctx, rows, k, n))
+    {
+        int n0, n1;
+        column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+        if (n1 > n0 && gemm)
+            mk->gemm_bf16(out + n0, n, xb, w + (long)n0 * k, rows, k, n1 - n0,
+                          packs + (size_t)omp_get_thread_num() * pack);
+        else if (n1 > n0)
+            mk->gemv_bf16(out + n0, n, xb, w + (long)n0 * k, rows, k, n1 - n0);
+    }
+}
+
+/* int8 weights with activations in int8 blocks of w.act_block. */
+static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, int rows, int k,
+                      int n) {
+    const cpu_matmul_kernels *mk = ctx->kern->matmul;
+    const int block = w.act_block, nb = (k + block - 1) / block;
+    const long count = (long)rows * k;
+    const int widen = rows > CPU_GEMV_MAX_ROWS;
+    // Scratch: the scales (rows, nb), the int8 values, and for the widening path q * d in fp32.
+    const size_t q_floats = ((size_t)count + 3) / 4, d_floats = (size_t)rows * (size_t)nb;
+    float *act =
+        cpu_scratch_reserve(ctx, &ctx->act, d_floats + q_floats + (widen ? (size_t)count : 0));
+    float *d = act;
+    int8_t *q = (int8_t *)(act + d_floats);
+    mk->quantize_q8(q, d, x, rows, k, block);
+    if (widen) {
+        float *xw = act + d_floats + q_floats;
+#pragma omp parallel for num_threads(product_threads(ctx, rows, k, n))
+        for (long r = 0; r < rows; r++)
+            for (int c = 0; c < k; c++)
+                xw[r * k + c] = (float)q[r * k + c] * d[r * nb + c / block];
+        matmul_tiled(ctx, out, xw, w, rows, k, n);
+        return;
+    }
+    const int ng = w.group ? (k + w.group - 1) / w.group : 1;
+#pragma omp parallel num_threads(product_threads(ctx, rows, k, n))
+    {
+        int n0, n1;
+        column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+        if (n1 > n0)
+            mk->gemv_q8(out + n0, n, q, d, (const int8_t *)w.data + (long)n0 * k,
+                        w.scale + (long)n0 * (w.group ? ng : 1), w.group, rows, k, n1 - n0, block);
+    }
+}
+
 void cpu_matmul(void *vctx, float *out, const float *in, weight_view w, const float *bias, int rows,
                 int in_dim, int out_dim) {
     cpu_ctx *ctx = vctx;
     CHECK(rows >= 0 && in_dim > 0 && out_dim > 0, "matmul: bad shape rows %d in %d out %d", rows,
           in_dim, out_dim);
     CHECK(w.type != DTYPE_INT8 || w.scale, "matmul: int8 weight without scales");
+    CHECK(w.type != DTYPE_INT8 || w.group >= 0, "matmul: int8 group %d", w.group);
+    CHECK(w.type != DTYPE_INT8 || w.act_block == 0 ||
+              (w.act_block > 0 && (w.group == 0 || w.group % w.act_block == 0)),
+          "matmul: activation block %d does not divide the weight group %d", w.act_block, w.group);
     if (rows == 0) return;
     for (int r = 0; r < rows; r++) {
         float *o = out + (long)r * out_dim;
@@ -80,23 +201,15 @@ void cpu_matmul(void *vctx, float *out, const float *in, weight_view w, const fl
         else
             memset(o, 0, sizeof(float) * (size_t)out_dim);
     }
-    if (w.type == DTYPE_F32) {
-        matmul_f32(out, out_dim, in, w.data, rows, in_dim, out_dim);
-        return;
-    }
-    if (w.type == DTYPE_INT8 && rows <= MATMUL_INT8_DIRECT_ROWS) {
-        matmul_int8_direct(out, in, w, rows, in_dim, out_dim);
-        return;
-    }
-    int tile_rows = CPU_MATMUL_TILE_FLOATS / in_dim;
-    if (tile_rows < MATMUL_TILE_MIN_ROWS) tile_rows = MATMUL_TILE_MIN_ROWS;
-    // Sized by in_dim alone so every matrix of a layer shares one tile size and the scratch
-    // stops growing after the first call of each width.
-    float *tile = cpu_scratch_reserve(ctx, &ctx->tile, (size_t)tile_rows * (size_t)in_dim);
-    for (int r0 = 0; r0 < out_dim; r0 += tile_rows) {
-        int n = out_dim - r0 < tile_rows ? out_dim - r0 : tile_rows;
-        matmul_tile_expand(tile, w, r0, n, in_dim);
-        // The tile's products land in output columns [r0, r0 + n): ldc stays out_dim.
-        matmul_f32(out + r0, out_dim, in, tile, rows, in_dim, n);
+    switch (w.type) {
+    case DTYPE_F32: matmul_f32(ctx, out, in, w.data, rows, in_dim, out_dim); break;
+    case DTYPE_BF16: matmul_bf16(ctx, out, in, w.data, rows, in_dim, out_dim); break;
+    case DTYPE_INT8:
+        if (w.act_block)
+            matmul_q8(ctx, out, in, w, rows, in_dim, out_dim);
+        else
+            matmul_tiled(ctx, out, in, w, rows, in_dim, out_dim);
+        break;
+    case DTYPE_F16: matmul_tiled(ctx, out, in, w, rows, in_dim, out_dim); break;
     }
 }

@@ -348,6 +348,7 @@ static const backend_ops cuda_ops = {
     cuda_memory_info,
     cuda_nvtx_range_start,
     cuda_nvtx_range_end,
+    NULL, // kernel_path: cuBLAS and the kernels here have no run-time choice to report
 };
 
 /* --- device queries (the selection table's) and init -------------------------------------- */

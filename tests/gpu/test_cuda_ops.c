@@ -196,7 +196,7 @@ static void matmul_case(dtype type, int allow_tf32, int rows, int in_dim, int ou
     float *d_in = up(in, sizeof(float) * rows * in_dim), *d_bias = up(bias, sizeof(float) * out_dim);
     float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
 
-    weight_view hv = {type, w_host, s_host}, dv = {type, d_w, d_s};
+    weight_view hv = {type, w_host, s_host, 0, 0}, dv = {type, d_w, d_s, 0, 0};
     ref_matmul_view(want, in, hv, with_bias ? bias : NULL, rows, in_dim, out_dim);
     // TF32 is an init option: a second context on the same device shares the buffers
     backend tmp = gpu;
@@ -260,7 +260,7 @@ static void gemv_case(dtype type, int rows, int in_dim, int out_dim, int misalig
     float *d_s = s_host ? up(s_host, sizeof(float) * out_dim) : NULL;
     float *d_bias = up(bias, sizeof(float) * out_dim);
     float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
-    weight_view hv = {type, w_host, s_host}, dv = {type, d_wbuf + w_off, d_s};
+    weight_view hv = {type, w_host, s_host, 0, 0}, dv = {type, d_wbuf + w_off, d_s, 0, 0};
     gpu.ops->matmul(gpu.ctx, d_out, d_inbuf + in_off, dv, d_bias, rows, in_dim, out_dim);
     down(got, d_out, sizeof(float) * n);
     ref_matmul_view(want, in, hv, bias, rows, in_dim, out_dim);
@@ -718,7 +718,7 @@ static void test_graph(void **state) {
     float *d_g = up(g, sizeof(float) * C), *d_b = up(b, sizeof(float) * C);
     float *d_norm = gpu.ops->alloc(gpu.ctx, sizeof(float) * rows * C);
     float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * rows * out_dim);
-    weight_view wv = {DTYPE_F32, d_w, NULL};
+    weight_view wv = {DTYPE_F32, d_w, NULL, 0, 0};
     void *exec = NULL;
     for (int round = 0; round < 2; round++) {
         if (round == 0) {

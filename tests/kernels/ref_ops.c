@@ -23,13 +23,16 @@ void ref_embed(float *out, const int32_t *tokens, const int32_t *positions, cons
 static void ref_layernorm_row(float *out, const float *x, const float *gamma, const float *beta,
                               int C, float eps) {
     double mean = 0.0;
-    for (int c = 0; c < C; c++) mean += x[c];
+    for (int c = 0; c < C; c++)
+        mean += x[c];
     mean /= C;
     double var = 0.0;
-    for (int c = 0; c < C; c++) var += (x[c] - mean) * (x[c] - mean);
+    for (int c = 0; c < C; c++)
+        var += (x[c] - mean) * (x[c] - mean);
     var /= C;
     double rstd = 1.0 / sqrt(var + (double)eps);
-    for (int c = 0; c < C; c++) out[c] = (float)((x[c] - mean) * rstd * gamma[c] + beta[c]);
+    for (int c = 0; c < C; c++)
+        out[c] = (float)((x[c] - mean) * rstd * gamma[c] + beta[c]);
 }
 
 void ref_layernorm(float *out, const float *in, const float *gamma, const float *beta, int rows,
@@ -40,7 +43,8 @@ void ref_layernorm(float *out, const float *in, const float *gamma, const float 
 
 void ref_residual_layernorm(float *residual, float *norm_out, const float *delta,
                             const float *gamma, const float *beta, int rows, int C, float eps) {
-    for (long i = 0; i < (long)rows * C; i++) residual[i] = residual[i] + delta[i];
+    for (long i = 0; i < (long)rows * C; i++)
+        residual[i] = residual[i] + delta[i];
     if (norm_out) ref_layernorm(norm_out, residual, gamma, beta, rows, C, eps);
 }
 
@@ -93,7 +97,12 @@ void ref_weight_to_f32(float *out, weight_view w, long rows, long cols) {
             long i = r * cols + c;
             switch (w.type) {
             case DTYPE_F32: out[i] = ((const float *)w.data)[i]; break;
-            case DTYPE_INT8: out[i] = (float)((const int8_t *)w.data)[i] * w.scale[r]; break;
+            case DTYPE_INT8: {
+                const long groups = w.group ? (cols + w.group - 1) / w.group : 1;
+                const float s = w.group ? w.scale[r * groups + c / w.group] : w.scale[r];
+                out[i] = (float)((const int8_t *)w.data)[i] * s;
+                break;
+            }
             case DTYPE_BF16: out[i] = ref_bf16_to_f32(((const uint16_t *)w.data)[i]); break;
             case DTYPE_F16: out[i] = ref_f16_to_f32(((const uint16_t *)w.data)[i]); break;
             default: abort();
@@ -103,7 +112,7 @@ void ref_weight_to_f32(float *out, weight_view w, long rows, long cols) {
 
 void ref_matmul_view(float *out, const float *in, weight_view w, const float *bias, int rows,
                      int in_dim, int out_dim) {
-    if (w.type == DTYPE_INT8) {
+    if (w.type == DTYPE_INT8 && w.group == 0) {
         ref_matmul_int8(out, in, w.data, w.scale, bias, rows, in_dim, out_dim);
         return;
     }
@@ -112,6 +121,83 @@ void ref_matmul_view(float *out, const float *in, weight_view w, const float *bi
     ref_weight_to_f32(wf, w, out_dim, in_dim);
     ref_matmul(out, in, wf, bias, rows, in_dim, out_dim);
     free(wf);
+}
+
+void ref_quantize_q8(int8_t *q, float *d, const float *x, int rows, int k, int block) {
+    const int blocks = (k + block - 1) / block;
+    for (int r = 0; r < rows; r++)
+        for (int b = 0; b < blocks; b++) {
+            const int c0 = b * block, c1 = c0 + block < k ? c0 + block : k;
+            float amax = 0.0f;
+            for (int c = c0; c < c1; c++) {
+                float a = fabsf(x[(long)r * k + c]);
+                if (a > amax) amax = a;
+            }
+            const float scale = amax / 127.0f;
+            const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+            d[(long)r * blocks + b] = scale;
+            for (int c = c0; c < c1; c++) {
+                double v = nearbyint((double)(x[(long)r * k + c] * inv)); // ties to even
+                q[(long)r * k + c] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+            }
+        }
+}
+
+/* int8 weights against activations in int8 blocks: exact block sums, scales in double. */
+static void ref_matmul_q8(float *out, const float *in, weight_view w, const float *bias, int rows,
+                          int in_dim, int out_dim) {
+    const int block = w.act_block, blocks = (in_dim + block - 1) / block;
+    const int groups = w.group ? (in_dim + w.group - 1) / w.group : 1;
+    int8_t *q = malloc((size_t)rows * (size_t)in_dim);
+    float *d = malloc(sizeof(float) * (size_t)rows * (size_t)blocks);
+    if (!q || !d) abort();
+    ref_quantize_q8(q, d, in, rows, in_dim, block);
+    const int8_t *wq = w.data;
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < out_dim; o++) {
+            double acc = 0.0;
+            for (int b = 0; b < blocks; b++) {
+                const int c0 = b * block, c1 = c0 + block < in_dim ? c0 + block : in_dim;
+                long isum = 0;
+                for (int c = c0; c < c1; c++)
+                    isum += (long)q[(long)r * in_dim + c] * wq[(long)o * in_dim + c];
+                const double s = w.group ? w.scale[(long)o * groups + c0 / w.group] : w.scale[o];
+                acc += (double)d[(long)r * blocks + b] * s * (double)isum;
+            }
+            if (bias) acc += bias[o];
+            out[(long)r * out_dim + o] = (float)acc;
+        }
+    free(q), free(d);
+}
+
+void ref_matmul_cpu(float *out, const float *in, weight_view w, const float *bias, int rows,
+                    int in_dim, int out_dim) {
+    if (w.type == DTYPE_INT8 && w.act_block) {
+        ref_matmul_q8(out, in, w, bias, rows, in_dim, out_dim);
+        return;
+    }
+    if (w.type != DTYPE_BF16) {
+        ref_matmul_view(out, in, w, bias, rows, in_dim, out_dim);
+        return;
+    }
+    // bf16: activations rounded to nearest even on the bf16 grid, then exact products
+    const long n = (long)rows * in_dim;
+    float *xr = malloc(sizeof(float) * (size_t)n);
+    if (!xr) abort();
+    for (long i = 0; i < n; i++) {
+        float x = in[i];
+        uint32_t bits;
+        memcpy(&bits, &x, sizeof bits);
+        if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
+            xr[i] = x; // NaN stays NaN
+            continue;
+        }
+        // ties to even: add half an ulp of the bf16 grid minus one, plus the kept low bit
+        bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+        memcpy(&xr[i], &bits, sizeof bits);
+    }
+    ref_matmul_view(out, xr, w, bias, rows, in_dim, out_dim);
+    free(xr);
 }
 
 void ref_bias_gelu(float *inout, const float *bias, int rows, int cols) {
@@ -137,7 +223,8 @@ void ref_attention(float *out, const float *qkv, int batch, int T, int heads, in
                 for (int s = 0; s <= t; s++) {
                     const float *k = qkv + ((long)b * T + s) * row + C + (long)h * head_dim;
                     double dot = 0.0;
-                    for (int d = 0; d < head_dim; d++) dot += (double)q[d] * k[d];
+                    for (int d = 0; d < head_dim; d++)
+                        dot += (double)q[d] * k[d];
                     p[s] = dot * scale;
                     if (p[s] > maxv) maxv = p[s];
                 }
@@ -161,16 +248,19 @@ void ref_rmsnorm(float *out, const float *in, const float *w, int rows, int C, f
     for (int r = 0; r < rows; r++) {
         const float *x = in + (long)r * C;
         double ms = 0.0;
-        for (int c = 0; c < C; c++) ms += (double)x[c] * x[c];
+        for (int c = 0; c < C; c++)
+            ms += (double)x[c] * x[c];
         ms /= C;
         double inv = 1.0 / sqrt(ms + (double)eps);
-        for (int c = 0; c < C; c++) out[(long)r * C + c] = (float)(x[c] * inv * w[c]);
+        for (int c = 0; c < C; c++)
+            out[(long)r * C + c] = (float)(x[c] * inv * w[c]);
     }
 }
 
 void ref_residual_rmsnorm(float *residual, float *norm_out, const float *delta, const float *w,
                           int rows, int C, float eps) {
-    for (long i = 0; i < (long)rows * C; i++) residual[i] = residual[i] + delta[i];
+    for (long i = 0; i < (long)rows * C; i++)
+        residual[i] = residual[i] + delta[i];
     if (norm_out) ref_rmsnorm(norm_out, residual, w, rows, C, eps);
 }
 
@@ -210,7 +300,8 @@ void ref_rope_apply(float *out, const float *x, int hd, int pos, const float *in
     double *tmp = calloc((size_t)hd, sizeof(double));
     if (!tmp) abort();
     ref_rope_double(tmp, x, hd, pos, inv_freq);
-    for (int d = 0; d < hd; d++) out[d] = (float)tmp[d];
+    for (int d = 0; d < hd; d++)
+        out[d] = (float)tmp[d];
     free(tmp);
 }
 
@@ -232,7 +323,8 @@ void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads
             if (inv_freq)
                 ref_rope_double(qh, x + (long)h * hd, hd, pos, inv_freq);
             else
-                for (int d = 0; d < hd; d++) qh[d] = x[(long)h * hd + d];
+                for (int d = 0; d < hd; d++)
+                    qh[d] = x[(long)h * hd + d];
         }
         for (int g = 0; g < kv_heads; g++) {
             const float *kx = x + C + (long)g * hd;
@@ -240,7 +332,8 @@ void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads
             if (inv_freq)
                 ref_rope_double(kg, kx, hd, pos, inv_freq);
             else
-                for (int d = 0; d < hd; d++) kg[d] = kx[d];
+                for (int d = 0; d < hd; d++)
+                    kg[d] = kx[d];
         }
     }
     for (int b = 0; b < batch; b++)
@@ -252,7 +345,8 @@ void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads
                 for (int s = 0; s <= t; s++) {
                     const double *ks = k + ((long)b * T + s) * KC + (long)g * hd;
                     double dot = 0.0;
-                    for (int d = 0; d < hd; d++) dot += qt[d] * ks[d];
+                    for (int d = 0; d < hd; d++)
+                        dot += qt[d] * ks[d];
                     p[s] = dot * scale;
                     if (p[s] > maxv) maxv = p[s];
                 }
@@ -301,7 +395,8 @@ float ref_rng_uniform(uint64_t *state, float lo, float hi) {
 }
 
 void ref_fill_uniform(float *x, long n, uint64_t *state, float lo, float hi) {
-    for (long i = 0; i < n; i++) x[i] = ref_rng_uniform(state, lo, hi);
+    for (long i = 0; i < n; i++)
+        x[i] = ref_rng_uniform(state, lo, hi);
 }
 
 double ref_rel_error(const float *a, const float *ref, long n) {

@@ -35,7 +35,18 @@ void ref_matmul_int8(float *out, const float *in, const int8_t *q, const float *
 void ref_matmul_view(float *out, const float *in, weight_view w, const float *bias, int rows,
                      int in_dim, int out_dim);
 
-/* Expands a host weight_view of (rows, cols) into fp32 (rows, cols). */
+/* The CPU backend's definition of the same product (docs/kernels.md): bf16 weights meet
+ * activations rounded to bf16 (to nearest even); int8 weights with act_block meet activations
+ * quantised by ref_quantize_q8, with exact integer block sums; the rest as ref_matmul_view. */
+void ref_matmul_cpu(float *out, const float *in, weight_view w, const float *bias, int rows,
+                    int in_dim, int out_dim);
+
+/* Rows of x (rows, k) to int8 blocks of `block` values counted from each row's start (the
+ * last shorter): d = max|x| / 127, q = x * (1 / d) rounded to nearest even (0 for an all-zero
+ * block). q (rows, k), d (rows, ceil(k / block)). */
+void ref_quantize_q8(int8_t *q, float *d, const float *x, int rows, int k, int block);
+
+/* Expands a host weight_view of (rows, cols) into fp32 (rows, cols), group scales included. */
 void ref_weight_to_f32(float *out, weight_view w, long rows, long cols);
 
 /* Independent scalar conversions (bit-level bf16, arithmetic f16) for cross-checking. */

@@ -21,10 +21,13 @@
 #define FP32_TOL 1e-5
 
 static backend be;
+/* The instruction-set level under test (argv[1]; CTest runs one test per level), NULL for the
+ * best the CPU has. */
+static const char *isa_under_test;
 
 static int setup(void **state) {
     (void)state;
-    backend_options opt = {.threads = 0, .max_marks = 8};
+    backend_options opt = {.threads = 0, .max_marks = 8, .cpu_isa = isa_under_test};
     return backend_cpu_init(&be, &opt);
 }
 
@@ -86,7 +89,8 @@ static void test_embed(void **state) {
     }
     // Without wpe, an out-of-shard token gives an exact zero row.
     be.ops->embed(be.ctx, got, tokens, wte, NULL, 13, C, 1, 0, vocab_begin, vocab_end);
-    for (int c = 0; c < C; c++) assert_true(got[C + c] == 0.0f);
+    for (int c = 0; c < C; c++)
+        assert_true(got[C + c] == 0.0f);
     free(wte), free(wpe), free(got), free(want);
 }
 
@@ -128,7 +132,8 @@ static void test_residual_layernorm(void **state) {
         be.ops->residual_layernorm(be.ctx, res, NULL, delta, gamma, beta, rows, C, 1e-5f);
         ref_residual_layernorm(res_ref, NULL, delta, gamma, beta, rows, C, 1e-5f);
         expect_close(res, res_ref, n, FP32_TOL, "residual add only");
-        for (long i = 0; i < n; i++) assert_true(got[i] == 0.0f);
+        for (long i = 0; i < n; i++)
+            assert_true(got[i] == 0.0f);
         free(res), free(delta), free(gamma), free(beta), free(res_ref), free(got), free(want);
     }
 }
@@ -152,7 +157,8 @@ static void test_rmsnorm(void **state) {
     // eps matters for a row of zeros: out is exactly 0, not NaN
     float zero_in[4] = {0}, w[4] = {1, 1, 1, 1}, out[4] = {1, 1, 1, 1};
     be.ops->rmsnorm(be.ctx, out, zero_in, w, 1, 4, 1e-6f);
-    for (int c = 0; c < 4; c++) assert_true(out[c] == 0.0f);
+    for (int c = 0; c < 4; c++)
+        assert_true(out[c] == 0.0f);
 }
 
 /* The fused residual add + RMSNorm, with residual_layernorm's convention: the residual is
@@ -176,7 +182,8 @@ static void test_residual_rmsnorm(void **state) {
         be.ops->residual_rmsnorm(be.ctx, res, NULL, delta, w, rows, C, 1e-6f);
         ref_residual_rmsnorm(res_ref, NULL, delta, w, rows, C, 1e-6f);
         expect_close(res, res_ref, n, FP32_TOL, "residual_rmsnorm add only");
-        for (long i = 0; i < n; i++) assert_true(got[i] == 0.0f);
+        for (long i = 0; i < n; i++)
+            assert_true(got[i] == 0.0f);
         free(res), free(delta), free(w), free(res_ref), free(got), free(want);
     }
 }
@@ -209,21 +216,23 @@ static void test_rope_inv_freq(void **state) {
     (void)state;
     float table[64];
     double twin[64];
-    const rope_llama3 l31 = {.factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+    const rope_llama3 l31 = {.factor = 8.0,
+                             .low_freq_factor = 1.0,
+                             .high_freq_factor = 4.0,
                              .original_max_position_embeddings = 8192};
     rope_inv_freq_fill(table, 128, 500000.0, &l31);
     const struct {
         int i;
         double want;
     } hand[] = {
-        {0, 1.0},                      // wavelen 2 pi: kept
-        {28, 0.003211445994752591},    // 500000^(-28/64), wavelen 1956.5 < 2048: kept
-        {29, 0.002166570763503359},    // wavelen 2401.7: s = (8192/2401.7 - 1)/3 = 0.8036,
-                                       // inv ((1 - s)/8 + s)
-        {32, 0.0005248461609929547},   // 1/sqrt(500000), wavelen 4442.9: s = 0.2813
-        {34, 0.0001785078127679964},   // wavelen 6695.1: s = 0.0745
-        {35, 9.556212353964683e-05},   // wavelen 8218.7 > 8192: 500000^(-35/64) / 8
-        {63, 3.068925988914511e-07},   // 500000^(-63/64) / 8
+        {0, 1.0},                    // wavelen 2 pi: kept
+        {28, 0.003211445994752591},  // 500000^(-28/64), wavelen 1956.5 < 2048: kept
+        {29, 0.002166570763503359},  // wavelen 2401.7: s = (8192/2401.7 - 1)/3 = 0.8036,
+                                     // inv ((1 - s)/8 + s)
+        {32, 0.0005248461609929547}, // 1/sqrt(500000), wavelen 4442.9: s = 0.2813
+        {34, 0.0001785078127679964}, // wavelen 6695.1: s = 0.0745
+        {35, 9.556212353964683e-05}, // wavelen 8218.7 > 8192: 500000^(-35/64) / 8
+        {63, 3.068925988914511e-07}, // 500000^(-63/64) / 8
     };
     for (size_t k = 0; k < sizeof hand / sizeof hand[0]; k++) {
         double got = table[hand[k].i], want = hand[k].want;
@@ -238,7 +247,7 @@ static void test_rope_inv_freq(void **state) {
     rope_inv_freq_fill(table, 64, 10000.0, NULL);
     ref_rope_inv_freq(twin, 64, 10000.0, 0, 0, 0, 0, 0);
     assert_true(table[0] == 1.0f);
-    assert_true(fabs(table[1] - 0.7498942093324559) < 1e-7); // 10000^(-2/64)
+    assert_true(fabs(table[1] - 0.7498942093324559) < 1e-7);             // 10000^(-2/64)
     assert_true(fabs(table[31] - 1.333521432163324e-4) < 1e-7 * 1.3e-4); // 10000^(-62/64)
     for (int i = 0; i < 32; i++)
         if (fabs(table[i] - twin[i]) > 1e-7 * twin[i])
@@ -264,18 +273,21 @@ static void check_matmul(weight_view w, int rows, int in_dim, int out_dim, uint6
     float *bias = with_bias ? rand_floats(out_dim, &rng, -1, 1) : NULL;
     float *got = zeros((long)rows * out_dim), *want = zeros((long)rows * out_dim);
     be.ops->matmul(be.ctx, got, in, w, bias, rows, in_dim, out_dim);
-    ref_matmul_view(want, in, w, bias, rows, in_dim, out_dim);
-    char msg[128];
-    snprintf(msg, sizeof msg, "matmul %s rows %d in %d out %d bias %d", what, rows, in_dim, out_dim,
-             with_bias);
+    ref_matmul_cpu(want, in, w, bias, rows, in_dim, out_dim);
+    char msg[160];
+    snprintf(msg, sizeof msg, "matmul %s (%s) rows %d in %d out %d bias %d", what,
+             cpu_isa_name(backend_cpu_isa(&be)), rows, in_dim, out_dim, with_bias);
     expect_close(got, want, (long)rows * out_dim, FP32_TOL, msg);
     free(in), free(bias), free(got), free(want);
 }
 
-/* rows, in_dim, out_dim: odd sizes, rows 1 (the gemv path), widths past the tile budget so the
- * tile holds the minimum rows, and out_dim not a multiple of the tile rows. */
+/* rows, in_dim, out_dim: odd sizes, every GEMV row count (1..CPU_GEMV_MAX_ROWS) and GEMM ones
+ * past it, widths past the tile budget so the tile holds the minimum rows, out_dim not a
+ * multiple of the tile rows or of a thread's column slice, and in_dim with and without a tail
+ * under one vector or one int8 block. */
 static const int matmul_shapes[][3] = {
-    {1, 64, 48}, {7, 129, 65}, {33, 300, 17}, {5, 100, 2000}, {3, 9000, 37}, {1, 9000, 37},
+    {1, 64, 48},  {7, 129, 65}, {33, 300, 17}, {5, 100, 2000}, {3, 9000, 37}, {1, 9000, 37},
+    {2, 768, 97}, {4, 96, 300}, {8, 33, 129},  {6, 1024, 40},  {9, 256, 70},  {3, 17, 5},
 };
 
 static void test_matmul_f32(void **state) {
@@ -305,6 +317,25 @@ static void test_matmul_lowp(void **state) {
         quant_rows_int8(q, scale, w, out_dim, in_dim, NULL);
         check_matmul((weight_view){.type = DTYPE_INT8, .data = q, .scale = scale}, rows, in_dim,
                      out_dim, 700 + s, 1, "int8");
+        // activations in int8 blocks of 32: one scale per row, and per group of 32 and 128
+        check_matmul(
+            (weight_view){.type = DTYPE_INT8, .data = q, .scale = scale, .act_block = CPU_Q8_BLOCK},
+            rows, in_dim, out_dim, 750 + s, 1, "int8 q8");
+        for (int group = 32; group <= 128; group *= 4) {
+            const int groups = (in_dim + group - 1) / group;
+            float *gs = zeros((long)out_dim * groups);
+            quant_groups_int8(q, gs, w, out_dim, in_dim, group);
+            check_matmul((weight_view){.type = DTYPE_INT8,
+                                       .data = q,
+                                       .scale = gs,
+                                       .group = group,
+                                       .act_block = CPU_Q8_BLOCK},
+                         rows, in_dim, out_dim, 760 + s, s & 1,
+                         group == 32 ? "int8 q8 g32" : "int8 q8 g128");
+            check_matmul((weight_view){.type = DTYPE_INT8, .data = q, .scale = gs, .group = group},
+                         rows, in_dim, out_dim, 770 + s, 0, "int8 fp32-act grouped");
+            free(gs);
+        }
         convert_f32_to_bf16(h, w, n);
         check_matmul((weight_view){.type = DTYPE_BF16, .data = h}, rows, in_dim, out_dim, 800 + s,
                      1, "bf16");
@@ -344,9 +375,10 @@ static void test_argmax(void **state) {
     uint64_t rng = 1100;
     const int rows = 6, cols = 1001;
     float *x = rand_floats((long)rows * cols, &rng, -5, 5);
-    x[0 * cols + 5] = 9.0f, x[0 * cols + 20] = 9.0f;       // tie: the first wins
-    for (int c = 0; c < cols; c++) x[1 * cols + c] = 1.0f; // all equal: column 0
-    x[2 * cols + cols - 1] = 50.0f;                        // last column
+    x[0 * cols + 5] = 9.0f, x[0 * cols + 20] = 9.0f; // tie: the first wins
+    for (int c = 0; c < cols; c++)
+        x[1 * cols + c] = 1.0f;     // all equal: column 0
+    x[2 * cols + cols - 1] = 50.0f; // last column
     float got_v[6], want_v[6];
     int32_t got_i[6], want_i[6];
     be.ops->argmax(be.ctx, got_v, got_i, x, rows, cols);
@@ -370,15 +402,18 @@ static void test_argmax_nan(void **state) {
     enum { ROWS = 7, COLS = 9 };
     float x[ROWS][COLS];
     for (int r = 0; r < ROWS; r++)
-        for (int c = 0; c < COLS; c++) x[r][c] = (float)(c % 4) - 1.0f; // max 2 at column 3
-    x[0][0] = nan;                                      // first element NaN: column 0
-    x[1][5] = nan;                                      // NaN in the middle beats the 2s
-    for (int c = 0; c < COLS; c++) x[2][c] = nan;       // all NaN: column 0
-    x[3][3] = 7.0f, x[3][4] = nan, x[3][6] = nan;       // ties around a NaN: the first NaN
-    x[4][2] = nan, x[4][6] = nan, x[4][7] = inf;        // NaN beats +inf; first of two NaNs
-    x[5][COLS - 1] = nan;                               // NaN in the last column
-    for (int c = 0; c < COLS; c++) x[6][c] = -inf;      // all -inf (no NaN): column 0
-    x[6][4] = nan, x[6][0] = -inf;                      // ... unless a NaN is there
+        for (int c = 0; c < COLS; c++)
+            x[r][c] = (float)(c % 4) - 1.0f; // max 2 at column 3
+    x[0][0] = nan;                           // first element NaN: column 0
+    x[1][5] = nan;                           // NaN in the middle beats the 2s
+    for (int c = 0; c < COLS; c++)
+        x[2][c] = nan;                            // all NaN: column 0
+    x[3][3] = 7.0f, x[3][4] = nan, x[3][6] = nan; // ties around a NaN: the first NaN
+    x[4][2] = nan, x[4][6] = nan, x[4][7] = inf;  // NaN beats +inf; first of two NaNs
+    x[5][COLS - 1] = nan;                         // NaN in the last column
+    for (int c = 0; c < COLS; c++)
+        x[6][c] = -inf;            // all -inf (no NaN): column 0
+    x[6][4] = nan, x[6][0] = -inf; // ... unless a NaN is there
     const int want_col[ROWS] = {0, 5, 0, 4, 2, COLS - 1, 4};
     float got_v[ROWS], want_v[ROWS];
     int32_t got_i[ROWS], want_i[ROWS];
@@ -386,12 +421,13 @@ static void test_argmax_nan(void **state) {
     ref_argmax(want_v, want_i, &x[0][0], ROWS, COLS);
     for (int r = 0; r < ROWS; r++) {
         if (got_i[r] != want_col[r] || want_i[r] != want_col[r])
-            fail_msg("argmax NaN row %d: cpu column %d, twin %d, want %d", r, got_i[r],
-                     want_i[r], want_col[r]);
+            fail_msg("argmax NaN row %d: cpu column %d, twin %d, want %d", r, got_i[r], want_i[r],
+                     want_col[r]);
         assert_true(isnan(got_v[r]) && isnan(want_v[r]));
     }
     // no NaN anywhere: unchanged, an all -inf row gives column 0 with value -inf
-    for (int c = 0; c < COLS; c++) x[0][c] = -inf;
+    for (int c = 0; c < COLS; c++)
+        x[0][c] = -inf;
     be.ops->argmax(be.ctx, got_v, got_i, &x[0][0], 1, COLS);
     ref_argmax(want_v, want_i, &x[0][0], 1, COLS);
     assert_int_equal(got_i[0], 0);
@@ -429,7 +465,8 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
         int nblocks = tc->cache_seqs * bps;
         table = malloc(sizeof(int32_t) * (size_t)nblocks);
         assert_non_null(table);
-        for (int i = 0; i < nblocks; i++) table[i] = i;
+        for (int i = 0; i < nblocks; i++)
+            table[i] = i;
         // A shuffled table scatters each sequence's blocks across the pool.
         for (int i = nblocks - 1; i > 0; i--) {
             int j = (int)(ref_rng_next(&rng) % (uint64_t)(i + 1));
@@ -472,7 +509,8 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
                 long at =
                     tc->block_size
                         ? (((long)table[(long)s * kv.blocks_per_seq + p / tc->block_size] * KV +
-                            g) * tc->block_size +
+                            g) *
+                               tc->block_size +
                            p % tc->block_size) *
                               hd
                         : (((long)s * KV + g) * tc->max_ctx + p) * hd;
@@ -509,7 +547,8 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
 
 static int case_total(const attn_case *tc) {
     int sum = 0;
-    for (int c = 0; c < tc->nchunks; c++) sum += tc->lens[c];
+    for (int c = 0; c < tc->nchunks; c++)
+        sum += tc->lens[c];
     return sum;
 }
 
@@ -570,7 +609,9 @@ static void test_attention_gqa(void **state) {
     float plain[16], scaled[16];
     rope_inv_freq_fill(plain, hd, 10000.0, NULL);
     // a small original context so the scaled table has all three bands within hd / 2 = 16
-    const rope_llama3 l3 = {.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+    const rope_llama3 l3 = {.factor = 8,
+                            .low_freq_factor = 1,
+                            .high_freq_factor = 4,
                             .original_max_position_embeddings = 64};
     rope_inv_freq_fill(scaled, hd, 10000.0, &l3);
     const float *ropes[] = {NULL, plain, scaled};
@@ -650,14 +691,17 @@ static void test_memory_and_marks(void **state) {
     const size_t bytes = 1000;
     unsigned char *d = be.ops->alloc(be.ctx, bytes);
     assert_int_equal((uintptr_t)d % 64, 0);
-    for (size_t i = 0; i < bytes; i++) assert_int_equal(d[i], 0);
+    for (size_t i = 0; i < bytes; i++)
+        assert_int_equal(d[i], 0);
     unsigned char src[1000], back[1000];
-    for (size_t i = 0; i < bytes; i++) src[i] = (unsigned char)(i * 7 + 1);
+    for (size_t i = 0; i < bytes; i++)
+        src[i] = (unsigned char)(i * 7 + 1);
     be.ops->copy_to_device(be.ctx, d, src, bytes);
     be.ops->copy_to_host(be.ctx, back, d, bytes);
     assert_memory_equal(back, src, bytes);
     be.ops->memset_zero(be.ctx, d, bytes);
-    for (size_t i = 0; i < bytes; i++) assert_int_equal(d[i], 0);
+    for (size_t i = 0; i < bytes; i++)
+        assert_int_equal(d[i], 0);
     be.ops->release(be.ctx, d);
 
     be.ops->mark(be.ctx, 0);
@@ -673,7 +717,7 @@ static void test_memory_and_marks(void **state) {
     assert_string_equal(dtype_name(DTYPE_F16), "f16");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_layernorm),
@@ -694,5 +738,20 @@ int main(void) {
         cmocka_unit_test(test_steady_state_no_alloc),
         cmocka_unit_test(test_memory_and_marks),
     };
+    /* test_ops [LEVEL]: every test against one instruction-set level of the CPU kernels; a
+     * level this CPU lacks skips (exit 77), so CTest lists it as skipped with the reason. */
+    if (argc > 1 && strcmp(argv[1], "auto")) {
+        const int level = cpu_isa_from_name(argv[1]);
+        if (level < 0) {
+            fprintf(stderr, "test_ops: unknown level %s (%s)\n", argv[1], cpu_isa_names());
+            return 2;
+        }
+        if (level > (int)cpu_isa_detect()) {
+            printf("skipped: this CPU has no %s (best: %s)\n", argv[1],
+                   cpu_isa_name(cpu_isa_detect()));
+            return 77;
+        }
+        isa_under_test = argv[1];
+    }
     return cmocka_run_group_tests_name("ops", tests, setup, teardown);
 }

@@ -1,0 +1,7 @@
+/* The attention family for AVX512: nothing specialised yet; the scalar kernels. */
+#include "kernels/cpu/attention_isa.h"
+#include "kernels/cpu/attention_kernels.h"
+
+const cpu_attention_kernels cpu_attention_avx512 = {
+    .exp_shift_sum = exp_shift_sum_scalar,
+};

@@ -1,0 +1,6 @@
+/* Private to the CPU attention family: the kernels each level's file exports, so that a higher
+ * level's table can reuse what it does not specialise (kernels/cpu/attention_kernels.h). Named
+ * <kernel>_<level>; each is compiled only for its own level. */
+#pragma once
+
+float exp_shift_sum_scalar(float *y, const float *x, float shift, int n);

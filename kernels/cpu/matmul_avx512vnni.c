@@ -1,0 +1,17 @@
+/* The matmul family for AVX-512 with VNNI: int8 dot products (vpdpbusd) for the int8 decode
+ * GEMV; everything else is the AVX-512 level's. */
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "kernels/cpu/matmul_isa.h"
+#include "kernels/cpu/matmul_kernels.h"
+
+const cpu_matmul_kernels cpu_matmul_avx512vnni = {
+    .gemv_f32 = gemv_f32_avx512,
+    .round_bf16 = round_bf16_scalar,
+    .gemv_bf16 = gemv_bf16_scalar,
+    .gemm_bf16 = NULL,
+    .gemm_bf16_pack_bytes = NULL,
+    .quantize_q8 = quantize_q8_scalar,
+    .gemv_q8 = gemv_q8_scalar,
+};

@@ -1,0 +1,17 @@
+/* Private to the CPU matmul family: the kernels each level's file exports, so that a higher
+ * level's table can reuse what it does not specialise (kernels/cpu/matmul_kernels.h). Named
+ * <kernel>_<level>; each is compiled only for its own level. */
+#pragma once
+#include <stdint.h>
+
+void gemv_f32_scalar(float *y, long ldy, const float *x, const float *w, int rows, int k, int n);
+void round_bf16_scalar(uint16_t *out, const float *x, long n);
+void gemv_bf16_scalar(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
+                      int n);
+void quantize_q8_scalar(int8_t *q, float *d, const float *x, int rows, int k, int block);
+void gemv_q8_scalar(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
+                    const float *ws, int group, int rows, int k, int n, int block);
+
+void gemv_f32_avx2(float *y, long ldy, const float *x, const float *w, int rows, int k, int n);
+
+void gemv_f32_avx512(float *y, long ldy, const float *x, const float *w, int rows, int k, int n);

@@ -1,0 +1,62 @@
+/* The CPU matmul family's kernels, one table per instruction-set level (kernels/cpu/cpu_isa.h).
+ * matmul.c chooses the kernel for a product (dtype, rows), converts or quantises the activation
+ * rows once, and splits the output columns over threads; a kernel is single-threaded and sees
+ * one slice of weight rows. Every entry is filled: a level that does not specialise one points
+ * to the best kernel below it.
+ *
+ * Layouts. Weights w are (n, k) row-major, as y = x @ w^T (PyTorch Linear), n the output
+ * columns of this slice; activations x are (rows, k); y is (rows, ldy) and is accumulated into
+ * (+=), since it already holds the bias or zero. */
+#pragma once
+#include <stdint.h>
+
+/* Products with at most this many activation rows (decode: one row per sequence) stream the
+ * weights once through a GEMV kernel; more rows (prefill) go to a GEMM. */
+enum { CPU_GEMV_MAX_ROWS = 8 };
+
+/* The activation block of int8 products when the shape allows it (ggml's Q8_0 uses 32). */
+enum { CPU_Q8_BLOCK = 32 };
+
+typedef struct cpu_matmul_kernels {
+    /* y[r][o] += sum_c x[r][c] w[o][c], r < rows <= CPU_GEMV_MAX_ROWS: fp32 weights streamed
+     * once for all rows. */
+    void (*gemv_f32)(float *y, long ldy, const float *x, const float *w, int rows, int k, int n);
+
+    /* out[i] = x[i] rounded to bf16, to nearest even (NaN stays NaN). */
+    void (*round_bf16)(uint16_t *out, const float *x, long n);
+
+    /* The same product with bf16 weights and activations (x rounded once by round_bf16): every
+     * product exact in fp32, accumulated in fp32. rows <= CPU_GEMV_MAX_ROWS. */
+    void (*gemv_bf16)(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
+                      int n);
+
+    /* The bf16 product for any rows (prefill), or NULL where the level has no bf16 dot product:
+     * matmul.c then widens w tile by tile and x once to fp32 (exact) and calls sgemm, which is
+     * the same function up to the order of the fp32 sums. pack is scratch of
+     * gemm_bf16_pack_bytes(k) bytes, 64-byte aligned, for the kernel's own layout of w. */
+    void (*gemm_bf16)(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
+                      int n, void *pack);
+    long (*gemm_bf16_pack_bytes)(int k); /* NULL when gemm_bf16 is */
+
+    /* Activation rows to int8 blocks of `block` values (a power of two <= 32; ggml's Q8_0 when
+     * 32), counted from the start of each row, the last one shorter when block does not divide
+     * k: per block d = max|x| / 127 and q = x * (1 / d) rounded to nearest even, in
+     * [-127, 127] (d = 0 and q = 0 for an all-zero block). Each step is one IEEE operation, so
+     * every level gives the same bits. q (rows, k); d (rows, ceil(k / block)). */
+    void (*quantize_q8)(int8_t *q, float *d, const float *x, int rows, int k, int block);
+
+    /* y[r][o] += sum over blocks b of d[r][b] s(o, b) (sum_{c in b} q[r][c] w[o][c]) with int8
+     * weights w and their scales ws: s(o, b) = ws[o] when group == 0 (one scale per weight
+     * row), else ws[o * ceil(k / group) + (b * block) / group] (group a multiple of block).
+     * Each block's sum is exact in int32; rows <= CPU_GEMV_MAX_ROWS. */
+    void (*gemv_q8)(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
+                    const float *ws, int group, int rows, int k, int n, int block);
+} cpu_matmul_kernels;
+
+/* The tables (matmul_scalar.c, matmul_avx2.c, matmul_avx512.c, matmul_avx512vnni.c,
+ * matmul_avx512bf16.c). */
+extern const cpu_matmul_kernels cpu_matmul_scalar;
+extern const cpu_matmul_kernels cpu_matmul_avx2;
+extern const cpu_matmul_kernels cpu_matmul_avx512;
+extern const cpu_matmul_kernels cpu_matmul_avx512vnni;
+extern const cpu_matmul_kernels cpu_matmul_avx512bf16;
