@@ -28,15 +28,16 @@ typedef struct {
     char host[64];
     int device;          /* -1 on the cpu backend */
     char pci_bus_id[32]; /* "" on the cpu backend */
+    char kernels[32];    /* the kernels this rank's backend chose ("avx512_bf16"), or "" */
 
     MPI_Comm world;
     MPI_Comm axis_mpi[AXIS_COUNT]; /* ranks that differ only along that axis */
     MPI_Comm node_mpi;
-    comm axis[AXIS_COUNT];         /* the comm backend over each axis communicator */
-    comm pp_host;                  /* MPI over axis_mpi[AXIS_PP] for host buffers (pipeline
-                                      tokens); set by comm_setup, unset (ops NULL) otherwise */
-    comm world_host;               /* MPI over world for host buffers (the stop vote, the
-                                      arrival stream's decisions) */
+    comm axis[AXIS_COUNT]; /* the comm backend over each axis communicator */
+    comm pp_host;          /* MPI over axis_mpi[AXIS_PP] for host buffers (pipeline
+                              tokens); set by comm_setup, unset (ops NULL) otherwise */
+    comm world_host;       /* MPI over world for host buffers (the stop vote, the
+                              arrival stream's decisions) */
 } mesh;
 
 #define MESH_TP(m) ((m)->size[AXIS_TP])

@@ -243,28 +243,34 @@ static int backend_start(run_context *rc, long capacity) {
     const char *name = backend_kind_name(j->backend);
     const int devices = backend_drives_devices(name);
     backend_options bopt = {.threads = j->threads > 0 ? j->threads : default_threads(&rc->mesh),
+                            .cpu_isa = job_cpu_isa_names()[j->cpu_isa],
                             .device = devices ? device_select(&rc->mesh, j->device) : -1,
                             .allow_tf32 = j->allow_tf32,
                             .max_marks = (int)(2 * capacity)};
+    rc->threads = bopt.threads;
     int bad = backend_init(&rc->be, name, &bopt);
     int any_bad = 0;
     MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     rc->have_backend = !bad;
     if (!any_bad) {
         if (devices) device_record(&rc->mesh, bopt.device); /* /mesh; warns if shared */
+        const char *path = rc->be.ops->kernel_path ? rc->be.ops->kernel_path(rc->be.ctx) : NULL;
+        snprintf(rc->mesh.kernels, sizeof rc->mesh.kernels, "%s", path ? path : "");
         return TRIPAR_EXIT_OK;
     }
-    if (!bad) error_set("backend %s could not start on another rank", backend_kind_name(j->backend));
+    if (!bad)
+        error_set("backend %s could not start on another rank", backend_kind_name(j->backend));
     if (bad || rc->mesh.world_rank == 0)
-        fprintf(stderr, "tripar: error: [rank %d host %s] %s\n", rc->mesh.world_rank,
-                rc->mesh.host, error_message());
+        fprintf(stderr, "tripar: error: [rank %d host %s] %s\n", rc->mesh.world_rank, rc->mesh.host,
+                error_message());
     return TRIPAR_EXIT_USAGE;
 }
 
 static int comms_start(run_context *rc) {
     const job *j = &rc->j;
-    static const comm_choice choices[] = {
-        [COMM_AUTO] = COMM_CHOICE_AUTO, [COMM_MPI] = COMM_CHOICE_MPI, [COMM_NCCL] = COMM_CHOICE_NCCL};
+    static const comm_choice choices[] = {[COMM_AUTO] = COMM_CHOICE_AUTO,
+                                          [COMM_MPI] = COMM_CHOICE_MPI,
+                                          [COMM_NCCL] = COMM_CHOICE_NCCL};
     char origin[JOB_PATH_MAX + 32];
     job_key_origin(j, "backend.comm", origin, sizeof origin);
     /* the largest message over TP or PP is a micro-batch prefill's activations in the largest
@@ -275,8 +281,8 @@ static int comms_start(run_context *rc) {
         .choice = choices[j->comm],
         .choice_name = comm_kind_name(j->comm),
         .choice_origin = origin,
-        .max_message_bytes = (size_t)largest.max_size * (size_t)j->prompt_len *
-                             (size_t)j->embd * sizeof(float),
+        .max_message_bytes =
+            (size_t)largest.max_size * (size_t)j->prompt_len * (size_t)j->embd * sizeof(float),
         .microbatches = largest.n_micro,
     };
     if (comm_setup(&rc->mesh, &plan, &rc->be) != 0) return run_user_error();
@@ -332,8 +338,7 @@ static void engine_start(run_context *rc, volatile sig_atomic_t *stop_flag) {
 static void telemetry_begin(run_context *rc) {
     const job *j = &rc->j;
     const int cuda = j->backend == BACKEND_CUDA;
-    telemetry_init(&rc->tel, j->telemetry_hz, &rc->tm, cuda, rc->mesh.pci_bus_id,
-                   rc->mesh.device);
+    telemetry_init(&rc->tel, j->telemetry_hz, &rc->tm, cuda, rc->mesh.pci_bus_id, rc->mesh.device);
     rc->have_telemetry = 1;
     if (cuda && j->telemetry_hz > 0 && !rc->tel.nvml.lib && rc->mesh.world_rank == 0)
         fprintf(stderr, "tripar: telemetry: no NVML (%s); the GPU fields are NaN\n",

@@ -71,6 +71,7 @@ typedef struct {
     engine e;
     runfile *rf;
     roofline roof; /* bench.roofline: the sgemm ceiling brackets the run */
+    int threads;   /* the backend's threads per rank, as started */
     char out_path[JOB_PATH_MAX + 512];
     /* what has been built, so run_context_free undoes exactly that */
     int have_mesh, have_backend, have_comms, have_timer, have_model, have_engine;

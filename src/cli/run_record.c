@@ -122,6 +122,32 @@ static void stream_print(const serve_result *r, int new_tokens) {
            stats_percentile_of(r->ttft, n, 50) * 1e3, stats_percentile_of(r->ttft, n, 99) * 1e3);
 }
 
+/* How low-precision weights are stored and what the cpu does to activations at each product
+ * (docs/kernels.md): one line, so a reader of the table knows which function ran. */
+static void print_weights_line(const model_config *cfg, const model *mo, const job *j) {
+    const char *head = cfg->quantize_head ? precision_kind_name(j->precision) : "fp32";
+    if (j->precision != PRECISION_INT8W) {
+        printf("  %-13s %s matrices, head %s%s\n", "weights", precision_kind_name(j->precision),
+               head,
+               j->precision == PRECISION_BF16 && j->backend == BACKEND_CPU
+                   ? "; activations rounded to bf16 at each product"
+                   : "");
+        return;
+    }
+    char scales[32], blocks[96];
+    if (cfg->int8_group)
+        snprintf(scales, sizeof scales, "per %d columns", cfg->int8_group);
+    else
+        snprintf(scales, sizeof scales, "per row");
+    const int8_layout h = mo->int8[MATRIX_INPUT_HEADS], f = mo->int8[MATRIX_INPUT_MLP];
+    snprintf(blocks, sizeof blocks,
+             "; cpu activations in int8 blocks of 32 (attention out %s, "
+             "mlp down %s)",
+             h.act_block ? "too" : "fp32", f.act_block ? "too" : "fp32");
+    printf("  %-13s int8w, scales %s, head %s%s\n", "weights", scales, head,
+           j->backend == BACKEND_CPU ? blocks : "");
+}
+
 static void print_table(const run_context *rc, const run_metrics *rm, const int32_t *first_row,
                         const double *peak) {
     const job *j = &rc->j;
@@ -140,6 +166,10 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
            "strategy", MESH_DP(m), MESH_TP(m), MESH_PP(m), j->microbatches,
            j->overlap ? "on" : "off", backend_kind_name(j->backend),
            precision_kind_name(j->precision), kv_cache_kind_name(j->kv_cache));
+    if (m->kernels[0]) /* rank 0's; every rank's is in /mesh */
+        printf("  %-13s %s (%s), %d thread(s) per rank\n", "kernels", m->kernels,
+               j->cpu_isa ? "backend.cpu_isa" : "detected", rc->threads);
+    if (j->precision != PRECISION_FP32) print_weights_line(&e->m->cfg, e->m, j);
     printf("  %-13s arch=%s layers=%d heads=%d kv_heads=%d embd=%d mlp=%d vocab=%d ctx=%d norm=%s "
            "(%.2fM params)\n",
            "model", arch_kind_name(cfg->arch), cfg->layers, cfg->heads, cfg->kv_heads, cfg->embd,
@@ -181,8 +211,8 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
     printf("%s\n", e->total_len > 48 ? " ..." : "");
     if (rc->tok) {
         size_t len = 0;
-        char *text = tokenizer_decode_text(rc->tok, first_row, e->total_len,
-                                           TOKENIZER_SKIP_UNKNOWN, &len);
+        char *text =
+            tokenizer_decode_text(rc->tok, first_row, e->total_len, TOKENIZER_SKIP_UNKNOWN, &len);
         printf("  %-13s %.*s\n", "text 0", (int)(len < 400 ? len : 400), text);
         free(text);
     }
@@ -218,9 +248,10 @@ static void point_fill(run_point *point, const run_context *rc, const run_metric
 }
 
 /* The ceilings after the run (bench.roofline): the GEMM ceiling again and the read bandwidth
- * that bounds a decode step, which streams every weight of every stage except the lookup
- * tables: a step reads one row of wpe, and one row of wte when the head is untied (Llama 3 8B's
- * untied wte is 1 GB it never streams); a tied wte is the head and is read whole. Rank 0
+ * that bounds a decode step, which streams every weight of every stage (int8 scales included)
+ * except the lookup tables: a step reads one row of wpe, and one row of the fp32 wte when the
+ * head is another tensor (untied, or a tied one's copy in the weight dtype: Llama 3 8B's
+ * untied wte is 1 GB it never streams); a tied wte that is the head is read whole. Rank 0
  * measures; every rank then writes them to /metrics/roofline (collective; docs/schema.md). A
  * device backend is measured through its own matmul and memory (roofline_backend_*). */
 static void roofline_finish(run_context *rc) {
@@ -230,15 +261,21 @@ static void roofline_finish(run_context *rc) {
         double model_bytes = 0;
         for (int i = 0; i < m->n_tensors; i++) {
             const tensor_desc *t = &m->tensors[i];
+            const int head_elsewhere = !m->cfg.tie_embeddings || m->cfg.quantize_head;
             const int lookup_only = !strcmp(t->name, "wpe") ||
-                                    (!strcmp(t->name, "wte") && !m->cfg.tie_embeddings);
+                                    (!strcmp(t->name, "wte") && !t->is_matrix && head_elsewhere);
             if (lookup_only) continue;
-            model_bytes += (double)tensor_global_elems(t) *
-                           (t->is_matrix ? (double)dtype_size(m->weight_dtype) : 4.0);
+            const double elems = (double)tensor_global_elems(t);
+            model_bytes += elems * (t->is_matrix ? (double)dtype_size(m->weight_dtype) : 4.0);
+            if (t->is_matrix && m->weight_dtype == DTYPE_INT8) {
+                const double k = (double)t->global_shape[t->ndims - 1];
+                const int group = m->int8[t->input].group;
+                model_bytes += elems / k * (group ? ceil(k / group) : 1.0) * 4.0;
+            }
         }
         if (device) {
-            rc->roof.sgemm_gflops_after = roofline_backend_gemm(&rc->roof, &rc->be, &rc->cfg,
-                                                                rc->j.batch, rc->j.prompt_len);
+            rc->roof.sgemm_gflops_after =
+                roofline_backend_gemm(&rc->roof, &rc->be, &rc->cfg, rc->j.batch, rc->j.prompt_len);
             roofline_backend_bandwidth(&rc->roof, &rc->be, model_bytes);
         } else {
             rc->roof.sgemm_gflops_after =

@@ -7,11 +7,15 @@
 #include "base/check.h"
 #include "engine/engine.h"
 
+/* Layer l's (rows, cols) matrix of a stacked (L, rows, cols) tensor whose input is split as
+ * `input` says; int8 scales are (L, rows) or, grouped, (L, rows, ceil(cols / group)). */
 static weight_view layer_matrix(const model *m, const void *base, const float *scale, int l,
-                                long rows, long cols) {
-    weight_view v = {.type = m->weight_dtype, .scale = NULL};
+                                long rows, long cols, matrix_input input) {
+    const int8_layout q = m->int8[input];
+    weight_view v = {.type = m->weight_dtype, .group = q.group, .act_block = q.act_block};
     v.data = (const char *)base + (size_t)l * rows * cols * dtype_size(m->weight_dtype);
-    if (scale) v.scale = scale + (size_t)l * rows;
+    const long groups = q.group ? (cols + q.group - 1) / q.group : 1;
+    if (scale) v.scale = scale + (size_t)l * rows * groups;
     return v;
 }
 
@@ -58,7 +62,8 @@ static void tp_allreduce_blocking(engine *e, float *buf, size_t count, int step,
 
 /* A row-parallel product followed by its all-reduce. With overlap on, the rows are cut into
  * pieces and piece i's all-reduce is in flight while piece i+1 multiplies; testing the earlier
- * pieces between products drives their progress. The bias is added by TP rank 0 only, so it is counted once. */
+ * pieces between products drives their progress. The bias is added by TP rank 0 only, so it is
+ * counted once. */
 static void row_parallel_allreduce(engine *e, float *out, const float *in, weight_view w,
                                    const float *bias, int rows, int in_dim, int out_dim,
                                    phase gemm_phase, int step, int mb, int layer) {
@@ -121,11 +126,17 @@ static void final_norm_rows(engine *e, float *out, const float *x, int nb, int n
         final_norm(e, out + (size_t)b * C, x + ((size_t)b * n_new + n_new - 1) * C, 1);
 }
 
-/* The LM head's vocab shard: the tied fp32 wte, or Llama's untied head in the weight dtype. */
+/* The LM head's vocab shard: head_w (an untied head, or a tied one's copy) in the weight
+ * dtype when quantize_head, in fp32 when not; else the tied fp32 wte. */
 static weight_view head_view(const model *m) {
-    if (m->w.head_w) return (weight_view){.type = m->weight_dtype, .data = m->w.head_w,
-                                          .scale = m->w.head_s};
-    return (weight_view){.type = DTYPE_F32, .data = m->w.wte, .scale = NULL};
+    if (!m->w.head_w) return (weight_view){.type = DTYPE_F32, .data = m->w.wte};
+    if (!m->cfg.quantize_head) return (weight_view){.type = DTYPE_F32, .data = m->w.head_w};
+    const int8_layout q = m->int8[MATRIX_INPUT_WHOLE];
+    return (weight_view){.type = m->weight_dtype,
+                         .data = m->w.head_w,
+                         .scale = m->w.head_s,
+                         .group = q.group,
+                         .act_block = q.act_block};
 }
 
 /* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,
@@ -163,10 +174,12 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
     }
     for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
-        const weight_view qkv_w = layer_matrix(m, w->qkv_w, w->qkv_s, l, QKV, C);
-        const weight_view o_w = layer_matrix(m, w->proj_w, w->proj_s, l, C, A);
-        const weight_view gate_up_w = layer_matrix(m, w->fc1_w, w->fc1_s, l, 2 * M, C);
-        const weight_view down_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M);
+        const weight_view qkv_w =
+            layer_matrix(m, w->qkv_w, w->qkv_s, l, QKV, C, MATRIX_INPUT_WHOLE);
+        const weight_view o_w = layer_matrix(m, w->proj_w, w->proj_s, l, C, A, MATRIX_INPUT_HEADS);
+        const weight_view gate_up_w =
+            layer_matrix(m, w->fc1_w, w->fc1_s, l, 2 * M, C, MATRIX_INPUT_WHOLE);
+        const weight_view down_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M, MATRIX_INPUT_MLP);
         const float *ln2_g = w->ln2_g + (size_t)l * C;
         const float *next_ln1_g = l + 1 < g->n_layers ? w->ln1_g + (size_t)(l + 1) * C : NULL;
         const kv_view cache = layer_kv_cache(e, l, g->n_kv_heads);
@@ -178,8 +191,8 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         timer_end(e->tm, ev);
 
         ev = timer_begin(e->tm, PHASE_ATTENTION, step, mb, layer); /* RoPE included */
-        ops->attention(ctx, e->att, e->qkv, cache, e->rope_inv_freq, e->split.begin[mb], nb,
-                       n_new, pos0);
+        ops->attention(ctx, e->att, e->qkv, cache, e->rope_inv_freq, e->split.begin[mb], nb, n_new,
+                       pos0);
         timer_end(e->tm, ev);
 
         row_parallel_allreduce(e, e->o, e->att, o_w, NULL, rows, A, C, PHASE_ATTN_OUT_GEMM, step,
@@ -196,8 +209,8 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         ops->swiglu(ctx, e->act, e->f, rows, M);
         timer_end(e->tm, ev);
 
-        row_parallel_allreduce(e, e->o, e->act, down_w, NULL, rows, M, C, PHASE_MLP_GEMM, step,
-                               mb, layer);
+        row_parallel_allreduce(e, e->o, e->act, down_w, NULL, rows, M, C, PHASE_MLP_GEMM, step, mb,
+                               layer);
 
         ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer); /* x += o; h = next RMSNorm1(x) */
         ops->residual_rmsnorm(ctx, x, next_ln1_g ? e->h : NULL, e->o, next_ln1_g, rows, C, eps);
@@ -229,10 +242,12 @@ static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int po
 
     for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
-        const weight_view qkv_w = layer_matrix(m, w->qkv_w, w->qkv_s, l, 3 * A, C);
-        const weight_view proj_w = layer_matrix(m, w->proj_w, w->proj_s, l, C, A);
-        const weight_view fc1_w = layer_matrix(m, w->fc1_w, w->fc1_s, l, M, C);
-        const weight_view fc2_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M);
+        const weight_view qkv_w =
+            layer_matrix(m, w->qkv_w, w->qkv_s, l, 3 * A, C, MATRIX_INPUT_WHOLE);
+        const weight_view proj_w =
+            layer_matrix(m, w->proj_w, w->proj_s, l, C, A, MATRIX_INPUT_HEADS);
+        const weight_view fc1_w = layer_matrix(m, w->fc1_w, w->fc1_s, l, M, C, MATRIX_INPUT_WHOLE);
+        const weight_view fc2_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M, MATRIX_INPUT_MLP);
         const float *qkv_b = w->qkv_b + (size_t)l * 3 * A, *proj_b = w->proj_b + (size_t)l * C;
         const float *fc1_b = w->fc1_b + (size_t)l * M, *fc2_b = w->fc2_b + (size_t)l * C;
         const float *ln1_g = w->ln1_g + (size_t)l * C, *ln1_b = w->ln1_b + (size_t)l * C;

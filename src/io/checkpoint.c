@@ -26,8 +26,8 @@ int checkpoint_tensor_list(const model_config *cfg, const char *const **names) {
     }
     /* with q/k/v biases (Qwen2), qkv_b follows qkv_w; head_w is last either way */
     static const char *const with_bias[CHECKPOINT_LLAMA_N_TENSORS + 1] = {
-        "wte", "ln1_g", "qkv_w", "qkv_b", "proj_w", "ln2_g", "gate_up_w", "down_w", "lnf_g",
-        "head_w"};
+        "wte",   "ln1_g",     "qkv_w",  "qkv_b", "proj_w",
+        "ln2_g", "gate_up_w", "down_w", "lnf_g", "head_w"};
     *names = cfg->attention_bias ? with_bias : checkpoint_llama_tensor_names;
     return CHECKPOINT_LLAMA_N_TENSORS + (cfg->attention_bias ? 1 : 0) -
            (cfg->tie_embeddings ? 1 : 0);
@@ -42,10 +42,16 @@ static int llama_tensor_shape(const model_config *cfg, const char *name, long sh
         int ndims;
         long d0, d1, d2;
     } rows[CHECKPOINT_LLAMA_N_TENSORS + 1] = {
-        {"wte", 2, V, C, 0},           {"ln1_g", 2, L, C, 0},   {"qkv_w", 3, L, QKV, C},
+        {"wte", 2, V, C, 0},
+        {"ln1_g", 2, L, C, 0},
+        {"qkv_w", 3, L, QKV, C},
         {"qkv_b", 2, L, QKV, 0},
-        {"proj_w", 3, L, C, cfg->heads * hd}, {"ln2_g", 2, L, C, 0}, {"gate_up_w", 3, L, 2 * M, C},
-        {"down_w", 3, L, C, M},        {"lnf_g", 1, C, 0, 0},   {"head_w", 2, V, C, 0},
+        {"proj_w", 3, L, C, cfg->heads * hd},
+        {"ln2_g", 2, L, C, 0},
+        {"gate_up_w", 3, L, 2 * M, C},
+        {"down_w", 3, L, C, M},
+        {"lnf_g", 1, C, 0, 0},
+        {"head_w", 2, V, C, 0},
     };
     for (int i = 0; i < CHECKPOINT_LLAMA_N_TENSORS + 1; i++) {
         if (strcmp(rows[i].name, name) != 0) continue;
@@ -63,11 +69,11 @@ int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shap
         int ndims;
         long d0, d1, d2;
     } rows[CHECKPOINT_N_TENSORS] = {
-        {"wte", 2, cfg->vocab, C, 0},  {"wpe", 2, cfg->ctx, C, 0}, {"ln1_g", 2, L, C, 0},
-        {"ln1_b", 2, L, C, 0},         {"qkv_w", 3, L, 3 * C, C},  {"qkv_b", 2, L, 3 * C, 0},
-        {"proj_w", 3, L, C, C},        {"proj_b", 2, L, C, 0},     {"ln2_g", 2, L, C, 0},
-        {"ln2_b", 2, L, C, 0},         {"fc1_w", 3, L, M, C},      {"fc1_b", 2, L, M, 0},
-        {"fc2_w", 3, L, C, M},         {"fc2_b", 2, L, C, 0},      {"lnf_g", 1, C, 0, 0},
+        {"wte", 2, cfg->vocab, C, 0}, {"wpe", 2, cfg->ctx, C, 0}, {"ln1_g", 2, L, C, 0},
+        {"ln1_b", 2, L, C, 0},        {"qkv_w", 3, L, 3 * C, C},  {"qkv_b", 2, L, 3 * C, 0},
+        {"proj_w", 3, L, C, C},       {"proj_b", 2, L, C, 0},     {"ln2_g", 2, L, C, 0},
+        {"ln2_b", 2, L, C, 0},        {"fc1_w", 3, L, M, C},      {"fc1_b", 2, L, M, 0},
+        {"fc2_w", 3, L, C, M},        {"fc2_b", 2, L, C, 0},      {"lnf_g", 1, C, 0, 0},
         {"lnf_b", 1, C, 0, 0},
     };
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) {
@@ -103,7 +109,8 @@ static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     char arch[16] = "gpt2";
     cfg->arch = ARCH_GPT2; /* kv_heads and tie_embeddings 0: "as GPT-2" (model_config_from_job) */
     cfg->attention_bias = 0, cfg->head_dim = 0;
-    H5E_BEGIN_TRY { (void)h5_attr_read_string(file, "arch", arch, sizeof arch); } H5E_END_TRY;
+    H5E_BEGIN_TRY { (void)h5_attr_read_string(file, "arch", arch, sizeof arch); }
+    H5E_END_TRY;
     if (strcmp(arch, "gpt2") == 0) return STATUS_OK;
     if (strcmp(arch, "llama") != 0) {
         error_set("%s: root attribute arch = '%s' (expected \"gpt2\" or \"llama\")", path, arch);
@@ -121,13 +128,15 @@ static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     if (h5_attr_read_long(file, "tie_embeddings", &tie) != 0 || (tie != 0 && tie != 1) ||
         h5_attr_read_double(file, "rope_theta", &theta) != 0 || !(theta > 0)) {
         error_set("%s: missing or invalid root attribute 'tie_embeddings' (0 or 1) or "
-                  "'rope_theta' (> 0)", path);
+                  "'rope_theta' (> 0)",
+                  path);
         return STATUS_BAD_INPUT;
     }
     /* head_dim: absent in checkpoints before it, meaning embd / heads */
     long long hd = 0;
     int have_hd = 0;
-    H5E_BEGIN_TRY { have_hd = h5_attr_read_long(file, "head_dim", &hd) == 0; } H5E_END_TRY;
+    H5E_BEGIN_TRY { have_hd = h5_attr_read_long(file, "head_dim", &hd) == 0; }
+    H5E_END_TRY;
     if (have_hd && (hd < 1 || hd > (1 << 16))) {
         error_set("%s: invalid root attribute 'head_dim' = %lld (expected 1 to 65536)", path, hd);
         return STATUS_BAD_INPUT;
@@ -153,7 +162,8 @@ static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     cfg->rope_scaled = 0;
     H5E_BEGIN_TRY {
         cfg->rope_scaled = h5_attr_read_double(file, "rope_scaling_factor", &sc->factor) == 0;
-    } H5E_END_TRY;
+    }
+    H5E_END_TRY;
     if (!cfg->rope_scaled) return STATUS_OK;
     if (h5_attr_read_double(file, "rope_scaling_low_freq_factor", &sc->low_freq_factor) != 0 ||
         h5_attr_read_double(file, "rope_scaling_high_freq_factor", &sc->high_freq_factor) != 0 ||
@@ -176,8 +186,8 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
     char format[64];
     if (h5_attr_read_string(file, "format", format, sizeof format) != 0) {
         error_set("%s: not a tripar checkpoint (%s root attribute 'format', expected the string "
-                  "'%s')", path, h5_attr_exists(file, "format") ? "a non-string" : "no",
-                  CHECKPOINT_FORMAT);
+                  "'%s')",
+                  path, h5_attr_exists(file, "format") ? "a non-string" : "no", CHECKPOINT_FORMAT);
         return STATUS_BAD_INPUT;
     }
     if (strcmp(format, CHECKPOINT_FORMAT) != 0) {
@@ -188,7 +198,8 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
     long long version = 0;
     if (h5_attr_read_long(file, "format_version", &version) != 0) {
         error_set("%s: no integer root attribute 'format_version' (this tripar reads checkpoint "
-                  "format_version %d)", path, CHECKPOINT_FORMAT_VERSION);
+                  "format_version %d)",
+                  path, CHECKPOINT_FORMAT_VERSION);
         return STATUS_BAD_INPUT;
     }
     if (version != CHECKPOINT_FORMAT_VERSION) {
@@ -253,7 +264,8 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
      * which would then fail on every rank with an HDF5 error stack: refuse them here. */
     if (layout == H5D_VIRTUAL || external > 0) {
         error_set("%s: tensor '%s' is %s; tripar reads contiguous, chunked or compact datasets "
-                  "held in the checkpoint itself (h5repack -l CONTI rewrites it so)", path, name,
+                  "held in the checkpoint itself (h5repack -l CONTI rewrites it so)",
+                  path, name,
                   layout == H5D_VIRTUAL ? "a virtual dataset" : "stored in external files");
         return STATUS_BAD_INPUT;
     }
@@ -282,7 +294,8 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
             if (addr == HADDR_UNDEF || (long long)(base + addr + size) > file_size) {
                 H5Sclose(space);
                 error_set("%s: tensor '%s' extends past the end of the file (truncated "
-                          "checkpoint?)", path, name);
+                          "checkpoint?)",
+                          path, name);
                 return STATUS_BAD_INPUT;
             }
         }
@@ -292,13 +305,14 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
     return STATUS_OK;
 }
 
-static int dataset_check(hid_t file, const char *path, const char *name,
-                         const model_config *cfg, haddr_t base, long long file_size) {
+static int dataset_check(hid_t file, const char *path, const char *name, const model_config *cfg,
+                         haddr_t base, long long file_size) {
     char link[64];
     snprintf(link, sizeof link, "/weights/%s", name);
     htri_t exists = 0;
     if (h5_exists(file, "/weights")) {
-        H5E_BEGIN_TRY { exists = H5Lexists(file, link, H5P_DEFAULT); } H5E_END_TRY;
+        H5E_BEGIN_TRY { exists = H5Lexists(file, link, H5P_DEFAULT); }
+        H5E_END_TRY;
     }
     if (exists < 0) {
         /* the group's index could not be read: its blocks lie past the end of the file */
@@ -311,7 +325,8 @@ static int dataset_check(hid_t file, const char *path, const char *name,
         return STATUS_BAD_INPUT;
     }
     hid_t dset;
-    H5E_BEGIN_TRY { dset = H5Dopen2(file, link, H5P_DEFAULT); } H5E_END_TRY;
+    H5E_BEGIN_TRY { dset = H5Dopen2(file, link, H5P_DEFAULT); }
+    H5E_END_TRY;
     if (dset < 0) {
         error_set("%s: tensor '%s' cannot be opened (damaged or truncated checkpoint?)", path,
                   name);
@@ -325,9 +340,11 @@ static int dataset_check(hid_t file, const char *path, const char *name,
     hsize_t dims[H5S_MAX_RANK];
     int ndims = H5Sget_simple_extent_dims(space, dims, NULL);
     long have[H5S_MAX_RANK];
-    for (int d = 0; d < ndims; d++) have[d] = (long)dims[d];
+    for (int d = 0; d < ndims; d++)
+        have[d] = (long)dims[d];
     int same = ndims == want_ndims;
-    for (int d = 0; same && d < ndims; d++) same = have[d] == want[d];
+    for (int d = 0; same && d < ndims; d++)
+        same = have[d] == want[d];
     if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != sizeof(float)) {
         error_set("%s: tensor '%s' is not float32", path, name);
         rc = STATUS_BAD_INPUT;
@@ -340,7 +357,8 @@ static int dataset_check(hid_t file, const char *path, const char *name,
         rc = STATUS_BAD_INPUT;
     } else {
         long nelems = 1;
-        for (int d = 0; d < ndims; d++) nelems *= have[d];
+        for (int d = 0; d < ndims; d++)
+            nelems *= have[d];
         rc = dataset_storage_check(dset, path, name, nelems, base, file_size);
     }
     H5Sclose(space);
@@ -356,7 +374,8 @@ int checkpoint_read_config(const char *path, model_config *cfg) {
         return STATUS_BAD_INPUT;
     }
     hid_t file;
-    H5E_BEGIN_TRY { file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); } H5E_END_TRY;
+    H5E_BEGIN_TRY { file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); }
+    H5E_END_TRY;
     if (file < 0) {
         /* HDF5 refuses a file shorter than the end address in its superblock */
         if (file_has_hdf5_signature(path))
@@ -408,12 +427,13 @@ static void select_local_blocks(hid_t space, const tensor_desc *t) {
             if (count[d] == 0) empty = 1;
         }
         if (!empty) {
-            H5_CHECK(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, start,
-                                         NULL, count, NULL));
+            H5_CHECK(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, start, NULL,
+                                         count, NULL));
             first = 0;
         }
         int d = t->ndims - 1;
-        while (d >= 0 && ++idx[d] == t->local[d].nblocks) idx[d--] = 0;
+        while (d >= 0 && ++idx[d] == t->local[d].nblocks)
+            idx[d--] = 0;
         if (d < 0) break;
     }
     if (first) H5_CHECK(H5Sselect_none(space));
@@ -445,7 +465,8 @@ static hid_t file_open_mpio(const char *path, MPI_Comm world, int create) {
     H5E_BEGIN_TRY {
         file = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
                       : H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    } H5E_END_TRY;
+    }
+    H5E_END_TRY;
     H5Pclose(fapl);
     int bad = file < 0, any_bad = 0;
     MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world));
@@ -473,12 +494,14 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
     *max_local = 1;
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
-    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++) dsets[i] = -1;
+    for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
+        dsets[i] = -1;
     for (int i = 0; i < n_names; i++) {
         const char *name = names[i];
         char link[64];
         snprintf(link, sizeof link, "/weights/%s", name);
-        H5E_BEGIN_TRY { dsets[i] = H5Dopen2(file, link, H5P_DEFAULT); } H5E_END_TRY;
+        H5E_BEGIN_TRY { dsets[i] = H5Dopen2(file, link, H5P_DEFAULT); }
+        H5E_END_TRY;
         const tensor_desc *t = model_find_tensor(m, name);
         if (dsets[i] < 0) {
             if (!bad) error_set("%s: tensor '%s' is missing", path, name);
@@ -491,7 +514,8 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
         int ndims = H5Sget_simple_extent_dims(space, dims, NULL);
         H5Sclose(space);
         int same = ndims == t->ndims;
-        for (int d = 0; same && d < ndims; d++) same = (long)dims[d] == t->global_shape[d];
+        for (int d = 0; same && d < ndims; d++)
+            same = (long)dims[d] == t->global_shape[d];
         if (!same && !bad) {
             char a[96];
             shape_format(a, sizeof a, t->ndims, t->global_shape);
@@ -530,6 +554,14 @@ static void weights_read_shards(model *m, const backend *be, hid_t dsets[CHECKPO
         /* every TP rank of a stage holds the same rows, so the TP collectives inside
          * model_store_tensor line up */
         if (n > 0) model_store_tensor(m, be, t, staging, tp);
+        /* a tied head kept in the weight dtype is a second tensor named wte over the same
+         * shard (model_add_head_copy): it stores the values just read */
+        for (int c = 0; n > 0 && c < m->n_tensors; c++) {
+            const tensor_desc *copy = &m->tensors[c];
+            if (copy == t || strcmp(copy->name, t->name) != 0 || !tensor_held(copy)) continue;
+            CHECK(tensor_local_elems(copy) == n, "tensor %s: the copy's shard differs", t->name);
+            model_store_tensor(m, be, copy, staging, tp);
+        }
     }
     H5Pclose(xfer);
     free(staging);
@@ -596,7 +628,8 @@ hid_t checkpoint_dataset_create(hid_t group, const model_config *cfg, const char
     int ndims = checkpoint_tensor_shape(cfg, name, shape);
     CHECK(ndims > 0, "unknown checkpoint tensor %s", name);
     hsize_t dims[3];
-    for (int d = 0; d < ndims; d++) dims[d] = (hsize_t)shape[d];
+    for (int d = 0; d < ndims; d++)
+        dims[d] = (hsize_t)shape[d];
     hid_t space = H5Screate_simple(ndims, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5_CHECK(dcpl);
@@ -646,13 +679,14 @@ int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh 
         MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, prints, 1, MPI_UINT64_T,
                                 mesh->axis_mpi[AXIS_TP]));
         int replicated = 1;
-        for (int r = 1; r < tp_size; r++) replicated &= prints[r] == prints[0];
+        for (int r = 1; r < tp_size; r++)
+            replicated &= prints[r] == prints[0];
         int writes = tensor_held(t) && dp_rank == 0 && (!replicated || tp_rank == 0) &&
                      (strcmp(name, "wte") != 0 || pp_rank == 0);
         long n = writes ? tensor_local_elems(t) : 0;
         for (long k = 0; k < n; k++)
-            staging[k] = synthetic_value(seed, t->name, tensor_global_index(t, k), t->init,
-                                         t->init_std);
+            staging[k] =
+                synthetic_value(seed, t->name, tensor_global_index(t, k), t->init, t->init_std);
         hid_t fspace = shard_file_space(dset, t, n);
         hid_t mspace = memory_space(n);
         H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging));
@@ -724,8 +758,7 @@ int checkpoint_load_tokenizer(tokenizer **t, const char *path) {
     int rc = checkpoint_read_tokenizer(path, &vocab, &merges, &json);
     if (rc < 0) return STATUS_BAD_INPUT;
     if (rc == 1) return 1;
-    rc = json ? tokenizer_load_json(t, json, "json")
-              : tokenizer_load_strings(t, vocab, merges);
+    rc = json ? tokenizer_load_json(t, json, "json") : tokenizer_load_strings(t, vocab, merges);
     free(vocab);
     free(merges);
     free(json);

@@ -28,14 +28,15 @@ typedef struct {
     char host[64];
     int32_t local_rank, node, device;
     char pci_bus_id[32];
+    char kernels[32]; /* the backend's kernel path (kernel_path), "" when it reports none */
     int32_t dp_rank, pp_rank, tp_rank;
     double clock_offset, clock_uncertainty;
 } mesh_row;
 
 struct runfile {
     hid_t file;
-    hid_t dxpl_coll;     /* collective transfers */
-    hid_t dxpl_indep;    /* per-rank event rows */
+    hid_t dxpl_coll;  /* collective transfers */
+    hid_t dxpl_indep; /* per-rank event rows */
     MPI_Comm comm;
     int rank, size;
     char path[JOB_PATH_MAX + 16];
@@ -48,13 +49,13 @@ struct runfile {
     MPI_Comm vote;
     MPI_Request vote_req;
     int vote_due;
-    double last_flush; /* rank 0's clock */
-    mesh_row *rows;      /* (size), identical on every rank */
+    double last_flush;     /* rank 0's clock */
+    mesh_row *rows;        /* (size), identical on every rank */
     long long *event_rows; /* (size) rows in each rank's events table so far */
     long *deferred;        /* this rank's events open at an earlier flush, written once ended */
     long n_deferred, cap_deferred;
     int events_created;
-    int dp;              /* replicas, for the per-replica rates of /metrics */
+    int dp; /* replicas, for the per-replica rates of /metrics */
 };
 
 static hid_t mesh_row_type(void) {
@@ -67,6 +68,7 @@ static hid_t mesh_row_type(void) {
     H5Tinsert(t, "node", HOFFSET(mesh_row, node), H5T_NATIVE_INT32);
     H5Tinsert(t, "device", HOFFSET(mesh_row, device), H5T_NATIVE_INT32);
     H5Tinsert(t, "pci_bus_id", HOFFSET(mesh_row, pci_bus_id), bus);
+    H5Tinsert(t, "kernels", HOFFSET(mesh_row, kernels), bus);
     H5Tinsert(t, "dp_rank", HOFFSET(mesh_row, dp_rank), H5T_NATIVE_INT32);
     H5Tinsert(t, "pp_rank", HOFFSET(mesh_row, pp_rank), H5T_NATIVE_INT32);
     H5Tinsert(t, "tp_rank", HOFFSET(mesh_row, tp_rank), H5T_NATIVE_INT32);
@@ -113,7 +115,8 @@ static void dataset_write_block(runfile *rf, hid_t d, hid_t mtype, int ndims, co
     hid_t fspace = H5Dget_space(d);
     H5_CHECK(fspace);
     hsize_t total = 1;
-    for (int i = 0; i < ndims; i++) total *= count[i];
+    for (int i = 0; i < ndims; i++)
+        total *= count[i];
     hid_t mspace;
     static const char dummy[64];
     if (total == 0 || !data) {
@@ -191,7 +194,8 @@ static void root_attrs_write(runfile *rf, const job *j, const mesh *m) {
     int n_hosts = 0;
     for (int r = 0; r < rf->size; r++) {
         int seen = 0;
-        for (int h = 0; h < n_hosts && !seen; h++) seen = strcmp(hosts[h], rf->rows[r].host) == 0;
+        for (int h = 0; h < n_hosts && !seen; h++)
+            seen = strcmp(hosts[h], rf->rows[r].host) == 0;
         if (!seen) hosts[n_hosts++] = rf->rows[r].host;
     }
     h5_attr_write_strings(root, "hosts", hosts, n_hosts, 64);
@@ -266,7 +270,8 @@ static int partial_claim(runfile *rf) {
     MPI_CHECK(MPI_Bcast(rf->partial, (int)sizeof rf->partial, MPI_CHAR, 0, rf->comm));
     if (err == 0) return 0;
     error_set("%s: cannot create the run file: %s (does the directory exist and is it "
-              "writable?)", rf->partial, strerror(err));
+              "writable?)",
+              rf->partial, strerror(err));
     return -1;
 }
 
@@ -307,7 +312,8 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     H5_CHECK(H5Pset_attr_phase_change(fcpl, 0, 0));
     mpiio_guard_install(); /* what still fails after space_agree ends the job, not a hang */
     hid_t file;
-    H5E_BEGIN_TRY { file = H5Fcreate(rf->partial, H5F_ACC_TRUNC, fcpl, fapl); } H5E_END_TRY;
+    H5E_BEGIN_TRY { file = H5Fcreate(rf->partial, H5F_ACC_TRUNC, fcpl, fapl); }
+    H5E_END_TRY;
     H5Pclose(fcpl);
     H5Pclose(fapl);
     int ok = file >= 0, all_ok = 0;
@@ -315,7 +321,8 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     if (!all_ok) {
         if (file >= 0) H5Fclose(file);
         error_set("%s: cannot create the run file (does the directory exist and is it "
-                  "writable?)", rf->partial);
+                  "writable?)",
+                  rf->partial);
         partial_drop(rf);
         free(rf);
         return NULL;
@@ -334,6 +341,7 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     mine.node = m->node_index;
     mine.device = m->device;
     snprintf(mine.pci_bus_id, sizeof mine.pci_bus_id, "%s", m->pci_bus_id);
+    snprintf(mine.kernels, sizeof mine.kernels, "%s", m->kernels);
     mine.dp_rank = m->coord[AXIS_DP];
     mine.pp_rank = m->coord[AXIS_PP];
     mine.tp_rank = m->coord[AXIS_TP];
@@ -441,7 +449,8 @@ void runfile_write_activation(runfile *rf, const char *name, int ndims, const lo
               "activation %s: block outside dim %d", name, i);
     }
     double bytes = 4;
-    for (int i = 0; i < ndims; i++) bytes *= (double)dims[i];
+    for (int i = 0; i < ndims; i++)
+        bytes *= (double)dims[i];
     if (!space_agree(rf, bytes, path)) return;
     hid_t d = dataset_open_or_create(rf->file, path, H5T_IEEE_F32LE, ndims, d_dims);
     dataset_write_block(rf, d, H5T_NATIVE_FLOAT, ndims, d_start, d_count, data);
@@ -490,7 +499,8 @@ static const timing_event *events_collect(runfile *rf, timer *t, long long *n,
     timer_resolve(t);
     *staged = NULL;
     int any_open = rf->n_deferred > 0;
-    for (long i = t->flushed; i < t->count && !any_open; i++) any_open = timer_event_open(t, i);
+    for (long i = t->flushed; i < t->count && !any_open; i++)
+        any_open = timer_event_open(t, i);
     if (!any_open) { /* the common case: one contiguous run of ended events */
         *n = t->count - t->flushed;
         const timing_event *rows = t->events + t->flushed;
@@ -501,13 +511,17 @@ static const timing_event *events_collect(runfile *rf, timer *t, long long *n,
     long k = 0, kept = 0;
     for (long d = 0; d < rf->n_deferred; d++) {
         long i = rf->deferred[d];
-        if (timer_event_open(t, i)) rf->deferred[kept++] = i;
-        else (*staged)[k++] = t->events[i];
+        if (timer_event_open(t, i))
+            rf->deferred[kept++] = i;
+        else
+            (*staged)[k++] = t->events[i];
     }
     rf->n_deferred = kept;
     for (long i = t->flushed; i < t->count; i++) {
-        if (timer_event_open(t, i)) deferred_push(rf, i);
-        else (*staged)[k++] = t->events[i];
+        if (timer_event_open(t, i))
+            deferred_push(rf, i);
+        else
+            (*staged)[k++] = t->events[i];
     }
     t->flushed = t->count;
     *n = k;
@@ -604,8 +618,10 @@ static void series_summary_write(hid_t g, const char *name, const double *values
     double *sorted = xcalloc((unsigned long)(n > 0 ? n : 1), sizeof(double));
     if (n > 0) memcpy(sorted, values, (size_t)n * sizeof(double));
     stats_sort(sorted, n);
-    static const struct { const char *suffix; double q; } points[] = {
-        {"p50", 50}, {"p90", 90}, {"p99", 99}};
+    static const struct {
+        const char *suffix;
+        double q;
+    } points[] = {{"p50", 50}, {"p90", 90}, {"p99", 99}};
     char attr[64];
     snprintf(attr, sizeof attr, "%s_mean", name);
     h5_attr_write_double(g, attr, stats_mean(sorted, n));
@@ -629,13 +645,13 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
         memcpy(series + 2 * n, metrics->tpot, (size_t)n * sizeof(double));
     }
     MPI_CHECK(MPI_Bcast(series, 3 * n, MPI_DOUBLE, 0, rf->comm));
-    double scalars[6] = {metrics->prefill_seconds, metrics->decode_seconds,
-                         metrics->cold_start_seconds, (double)metrics->prompt_tokens,
+    double scalars[6] = {metrics->prefill_seconds,          metrics->decode_seconds,
+                         metrics->cold_start_seconds,       (double)metrics->prompt_tokens,
                          (double)metrics->generated_tokens, (double)metrics->requests};
     MPI_CHECK(MPI_Bcast(scalars, 6, MPI_DOUBLE, 0, rf->comm));
     double *peak = xcalloc((unsigned long)rf->size, sizeof(double));
-    MPI_CHECK(MPI_Allgather(&metrics->peak_memory_bytes, 1, MPI_DOUBLE, peak, 1, MPI_DOUBLE,
-                            rf->comm));
+    MPI_CHECK(
+        MPI_Allgather(&metrics->peak_memory_bytes, 1, MPI_DOUBLE, peak, 1, MPI_DOUBLE, rf->comm));
     if (!space_agree(rf, 8.0 * (3.0 * n + rf->size), "/metrics")) {
         free(series);
         free(peak);
@@ -677,8 +693,10 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
         double *sorted = xcalloc((unsigned long)(n > 0 ? n : 1), sizeof(double));
         if (n > 0) memcpy(sorted, series, (size_t)n * sizeof(double));
         stats_sort(sorted, n);
-        static const struct { const char *suffix; double q; } tails[] = {
-            {"p50", 50}, {"p90", 90}, {"p99", 99}};
+        static const struct {
+            const char *suffix;
+            double q;
+        } tails[] = {{"p50", 50}, {"p90", 90}, {"p99", 99}};
         for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
             double lat = stats_percentile(sorted, n, tails[i].q);
             char attr[64];
@@ -698,7 +716,8 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
         free(sorted);
     }
     double peak_max = 0;
-    for (int r = 0; r < rf->size; r++) peak_max = peak[r] > peak_max ? peak[r] : peak_max;
+    for (int r = 0; r < rf->size; r++)
+        peak_max = peak[r] > peak_max ? peak[r] : peak_max;
     h5_attr_write_double(g, "peak_memory_bytes_max", peak_max);
     H5Gclose(g);
     free(series);
@@ -757,7 +776,8 @@ static void runfile_release(runfile *rf) {
  * dirty metadata, which the margin of space_agree leaves room for. */
 static void file_close_incomplete(runfile *rf) {
     if (rf->file < 0) return;
-    H5E_BEGIN_TRY { H5Fclose(rf->file); } H5E_END_TRY;
+    H5E_BEGIN_TRY { H5Fclose(rf->file); }
+    H5E_END_TRY;
     rf->file = -1;
 }
 

@@ -23,7 +23,8 @@ static double attr_num(hid_t obj, const char *name) {
 
 static void mesh_read(run_data *run) {
     run->ranks = xcalloc((unsigned long)run->world_size, sizeof(run_rank));
-    for (int r = 0; r < run->world_size; r++) run->ranks[r].rank = r;
+    for (int r = 0; r < run->world_size; r++)
+        run->ranks[r].rank = r;
     if (!h5_exists(run->file, "mesh")) return;
     hid_t host = h5_string_type(64);
     hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(run_rank));
@@ -36,13 +37,13 @@ static void mesh_read(run_data *run) {
     H5Tinsert(t, "clock_offset", HOFFSET(run_rank, clock_offset), H5T_NATIVE_DOUBLE);
     H5Tinsert(t, "clock_uncertainty", HOFFSET(run_rank, clock_uncertainty), H5T_NATIVE_DOUBLE);
     hid_t d;
-    H5E_BEGIN_TRY { d = H5Dopen2(run->file, "mesh", H5P_DEFAULT); } H5E_END_TRY;
+    H5E_BEGIN_TRY { d = H5Dopen2(run->file, "mesh", H5P_DEFAULT); }
+    H5E_END_TRY;
     hid_t space = d >= 0 ? H5Dget_space(d) : -1;
     if (space >= 0 && H5Sget_simple_extent_npoints(space) == run->world_size) {
         herr_t err;
-        H5E_BEGIN_TRY {
-            err = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, run->ranks);
-        } H5E_END_TRY;
+        H5E_BEGIN_TRY { err = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, run->ranks); }
+        H5E_END_TRY;
         if (err < 0) memset(run->ranks, 0, (size_t)run->world_size * sizeof(run_rank));
     }
     if (space >= 0) H5Sclose(space);
@@ -63,7 +64,8 @@ static int events_read(run_data *run) {
         snprintf(path, sizeof path, "timings/rank_%05d/events", r);
         if (!h5_exists(run->file, path)) continue;
         hid_t d;
-        H5E_BEGIN_TRY { d = H5Dopen2(run->file, path, H5P_DEFAULT); } H5E_END_TRY;
+        H5E_BEGIN_TRY { d = H5Dopen2(run->file, path, H5P_DEFAULT); }
+        H5E_END_TRY;
         if (d < 0) {
             error_set("%s: /%s is not a dataset (damaged or foreign run file)", run->path, path);
             rc = STATUS_BAD_INPUT;
@@ -74,9 +76,8 @@ static int events_read(run_data *run) {
         if (n > 0) {
             run->events[r] = xcalloc((unsigned long)n, sizeof(timing_event));
             herr_t err;
-            H5E_BEGIN_TRY {
-                err = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, run->events[r]);
-            } H5E_END_TRY;
+            H5E_BEGIN_TRY { err = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, run->events[r]); }
+            H5E_END_TRY;
             run->n_events[r] = err < 0 ? 0 : (long)n;
         }
         H5Sclose(space);
@@ -118,7 +119,7 @@ static const struct {
     const char *path;
     H5I_type_t type;
 } run_layout[] = {
-    {"mesh", H5I_DATASET},  {"output", H5I_GROUP},  {"output/tokens", H5I_DATASET},
+    {"mesh", H5I_DATASET},      {"output", H5I_GROUP},  {"output/tokens", H5I_DATASET},
     {"activations", H5I_GROUP}, {"timings", H5I_GROUP}, {"metrics", H5I_GROUP},
 };
 
@@ -138,13 +139,15 @@ static int run_file_check(hid_t file, const char *path, int *complete) {
     if (!format || strcmp(format, RUN_FORMAT) != 0) {
         if (format)
             error_set("%s: not a tripar run file (root attribute format is \"%.64s\", expected "
-                      "\"%s\")", path, format, RUN_FORMAT);
+                      "\"%s\")",
+                      path, format, RUN_FORMAT);
         else if (h5_attr_exists(file, "format"))
             error_set("%s: not a tripar run file (root attribute format is not a string, "
-                      "expected \"%s\")", path, RUN_FORMAT);
-        else
-            error_set("%s: not a tripar run file (no root attribute format, expected \"%s\")",
+                      "expected \"%s\")",
                       path, RUN_FORMAT);
+        else
+            error_set("%s: not a tripar run file (no root attribute format, expected \"%s\")", path,
+                      RUN_FORMAT);
         free(format);
         return STATUS_BAD_INPUT;
     }
@@ -152,7 +155,8 @@ static int run_file_check(hid_t file, const char *path, int *complete) {
     long long version = 0;
     if (h5_attr_read_long(file, "format_version", &version) != 0) {
         error_set("%s: no integer root attribute format_version (this tripar %s reads run files "
-                  "of format_version %s)", path, TRIPAR_VERSION, run_versions_text());
+                  "of format_version %s)",
+                  path, TRIPAR_VERSION, run_versions_text());
         return STATUS_BAD_INPUT;
     }
     if (version < 1 || version > RUN_FORMAT_VERSION) {
@@ -164,8 +168,8 @@ static int run_file_check(hid_t file, const char *path, int *complete) {
     for (size_t i = 0; i < sizeof run_layout / sizeof run_layout[0]; i++) {
         if (!h5_exists(file, run_layout[i].path)) continue;
         if (h5_object_type(file, run_layout[i].path) != run_layout[i].type) {
-            error_set("%s: /%s is not a %s (damaged or foreign run file)", path,
-                      run_layout[i].path, run_layout[i].type == H5I_GROUP ? "group" : "dataset");
+            error_set("%s: /%s is not a %s (damaged or foreign run file)", path, run_layout[i].path,
+                      run_layout[i].type == H5I_GROUP ? "group" : "dataset");
             return STATUS_BAD_INPUT;
         }
     }
@@ -186,8 +190,10 @@ hid_t run_file_open(const char *path, int *complete) {
 }
 
 void run_file_warn_incomplete(const char *tool, const char *path) {
-    fprintf(stderr, "tripar %s: warning: %s is an incomplete run file (complete=0): the run did "
-                    "not finish; what follows covers only what it wrote\n", tool, path);
+    fprintf(stderr,
+            "tripar %s: warning: %s is an incomplete run file (complete=0): the run did "
+            "not finish; what follows covers only what it wrote\n",
+            tool, path);
 }
 
 /* The root attributes after run_file_open: the mesh shape and the run's labels. Returns
@@ -215,7 +221,8 @@ static int root_read(run_data *run, const char *path) {
 /* Entries of the root attribute hosts, or 0 when it is absent. */
 static int hosts_count(hid_t file) {
     hid_t hosts = -1;
-    H5E_BEGIN_TRY { hosts = H5Aopen(file, "hosts", H5P_DEFAULT); } H5E_END_TRY;
+    H5E_BEGIN_TRY { hosts = H5Aopen(file, "hosts", H5P_DEFAULT); }
+    H5E_END_TRY;
     if (hosts < 0) return 0;
     hid_t space = H5Aget_space(hosts);
     int n = (int)H5Sget_simple_extent_npoints(space);
@@ -246,7 +253,8 @@ int run_data_load(run_data *run, const char *path) {
 
 void run_data_free(run_data *run) {
     if (run->events)
-        for (int r = 0; r < run->world_size; r++) free(run->events[r]);
+        for (int r = 0; r < run->world_size; r++)
+            free(run->events[r]);
     free(run->events);
     free(run->n_events);
     free(run->ranks);
@@ -261,7 +269,9 @@ void run_data_label(const run_data *run, char *out, size_t len) {
 }
 
 /* Keys under model: that say how a model ran rather than which model it is. */
-static const char *const model_run_keys[] = {"model.precision", "model.kv_cache", "model.kv_block"};
+static const char *const model_run_keys[] = {"model.precision", "model.int8_group",
+                                             "model.quantize_head", "model.kv_cache",
+                                             "model.kv_block"};
 
 static char *text_copy(const char *text) {
     size_t n = strlen(text) + 1;

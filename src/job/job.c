@@ -38,21 +38,24 @@ static const char *const BACKEND_NAMES[] = {"cpu", "cuda", NULL};
 static const char *const COMM_NAMES[] = {"auto", "mpi", "nccl", NULL};
 static const char *const SAMPLING_NAMES[] = {"greedy", "sample", NULL};
 static const char *const TIMINGS_NAMES[] = {"off", "step", "layer", NULL};
+static const char *const CPU_ISA_NAMES[] = {"auto",        "scalar",      "avx2", "avx512",
+                                            "avx512_vnni", "avx512_bf16", NULL};
 
 static const char *const SECTION_KEYS[] = {"model",    "backend", "parallel", "input",
                                            "generate", "bench",   "record",   NULL};
-static const char *const MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer", "norm", "precision",
-                                         "kv_cache",  "kv_block",   "ln_eps",    "arch", NULL};
+static const char *const MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer",     "norm",
+                                         "precision", "int8_group", "quantize_head", "kv_cache",
+                                         "kv_block",  "ln_eps",     "arch",          NULL};
 static const char *const SYNTHETIC_KEYS[] = {
-    "layers",   "heads",      "embd",         "vocab",          "ctx", "mlp", "seed", "preset",
+    "layers",   "heads",      "embd",         "vocab",          "ctx",      "mlp", "seed", "preset",
     "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", "head_dim", NULL};
 /* Keys that only a Llama model has. */
-static const char *const LLAMA_ONLY_KEYS[] = {"kv_heads", "rope_theta", "rope_scaling",
-                                              "tie_embeddings", "head_dim", NULL};
+static const char *const LLAMA_ONLY_KEYS[] = {"kv_heads",       "rope_theta", "rope_scaling",
+                                              "tie_embeddings", "head_dim",   NULL};
 static const char *const ROPE_SCALING_KEYS[] = {"factor", "low_freq_factor", "high_freq_factor",
                                                 "original_max_position_embeddings", NULL};
-static const char *const BACKEND_KEYS[] = {"kind",        "threads", "device", "comm",
-                                           "cuda_graphs", "tf32",    NULL};
+static const char *const BACKEND_KEYS[] = {"kind", "threads",     "cpu_isa", "device",
+                                           "comm", "cuda_graphs", "tf32",    NULL};
 static const char *const PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "microbatches",
                                             "order", "overlap", "chunks", NULL};
 static const char *const INPUT_KEYS[] = {"tokens",    "tokens_file", "text",
@@ -60,15 +63,16 @@ static const char *const INPUT_KEYS[] = {"tokens",    "tokens_file", "text",
 static const char *const INPUT_SYNTHETIC_KEYS[] = {"batch", "length", "seed", NULL};
 static const char *const GENERATE_KEYS[] = {"new_tokens", "sampling", "temperature",
                                             "top_k",      "seed",     NULL};
-static const char *const BENCH_KEYS[] = {"warmup",       "iterations", "roofline",
-                                          "arrival_rate", "duration",   "arrival_seed", NULL};
-static const char *const RECORD_KEYS[] = {"out",         "activations",   "timings",
-                                          "flush_every", "flush_seconds",
-                                          "stop_grace_seconds", "telemetry", NULL};
+static const char *const BENCH_KEYS[] = {"warmup",   "iterations",   "roofline", "arrival_rate",
+                                         "duration", "arrival_seed", NULL};
+static const char *const RECORD_KEYS[] = {
+    "out",           "activations",        "timings",   "flush_every",
+    "flush_seconds", "stop_grace_seconds", "telemetry", NULL};
 
 /* Values of these keys are strings taken verbatim from --set (a text may hold ": "). */
-static const char *const RAW_KEYS[] = {"model.checkpoint", "input.text", "input.tokens_file",
-                                       "input.text_file",  "record.out", "model.tokenizer", NULL};
+static const char *const RAW_KEYS[] = {
+    "model.checkpoint", "input.text", "input.tokens_file", "input.text_file", "record.out",
+    "model.tokenizer",  NULL};
 
 /* Keys whose value is a path (docs/jobs.md, type "path"). */
 static const char *const PATH_KEYS[] = {"model.checkpoint", "input.tokens_file", "input.text_file",
@@ -88,6 +92,7 @@ const char *arch_kind_name(arch_kind k) { return enum_name(ARCH_NAMES, 2, (int)k
 const char *precision_kind_name(precision_kind k) { return enum_name(PRECISION_NAMES, 4, (int)k); }
 const char *kv_cache_kind_name(kv_cache_kind k) { return enum_name(KV_CACHE_NAMES, 2, (int)k); }
 const char *backend_kind_name(backend_kind k) { return enum_name(BACKEND_NAMES, 2, (int)k); }
+const char *const *job_cpu_isa_names(void) { return CPU_ISA_NAMES; }
 const char *comm_kind_name(comm_kind k) { return enum_name(COMM_NAMES, 3, (int)k); }
 const char *sampling_kind_name(sampling_kind k) { return enum_name(SAMPLING_NAMES, 2, (int)k); }
 const char *timings_level_name(timings_level k) { return enum_name(TIMINGS_NAMES, 3, (int)k); }
@@ -154,7 +159,8 @@ static int job_fail_at(const job *j, const char *const *keys, const char *fmt, .
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     const job_key_where *w = NULL;
-    for (int i = 0; keys[i] && !w; i++) w = job_key_find(j, keys[i]);
+    for (int i = 0; keys[i] && !w; i++)
+        w = job_key_find(j, keys[i]);
     if (w && w->set[0])
         error_set("%s: %s", w->set, message);
     else if (w && w->line > 0)
@@ -200,7 +206,8 @@ static int job_section_check(const jnode *m, const jnode *m_key, const char *sec
     }
     for (int i = 0; i < m->n; i++) {
         int known = 0;
-        for (int a = 0; allowed[a]; a++) known |= !strcmp(m->keys[i]->value, allowed[a]);
+        for (int a = 0; allowed[a]; a++)
+            known |= !strcmp(m->keys[i]->value, allowed[a]);
         if (known) continue;
         if (!strcmp(section, "job"))
             return jnode_fail(m->keys[i], "unknown section '%s'; allowed: %s", m->keys[i]->value,
@@ -431,8 +438,9 @@ static int job_walk_llama_keys(job_loader *L, const jnode *syn) {
     for (int i = 0; j->arch == ARCH_GPT2 && LLAMA_ONLY_KEYS[i]; i++) {
         const jnode *k = NULL;
         if (jnode_get(syn, LLAMA_ONLY_KEYS[i], &k))
-            return jnode_fail(k, "model.synthetic.%s is a Llama key; it needs model.arch: llama "
-                                 "(the model is gpt2)",
+            return jnode_fail(k,
+                              "model.synthetic.%s is a Llama key; it needs model.arch: llama "
+                              "(the model is gpt2)",
                               LLAMA_ONLY_KEYS[i]);
     }
     if (j->arch == ARCH_GPT2) {
@@ -474,9 +482,40 @@ static int job_walk_llama_keys(job_loader *L, const jnode *syn) {
     TRY(job_get_int(L, rs, rsn, "original_max_position_embeddings", 1, CAP_DIM,
                     &j->rope_original_ctx));
     if (!(j->rope_high_freq_factor > j->rope_low_freq_factor))
-        return jnode_fail(rs_key, "%s: high_freq_factor = %g must be more than low_freq_factor "
-                                  "= %g (the rule divides by their difference)",
+        return jnode_fail(rs_key,
+                          "%s: high_freq_factor = %g must be more than low_freq_factor "
+                          "= %g (the rule divides by their difference)",
                           rsn, (double)j->rope_high_freq_factor, (double)j->rope_low_freq_factor);
+    return STATUS_OK;
+}
+
+/* model.int8_group and model.quantize_head: how int8w scales its weights, and whether the LM
+ * head takes the weight precision. */
+static int job_walk_quantization(job_loader *L, const jnode *m) {
+    job *j = L->j;
+    j->int8_group = 0, j->quantize_head = -1;
+    TRY(job_get_int(L, m, "model", "int8_group", 0, 1 << 16, &j->int8_group));
+    const jnode *g = NULL;
+    if (j->int8_group % 32 != 0 && jnode_get(m, "int8_group", &g))
+        return jnode_fail(g,
+                          "model.int8_group: %d is not a multiple of 32 (an int8 activation "
+                          "block); allowed: 0 (one scale per row), 32, 64, 96, 128, ...",
+                          j->int8_group);
+    if (j->int8_group > 0 && j->precision != PRECISION_INT8W && jnode_get(m, "int8_group", &g))
+        return jnode_fail(g,
+                          "model.int8_group needs model.precision: int8w (it is %s); allowed "
+                          "with %s: 0",
+                          precision_kind_name(j->precision), precision_kind_name(j->precision));
+    const jnode *q = job_field(L, m, "model", "quantize_head", NULL);
+    if (!q || (q->type == JNODE_SCALAR && !q->quoted && !strcmp(q->value, "auto")))
+        return STATUS_OK;
+    int on = 0;
+    if (job_get_bool(L, m, "model", "quantize_head", &on) != STATUS_OK) {
+        char buf[128];
+        return jnode_fail(q, "model.quantize_head: expected auto, true or false, got %s",
+                          jnode_describe(q, buf, sizeof buf));
+    }
+    j->quantize_head = on;
     return STATUS_OK;
 }
 
@@ -534,6 +573,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
     e = 0;
     TRY(job_get_enum(L, m, "model", "precision", PRECISION_NAMES, &e));
     j->precision = (precision_kind)e;
+    TRY(job_walk_quantization(L, m));
     e = 0;
     TRY(job_get_enum(L, m, "model", "kv_cache", KV_CACHE_NAMES, &e));
     j->kv_cache = (kv_cache_kind)e;
@@ -549,7 +589,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
 
 static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
-    j->backend = BACKEND_CPU, j->threads = 0, j->device = -1, j->comm = COMM_AUTO;
+    j->backend = BACKEND_CPU, j->threads = 0, j->cpu_isa = 0, j->device = -1, j->comm = COMM_AUTO;
     j->cuda_graphs = 0, j->allow_tf32 = 0;
     int e = 0;
     if (m && m->type == JNODE_SCALAR) { /* the short form "backend: cuda" */
@@ -562,12 +602,23 @@ static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
     TRY(job_get_enum(L, m, "backend", "kind", BACKEND_NAMES, &e));
     j->backend = (backend_kind)e;
     TRY(job_get_int(L, m, "backend", "threads", 0, 4096, &j->threads));
+    TRY(job_get_enum(L, m, "backend", "cpu_isa", CPU_ISA_NAMES, &j->cpu_isa));
     TRY(job_get_int(L, m, "backend", "device", -1, 4096, &j->device));
     e = 0;
     TRY(job_get_enum(L, m, "backend", "comm", COMM_NAMES, &e));
     j->comm = (comm_kind)e;
     TRY(job_get_bool(L, m, "backend", "cuda_graphs", &j->cuda_graphs));
     TRY(job_get_bool(L, m, "backend", "tf32", &j->allow_tf32));
+    if (j->backend == BACKEND_CUDA && j->int8_group > 0)
+        return job_fail_at(j, KEYS("model.int8_group"),
+                           "model.int8_group: %d needs backend.kind: cpu (the cuda kernels scale "
+                           "int8 weights per row); allowed with cuda: 0",
+                           j->int8_group);
+    if (j->backend == BACKEND_CUDA && j->cpu_isa != 0)
+        return job_fail_at(j, KEYS("backend.cpu_isa"),
+                           "backend.cpu_isa: %s chooses the cpu backend's kernels; allowed with "
+                           "backend.kind cuda: auto",
+                           CPU_ISA_NAMES[j->cpu_isa]);
     if (j->comm == COMM_NCCL && j->backend != BACKEND_CUDA)
         return job_fail_at(
             j, KEYS("backend.comm"),
@@ -700,11 +751,13 @@ static int job_read_tokens_file(job *j, const jnode *v, const char *path) {
             goto done;
         }
         char *s = line;
-        while (*s == ' ' || *s == '\t') s++;
+        while (*s == ' ' || *s == '\t')
+            s++;
         if (*s == '\n' || *s == '\r' || *s == '\0' || *s == '#') continue;
         int n = 0;
         for (;;) {
-            while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n') s++;
+            while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n')
+                s++;
             if (!*s) break;
             errno = 0;
             char *end = NULL;
@@ -788,8 +841,8 @@ static int job_read_text_file(job *j, const jnode *v, const char *path) {
     int read_error = ferror(f);
     fclose(f);
     text[len] = '\0';
-    const char *why = read_error        ? "could not be read"
-                      : len == 0        ? "is empty; give the prompt's text"
+    const char *why = read_error            ? "could not be read"
+                      : len == 0            ? "is empty; give the prompt's text"
                       : strlen(text) != len ? "holds a NUL byte; give UTF-8 text"
                                             : NULL;
     size_t bad = 0;
@@ -1016,7 +1069,8 @@ void job_free(job *j) {
     free(j->tokens);
     free(j->text);
     free(j->yaml);
-    for (int i = 0; i < j->n_activations && i < JOB_MAX_ACTIVATIONS; i++) free(j->activations[i]);
+    for (int i = 0; i < j->n_activations && i < JOB_MAX_ACTIVATIONS; i++)
+        free(j->activations[i]);
     memset(j, 0, sizeof *j);
 }
 

@@ -53,12 +53,17 @@ typedef struct {
     float ln_eps;                  /* eps of the norm, LayerNorm or RMSNorm (rms_norm_eps) */
     norm_kind norm;
     precision_kind precision;
+    int int8_group;                /* int8w: weight columns per scale, 0 = one scale per row */
+    int quantize_head;             /* the LM head in the weight precision (1) or fp32 (0); -1 =
+                                      auto: an untied head is, a tied one (wte) is not */
     kv_cache_kind kv_cache;
     int kv_block;                  /* positions per KV block when paged */
 
     /* backend */
     backend_kind backend;
-    int threads;                   /* BLAS threads per rank; 0 = node cores / ranks on node */
+    int threads;                   /* cpu threads per rank (kernels and BLAS); 0 = node
+                                      cores / ranks on node */
+    int cpu_isa;                   /* index into job_cpu_isa_names(): 0 = auto (the best) */
     int device;                    /* -1 = local rank modulo visible devices */
     comm_kind comm;
     int cuda_graphs;
@@ -150,6 +155,9 @@ int job_records_activation(const job *j, const char *point);
 const char *norm_kind_name(norm_kind k);
 const char *arch_kind_name(arch_kind k);
 const char *precision_kind_name(precision_kind k);
+/* backend.cpu_isa's values: "auto" then the CPU backend's instruction-set levels, from the
+ * lowest (kernels/cpu/cpu_isa.h names them alike; a unit test checks), NULL-terminated. */
+const char *const *job_cpu_isa_names(void);
 const char *kv_cache_kind_name(kv_cache_kind k);
 const char *backend_kind_name(backend_kind k);
 const char *comm_kind_name(comm_kind k);

@@ -26,21 +26,11 @@ static void job_dump_quoted(FILE *out, const char *s) {
             continue;
         }
         switch (*p) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\r': fputs("\\r", out); break;
         default:
             if (*p < 0x20 || *p == 0x7f)
                 fprintf(out, "\\x%02x", *p);
@@ -83,8 +73,7 @@ static void job_dump_model(const job *j, FILE *out) {
                         job_dump_float(j->rope_low_freq_factor, num, sizeof num));
                 fprintf(out, "      high_freq_factor: %s\n",
                         job_dump_float(j->rope_high_freq_factor, num, sizeof num));
-                fprintf(out, "      original_max_position_embeddings: %d\n",
-                        j->rope_original_ctx);
+                fprintf(out, "      original_max_position_embeddings: %d\n", j->rope_original_ctx);
             } else if (j->preset[0]) {
                 fputs("    rope_scaling: null\n", out);
             }
@@ -107,10 +96,13 @@ static void job_dump_model(const job *j, FILE *out) {
         fputc('\n', out);
     }
     char eps[32];
-    fprintf(out, "  norm: %s\n  precision: %s\n  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n",
-            norm_kind_name(j->norm), precision_kind_name(j->precision),
-            kv_cache_kind_name(j->kv_cache), j->kv_block,
-            job_dump_float(j->ln_eps, eps, sizeof eps));
+    fprintf(out, "  norm: %s\n  precision: %s\n  int8_group: %d\n  quantize_head: %s\n",
+            norm_kind_name(j->norm), precision_kind_name(j->precision), j->int8_group,
+            j->quantize_head < 0 ? "auto"
+            : j->quantize_head   ? "true"
+                                 : "false");
+    fprintf(out, "  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n", kv_cache_kind_name(j->kv_cache),
+            j->kv_block, job_dump_float(j->ln_eps, eps, sizeof eps));
 }
 
 static void job_dump_input(const job *j, FILE *out) {
@@ -142,10 +134,11 @@ void job_dump(const job *j, FILE *out) {
     fputs("# tripar job, resolved: every key with its value or default\n", out);
     job_dump_model(j, out);
     fprintf(out,
-            "backend:\n  kind: %s\n  threads: %d\n  device: %d\n  comm: %s\n  cuda_graphs: %s\n"
-            "  tf32: %s\n",
-            backend_kind_name(j->backend), j->threads, j->device, comm_kind_name(j->comm),
-            j->cuda_graphs ? "true" : "false", j->allow_tf32 ? "true" : "false");
+            "backend:\n  kind: %s\n  threads: %d\n  cpu_isa: %s\n  device: %d\n  comm: %s\n"
+            "  cuda_graphs: %s\n  tf32: %s\n",
+            backend_kind_name(j->backend), j->threads, job_cpu_isa_names()[j->cpu_isa], j->device,
+            comm_kind_name(j->comm), j->cuda_graphs ? "true" : "false",
+            j->allow_tf32 ? "true" : "false");
     fprintf(out,
             "parallel:\n  dp: %d\n  tp: %d\n  pp: %d\n  microbatches: %d\n  order: %s\n"
             "  overlap: %s\n  chunks: %d\n",
@@ -173,8 +166,8 @@ void job_dump(const job *j, FILE *out) {
     fprintf(out,
             "]\n  timings: \"%s\"\n  flush_every: %d\n  flush_seconds: %d\n"
             "  stop_grace_seconds: %d\n  telemetry: %d\n",
-            timings_level_name(j->timings), j->flush_every, j->flush_seconds,
-            j->stop_grace_seconds, j->telemetry_hz);
+            timings_level_name(j->timings), j->flush_every, j->flush_seconds, j->stop_grace_seconds,
+            j->telemetry_hz);
 }
 
 char *job_dump_string(const job *j) {

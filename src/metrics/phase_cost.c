@@ -7,6 +7,7 @@
  * moves. Activations, the KV cache and fp32 vectors are 4 B per element. */
 #include "metrics/phase_cost.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { F32 = 4, TOKEN_ID = 4, BLOCK_ID = 4 };
@@ -51,18 +52,26 @@ static void cost_add(phase_cost *c, double flops, double weight, double kv, doub
     c->act_bytes += act;
 }
 
-/* out (rows, n) = in (rows, k) @ W^T (+ bias), W (n, k) in elem-byte elements (int8: plus n
- * fp32 scales), as cpu_matmul computes it, in `pieces` products of a share of the rows each
- * (the overlap of row-parallel products): each piece reads the whole matrix. */
+/* The fp32 scales an int8 matrix of input width k keeps per output row: one, or one per group
+ * (model_int8_layout); 0 when the weights are not int8. */
+static double int8_scales(const model_config *cfg, int int8, matrix_input input, double k) {
+    if (!int8) return 0;
+    const int group = model_int8_layout(cfg, input).group;
+    return group ? ceil(k / group) : 1;
+}
+
+/* out (rows, n) = in (rows, k) @ W^T (+ bias), W (n, k) in elem-byte elements plus `scales`
+ * fp32 scales per row (int8), as cpu_matmul computes it, in `pieces` products of a share of the
+ * rows each (the overlap of row-parallel products): each piece reads the whole matrix. */
 static void matmul_cost_pieces(phase_cost *c, double rows, double k, double n, double elem,
-                               int int8, int bias, int pieces) {
-    double weight = (k * n * elem + (int8 ? n * F32 : 0) + (bias ? n * F32 : 0)) * pieces;
+                               double scales, int bias, int pieces) {
+    double weight = (k * n * elem + n * scales * F32 + (bias ? n * F32 : 0)) * pieces;
     cost_add(c, 2 * rows * k * n, weight, 0, rows * (k + n) * F32);
 }
 
-static void matmul_cost(phase_cost *c, double rows, double k, double n, double elem, int int8,
+static void matmul_cost(phase_cost *c, double rows, double k, double n, double elem, double scales,
                         int bias) {
-    double weight = k * n * elem + (int8 ? n * F32 : 0) + (bias ? n * F32 : 0);
+    double weight = k * n * elem + n * scales * F32 + (bias ? n * F32 : 0);
     cost_add(c, 2 * rows * k * n, weight, 0, rows * (k + n) * F32);
 }
 
@@ -143,22 +152,27 @@ void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, p
     case PHASE_NORM: norms_cost(out, cfg, rows, g.n_layers); break;
     case PHASE_QKV_GEMM: {
         const double qkv = llama ? A + 2.0 * g.n_kv_heads * g.head_dim : 3 * A;
-        matmul_cost(&layer, rows, C, qkv, elem, int8, !llama || cfg->attention_bias);
+        matmul_cost(&layer, rows, C, qkv, elem, int8_scales(cfg, int8, MATRIX_INPUT_WHOLE, C),
+                    !llama || cfg->attention_bias);
         break;
     }
     case PHASE_ATTENTION: attention_cost(&layer, cfg, &g, s); break;
     case PHASE_ATTN_OUT_GEMM:
-        matmul_cost_pieces(&layer, rows, A, C, elem, int8, bias_once, pieces);
+        matmul_cost_pieces(&layer, rows, A, C, elem, int8_scales(cfg, int8, MATRIX_INPUT_HEADS, A),
+                           bias_once, pieces);
         break;
     case PHASE_MLP_GEMM:
         if (llama) { /* stacked gate|up, SwiGLU, down */
-            matmul_cost(&layer, rows, C, 2 * M, elem, int8, 0);
+            matmul_cost(&layer, rows, C, 2 * M, elem, int8_scales(cfg, int8, MATRIX_INPUT_WHOLE, C),
+                        0);
             cost_add(&layer, rows * M * SWIGLU_FLOPS, 0, 0, rows * 3 * M * F32);
-            matmul_cost_pieces(&layer, rows, M, C, elem, int8, 0, pieces);
+            matmul_cost_pieces(&layer, rows, M, C, elem,
+                               int8_scales(cfg, int8, MATRIX_INPUT_MLP, M), 0, pieces);
         } else { /* fc1, bias + GELU in place (reads fc1_b), fc2 */
-            matmul_cost(&layer, rows, C, M, elem, int8, 0);
+            matmul_cost(&layer, rows, C, M, elem, int8_scales(cfg, int8, MATRIX_INPUT_WHOLE, C), 0);
             cost_add(&layer, rows * M * GELU_FLOPS, M * F32, 0, rows * 2 * M * F32);
-            matmul_cost_pieces(&layer, rows, M, C, elem, int8, bias_once, pieces);
+            matmul_cost_pieces(&layer, rows, M, C, elem,
+                               int8_scales(cfg, int8, MATRIX_INPUT_MLP, M), bias_once, pieces);
         }
         break;
     case PHASE_HEAD: {
@@ -167,8 +181,11 @@ void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, p
         const double seqs = s->seqs;
         cost_add(out, seqs * C * (llama ? RMSNORM_FLOPS : LAYERNORM_FLOPS),
                  (llama ? 1 : 2) * C * F32, 0, seqs * C * 2 * F32);
-        const int untied = llama && !cfg->tie_embeddings; /* the tied head is the fp32 wte */
-        matmul_cost(out, seqs, C, g.vocab_local, untied ? elem : F32, untied && int8, 0);
+        /* the head in the weight dtype (quantize_head: an untied one, or a tied one's copy),
+         * else fp32 (the tied wte, or an untied head kept fp32) */
+        const int low = cfg->quantize_head;
+        matmul_cost(out, seqs, C, g.vocab_local, low ? elem : F32,
+                    int8_scales(cfg, low && int8, MATRIX_INPUT_WHOLE, C), 0);
         break;
     }
     case PHASE_SAMPLE:

@@ -45,10 +45,11 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
     /* The GPT-2 table's scales (model.c): fan-in init, residual branches amplified x4. */
     const float in_std = 1.0f / sqrtf((float)C);
     const float out_attn_std = 4.0f / sqrtf((float)A), out_mlp_std = 4.0f / sqrtf((float)M);
+    const float emb_std = 0.3f;
     // clang-format off
     const table_row rows[] = {
         /* name        slot                 int8 scales  init             std           present              dims shape       slice */
-        {"wte",       (void **)&w->wte,    NULL,        INIT_NORMAL,     0.3f,         first || (tied && last), 2, {V, C},  {vocab, all_C}},
+        {"wte",       (void **)&w->wte,    NULL,        INIT_NORMAL,     emb_std,      first || (tied && last), 2, {V, C},  {vocab, all_C}},
         {"ln1_g",     (void **)&w->ln1_g,  NULL,        INIT_ONES_NOISE, 0.05f,        has_layers,          2, {L, C},       {layers, all_C}},
         {"qkv_w",     &w->qkv_w,           &w->qkv_s,   INIT_NORMAL,     in_std,       has_layers,          3, {L, QKV, C},  {layers, slice_qkv_gqa(cfg, g), all_C}},
         {"qkv_b",     (void **)&w->qkv_b,  NULL,        INIT_ZEROS_NOISE, 0.02f,       has_layers && cfg->attention_bias, 2, {L, QKV}, {layers, slice_qkv_gqa(cfg, g)}},
@@ -57,7 +58,7 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
         {"gate_up_w", &w->fc1_w,           &w->fc1_s,   INIT_NORMAL,     in_std,       has_layers,          3, {L, 2 * M, C}, {layers, slice_gate_up(cfg, g), all_C}},
         {"down_w",    &w->fc2_w,           &w->fc2_s,   INIT_NORMAL,     out_mlp_std,  has_layers,          3, {L, C, M},    {layers, all_C, mlp}},
         {"lnf_g",     (void **)&w->lnf_g,  NULL,        INIT_ONES_NOISE, 0.05f,        last,                1, {C},          {all_C}},
-        {"head_w",    &w->head_w,          &w->head_s,  INIT_NORMAL,     in_std,       !tied && last,       2, {V, C},       {vocab, all_C}},
+        {"head_w",    &w->head_w,          cfg->quantize_head ? &w->head_s : NULL, INIT_NORMAL, in_std, !tied && last, 2, {V, C}, {vocab, all_C}},
     };
     // clang-format on
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -65,4 +66,5 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
         if (!cfg->attention_bias && rows[i].slot == (void **)&w->qkv_b) continue; /* Qwen2's */
         model_add_row(m, rows[i]);
     }
+    if (tied && cfg->quantize_head) model_add_head_copy(m, g, emb_std);
 }

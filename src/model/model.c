@@ -10,6 +10,42 @@
 #include "base/check.h"
 #include "kernels/quant.h"
 
+/* MLP columns move between TP ranks in units of this many. For int8 with activation blocks
+ * the down projection's input must split on block (and weight group) boundaries in every
+ * mesh, so whole units of the group, else of 32, when mlp allows; otherwise single columns
+ * (and the down projection keeps fp32 activations and one scale per row). */
+static int model_mlp_unit(int mlp, int int8, int group) {
+    if (!int8) return 1;
+    if (group > 0 && mlp % group == 0) return group;
+    return mlp % 32 == 0 ? 32 : 1;
+}
+
+static int gcd_int(int a, int b) {
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int8_layout model_int8_layout(const model_config *cfg, matrix_input input) {
+    const int group = cfg->int8_group, hd = model_head_dim(cfg), unit = cfg->mlp_unit;
+    switch (input) {
+    case MATRIX_INPUT_HEADS: { /* heads never split: groups and blocks stay inside one */
+        const int g = group ? gcd_int(group, hd) : 0;
+        const int block_fits = hd % 32 == 0 && g % 32 == 0; /* g 0 (per row) counts */
+        return (int8_layout){.group = g, .act_block = block_fits ? 32 : 0};
+    }
+    case MATRIX_INPUT_MLP:
+        if (unit % 32 != 0) return (int8_layout){.group = 0, .act_block = 0};
+        return (int8_layout){.group = group ? gcd_int(group, unit) : 0, .act_block = 32};
+    case MATRIX_INPUT_WHOLE:
+    case MATRIX_INPUT_KINDS: break;
+    }
+    return (int8_layout){.group = group, .act_block = 32};
+}
+
 void model_config_from_job(model_config *cfg, const job *j) {
     cfg->layers = j->layers;
     cfg->heads = j->heads;
@@ -26,6 +62,12 @@ void model_config_from_job(model_config *cfg, const job *j) {
     cfg->rope_theta = j->rope_theta;
     cfg->attention_bias = j->arch == ARCH_LLAMA && j->attention_bias; /* from a checkpoint */
     cfg->rope_scaled = j->arch == ARCH_LLAMA && j->rope_scaling;
+    cfg->int8_group = j->precision == PRECISION_INT8W ? j->int8_group : 0;
+    /* auto: an untied head takes the weight precision, a tied one (wte, also the embedding)
+     * stays fp32 unless asked; in fp32 there is nothing to quantise */
+    cfg->quantize_head = j->precision != PRECISION_FP32 &&
+                         (j->quantize_head >= 0 ? j->quantize_head : !cfg->tie_embeddings);
+    cfg->mlp_unit = model_mlp_unit(cfg->mlp, j->precision == PRECISION_INT8W, cfg->int8_group);
     cfg->rope_scaling = (rope_llama3){.factor = j->rope_factor,
                                       .low_freq_factor = j->rope_low_freq_factor,
                                       .high_freq_factor = j->rope_high_freq_factor,
@@ -51,8 +93,9 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
     const int kv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads, group = cfg->heads / kv;
     g->kv_head_begin = g->head_begin / group;
     g->n_kv_heads = g->n_heads / group > 0 ? g->n_heads / group : 1;
-    g->mlp_begin = split_begin(cfg->mlp, tp, tp_rank);
-    g->mlp_local = split_count(cfg->mlp, tp, tp_rank);
+    const int unit = cfg->mlp_unit > 0 && cfg->mlp % cfg->mlp_unit == 0 ? cfg->mlp_unit : 1;
+    g->mlp_begin = unit * split_begin(cfg->mlp / unit, tp, tp_rank);
+    g->mlp_local = unit * split_count(cfg->mlp / unit, tp, tp_rank);
     g->vocab_begin = split_begin(cfg->vocab, tp, tp_rank);
     g->vocab_local = split_count(cfg->vocab, tp, tp_rank);
     g->first_stage = pp_rank == 0;
@@ -84,6 +127,10 @@ void model_add_row(model *m, table_row r) {
         t->local[d] = r.local[d];
     }
     t->is_matrix = r.scale_slot != NULL;
+    /* the row-parallel matrices, by their slots (both families reuse them) */
+    t->input = r.slot == &m->w.proj_w  ? MATRIX_INPUT_HEADS
+               : r.slot == &m->w.fc2_w ? MATRIX_INPUT_MLP
+                                       : MATRIX_INPUT_WHOLE;
     t->scale_rows_dim = r.ndims - 1;
     t->slot = r.slot;
     t->scale_slot = r.scale_slot;
@@ -99,6 +146,9 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
     m->n_tensors = 0;
     m->nonfinite_key = MODEL_FINITE;
     memset(&m->w, 0, sizeof m->w);
+    for (int k = 0; k < MATRIX_INPUT_KINDS; k++)
+        m->int8[k] =
+            wtype == DTYPE_INT8 ? model_int8_layout(cfg, (matrix_input)k) : (int8_layout){0, 0};
     if (cfg->arch == ARCH_LLAMA) {
         model_tensor_table_llama(m, cfg, g);
         return;
@@ -145,7 +195,21 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
         {"lnf_b",  (void **)&w->lnf_b,  NULL,        INIT_ZEROS_NOISE, 0.05f,        last,           1, {C},             {all_C}},
     };
     // clang-format on
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) model_add_row(m, rows[i]);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        model_add_row(m, rows[i]);
+    if (cfg->quantize_head) model_add_head_copy(m, g, emb_std);
+}
+
+void model_add_head_copy(model *m, const shard_geom *g, float wte_std) {
+    const long C = m->cfg.embd, V = m->cfg.vocab;
+    /* Named wte, so it reads the same checkpoint dataset and synthetic values as wte; the
+     * checkpoint code finds wte itself first (model_find_tensor) and stores the copy from
+     * the same shard (checkpoint.c). */
+    const table_row copy = {
+        "wte",       &m->w.head_w, &m->w.head_s,
+        INIT_NORMAL, wte_std,      g->last_stage,
+        2,           {V, C},       {slice_one(g->vocab_begin, g->vocab_local), slice_full(C)}};
+    model_add_row(m, copy);
 }
 
 static long slice_elems(const dim_slice *s) {
@@ -198,19 +262,26 @@ static long matrix_rows(const tensor_desc *t) {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-static size_t tensor_bytes(const tensor_desc *t, dtype wtype) {
+long tensor_scale_count(const model *m, const tensor_desc *t) {
+    const long cols = slice_elems(&t->local[t->ndims - 1]);
+    const int group = m->int8[t->input].group;
+    return matrix_rows(t) * (group ? (cols + group - 1) / group : 1);
+}
+
+static size_t tensor_bytes(const model *m, const tensor_desc *t) {
     if (!t->present) return 0;
     size_t elems = (size_t)tensor_local_elems(t);
     if (!t->is_matrix) return align64(elems * sizeof(float));
-    size_t bytes = align64(elems * dtype_size(wtype));
-    if (wtype == DTYPE_INT8) bytes += align64((size_t)matrix_rows(t) * sizeof(float));
+    size_t bytes = align64(elems * dtype_size(m->weight_dtype));
+    if (m->weight_dtype == DTYPE_INT8)
+        bytes += align64((size_t)tensor_scale_count(m, t) * sizeof(float));
     return bytes;
 }
 
 size_t model_weight_bytes(const model *m) {
     size_t total = 0;
     for (int i = 0; i < m->n_tensors; i++)
-        total += tensor_bytes(&m->tensors[i], m->weight_dtype);
+        total += tensor_bytes(m, &m->tensors[i]);
     return total;
 }
 
@@ -229,7 +300,7 @@ void model_alloc(model *m, const backend *be) {
         p += align64(elems * esize);
         if (t->is_matrix && m->weight_dtype == DTYPE_INT8) {
             *t->scale_slot = (float *)p;
-            p += align64((size_t)matrix_rows(t) * sizeof(float));
+            p += align64((size_t)tensor_scale_count(m, t) * sizeof(float));
         }
     }
 }
@@ -257,8 +328,8 @@ static long long nonfinite_key(int row, long global_index, float v) {
 static void nonfinite_scan(model *m, const tensor_desc *t, const float *values, long elems) {
     for (long i = 0; i < elems; i++)
         if (!isfinite(values[i])) {
-            long long key = nonfinite_key((int)(t - m->tensors), tensor_global_index(t, i),
-                                          values[i]);
+            long long key =
+                nonfinite_key((int)(t - m->tensors), tensor_global_index(t, i), values[i]);
             if (key < m->nonfinite_key) m->nonfinite_key = key;
             return;
         }
@@ -296,6 +367,18 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
         return;
     }
     long rows = matrix_rows(t), cols = elems / rows;
+    const int group = m->int8[t->input].group;
+    if (m->weight_dtype == DTYPE_INT8 && group > 0) { /* groups never cross TP ranks */
+        const long n_scales = tensor_scale_count(m, t);
+        float *scale = xmalloc((size_t)n_scales * sizeof(float));
+        int8_t *q = xmalloc((size_t)elems);
+        quant_groups_int8(q, scale, host_values, rows, cols, group);
+        be->ops->copy_to_device(be->ctx, *t->slot, q, (size_t)elems);
+        be->ops->copy_to_device(be->ctx, *t->scale_slot, scale, (size_t)n_scales * sizeof(float));
+        free(q);
+        free(scale);
+        return;
+    }
     if (m->weight_dtype == DTYPE_INT8) {
         float *absmax = xmalloc((size_t)rows * sizeof(float));
         float *scale = xmalloc((size_t)rows * sizeof(float));
@@ -340,13 +423,13 @@ void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp) 
             long row_global = tensor_global_index(t, row * cols) - last->start[0];
             for (int b = 0; b < last->nblocks; b++)
                 for (long c = 0; c < last->count[b]; c++)
-                    host[e++] = synthetic_value_keyed(key, row_global + last->start[b] + c,
-                                                      t->init, t->init_std);
+                    host[e++] = synthetic_value_keyed(key, row_global + last->start[b] + c, t->init,
+                                                      t->init_std);
         }
         model_store_tensor(m, be, t, host, tp);
     }
     free(host);
     /* the formula is bounded, so this is a bug, not bad input */
-    CHECK(m->nonfinite_key == MODEL_FINITE, "synthetic weights: a non-finite value (table row %lld)",
-          m->nonfinite_key >> 46);
+    CHECK(m->nonfinite_key == MODEL_FINITE,
+          "synthetic weights: a non-finite value (table row %lld)", m->nonfinite_key >> 46);
 }

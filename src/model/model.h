@@ -18,13 +18,17 @@ typedef struct {
     float ln_eps;                             /* LayerNorm eps, or Llama's rms_norm_eps */
     norm_kind norm;
     arch_kind arch;
-    int kv_heads;           /* = heads for GPT-2 */
-    int tie_embeddings;     /* LM head = wte (always for GPT-2) */
-    double rope_theta;      /* Llama */
-    int rope_scaled;        /* Llama 3.1's rope_scaling applies */
+    int kv_heads;       /* = heads for GPT-2 */
+    int tie_embeddings; /* LM head = wte (always for GPT-2) */
+    double rope_theta;  /* Llama */
+    int rope_scaled;    /* Llama 3.1's rope_scaling applies */
     rope_llama3 rope_scaling;
-    int attention_bias;     /* Llama: q/k/v biases (Qwen2), tensor qkv_b; GPT-2 always has them */
-    int head_dim;           /* Llama: HF's head_dim; 0 = embd / heads (always for GPT-2) */
+    int attention_bias; /* Llama: q/k/v biases (Qwen2), tensor qkv_b; GPT-2 always has them */
+    int head_dim;       /* Llama: HF's head_dim; 0 = embd / heads (always for GPT-2) */
+    /* How the weights are stored, beyond their dtype (docs/kernels.md, "int8"): */
+    int int8_group;    /* int8: weight columns per scale, 0 = one scale per row */
+    int quantize_head; /* the LM head in the weight dtype; a tied one as a copy of wte */
+    int mlp_unit;      /* MLP columns move between TP ranks in units of this many */
 } model_config;
 
 /* The dtype of the weight matrices a model.precision stores (vectors are always fp32). */
@@ -37,6 +41,25 @@ static inline dtype model_weight_dtype(precision_kind p) {
     }
     return DTYPE_F32;
 }
+
+/* What splits a matrix's input dimension across TP ranks, which decides how its int8 weights
+ * may be grouped and its activations blocked. */
+typedef enum {
+    MATRIX_INPUT_WHOLE = 0, /* never split: qkv, fc1 / gate_up, the head (input embd) */
+    MATRIX_INPUT_HEADS,     /* split between heads: the attention output (proj / o_proj) */
+    MATRIX_INPUT_MLP,       /* split in units of mlp_unit: fc2 / down_proj */
+    MATRIX_INPUT_KINDS
+} matrix_input;
+
+/* An int8 matrix's layout: weight columns per scale (0: one per row) and activation values
+ * per int8 block on the cpu (0: fp32 activations). Neither a group nor a block ever straddles
+ * a boundary that any tp could place between ranks, so every factorization quantises exactly
+ * as one rank does (docs/kernels.md, "int8"). */
+typedef struct {
+    int group;
+    int act_block;
+} int8_layout;
+int8_layout model_int8_layout(const model_config *cfg, matrix_input input);
 
 /* A head's width: Llama may set it apart from embd / heads (Mistral-Nemo: heads * head_dim =
  * 4096 < embd = 5120), so attention's width heads * head_dim need not equal embd. */
@@ -52,10 +75,10 @@ typedef struct {
     int head_begin, n_heads;              /* this TP rank's heads */
     int kv_head_begin, n_kv_heads;        /* the kv heads those query heads read (GQA) */
     int head_dim;
-    int attn_dim;                         /* n_heads * head_dim */
-    int mlp_begin, mlp_local;             /* this TP rank's MLP columns */
-    int vocab_begin, vocab_local;         /* this TP rank's vocab rows */
-    int first_stage, last_stage;          /* holds the embedding / the final norm and head */
+    int attn_dim;                 /* n_heads * head_dim */
+    int mlp_begin, mlp_local;     /* this TP rank's MLP columns */
+    int vocab_begin, vocab_local; /* this TP rank's vocab rows */
+    int first_stage, last_stage;  /* holds the embedding / the final norm and head */
 } shard_geom;
 
 /* balanced split helpers */
@@ -71,28 +94,29 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
  * weight dtype (fp32, int8 with per-row scales, bf16 or fp16); vectors are always fp32.
  * L = this stage's layers, C = embd, A = attn_dim, M = mlp_local, V = vocab_local. */
 typedef struct {
-    float *wte;   // (V, C) token embedding, vocab shard; tied LM head. first or last stage
-    float *wpe;   // (ctx, C) position embedding. first stage
-    float *ln1_g; // (L, C)
-    float *ln1_b; // (L, C)
-    void *qkv_w;  // (L, 3*A, C) rows [q heads | k heads | v heads] of this rank's heads
-    float *qkv_s; // (L, 3*A) int8 scales, else NULL
-    float *qkv_b; // (L, 3*A)
-    void *proj_w; // (L, C, A) row-parallel: this rank's input columns
+    float *wte;    // (V, C) token embedding, vocab shard; tied LM head. first or last stage
+    float *wpe;    // (ctx, C) position embedding. first stage
+    float *ln1_g;  // (L, C)
+    float *ln1_b;  // (L, C)
+    void *qkv_w;   // (L, 3*A, C) rows [q heads | k heads | v heads] of this rank's heads
+    float *qkv_s;  // (L, 3*A) int8 scales, else NULL
+    float *qkv_b;  // (L, 3*A)
+    void *proj_w;  // (L, C, A) row-parallel: this rank's input columns
     float *proj_s; // (L, C)
     float *proj_b; // (L, C) added once (by tp rank 0)
-    float *ln2_g; // (L, C)
-    float *ln2_b; // (L, C)
-    void *fc1_w;  // (L, M, C)
-    float *fc1_s; // (L, M)
-    float *fc1_b; // (L, M)
-    void *fc2_w;  // (L, C, M) row-parallel
-    float *fc2_s; // (L, C)
-    float *fc2_b; // (L, C) added once
-    float *lnf_g; // (C) last stage
-    float *lnf_b; // (C) last stage
-    void *head_w; // (V, C) Llama's untied LM head, vocab shard, last stage; else NULL (wte)
-    float *head_s; // (V) int8 scales
+    float *ln2_g;  // (L, C)
+    float *ln2_b;  // (L, C)
+    void *fc1_w;   // (L, M, C)
+    float *fc1_s;  // (L, M)
+    float *fc1_b;  // (L, M)
+    void *fc2_w;   // (L, C, M) row-parallel
+    float *fc2_s;  // (L, C)
+    float *fc2_b;  // (L, C) added once
+    float *lnf_g;  // (C) last stage
+    float *lnf_b;  // (C) last stage
+    void *head_w;  // (V, C) the LM head in the weight dtype, vocab shard, last stage: Llama's
+                   // untied head, or a copy of a tied wte (quantize_head); else NULL (wte)
+    float *head_s; // (V) or (V, ceil(C / group)) int8 scales
 } weights;
 /* Llama reuses the slots: ln1_g/ln2_g/lnf_g are the RMSNorm gains (no _b), qkv_w is
  * (L, (H + 2*KV)*hd, C) rows [q heads | k kv heads | v kv heads], proj_w is o_proj, fc1_w the
@@ -100,9 +124,9 @@ typedef struct {
 
 /* Kinds of synthetic initialisation (GPT-2-like; see docs/design.md). */
 typedef enum {
-    INIT_NORMAL = 0,   /* N(0, std) */
-    INIT_ONES_NOISE,   /* 1 + N(0, std): LayerNorm gains */
-    INIT_ZEROS_NOISE,  /* N(0, std) with a small std: biases */
+    INIT_NORMAL = 0,  /* N(0, std) */
+    INIT_ONES_NOISE,  /* 1 + N(0, std): LayerNorm gains */
+    INIT_ZEROS_NOISE, /* N(0, std) with a small std: biases */
 } init_kind;
 
 #define TENSOR_MAX_DIMS 3
@@ -119,17 +143,18 @@ typedef struct {
  * Local elements are ordered row-major over the concatenated blocks of each dimension, which
  * is exactly the order in which HDF5 returns a union-of-hyperslabs selection. */
 typedef struct {
-    const char *name;    /* checkpoint dataset name under /weights, e.g. "qkv_w" */
+    const char *name; /* checkpoint dataset name under /weights, e.g. "qkv_w" */
     int ndims;
     long global_shape[TENSOR_MAX_DIMS];
     dim_slice local[TENSOR_MAX_DIMS];
-    int is_matrix;       /* stored in the weight dtype; others fp32 */
-    int scale_rows_dim;  /* for matrices: number of leading dims that index output rows */
-    void **slot;         /* &weights.field */
-    float **scale_slot;  /* &weights.*_s for matrices */
+    int is_matrix;      /* stored in the weight dtype; others fp32 */
+    matrix_input input; /* for matrices: what splits the input (last) dimension */
+    int scale_rows_dim; /* for matrices: number of leading dims that index output rows */
+    void **slot;        /* &weights.field */
+    float **scale_slot; /* &weights.*_s for matrices */
     init_kind init;
     float init_std;
-    int present;         /* 0 when this rank holds none of it (e.g. wpe off the first stage) */
+    int present; /* 0 when this rank holds none of it (e.g. wpe off the first stage) */
 } tensor_desc;
 
 #define MODEL_MAX_TENSORS 24
@@ -159,7 +184,8 @@ typedef struct model {
     weights w;
     tensor_desc tensors[MODEL_MAX_TENSORS];
     int n_tensors;
-    void *weight_memory;   /* the one backend allocation */
+    int8_layout int8[MATRIX_INPUT_KINDS]; /* by input kind, when weight_dtype is int8 */
+    void *weight_memory;                  /* the one backend allocation */
     size_t weight_bytes;
     /* The first non-finite weight model_store_tensor was given on this rank, as
      * model_nonfinite_key orders them; MODEL_FINITE when there is none. */
@@ -174,6 +200,11 @@ void model_config_from_job(model_config *cfg, const job *j);
 void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, dtype wtype);
 /* The Llama rows of the size table (model/llama.c). */
 void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geom *g);
+/* Adds the LM head of a tied model in the weight dtype (cfg.quantize_head): a copy of wte's
+ * vocab shard on the last stage, in head_w / head_s. */
+void model_add_head_copy(model *m, const shard_geom *g, float wte_std);
+/* Scales of an int8 matrix tensor: rows x groups (1 group when scaled per row). */
+long tensor_scale_count(const model *m, const tensor_desc *t);
 
 /* Local element count of a table row. */
 long tensor_local_elems(const tensor_desc *t);
@@ -189,11 +220,12 @@ void model_alloc(model *m, const backend *be);
 void model_free(model *m, const backend *be);
 
 /* Converts this rank's fp32 values of one table row to its stored dtype and copies them to
- * the backend. Matrices in int8 get per-row scales; a row-parallel row spans every TP rank,
- * so the row maxima are agreed over tp (may be NULL on one rank). Used by the synthetic
- * filler and by the checkpoint reader, so both take the same path. */
-void model_store_tensor(model *m, const backend *be, const tensor_desc *t,
-                        const float *host_values, comm *tp);
+ * the backend. Matrices in int8 get per-row or per-group scales; a row-parallel row spans
+ * every TP rank, so per-row maxima are agreed over tp (may be NULL on one rank), while groups
+ * never cross ranks (model_int8_layout). Used by the synthetic filler and by the checkpoint
+ * reader, so both take the same path. */
+void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const float *host_values,
+                        comm *tp);
 
 /* Whether every weight stored since model_tensor_table was finite, on every rank of world
  * (collective). Otherwise STATUS_BAD_INPUT with error_message() naming the tensor, the
@@ -205,11 +237,12 @@ int model_weights_finite(const model *m, MPI_Comm world, const char *source);
 void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp);
 
 /* The pure function behind synthetic weights (exposed for tests and docs). */
-float synthetic_value(uint64_t seed, const char *tensor_name, long global_index,
-                      init_kind init, float std);
+float synthetic_value(uint64_t seed, const char *tensor_name, long global_index, init_kind init,
+                      float std);
 uint64_t synthetic_hash64(uint64_t x);
 /* The same value split in two, so a filler hashes the tensor name once per tensor:
- * synthetic_value(seed, name, i, ...) == synthetic_value_keyed(synthetic_key(seed, name), i, ...) */
+ * synthetic_value(seed, name, i, ...) == synthetic_value_keyed(synthetic_key(seed, name), i, ...)
+ */
 uint64_t synthetic_key(uint64_t seed, const char *tensor_name);
 float synthetic_value_keyed(uint64_t key, long global_index, init_kind init, float std);
 uint64_t synthetic_name_hash(const char *name);

@@ -108,7 +108,8 @@ static void test_tiny_fields(void **state) {
     assert_int_equal(j.seed, 1);
     assert_int_equal(j.batch, 2);
     assert_int_equal(j.prompt_len, 4);
-    for (int i = 0; i < 8; i++) assert_int_equal(j.tokens[i], i + 1);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(j.tokens[i], i + 1);
     assert_int_equal(j.new_tokens, 4);
     assert_string_equal(j.out, "tiny.h5");
     assert_int_equal(j.n_activations, 2);
@@ -466,7 +467,8 @@ static void test_overrides(void **state) {
     const char *unknown[] = {"model.foo=1"};
     expect_error(tiny, unknown, 1,
                  "^--set model\\.foo=1: unknown key 'foo' in section 'model'; allowed: synthetic, "
-                 "checkpoint, tokenizer, norm, precision, kv_cache, kv_block, ln_eps, arch$");
+                 "checkpoint, tokenizer, norm, precision, int8_group, quantize_head, kv_cache, "
+                 "kv_block, ln_eps, arch$");
     const char *unknown2[] = {"model.synthetic.depth=1"};
     expect_error(tiny, unknown2, 1,
                  "^--set model\\.synthetic\\.depth=1: unknown key 'depth' in model\\.synthetic; "
@@ -1035,6 +1037,58 @@ static void test_fifo_inputs(void **state) {
 /* A preset fills the shape, keys beside it override wherever they are written, and the Llama
  * keys resolve: kv_heads defaults to heads, the head is untied, rope_scaling keys default to
  * Llama 3.1's. */
+/* model.int8_group, model.quantize_head and backend.cpu_isa: values, defaults, the dump, and
+ * each refusal naming the key and what is allowed. */
+static void test_precision_and_isa_keys(void **state) {
+    (void)state;
+    const char *tiny = src_path("jobs/tiny.yaml");
+    job j;
+    load_ok(&j, tiny, NULL, 0);
+    assert_int_equal(j.int8_group, 0);
+    assert_int_equal(j.quantize_head, -1); /* auto */
+    assert_int_equal(j.cpu_isa, 0);        /* auto */
+    assert_non_null(strstr(j.yaml, "  int8_group: 0\n  quantize_head: auto\n"));
+    assert_non_null(strstr(j.yaml, "  cpu_isa: auto\n"));
+    job_free(&j);
+    const char *set[] = {"model.precision=int8w", "model.int8_group=128",
+                         "model.quantize_head=true", "backend.cpu_isa=avx2"};
+    load_ok(&j, tiny, set, 4);
+    assert_int_equal(j.int8_group, 128);
+    assert_int_equal(j.quantize_head, 1);
+    assert_string_equal(job_cpu_isa_names()[j.cpu_isa], "avx2");
+    assert_non_null(strstr(j.yaml, "  int8_group: 128\n  quantize_head: true\n"));
+    assert_non_null(strstr(j.yaml, "  cpu_isa: avx2\n"));
+    job_free(&j);
+    const char *off[] = {"model.precision=bf16", "model.quantize_head=false"};
+    load_ok(&j, tiny, off, 2);
+    assert_int_equal(j.quantize_head, 0);
+    job_free(&j);
+
+    const char *odd[] = {"model.precision=int8w", "model.int8_group=48"};
+    expect_error(tiny, odd, 2,
+                 "^--set model\\.int8_group=48: model\\.int8_group: 48 is not a multiple of 32 .*"
+                 "allowed: 0 \\(one scale per row\\), 32, 64, 96, 128, \\.\\.\\.$");
+    const char *fp32[] = {"model.int8_group=32"};
+    expect_error(tiny, fp32, 1,
+                 "model\\.int8_group needs model\\.precision: int8w \\(it is "
+                 "fp32\\); allowed with fp32: 0$");
+    const char *head[] = {"model.quantize_head=maybe"};
+    expect_error(tiny, head, 1,
+                 "model\\.quantize_head: expected auto, true or false, got 'maybe'$");
+    const char *isa[] = {"backend.cpu_isa=avx9"};
+    expect_error(tiny, isa, 1,
+                 "backend\\.cpu_isa: 'avx9' is not allowed; allowed: auto, scalar, avx2, avx512, "
+                 "avx512_vnni, avx512_bf16$");
+    const char *cuda_group[] = {"model.precision=int8w", "model.int8_group=32",
+                                "backend.kind=cuda"};
+    expect_error(tiny, cuda_group, 3,
+                 "model\\.int8_group: 32 needs backend\\.kind: cpu .*allowed with cuda: 0$");
+    const char *cuda_isa[] = {"backend.cpu_isa=avx2", "backend.kind=cuda"};
+    expect_error(tiny, cuda_isa, 2,
+                 "backend\\.cpu_isa: avx2 chooses the cpu backend's kernels; allowed with "
+                 "backend\\.kind cuda: auto$");
+}
+
 static void test_presets_and_llama_keys(void **state) {
     (void)state;
     job j;
@@ -1072,15 +1126,18 @@ static void test_presets_and_llama_keys(void **state) {
     assert_true(j.rope_high_freq_factor == 4.0f && j.rope_original_ctx == 8192);
     job_free(&j);
 
-    const char *off[] = {"model.synthetic.preset=llama3.1-405b", "model.synthetic.rope_scaling=null"};
+    const char *off[] = {"model.synthetic.preset=llama3.1-405b",
+                         "model.synthetic.rope_scaling=null"};
     load_ok(&j, path, off, 2);
     assert_int_equal(j.heads, 8); /* the file's heads override the preset's 128 */
     assert_int_equal(j.rope_scaling, 0);
     job_free(&j);
 
     /* a GPT-2 model: kv_heads = heads and the tied head, with no Llama key given */
-    load_ok(&j, write_tmp("gpt2.yaml", "model:\n  synthetic: {preset: gpt2-124m}\n"
-                                       "input:\n  tokens: [1]\n"), NULL, 0);
+    load_ok(&j,
+            write_tmp("gpt2.yaml", "model:\n  synthetic: {preset: gpt2-124m}\n"
+                                   "input:\n  tokens: [1]\n"),
+            NULL, 0);
     assert_int_equal(j.arch, ARCH_GPT2);
     assert_int_equal(j.kv_heads, 12);
     assert_int_equal(j.tie_embeddings, 1);
@@ -1090,16 +1147,27 @@ static void test_presets_and_llama_keys(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets_and_llama_keys),
-        cmocka_unit_test(test_tiny_fields),        cmocka_unit_test(test_demo_synthetic_input),
-        cmocka_unit_test(test_synthetic_defaults), cmocka_unit_test(test_all_keys),
-        cmocka_unit_test(test_backend_scalar),     cmocka_unit_test(test_input_forms),
-        cmocka_unit_test(test_bad_fixtures),       cmocka_unit_test(test_error_details),
-        cmocka_unit_test(test_overrides),          cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_checkpoint_job),     cmocka_unit_test(test_free_zeroed),
-        cmocka_unit_test(test_path_fallback),      cmocka_unit_test(test_text_file_errors),
-        cmocka_unit_test(test_depth_limit),        cmocka_unit_test(test_size_limits),
-        cmocka_unit_test(test_strict_values),      cmocka_unit_test(test_messages),
-        cmocka_unit_test(test_fifo_inputs),        cmocka_unit_test(test_text_round_trip),
+        cmocka_unit_test(test_precision_and_isa_keys),
+        cmocka_unit_test(test_tiny_fields),
+        cmocka_unit_test(test_demo_synthetic_input),
+        cmocka_unit_test(test_synthetic_defaults),
+        cmocka_unit_test(test_all_keys),
+        cmocka_unit_test(test_backend_scalar),
+        cmocka_unit_test(test_input_forms),
+        cmocka_unit_test(test_bad_fixtures),
+        cmocka_unit_test(test_error_details),
+        cmocka_unit_test(test_overrides),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_checkpoint_job),
+        cmocka_unit_test(test_free_zeroed),
+        cmocka_unit_test(test_path_fallback),
+        cmocka_unit_test(test_text_file_errors),
+        cmocka_unit_test(test_depth_limit),
+        cmocka_unit_test(test_size_limits),
+        cmocka_unit_test(test_strict_values),
+        cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_fifo_inputs),
+        cmocka_unit_test(test_text_round_trip),
     };
     return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }

@@ -10,7 +10,10 @@
 #include <cmocka.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "base/check.h"
+#include "job/job.h"
 
 /* Which of kernels/cuda/ and kernels/cuda_none.c this build selected (CMake defines
  * TRIPAR_HAVE_CUDA for the former). */
@@ -70,6 +73,41 @@ static void test_cpu_by_name(void **state) {
     backend_free(&be);
     assert_null(be.ops);
     assert_null(be.ctx);
+}
+
+/* backend.cpu_isa's values are "auto" and the backend's levels, in the same order; each level
+ * up to the detected one starts and reports itself, one above it is refused naming the best. */
+static void test_cpu_isa_levels(void **state) {
+    (void)state;
+    const char *const *job_names = job_cpu_isa_names();
+    assert_string_equal(job_names[0], "auto");
+    for (int i = 0; i < CPU_ISA_COUNT; i++) {
+        assert_string_equal(job_names[i + 1], cpu_isa_name((cpu_isa)i));
+        assert_int_equal(cpu_isa_from_name(job_names[i + 1]), i);
+    }
+    assert_null(job_names[CPU_ISA_COUNT + 1]);
+    const cpu_isa best = cpu_isa_detect();
+    for (int i = 0; i < CPU_ISA_COUNT; i++) {
+        backend be;
+        backend_options opt = {.threads = 1, .cpu_isa = cpu_isa_name((cpu_isa)i)};
+        const int rc = backend_init(&be, "cpu", &opt);
+        if (i <= (int)best) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(backend_cpu_isa(&be), i);
+            assert_string_equal(be.ops->kernel_path(be.ctx), cpu_isa_name((cpu_isa)i));
+            assert_non_null(cpu_kernel_set_for((cpu_isa)i));
+            backend_free(&be);
+        } else {
+            assert_int_not_equal(rc, 0);
+            assert_non_null(strstr(error_message(), "this CPU supports up to"));
+            assert_non_null(strstr(error_message(), cpu_isa_name(best)));
+        }
+    }
+    backend be;
+    backend_options automatic = {.threads = 1, .cpu_isa = "auto"};
+    assert_int_equal(backend_init(&be, "cpu", &automatic), 0);
+    assert_int_equal(backend_cpu_isa(&be), best);
+    backend_free(&be);
 }
 
 static void test_unknown_name(void **state) {
@@ -144,7 +182,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_by_name),     cmocka_unit_test(test_unknown_name),
         cmocka_unit_test(test_free_idempotent), cmocka_unit_test(test_device_queries),
-        cmocka_unit_test(test_cuda_by_name),
+        cmocka_unit_test(test_cuda_by_name),    cmocka_unit_test(test_cpu_isa_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

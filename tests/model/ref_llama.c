@@ -1,6 +1,7 @@
 /* The reference forward of ref_llama.h: Hugging Face's LlamaForCausalLM written out as loops
  * in double precision. */
 #include "ref_llama.h"
+#include "ref_quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,7 +13,8 @@ static const char *const NAMES[RL_N] = {"wte",       "ln1_g",  "qkv_w", "proj_w"
 static long elems(const model_config *c, int i) {
     const long L = c->layers, C = c->embd, M = c->mlp, V = c->vocab, hd = model_head_dim(c);
     switch (i) {
-    case RL_WTE: case RL_HEAD: return V * C;
+    case RL_WTE:
+    case RL_HEAD: return V * C;
     case RL_QKV: return L * (c->heads + 2L * c->kv_heads) * hd * C;
     case RL_O: return L * C * c->heads * hd;
     case RL_GATE_UP: return L * 2 * M * C;
@@ -32,14 +34,15 @@ static void inv_freq_fill(double *inv, int hd, const model_config *c) {
         if (wavelen > orig / s->low_freq_factor) {
             inv[i] /= s->factor;
         } else if (wavelen >= orig / s->high_freq_factor) {
-            double sm = (orig / wavelen - s->low_freq_factor) /
-                        (s->high_freq_factor - s->low_freq_factor);
+            double sm =
+                (orig / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
             inv[i] = (1 - sm) * inv[i] / s->factor + sm * inv[i];
         }
     }
 }
 
 void ref_llama_synthetic(ref_llama *r, const model_config *cfg, uint64_t seed) {
+    memset(r, 0, sizeof *r);
     /* Init kinds and scales from the one-rank size table; values from the documented formula
      * over global indices. */
     model m;
@@ -66,41 +69,53 @@ void ref_llama_synthetic(ref_llama *r, const model_config *cfg, uint64_t seed) {
 
 void ref_llama_quantize_int8(ref_llama *r) {
     const int mats[5] = {RL_QKV, RL_O, RL_GATE_UP, RL_DOWN, RL_HEAD};
+    const matrix_input inputs[5] = {MATRIX_INPUT_WHOLE, MATRIX_INPUT_HEADS, MATRIX_INPUT_WHOLE,
+                                    MATRIX_INPUT_MLP, MATRIX_INPUT_WHOLE};
     const long C = r->cfg.embd, A = (long)r->cfg.heads * model_head_dim(&r->cfg);
     const long cols[5] = {C, A, C, r->cfg.mlp, C}; /* o_proj reads the heads' width A */
-    for (int k = 0; k < 5; k++) {
-        if (!r->t[mats[k]]) continue; /* tied head: the fp32 embedding */
-        long rows = elems(&r->cfg, mats[k]) / cols[k];
-        for (long row = 0; row < rows; row++) {
-            double *w = r->t[mats[k]] + row * cols[k], absmax = 0;
-            for (long c = 0; c < cols[k]; c++) absmax = fmax(absmax, fabs(w[c]));
-            float scale = (float)absmax / 127.0f;
-            for (long c = 0; c < cols[k]; c++)
-                w[c] = scale > 0 ? (double)nearbyintf((float)w[c] / scale) * scale : 0.0;
-        }
+    if (r->cfg.quantize_head && !r->t[RL_HEAD]) {  /* a tied head's int8 copy of wte */
+        r->t[RL_HEAD] = malloc((size_t)elems(&r->cfg, RL_WTE) * sizeof(double));
+        memcpy(r->t[RL_HEAD], r->t[RL_WTE], (size_t)elems(&r->cfg, RL_WTE) * sizeof(double));
     }
+    for (int k = 0; k < 5; k++) {
+        if (!r->t[mats[k]] || (mats[k] == RL_HEAD && !r->cfg.quantize_head)) continue;
+        const int8_layout q = model_int8_layout(&r->cfg, inputs[k]);
+        ref_round_int8_weights(r->t[mats[k]], elems(&r->cfg, mats[k]) / cols[k], cols[k], q.group);
+    }
+    for (int k = 0; k < MATRIX_INPUT_KINDS; k++)
+        r->act_block[k] = model_int8_layout(&r->cfg, (matrix_input)k).act_block;
+    r->head_act_block = r->cfg.quantize_head ? r->act_block[MATRIX_INPUT_WHOLE] : 0;
 }
 
 void ref_llama_free(ref_llama *r) {
-    for (int i = 0; i < RL_N; i++) free(r->t[i]);
+    for (int i = 0; i < RL_N; i++)
+        free(r->t[i]);
     free(r->inv_freq);
     memset(r, 0, sizeof *r);
 }
 
 static void rmsnorm(double *out, const double *x, const double *w, int C, double eps) {
     double ss = 0;
-    for (int c = 0; c < C; c++) ss += x[c] * x[c];
+    for (int c = 0; c < C; c++)
+        ss += x[c] * x[c];
     double s = 1.0 / sqrt(ss / C + eps);
-    for (int c = 0; c < C; c++) out[c] = x[c] * s * w[c];
+    for (int c = 0; c < C; c++)
+        out[c] = x[c] * s * w[c];
 }
 
-/* out (rows_out) = W (rows_out, cols) @ x (cols) */
-static void matvec(double *out, const double *W, const double *x, long rows_out, long cols) {
+/* out (rows_out) = W (rows_out, cols) @ x (cols), x first rounded to int8 blocks of
+ * act_block (0: as it is) */
+static void matvec(double *out, const double *W, const double *x, long rows_out, long cols,
+                   int act_block) {
+    double *xq = malloc((size_t)cols * sizeof(double));
+    ref_round_int8_activations(xq, x, cols, act_block);
     for (long r = 0; r < rows_out; r++) {
         double s = 0;
-        for (long c = 0; c < cols; c++) s += W[r * cols + c] * x[c];
+        for (long c = 0; c < cols; c++)
+            s += W[r * cols + c] * xq[c];
         out[r] = s;
     }
+    free(xq);
 }
 
 /* rotate half: (x_i, x_{i+hd/2}) by angle p * inv_freq[i] */
@@ -122,17 +137,21 @@ void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double 
     double *att = malloc((size_t)n * A * sizeof(double)), *o = malloc((size_t)C * sizeof(double));
     double *gu = malloc((size_t)2 * M * sizeof(double)), *a = malloc((size_t)M * sizeof(double));
     double *sc = malloc((size_t)n * sizeof(double));
-    for (int t = 0; t < n; t++) memcpy(x + (size_t)t * C, r->t[RL_WTE] + (size_t)tokens[t] * C, C * sizeof(double));
+    for (int t = 0; t < n; t++)
+        memcpy(x + (size_t)t * C, r->t[RL_WTE] + (size_t)tokens[t] * C, C * sizeof(double));
     for (int l = 0; l < c->layers; l++) {
-        const double *Wqkv = r->t[RL_QKV] + (size_t)l * QKV * C, *Wo = r->t[RL_O] + (size_t)l * C * A;
+        const double *Wqkv = r->t[RL_QKV] + (size_t)l * QKV * C,
+                     *Wo = r->t[RL_O] + (size_t)l * C * A;
         const double *Wgu = r->t[RL_GATE_UP] + (size_t)l * 2 * M * C;
         const double *Wd = r->t[RL_DOWN] + (size_t)l * C * M;
         for (int t = 0; t < n; t++) {
             double *row = qkv + (size_t)t * QKV;
             rmsnorm(h, x + (size_t)t * C, r->t[RL_LN1] + (size_t)l * C, C, c->ln_eps);
-            matvec(row, Wqkv, h, QKV, C);
-            for (int hh = 0; hh < H; hh++) rope(row + hh * hd, hd, t, r->inv_freq);
-            for (int k = 0; k < KV; k++) rope(row + A + k * hd, hd, t, r->inv_freq);
+            matvec(row, Wqkv, h, QKV, C, r->act_block[MATRIX_INPUT_WHOLE]);
+            for (int hh = 0; hh < H; hh++)
+                rope(row + hh * hd, hd, t, r->inv_freq);
+            for (int k = 0; k < KV; k++)
+                rope(row + A + k * hd, hd, t, r->inv_freq);
         }
         for (int t = 0; t < n; t++)
             for (int hh = 0; hh < H; hh++) {
@@ -142,39 +161,46 @@ void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double 
                 for (int u = 0; u <= t; u++) {
                     const double *k = qkv + (size_t)u * QKV + A + kvh * hd;
                     double d = 0;
-                    for (int i = 0; i < hd; i++) d += q[i] * k[i];
+                    for (int i = 0; i < hd; i++)
+                        d += q[i] * k[i];
                     sc[u] = d / sqrt((double)hd);
                     mx = fmax(mx, sc[u]);
                 }
-                for (int u = 0; u <= t; u++) sum += sc[u] = exp(sc[u] - mx);
+                for (int u = 0; u <= t; u++)
+                    sum += sc[u] = exp(sc[u] - mx);
                 double *out = att + (size_t)t * A + hh * hd;
-                for (int i = 0; i < hd; i++) out[i] = 0;
+                for (int i = 0; i < hd; i++)
+                    out[i] = 0;
                 for (int u = 0; u <= t; u++) {
                     const double *v = qkv + (size_t)u * QKV + A + (KV + kvh) * hd;
-                    for (int i = 0; i < hd; i++) out[i] += sc[u] / sum * v[i];
+                    for (int i = 0; i < hd; i++)
+                        out[i] += sc[u] / sum * v[i];
                 }
             }
         for (int t = 0; t < n; t++) {
             double *xt = x + (size_t)t * C;
-            matvec(o, Wo, att + (size_t)t * A, C, A);
-            for (int i = 0; i < C; i++) xt[i] += o[i];
+            matvec(o, Wo, att + (size_t)t * A, C, A, r->act_block[MATRIX_INPUT_HEADS]);
+            for (int i = 0; i < C; i++)
+                xt[i] += o[i];
             rmsnorm(h, xt, r->t[RL_LN2] + (size_t)l * C, C, c->ln_eps);
-            matvec(gu, Wgu, h, 2 * M, C);
-            for (int i = 0; i < M; i++) a[i] = gu[i] / (1 + exp(-gu[i])) * gu[M + i];
-            matvec(o, Wd, a, C, M);
-            for (int i = 0; i < C; i++) xt[i] += o[i];
+            matvec(gu, Wgu, h, 2 * M, C, r->act_block[MATRIX_INPUT_WHOLE]);
+            for (int i = 0; i < M; i++)
+                a[i] = gu[i] / (1 + exp(-gu[i])) * gu[M + i];
+            matvec(o, Wd, a, C, M, r->act_block[MATRIX_INPUT_MLP]);
+            for (int i = 0; i < C; i++)
+                xt[i] += o[i];
         }
     }
     const double *head = r->t[RL_HEAD] ? r->t[RL_HEAD] : r->t[RL_WTE];
     for (int t = 0; t < n; t++) {
         rmsnorm(h, x + (size_t)t * C, r->t[RL_LNF], C, c->ln_eps);
-        matvec(logits + (size_t)t * V, head, h, V, C);
+        matvec(logits + (size_t)t * V, head, h, V, C, r->head_act_block);
     }
     free(x), free(h), free(qkv), free(att), free(o), free(gu), free(a), free(sc);
 }
 
-void ref_llama_generate(const ref_llama *r, const int32_t *prompt, int prompt_len,
-                        int new_tokens, int32_t *out) {
+void ref_llama_generate(const ref_llama *r, const int32_t *prompt, int prompt_len, int new_tokens,
+                        int32_t *out) {
     const int V = r->cfg.vocab, total = prompt_len + new_tokens;
     double *logits = malloc((size_t)total * V * sizeof(double));
     memcpy(out, prompt, (size_t)prompt_len * sizeof(int32_t));

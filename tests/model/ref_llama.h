@@ -13,11 +13,14 @@ typedef struct {
     model_config cfg;
     double *t[RL_N]; /* global tensors; t[RL_HEAD] NULL when tied */
     double *inv_freq; /* (hd / 2) */
+    int act_block[MATRIX_INPUT_KINDS]; /* int8w: activation blocks by input kind, else 0 */
+    int head_act_block;                /* the same for the head (0 when it stays fp32) */
 } ref_llama;
 
 void ref_llama_synthetic(ref_llama *r, const model_config *cfg, uint64_t seed);
-/* INT8-rounds every matrix per output row (qkv, o, gate|up, down and an untied head), as
- * model.precision int8w stores them. */
+/* INT8-rounds every matrix per output row or group (qkv, o, gate|up, down and the head when
+ * cfg.quantize_head, a tied one included), as model.precision int8w stores them, and rounds
+ * the activations entering each the way the cpu backend does (model_int8_layout). */
 void ref_llama_quantize_int8(ref_llama *r);
 void ref_llama_free(ref_llama *r);
 /* logits (n, vocab) of the n tokens of one sequence at positions 0..n-1. */

@@ -15,6 +15,8 @@ enum {
 typedef struct {
     model_config cfg;
     float *t[REF_N_TENSORS]; /* global tensors, shapes as in docs/checkpoint.md */
+    float *head;             /* (V, C) the head's int8 copy of wte (quantize_head), else NULL */
+    int act_block[MATRIX_INPUT_KINDS]; /* int8w: activation blocks by input kind, else 0 */
 } ref_model;
 
 extern const char *const ref_tensor_names[REF_N_TENSORS];
@@ -22,7 +24,9 @@ extern const char *const ref_tensor_names[REF_N_TENSORS];
 /* Global weights from the synthetic formula (seed), or from a tripar checkpoint. */
 void ref_model_synthetic(ref_model *r, const model_config *cfg, uint64_t seed);
 int ref_model_checkpoint(ref_model *r, const char *path);
-/* INT8-rounds the four matrices per output row, as model.precision int8w stores them. */
+/* INT8-rounds the four matrices per output row or group (and a copy of wte for the head when
+ * cfg.quantize_head), as model.precision int8w stores them, and rounds the activations
+ * entering each the way the cpu backend does (model_int8_layout). */
 void ref_model_quantize_int8(ref_model *r);
 void ref_model_free(ref_model *r);
 

@@ -115,7 +115,8 @@ static void check_against_reference(const char **overrides, int n, int quantize_
         const int last_mb = h.e.split.n_micro - 1, row = b - h.e.split.begin[last_mb];
         if (row < 0) continue;
         ref_model_forward(&ref, got, total - 1, ref_logits);
-        h.be.ops->copy_to_host(h.be.ctx, last, h.e.logits + (size_t)row * V, (size_t)V * sizeof(float));
+        h.be.ops->copy_to_host(h.be.ctx, last, h.e.logits + (size_t)row * V,
+                               (size_t)V * sizeof(float));
         err = rel_error(last, ref_logits + (size_t)(total - 2) * V, V);
         if (err >= 1e-4) fail_msg("prompt %d: cached decode logits rel error %.3g", b, err);
     }
@@ -141,6 +142,79 @@ static void test_int8w_matches_quantized_reference(void **state) {
     (void)state;
     const char *o[] = {"model.precision=int8w"};
     check_against_reference(o, 1, 1);
+}
+
+/* int8 weights scaled per group of 32 columns (fc2's input splits in units of 32, so its
+ * groups stay 32 wide; the attention output's are a head wide), and the tied head kept as an
+ * int8 copy of wte (quantize_head), its input blocked as the other products'. */
+static void test_int8w_groups_and_quantized_head(void **state) {
+    (void)state;
+    const char *g[] = {"model.precision=int8w", "model.int8_group=32"};
+    check_against_reference(g, 2, 1);
+    const char *h[] = {"model.precision=int8w", "model.quantize_head=true"};
+    check_against_reference(h, 2, 1);
+    const char *both[] = {"model.precision=int8w", "model.int8_group=64",
+                          "model.quantize_head=true", "parallel.microbatches=3"};
+    check_against_reference(both, 4, 1);
+}
+
+/* model_int8_layout on hand-worked shapes (docs/kernels.md, "Where int8 groups and activation
+ * blocks may fall"), and the MLP split in whole units. */
+static void test_int8_layout_rule(void **state) {
+    (void)state;
+    model_config c = {.layers = 12, .heads = 12, .embd = 768, .mlp = 3072, .vocab = 50257};
+    const struct {
+        int embd, heads, mlp, head_dim, group; /* the shape, int8_group */
+        int unit, whole[2], heads_l[2], mlp_l[2]; /* expected mlp unit and {group, act_block} */
+    } cases[] = {
+        {768, 12, 3072, 0, 0, 32, {0, 32}, {0, 32}, {0, 32}},           /* GPT-2 124M */
+        {768, 12, 3072, 0, 128, 128, {128, 32}, {64, 32}, {128, 32}},   /* head 64 wide */
+        {256, 16, 1024, 0, 0, 32, {0, 32}, {0, 0}, {0, 32}},            /* head_dim 16 */
+        {96, 24, 80, 0, 0, 1, {0, 32}, {0, 0}, {0, 0}},                 /* factor_llama */
+        {4096, 32, 11008, 0, 128, 128, {128, 32}, {128, 32}, {128, 32}}, /* Llama 2 7B */
+        {4096, 32, 11008, 0, 512, 32, {512, 32}, {128, 32}, {32, 32}},  /* 11008 % 512 != 0 */
+        {5120, 32, 14336, 128, 64, 64, {64, 32}, {64, 32}, {64, 32}},   /* head_dim given */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.embd = cases[i].embd, c.heads = cases[i].heads, c.mlp = cases[i].mlp;
+        c.head_dim = cases[i].head_dim, c.int8_group = cases[i].group;
+        c.mlp_unit = cases[i].unit; /* model_config_from_job's rule, checked below */
+        const int8_layout w = model_int8_layout(&c, MATRIX_INPUT_WHOLE);
+        const int8_layout h = model_int8_layout(&c, MATRIX_INPUT_HEADS);
+        const int8_layout m = model_int8_layout(&c, MATRIX_INPUT_MLP);
+        assert_int_equal(w.group, cases[i].whole[0]);
+        assert_int_equal(w.act_block, cases[i].whole[1]);
+        assert_int_equal(h.group, cases[i].heads_l[0]);
+        assert_int_equal(h.act_block, cases[i].heads_l[1]);
+        assert_int_equal(m.group, cases[i].mlp_l[0]);
+        assert_int_equal(m.act_block, cases[i].mlp_l[1]);
+        /* the unit itself, from a job */
+        job jj;
+        memset(&jj, 0, sizeof jj);
+        jj.embd = c.embd, jj.heads = c.heads, jj.mlp = c.mlp, jj.layers = 1, jj.vocab = 2;
+        jj.precision = PRECISION_INT8W, jj.int8_group = cases[i].group, jj.quantize_head = -1;
+        model_config from_job;
+        model_config_from_job(&from_job, &jj);
+        assert_int_equal(from_job.mlp_unit, cases[i].unit);
+        /* every tp that divides the heads splits the MLP on unit boundaries */
+        for (int tp = 1; tp <= c.heads; tp++) {
+            if (c.heads % tp) continue;
+            for (int r = 0; r < tp; r++) {
+                shard_geom g;
+                shard_geom_init(&g, &from_job, tp, r, 1, 0);
+                assert_int_equal(g.mlp_begin % cases[i].unit, 0);
+                assert_int_equal(g.mlp_local % cases[i].unit, 0);
+            }
+        }
+    }
+    /* fp32 and bf16 keep single columns and no head copy */
+    job f;
+    memset(&f, 0, sizeof f);
+    f.embd = 768, f.heads = 12, f.mlp = 3072, f.layers = 1, f.vocab = 2, f.quantize_head = -1;
+    model_config cf;
+    model_config_from_job(&cf, &f);
+    assert_int_equal(cf.mlp_unit, 1);
+    assert_int_equal(cf.quantize_head, 0);
 }
 
 static void test_microbatches_and_paged_cache(void **state) {
@@ -336,6 +410,11 @@ static void test_llama_int8w_matches_quantized_reference(void **state) {
     check_llama(o, 1, 1);
     const char *tied[] = {"model.precision=int8w", "model.synthetic.tie_embeddings=true"};
     check_llama(tied, 2, 1);
+    const char *grouped[] = {"model.precision=int8w", "model.int8_group=32",
+                             "model.synthetic.tie_embeddings=true", "model.quantize_head=true"};
+    check_llama(grouped, 4, 1);
+    const char *fp32_head[] = {"model.precision=int8w", "model.quantize_head=false"};
+    check_llama(fp32_head, 2, 1);
 }
 
 static void test_dry_run_plan_is_the_arena(void **state) {
@@ -372,6 +451,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_pre_norm_matches_reference),
         cmocka_unit_test(test_post_norm_matches_reference),
         cmocka_unit_test(test_int8w_matches_quantized_reference),
+        cmocka_unit_test(test_int8w_groups_and_quantized_head),
+        cmocka_unit_test(test_int8_layout_rule),
         cmocka_unit_test(test_microbatches_and_paged_cache),
         cmocka_unit_test(test_sampling_is_seeded),
         cmocka_unit_test(test_generation_allocates_nothing),

@@ -1,6 +1,6 @@
 # Model-level tests: the engine against the independent double-precision reference.
 add_library(tripar_ref_model STATIC ${CMAKE_CURRENT_SOURCE_DIR}/model/ref_model.c
-            ${CMAKE_CURRENT_SOURCE_DIR}/model/ref_llama.c)
+            ${CMAKE_CURRENT_SOURCE_DIR}/model/ref_llama.c ${CMAKE_CURRENT_SOURCE_DIR}/model/ref_quant.c)
 target_link_libraries(tripar_ref_model PUBLIC tripar_core)
 target_include_directories(tripar_ref_model PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/model)
 tripar_unit_test(test_model SOURCES model/test_model.c LABELS model)

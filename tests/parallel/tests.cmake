@@ -51,6 +51,23 @@ tripar_parallel_test(parallel_llama_int8w_overlap
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_int8w ${TRIPAR_FIXTURES}/factor_llama.yaml 4
   -- model.synthetic.kv_heads=2 model.precision=int8w parallel.microbatches=2 parallel.overlap=true
   parallel.chunks=3)
+# Low-precision weights on a model where every int8 product quantises its activations in blocks
+# (data/fixtures/factor_q8.yaml): every factorization of 2 to 4 ranks gives the one-rank tokens,
+# and activations within the precision's own tolerance (docs/kernels.md, "Accuracy"), for int8w
+# with scales per row, per 64 columns with the head in int8 too and micro-batches, and for
+# bf16 with the head in bf16; then each precision against fp32 within docs/kernels.md's
+# tolerances and every cpu kernel level against the detected one.
+tripar_parallel_test(parallel_int8w_rows /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/q8_rows ${TRIPAR_FIXTURES}/factor_q8.yaml 2e-2 2 3 4
+  -- model.precision=int8w)
+tripar_parallel_test(parallel_int8w_groups_head /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/q8_groups ${TRIPAR_FIXTURES}/factor_q8.yaml 2e-2 2 3 4
+  -- model.precision=int8w model.int8_group=64 model.quantize_head=true parallel.microbatches=2)
+tripar_parallel_test(parallel_bf16_head /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/bf16_head ${TRIPAR_FIXTURES}/factor_q8.yaml 1e-2 2 3 4
+  -- model.precision=bf16 model.quantize_head=true)
+tripar_parallel_test(parallel_precisions
+  /usr/bin/python3 ${PAR}/check_precisions.py ${CMAKE_CURRENT_BINARY_DIR}/precisions ${TRIPAR_FIXTURES}/factor_q8.yaml)
 # head_dim 6 apart from embd / heads = 4 (Hugging Face's head_dim, as Mistral-Nemo's): attention
 # 144 wide over a residual stream of 96, split by heads over tp 2 and 4 (kv heads replicated).
 tripar_parallel_test(parallel_llama_head_dim

@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""Every dp x tp x pp factorization of a low-precision run against its single-rank run.
+
+  check_lowp_factorizations.py WORKDIR JOB RTOL WORLD_SIZE... [-- KEY=VALUE...]
+
+Low precision rounds activations (bf16 at each product, int8 in blocks), and rounding is not
+continuous: the fp32 summation-order differences of two meshes (1e-7, from the TP all-reduce
+and from sgemm's blocking of other row counts) become one rounding step of an element or a
+block where a value sits on a boundary (docs/kernels.md, "Accuracy"). So, for every
+factorization:
+  - every activation point is within RTOL of the one-rank run's (max|a - b| <= RTOL max|a|);
+  - every sequence's tokens equal the one-rank run's, except that a sequence may part ways at
+    a position whose token the one-rank run chose by a top-2 logit margin of at most twice the
+    activation tolerance (2 RTOL max|logits|): a near tie that the allowed noise can flip.
+    The margins come from a teacher-forced one-rank run over the one-rank tokens.
+Prints one ok/FAIL line per factorization (and each near tie taken); exit 1 on any failure.
+Environment: TRIPAR_BIN, MPIEXEC (default mpiexec)."""
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import yaml
+
+
+def run(cmd, log):
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=240)
+    return proc.returncode == 0
+
+
+def read(path):
+    with h5py.File(path, "r") as f:
+        tokens = np.asarray(f["output/tokens"])
+        points = {k: np.asarray(f["activations"][k], dtype=np.float64) for k in f["activations"]}
+    return tokens, points
+
+
+def main():
+    args = sys.argv[1:]
+    sets = []
+    if "--" in args:
+        sets = args[args.index("--") + 1:]
+        args = args[:args.index("--")]
+    if len(args) < 4:
+        sys.exit(__doc__)
+    work, job, rtol, worlds = args[0], args[1], float(args[2]), [int(w) for w in args[3:]]
+    tripar, mpiexec = os.environ["TRIPAR_BIN"], os.environ.get("MPIEXEC", "mpiexec")
+    os.makedirs(work, exist_ok=True)
+    for name in os.listdir(work):  # run files are never overwritten: start from an empty dir
+        os.remove(os.path.join(work, name))
+    set_args = [a for s in sets for a in ("--set", s)]
+
+    def tripar_run(n, out, extra, job_path=job):
+        cmd = [mpiexec, "-n", str(n), "--oversubscribe", tripar, "run", job_path, "--out", out]
+        return run(cmd + set_args + extra, out + ".log")
+
+    base = os.path.join(work, "base.h5")
+    if not tripar_run(1, base, ["--set", "parallel.microbatches=1", "--set", "parallel.overlap=false"]):
+        sys.exit(open(base + ".log").read() + "FAIL base run")
+    base_tokens, base_points = read(base)
+    with h5py.File(base, "r") as f:
+        resolved = yaml.safe_load(f.attrs["job"])
+    new_tokens = resolved["generate"]["new_tokens"]
+    prompt = base_tokens.shape[1] - new_tokens
+
+    # Teacher forcing: the one-rank model over its own tokens, all but the last, gives the
+    # logits that chose each generated token, hence the margin it won by.
+    forced = dict(resolved)
+    forced["input"] = {"tokens": base_tokens[:, :-1].tolist()}
+    forced["generate"] = dict(resolved["generate"], new_tokens=1)
+    forced["record"] = dict(resolved["record"], activations=["logits"])
+    forced["record"].pop("out", None)
+    forced_job = os.path.join(work, "forced.yaml")
+    with open(forced_job, "w") as f:
+        yaml.safe_dump(forced, f)
+    forced_out = os.path.join(work, "forced.h5")
+    if not run([mpiexec, "-n", "1", tripar, "run", forced_job, "--out", forced_out],
+               forced_out + ".log"):
+        sys.exit(open(forced_out + ".log").read() + "FAIL teacher-forced run")
+    _, forced_points = read(forced_out)
+    logits = forced_points["logits"]  # (batch, prompt + new - 1, vocab)
+    top2 = np.sort(logits, axis=-1)[..., -2:]
+    margin = top2[..., 1] - top2[..., 0]  # margin[b, t]: how token t + 1 was chosen
+    near_tie = 2 * rtol * np.max(np.abs(base_points["logits"]))
+
+    fail = count = 0
+    for world in worlds:
+        for tp in range(1, world + 1):
+            if world % tp:
+                continue
+            for pp in range(1, world // tp + 1):
+                if (world // tp) % pp:
+                    continue
+                dp = world // tp // pp
+                name = f"w{world}-dp{dp}-tp{tp}-pp{pp}"
+                out = os.path.join(work, name + ".h5")
+                count += 1
+                if not tripar_run(world, out, ["--set", f"parallel.dp={dp}", "--set",
+                                               f"parallel.tp={tp}", "--set", f"parallel.pp={pp}"]):
+                    print(f"FAIL {name}: run failed\n" + open(out + ".log").read())
+                    fail = 1
+                    continue
+                tokens, points = read(out)
+                problems, ties = [], []
+                for point, ref in base_points.items():
+                    err = np.max(np.abs(points[point] - ref)) / max(np.max(np.abs(ref)), 1e-30)
+                    if err > rtol:
+                        problems.append(f"{point} max_rel {err:.3e} > {rtol:g}")
+                for b in range(base_tokens.shape[0]):
+                    differ = np.nonzero(tokens[b] != base_tokens[b])[0]
+                    if differ.size == 0:
+                        continue
+                    p = int(differ[0])
+                    m = margin[b, p - 1] if p >= prompt else np.inf
+                    text = (f"sequence {b} position {p}: {base_tokens[b, p]} -> {tokens[b, p]}, "
+                            f"one-rank margin {m:.3f}, near tie below {near_tie:.3f}")
+                    (ties if m <= near_tie else problems).append(text)
+                tag = "ok  " if not problems else "FAIL"
+                fail |= bool(problems)
+                print(f"{tag} {name} {' '.join(sets)}")
+                for text in problems:
+                    print(f"       {text}")
+                for text in ties:
+                    print(f"       near tie taken the other way: {text}")
+    print(f"{count} factorizations checked (activations within {rtol:g}; tokens apart only at "
+          f"near ties)")
+    sys.exit(1 if fail or count == 0 else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Low-precision weights against fp32, and every cpu kernel level against the best one.
+
+  check_precisions.py WORKDIR JOB
+
+On one rank, JOB (data/fixtures/factor_q8.yaml: every int8 product quantises its activations
+in blocks) runs in fp32, bf16 (head fp32 and bf16) and int8w (scales per row, per 64 columns,
+the head int8 too). Each low-precision run's prefill logits must stay within the tolerances
+docs/kernels.md documents against the fp32 run's: the norm-wise relative error
+max|a - b| / max|b| and the mean KL divergence of the softmaxes over the vocabulary.
+
+Then bf16 and int8w run once per instruction-set level the cpu has (backend.cpu_isa: scalar up
+to the detected one): each level computes the same function, so its tokens must equal the best
+level's and its logits agree to 1e-5 (tripar diff), only the order of fp32 sums differing.
+
+Environment: TRIPAR_BIN, MPIEXEC (default mpiexec)."""
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+# docs/kernels.md, "Accuracy against fp32": (norm-wise logit error, mean KL in nats)
+TOLERANCES = {"bf16": (2e-2, 2e-3), "int8w": (6e-2, 2e-2)}
+LEVELS = ["scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16"]
+
+
+def run(tripar, mpiexec, job, out, sets, expect_ok=True):
+    cmd = [mpiexec, "-n", "1", tripar, "run", job, "--out", out]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if expect_ok and proc.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
+def logits(path):
+    with h5py.File(path, "r") as f:
+        return np.asarray(f["activations/logits"], dtype=np.float64)
+
+
+def compare(got, want):
+    err = np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)
+    lp = want - want.max(axis=-1, keepdims=True)
+    lp -= np.log(np.exp(lp).sum(axis=-1, keepdims=True))
+    lq = got - got.max(axis=-1, keepdims=True)
+    lq -= np.log(np.exp(lq).sum(axis=-1, keepdims=True))
+    kl = np.mean(np.sum(np.exp(lp) * (lp - lq), axis=-1))
+    return err, kl
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    work, job = sys.argv[1], sys.argv[2]
+    tripar = os.environ["TRIPAR_BIN"]
+    mpiexec = os.environ.get("MPIEXEC", "mpiexec")
+    os.makedirs(work, exist_ok=True)
+    for name in os.listdir(work):  # run files are never overwritten: start from an empty dir
+        os.remove(os.path.join(work, name))
+    fail = 0
+
+    base = os.path.join(work, "fp32.h5")
+    run(tripar, mpiexec, job, base, [])
+    ref = logits(base)
+    variants = [
+        ("bf16", "bf16", ["model.precision=bf16"]),
+        ("bf16-head", "bf16", ["model.precision=bf16", "model.quantize_head=true"]),
+        ("int8w", "int8w", ["model.precision=int8w"]),
+        ("int8w-g64-head", "int8w",
+         ["model.precision=int8w", "model.int8_group=64", "model.quantize_head=true"]),
+    ]
+    for name, precision, sets in variants:
+        out = os.path.join(work, name + ".h5")
+        run(tripar, mpiexec, job, out, sets)
+        err, kl = compare(logits(out), ref)
+        max_err, max_kl = TOLERANCES[precision]
+        ok = err <= max_err and kl <= max_kl
+        fail |= not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name:16s} logit error {err:.3e} (<= {max_err:g}), "
+              f"KL {kl:.3e} (<= {max_kl:g})")
+
+    # every level the cpu has, each against the detected (best) one
+    levels = []
+    for level in LEVELS:
+        probe = run(tripar, mpiexec, job, os.path.join(work, f"probe-{level}.h5"),
+                    [f"backend.cpu_isa={level}", "generate.new_tokens=1"], expect_ok=False)
+        if probe.returncode == 0:
+            levels.append(level)
+        elif "this CPU supports up to" not in probe.stdout + probe.stderr:
+            sys.exit(f"FAIL: backend.cpu_isa={level} failed for another reason\n"
+                     f"{probe.stdout}{probe.stderr}")
+    print(f"levels this cpu runs: {', '.join(levels)}")
+    if "scalar" not in levels:
+        sys.exit("FAIL: the scalar level must run everywhere")
+    for precision in ("bf16", "int8w"):
+        best = os.path.join(work, f"{precision}-auto.h5")
+        run(tripar, mpiexec, job, best, [f"model.precision={precision}"])
+        for level in levels:
+            out = os.path.join(work, f"{precision}-{level}.h5")
+            run(tripar, mpiexec, job, out, [f"model.precision={precision}",
+                                            f"backend.cpu_isa={level}"])
+            diff = subprocess.run([tripar, "diff", best, out, "--rtol", "1e-5"],
+                                  capture_output=True, text=True)
+            ok = diff.returncode == 0
+            fail |= not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {precision} at {level}: same tokens, logits "
+                  f"within 1e-5 of the detected level")
+            if not ok:
+                print(diff.stdout + diff.stderr)
+    sys.exit(1 if fail else 0)
+
+
+if __name__ == "__main__":
+    main()
