@@ -280,13 +280,15 @@ static void roofline_finish(run_context *rc) {
         } else {
             rc->roof.sgemm_gflops_after =
                 roofline_sgemm(&rc->roof, &rc->cfg, rc->j.batch, rc->j.prompt_len);
-            roofline_bandwidth(&rc->roof, model_bytes);
+            roofline_bandwidth(&rc->roof, model_bytes, rc->threads);
         }
     }
     const char *group = "metrics/roofline";
     runfile_write_scalar(rc->rf, group, "sgemm_gflops_before", rc->roof.sgemm_gflops_before);
     runfile_write_scalar(rc->rf, group, "sgemm_gflops_after", rc->roof.sgemm_gflops_after);
     runfile_write_scalar(rc->rf, group, "stream_gbs", rc->roof.stream_gbs);
+    runfile_write_scalar(rc->rf, group, "stream_gbs_one_thread",
+                         device ? rc->roof.stream_gbs : rc->roof.stream_gbs_one);
     runfile_write_text_attr(rc->rf, group, "gflops_probe",
                             device ? ROOFLINE_PROBE_BACKEND_GEMM : ROOFLINE_PROBE_SGEMM);
     runfile_write_text_attr(rc->rf, group, "gbs_probe",

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "base/check.h"
 #include "base/stats.h"
@@ -82,27 +83,63 @@ double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T) {
     return flops / stats_percentile(seconds, PASSES, 50) / 1e9;
 }
 
-void roofline_bandwidth(roofline *r, double weight_bytes) {
+/* Sums n floats on `threads` OpenMP threads, eight partial sums per thread so loads stay in
+ * flight; returns seconds. */
+static double stream_read(const float *buf, size_t n, int threads, double *sink) {
+    double t0 = timer_host_seconds(), total = 0;
+#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
+    for (size_t c = 0; c < n / 64; c++) {
+        float part[8] = {0};
+        const float *p = buf + c * 64;
+        for (int i = 0; i < 64; i += 8)
+            for (int j = 0; j < 8; j++)
+                part[j] += p[i + j];
+        for (int j = 0; j < 8; j++)
+            total += part[j];
+    }
+    *sink += total;
+    return timer_host_seconds() - t0;
+}
+
+void roofline_bandwidth(roofline *r, double weight_bytes, int threads) {
     /* Stream a buffer four times the weights so no cache holds it: at least 512 MiB, and at
      * most 2 GiB, which is already far past any last-level cache; four times a 1B-class
-     * model's fp32 weights (20 GB) would not fit in memory beside the weights themselves. */
+     * model's fp32 weights (20 GB) would not fit in memory beside the weights themselves.
+     * On huge pages, as the cpu backend places the weights (kernels/cpu/backend_cpu.c): a
+     * bound read on 4 KiB pages would be the prefetcher's page-boundary stalls, not memory. */
     size_t n = (size_t)(weight_bytes * 4 / sizeof(float));
     if (n < (512u << 20) / sizeof(float)) n = (512u << 20) / sizeof(float);
     if (n > ((size_t)2 << 30) / sizeof(float)) n = ((size_t)2 << 30) / sizeof(float);
-    float *buf = xmalloc(n * sizeof(float));
+    const size_t huge = 2 << 20, bytes = (n * sizeof(float) + huge - 1) / huge * huge;
+    void *mem = NULL;
+    CHECK(posix_memalign(&mem, huge, bytes) == 0, "bandwidth probe: cannot allocate %zu bytes",
+          bytes);
+    (void)madvise(mem, bytes, MADV_HUGEPAGE);
+    float *buf = mem;
+#pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t i = 0; i < n; i++)
-        buf[i] = 1.0f;
-    double best = 1e30, sink = 0;
+        buf[i] = 1.0f; /* first touch on the threads that will read */
+    if (threads < 1) threads = 1;
+    /* Best of 3 for each probe: OpenBLAS's sasum on its threads (as fast as OpenBLAS knows this
+     * CPU to be), and tripar's own read on one thread and on the run's threads. */
+    double best_blas = 1e30, best_one = 1e30, best_all = 1e30, sink = 0;
     for (int rep = 0; rep < 3; rep++) {
         double t0 = timer_host_seconds();
         sink += cblas_sasum((int)n, buf, 1);
-        double t = timer_host_seconds() - t0;
-        if (t < best) best = t;
+        const double t_blas = timer_host_seconds() - t0;
+        best_blas = t_blas < best_blas ? t_blas : best_blas;
+        const double t_one = stream_read(buf, n, 1, &sink);
+        best_one = t_one < best_one ? t_one : best_one;
+        const double t_all = threads > 1 ? stream_read(buf, n, threads, &sink) : t_one;
+        best_all = t_all < best_all ? t_all : best_all;
     }
     CHECK(sink > 0, "bandwidth probe read nothing");
-    r->stream_gbs = n * sizeof(float) / best / 1e9;
+    const double gb = (double)n * sizeof(float) / 1e9;
+    r->stream_gbs_one = gb / best_one;
+    r->stream_gbs = gb / (best_all < best_blas ? best_all : best_blas);
+    r->stream_threads = threads;
     r->weight_bytes = weight_bytes;
-    free(buf);
+    free(mem);
 }
 
 void roofline_print(const roofline *r, const run_metrics *rm, int batch, int T, int new_tokens) {
@@ -130,6 +167,13 @@ void roofline_print(const roofline *r, const run_metrics *rm, int batch, int T, 
                "%.2f GB/s: %.2fx the bound (target <= 1.5x); %.1f tokens/s\n",
                tpot * 1e3, bound * 1e3, r->weight_bytes / 1e6, r->stream_gbs, tpot / bound,
                batch / tpot);
+    if (new_tokens > 1 && r->stream_threads > 1) /* what one thread alone could draw */
+        printf("    decode       on %d threads; one thread streams %.2f GB/s (%.3f ms for the "
+               "weights: %.2fx); %d draw %.2f GB/s, %.2fx one\n",
+               r->stream_threads, r->stream_gbs_one,
+               r->weight_bytes / (r->stream_gbs_one * 1e9) * 1e3,
+               tpot / (r->weight_bytes / (r->stream_gbs_one * 1e9)), r->stream_threads,
+               r->stream_gbs, r->stream_gbs / r->stream_gbs_one);
     if (new_tokens > 1) {
         /* decode step i attends T + i positions; over the run that averages T + new_tokens/2 */
         double context = T + new_tokens / 2.0, kv = r->kv_bytes_per_pos * context;

@@ -8,7 +8,10 @@ typedef struct {
     double model_flops;         /* prefill FLOPs of the whole model for the batch */
     double sgemm_gflops_before; /* the model's products as bare cblas_sgemm, before the run */
     double sgemm_gflops_after;  /* the same, after it: the pair shows drift in machine speed */
-    double stream_gbs;          /* read bandwidth streaming a buffer larger than the caches */
+    double stream_gbs;          /* read bandwidth streaming a buffer larger than the caches,
+                                 * on the run's threads (the best of the probes) */
+    double stream_gbs_one;      /* the same on one thread (cpu) */
+    int stream_threads;         /* the run's threads per rank, as stream_gbs was measured */
     double weight_bytes;        /* bytes of weights one decode step reads (whole model) */
     double kv_bytes_per_pos;    /* fp32 KV cache bytes per cached position, batch included:
                                  * 2 x layers x kv_heads x head_dim x 4 x batch (GQA: kv_heads) */
@@ -21,8 +24,10 @@ typedef struct {
  * the run. */
 double roofline_sgemm(roofline *r, const model_config *cfg, int batch, int T);
 
-/* Measures the read bandwidth (after the run). */
-void roofline_bandwidth(roofline *r, double weight_bytes);
+/* Measures the read bandwidth (after the run) on huge pages, as the cpu backend places the
+ * weights: the best of 3 passes of OpenBLAS's sasum and of tripar's own OpenMP read, on the
+ * run's threads (stream_gbs) and on one (stream_gbs_one). */
+void roofline_bandwidth(roofline *r, double weight_bytes, int threads);
 
 /* The per-layer products (in, out) of the model: qkv, attention out, fc1 (Llama: gate|up), fc2,
  * and the widest input and output among them (what the probes' buffers must hold). */
@@ -48,7 +53,7 @@ static inline int roofline_backend_is_device(const backend *be) {
 
 /* The probes' names, as /metrics/roofline records them (docs/schema.md). */
 #define ROOFLINE_PROBE_SGEMM "cblas_sgemm on the model's shapes"
-#define ROOFLINE_PROBE_STREAM "cblas_sasum stream"
+#define ROOFLINE_PROBE_STREAM "best of cblas_sasum and an OpenMP read, huge pages"
 #define ROOFLINE_PROBE_BACKEND_GEMM "backend matmul on the model's shapes"
 #define ROOFLINE_PROBE_BACKEND_STREAM "backend argmax stream"
 
