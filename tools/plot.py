@@ -6,6 +6,7 @@ strategies, and throughput/efficiency scaling over a study folder.
   plot.py phases RUN1.h5 RUN2.h5 ... -o phases.png
   plot.py scaling STUDY_DIR -o scaling.png
   plot.py roofline RUN.h5|ROOFLINE.json -o roofline.png
+  plot.py plan PLAN.json [PLAN2.json ...] -o plan.png [--front FRONT.csv]
 """
 import argparse
 import glob
@@ -383,6 +384,83 @@ def cmd_roofline(args):
     print("%s: %d phases of rank %d" % (args.out, len(rows), t["rank"]))
 
 
+def pareto_front(points):
+    """Indices of the points (latency, throughput) that no other point beats on both: lower or
+    equal latency and higher or equal throughput, one of them strictly. Sorted by latency."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -1.0
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def plan_label(s):
+    return "b%d dp%d-tp%d-pp%d m%d%s" % (s["batch"], s["dp"], s["tp"], s["pp"], s["microbatches"],
+                                         " ovl" if s["overlap"] else "")
+
+
+def cmd_plan(args):
+    """Predicted output tokens/s against end-to-end latency for every strategy of one or more
+    `tripar plan --format json` documents of the same model and cluster (docs/planner.md), with
+    the Pareto front of those that fit: the strategies no other fitting one beats on both
+    axes. At one batch size the two axes move together (tokens/s = batch x new tokens / E2E),
+    so give plans of several batch sizes (`tripar plan --batch B` each) to see the trade-off."""
+    import json
+    docs = []
+    for path in args.plans:
+        with open(path) as f:
+            docs.append(json.load(f))
+    rows = []
+    for doc in docs:
+        for s in doc["strategies"]:
+            rows.append(dict(s, batch=doc["batch"]))
+    fits = [s for s in rows if s["fits"]]
+    if not fits:
+        sys.exit("plot.py plan: %s has no strategy that fits" % ", ".join(args.plans))
+    front = [fits[i] for i in pareto_front([(s["e2e_s"], s["tokens_per_s"]) for s in fits])]
+    fig, ax = plt.subplots(figsize=(10, 6.5))
+    batches = sorted({s["batch"] for s in fits})
+    cmap = plt.get_cmap("viridis")
+    for k, b in enumerate(batches):
+        pts = [s for s in fits if s["batch"] == b]
+        ok = [s for s in pts if s.get("meets_slo", True)]
+        miss = [s for s in pts if not s.get("meets_slo", True)]
+        color = cmap(k / max(len(batches) - 1, 1))
+        ax.scatter([s["e2e_s"] * 1e3 for s in ok], [s["tokens_per_s"] for s in ok], s=14,
+                   color=color, alpha=0.6, label="batch %d (%d fit)" % (b, len(pts)))
+        if miss:
+            ax.scatter([s["e2e_s"] * 1e3 for s in miss], [s["tokens_per_s"] for s in miss],
+                       s=14, facecolors="none", edgecolors=color, alpha=0.6)
+    ax.plot([s["e2e_s"] * 1e3 for s in front], [s["tokens_per_s"] for s in front], "-o",
+            color="#d62728", ms=5, label="Pareto front (%d)" % len(front))
+    for s in front[:14]:
+        ax.annotate(plan_label(s), (s["e2e_s"] * 1e3, s["tokens_per_s"]), fontsize=7,
+                    xytext=(4, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted end-to-end latency (ms)")
+    ax.set_ylabel("predicted output tokens/s")
+    d = docs[0]
+    ax.set_title("%s on %s: %d GPUs, prompt %d, %d new tokens; %d strategies, %d fit "
+                 "(hollow: misses the SLO)" % (d["model"], d.get("cluster") or d["cluster_file"],
+                                                d["gpus"], d["prompt"], d["new_tokens"],
+                                                len(rows), len(fits)), fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    if args.front:
+        with open(args.front, "w") as f:
+            f.write("batch,strategy,order,e2e_s,tokens_per_s\n")
+            for s in front:
+                f.write("%d,%s,%s,%.9g,%.9g\n" % (s["batch"], plan_label(s), s["order"],
+                                                  s["e2e_s"], s["tokens_per_s"]))
+    print("%s: %d strategies, %d fit, %d on the Pareto front" % (args.out, len(rows), len(fits),
+                                                                len(front)))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -410,6 +488,11 @@ def main(argv=None):
     rf.add_argument("run", help="a run file, or the JSON of tripar report --roofline --json")
     rf.add_argument("-o", "--out", required=True)
     rf.set_defaults(fn=cmd_roofline)
+    pl = sub.add_parser("plan", help="predicted throughput against latency, with the Pareto front")
+    pl.add_argument("plans", nargs="+", help="JSON of tripar plan --format json, one per batch")
+    pl.add_argument("-o", "--out", required=True)
+    pl.add_argument("--front", help="also write the front's strategies to this CSV")
+    pl.set_defaults(fn=cmd_plan)
     args = p.parse_args(argv)
     args.fn(args)
 

@@ -104,3 +104,9 @@ add_test(NAME cli_plan_ranking
 # RUN_SERIAL: the runs it compares are timed, so no other test shares the cores meanwhile.
 set_tests_properties(cli_plan_ranking PROPERTIES LABELS "mpi;cli;bench" RUN_SERIAL TRUE
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 600)
+
+# plot.py plan: the predicted throughput/latency plot of two batch sizes and its Pareto front.
+add_test(NAME cli_plan_plot COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_plot_check.py
+         ${CMAKE_CURRENT_BINARY_DIR}/plan_plot)
+set_tests_properties(cli_plan_plot PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
+                     TIMEOUT 120)
