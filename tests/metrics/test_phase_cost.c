@@ -35,7 +35,8 @@ static model_config llama_shape(void) {
                           .norm = NORM_PRE,
                           .arch = ARCH_LLAMA,
                           .kv_heads = 2,
-                          .tie_embeddings = 0};
+                          .tie_embeddings = 0,
+                          .quantize_head = 1};
 }
 
 /* 2 sequences, prefill of 4 positions on one rank holding every layer. */

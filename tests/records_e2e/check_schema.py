@@ -26,7 +26,7 @@ ROOT_ATTRS = {
 }
 MESH_FIELDS = {
     "rank": "i4", "host": "S64", "local_rank": "i4", "node": "i4", "device": "i4",
-    "pci_bus_id": "S32", "dp_rank": "i4", "pp_rank": "i4", "tp_rank": "i4",
+    "pci_bus_id": "S32", "kernels": "S32", "dp_rank": "i4", "pp_rank": "i4", "tp_rank": "i4",
     "clock_offset": "f8", "clock_uncertainty": "f8",
 }
 TIMINGS_ATTRS = {"level": "str", "clock_offset": "f64[world]",
