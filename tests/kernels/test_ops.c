@@ -390,11 +390,13 @@ static void test_round_bf16(void **state) {
  * and not a multiple of the micro-tile's 8 rows; odd k (the last pair half empty), k under one
  * 32-wide vector, k a multiple of 32 and not; k past one 768-deep block (1537: three blocks,
  * the last odd; 3072: four); n under and over a 48-column panel and a 240-column block, and not
- * a multiple of 16 (a thread's slice ends mid-vector). */
+ * a multiple of 16 (a thread's slice ends mid-vector); GEMV rows whose activations pass 16 KiB
+ * (the avx512_bf16 GEMV then goes by blocks of weights, a pass per group of rows). */
 static const int bf16_shapes[][3] = {
-    {9, 31, 47},   {10, 1, 3},     {15, 64, 48},   {16, 96, 49},   {17, 33, 100}, {23, 129, 241},
-    {31, 17, 96},  {40, 1537, 97}, {47, 256, 500}, {64, 768, 300}, {70, 255, 17}, {12, 3072, 64},
-    {25, 32, 289}, {1, 1, 1},      {2, 31, 245},   {5, 63, 33},    {8, 1537, 50}, {4, 3, 16},
+    {9, 31, 47},    {10, 1, 3},     {15, 64, 48},   {16, 96, 49},   {17, 33, 100},
+    {23, 129, 241}, {31, 17, 96},   {40, 1537, 97}, {47, 256, 500}, {64, 768, 300},
+    {70, 255, 17},  {12, 3072, 64}, {25, 32, 289},  {1, 1, 1},      {2, 31, 245},
+    {5, 63, 33},    {8, 1537, 50},  {4, 3, 16},     {3, 3072, 70},  {7, 2001, 41},
 };
 
 static void test_matmul_bf16(void **state) {
