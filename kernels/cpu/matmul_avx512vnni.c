@@ -8,8 +8,8 @@
 
 const cpu_matmul_kernels cpu_matmul_avx512vnni = {
     .gemv_f32 = gemv_f32_avx512,
-    .round_bf16 = round_bf16_scalar,
-    .gemv_bf16 = gemv_bf16_scalar,
+    .round_bf16 = round_bf16_avx512,
+    .gemv_bf16 = gemv_bf16_avx512,
     .gemm_bf16 = NULL,
     .gemm_bf16_pack_bytes = NULL,
     .quantize_q8 = quantize_q8_scalar,

@@ -15,3 +15,11 @@ void gemv_q8_scalar(float *y, long ldy, const int8_t *q, const float *d, const i
 void gemv_f32_avx2(float *y, long ldy, const float *x, const float *w, int rows, int k, int n);
 
 void gemv_f32_avx512(float *y, long ldy, const float *x, const float *w, int rows, int k, int n);
+
+/* bf16: integer rounding (bit-identical to round_bf16_scalar) and widening GEMVs. */
+void round_bf16_avx2(uint16_t *out, const float *x, long n);
+void gemv_bf16_avx2(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
+                    int n);
+void round_bf16_avx512(uint16_t *out, const float *x, long n);
+void gemv_bf16_avx512(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
+                      int n);

@@ -346,6 +346,75 @@ static void test_matmul_lowp(void **state) {
     }
 }
 
+/* The level's round_bf16 gives kernels/quant.c's bits for every input: signed zeros,
+ * denormals (which vcvtneps2bf16 would flush), ties to even both ways, the largest finite
+ * values rounding to infinity, infinities, quiet and signalling NaNs of both signs (kept NaN and
+ * quiet), then random bit patterns; every length up to past two vectors, from unaligned starts,
+ * so each tail is taken. */
+static void test_round_bf16(void **state) {
+    (void)state;
+    const cpu_matmul_kernels *mk = cpu_kernel_set_for(backend_cpu_isa(&be))->matmul;
+    static const uint32_t special[] = {
+        0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00008000u, 0x00018000u,
+        0x007FFFFFu, 0x00800000u, 0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F807FFFu,
+        0xBF818000u, 0x7F7FFFFFu, 0xFF7F8000u, 0x7F7F7FFFu, 0x7F800000u, 0xFF800000u,
+        0x7F800001u, 0xFF800001u, 0x7FC00000u, 0xFFFFFFFFu, 0x7FFFFFFFu, 0x7F80FFFFu,
+    };
+    enum { N = 300 };
+    const int nspecial = (int)(sizeof special / sizeof special[0]);
+    float x[N];
+    uint16_t got[N + 1], want[N];
+    uint64_t rng = 1234;
+    for (int i = 0; i < N; i++) {
+        const uint32_t u = i < nspecial ? special[i] : (uint32_t)(ref_rng_next(&rng) >> 32);
+        memcpy(&x[i], &u, sizeof u);
+    }
+    convert_f32_to_bf16(want, x, N);
+    for (int off = 0; off < 4; off++)
+        for (int len = 0; off + len <= N; len += len < 40 ? 1 : 37) {
+            got[len] = 0xABCD; // one past the end must stay untouched
+            mk->round_bf16(got, x + off, len);
+            assert_int_equal(got[len], 0xABCD);
+            for (int i = 0; i < len; i++)
+                if (got[i] != want[off + i]) {
+                    uint32_t u;
+                    memcpy(&u, &x[off + i], sizeof u);
+                    fail_msg("round_bf16 (%s) of 0x%08x: 0x%04x, want 0x%04x (offset %d length %d)",
+                             cpu_isa_name(backend_cpu_isa(&be)), u, got[i], want[off + i], off,
+                             len);
+                }
+        }
+}
+
+/* bf16 shapes for the GEMV and GEMM kernels of every level: GEMM rows past CPU_GEMV_MAX_ROWS
+ * and not a multiple of the micro-tile's 8 rows; odd k (the last pair half empty), k under one
+ * 32-wide vector, k a multiple of 32 and not; k past one 768-deep block (1537: three blocks,
+ * the last odd; 3072: four); n under and over a 48-column panel and a 240-column block, and not
+ * a multiple of 16 (a thread's slice ends mid-vector); GEMV rows whose activations pass 16 KiB
+ * (the avx512_bf16 GEMV then goes by blocks of weights, a pass per group of rows). */
+static const int bf16_shapes[][3] = {
+    {9, 31, 47},    {10, 1, 3},     {15, 64, 48},   {16, 96, 49},   {17, 33, 100},
+    {23, 129, 241}, {31, 17, 96},   {40, 1537, 97}, {47, 256, 500}, {64, 768, 300},
+    {70, 255, 17},  {12, 3072, 64}, {25, 32, 289},  {1, 1, 1},      {2, 31, 245},
+    {5, 63, 33},    {8, 1537, 50},  {4, 3, 16},     {3, 3072, 70},  {7, 2001, 41},
+};
+
+static void test_matmul_bf16(void **state) {
+    (void)state;
+    for (size_t s = 0; s < sizeof bf16_shapes / sizeof bf16_shapes[0]; s++) {
+        const int rows = bf16_shapes[s][0], in_dim = bf16_shapes[s][1], out_dim = bf16_shapes[s][2];
+        const long n = (long)out_dim * in_dim;
+        uint64_t rng = 1500 + s;
+        float *w = rand_floats(n, &rng, -1, 1);
+        uint16_t *h = malloc(sizeof(uint16_t) * (size_t)n);
+        assert_non_null(h);
+        convert_f32_to_bf16(h, w, n);
+        check_matmul((weight_view){.type = DTYPE_BF16, .data = h}, rows, in_dim, out_dim, 1600 + s,
+                     (int)(s & 1), "bf16 kernels");
+        free(w), free(h);
+    }
+}
+
 static void test_bias_gelu(void **state) {
     (void)state;
     const int shapes[][2] = {{1, 1}, {3, 257}, {8, 3072}};
@@ -728,6 +797,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rope_inv_freq),
         cmocka_unit_test(test_matmul_f32),
         cmocka_unit_test(test_matmul_lowp),
+        cmocka_unit_test(test_round_bf16),
+        cmocka_unit_test(test_matmul_bf16),
         cmocka_unit_test(test_bias_gelu),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_argmax_nan),
