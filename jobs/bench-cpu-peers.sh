@@ -182,15 +182,20 @@ jiffies() { # prints "busy total"
     read -r _cpu u n s i w q sq st _rest </proc/stat
     echo "$((u + n + s + q + sq + st)) $((u + n + s + q + sq + st + i + w))"
 }
-busy0=""
-mark() { busy0=$(jiffies); }
-busy_cores() {
+# And the kernel's CPU pressure (PSI, /proc/pressure/cpu): the share of the run's time in which
+# some task was ready but waited for a CPU; near 0 when the run had the machine to itself.
+stall_us() { if [ -r /proc/pressure/cpu ]; then sed -n '1s/.*total=//p' /proc/pressure/cpu; else echo -1; fi; }
+busy0="" start0="" stall0=""
+mark() { busy0=$(jiffies) start0=$(date +%s.%N) stall0=$(stall_us); }
+busy_cores() { # then the CPU pressure and the seconds since mark()
     local b0 t0 b1 t1
     read -r b0 t0 <<<"$busy0"
     read -r b1 t1 <<<"$(jiffies)"
-    awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) -v n="$(nproc)" 'BEGIN { printf "%.2f", (t > 0 ? n * b / t : 0) }'
+    awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) -v n="$(nproc)" -v s0="$start0" -v s1="$(date +%s.%N)" \
+        -v p0="$stall0" -v p1="$(stall_us)" 'BEGIN { printf "%.2f\t%s\t%.1f", (t > 0 ? n * b / t : 0),
+        (p0 < 0 ? "nan" : sprintf("%.2f", (p1 - p0) / 1e6 / (s1 - s0))), s1 - s0 }'
 }
-echo -e "round\tpair\tengine\tvariant\tthreads\twhat\tload1\tbusy_cores\tfile" >"$out/runs.tsv"
+echo -e "round\tpair\tengine\tvariant\tthreads\twhat\tload1\tbusy_cores\tcpu_pressure\tseconds\tfile" >"$out/runs.tsv"
 manifest() { # round pair engine variant threads what file; after the run, which mark() began
     echo -e "$1\t$2\t$3\t$4\t$5\t$6\t$(cut -d' ' -f1 /proc/loadavg)\t$(busy_cores)\t$7" >>"$out/runs.tsv"
 }

@@ -107,12 +107,14 @@ def main(argv):
     acc = read_accuracy(os.path.join(out, "accuracy.txt"))
 
     # per (pair, engine, variant): per-round measurements
-    data, loads, others = {}, [], []
+    data, loads, busy, pressure = {}, [], {}, []
     for r in runs:
         loads.append(float(r["load1"]))
-        # cores busy during the run beyond the run's own threads: someone else's work
+        if r.get("cpu_pressure") not in (None, "", "nan"):
+            pressure.append(float(r["cpu_pressure"]))
+        # CPUs busy during the run, every process counted: a run alone keeps its threads busy
         if r.get("busy_cores"):
-            others.append(max(0.0, float(r["busy_cores"]) - int(r["threads"])))
+            busy.setdefault(int(r["threads"]), []).append(float(r["busy_cores"]))
         path = os.path.join(out, r["file"])
         key = (r["pair"], r["engine"], r["variant"])
         rnd = data.setdefault(key, {}).setdefault(int(r["round"]), {})
@@ -135,10 +137,15 @@ def main(argv):
     print(f"bench-cpu-peers: {meta['date']}, {meta['rounds']} round(s), prompt {T} tokens, "
           f"{shape['new_tokens']} new tokens, batch 1 (llama.cpp: {meta['llama_cpp']}; "
           f"{meta['tripar']})")
-    busy = (f"median {statistics.median(others):.2f}, max {max(others):.2f}" if others else "-")
-    print(f"  other work on the {meta['cpus']} CPUs during each run (cores busy beyond the run's "
-          f"threads): {busy}; load average (1 min) after each run: median "
-          f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
+    cpus = meta["cpus"]
+    seen = "; ".join(f"{th}-thread runs median {statistics.median(b):.2f}" for th, b in sorted(busy.items()))
+    print(f"  machine: {cpus} CPUs busy during the runs, every process counted (alone a run keeps "
+          f"its threads busy; at most {cpus}): {seen or '-'}; load average (1 min) after each run: "
+          f"median {statistics.median(loads):.2f}, max {max(loads):.2f} (alone: about the run's "
+          f"threads; more means others waited for the CPUs too)")
+    if pressure:
+        print(f"  CPU pressure (share of each run's time some task waited for a CPU; alone: near 0): "
+              f"median {statistics.median(pressure):.2f}, max {max(pressure):.2f}")
     print("  speed-up = llama.cpp time / tripar time, the median of per-round ratios (> 1: tripar "
           "faster); other columns: medians over rounds")
     fp32_sgemm = {}  # round -> the fp32 run's sgemm rate (mean of before and after, as tripar)
@@ -272,7 +279,8 @@ def main(argv):
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "goals": goals, "per_round": per_round,
                    "load1": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
-                   "other_cores": {"median": median(others), "max": max(others, default=math.nan)}},
+                   "busy_cores": {str(th): {"median": median(b), "max": max(b)} for th, b in busy.items()},
+                   "cpu_pressure": {"median": median(pressure), "max": max(pressure, default=math.nan)}},
                   f, indent=1, default=str)
     return 0
 
