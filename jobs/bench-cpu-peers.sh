@@ -70,10 +70,9 @@ done
 if [ -z "$rounds" ]; then rounds=3; [ $quick = 1 ] && rounds=1; fi
 case $rounds in '' | *[!0-9]* | 0) say "--rounds needs a positive integer"; exit 2 ;; esac
 
-cache=${TRIPAR_PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tripar/peers}
-mkdir -p "$cache"
-cache=$(cd "$cache" && pwd -P)
+cache=$(realpath -m "${TRIPAR_PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tripar/peers}")
 case $cache/ in "$(pwd -P)"/*) say "the cache $cache is inside the repository; set TRIPAR_PEERS_CACHE elsewhere"; exit 2 ;; esac
+mkdir -p "$cache"
 
 if [ $build_only = 0 ]; then
     out=${out:-out/bench-cpu-peers-$(date +%Y%m%d-%H%M%S)}
@@ -104,12 +103,18 @@ if [ ! -f "$sdist" ]; then
         "llama-cpp-python==$LCP_VERSION" -d "$cache/sdist" ||
         die "pip download llama-cpp-python==$LCP_VERSION failed"
 fi
-echo "$LCP_SHA256  $sdist" | sha256sum -c --status || die "$sdist: sha256 is not $LCP_SHA256"
+echo "$LCP_SHA256  $sdist" | sha256sum -c --status ||
+    die "$sdist: its sha256 is not the pinned $LCP_SHA256 (delete it to download it again)"
 src=$cache/src/llama_cpp_python-$LCP_VERSION
-if [ ! -f "$src/vendor/llama.cpp/CMakeLists.txt" ]; then
-    mkdir -p "$cache/src"
-    tar -xzf "$sdist" -C "$cache/src" || die "cannot unpack $sdist"
+if [ ! -d "$src" ]; then
+    # unpacked beside and renamed, so that an interrupted unpack is never taken for a whole one
+    rm -rf "$src.partial"
+    mkdir -p "$src.partial"
+    tar -xzf "$sdist" -C "$src.partial" || die "cannot unpack $sdist"
+    mv "$src.partial/llama_cpp_python-$LCP_VERSION" "$src"
+    rmdir "$src.partial"
 fi
+[ -f "$src/vendor/llama.cpp/CMakeLists.txt" ] || die "$src has no vendor/llama.cpp"
 
 bdir=$cache/build/llama.cpp-$LCP_VERSION
 LLAMA_BENCH=$bdir/bin/llama-bench
