@@ -12,7 +12,8 @@ factorization:
   - every sequence's tokens equal the one-rank run's, except that a sequence may part ways at
     a position whose token the one-rank run chose by a top-2 logit margin of at most twice the
     activation tolerance (2 RTOL max|logits|): a near tie that the allowed noise can flip.
-    The margins come from a teacher-forced one-rank run over the one-rank tokens.
+    The margins come from a teacher-forced one-rank run over the one-rank tokens
+    (near_ties.py).
 Prints one ok/FAIL line per factorization (and each near tie taken); exit 1 on any failure.
 Environment: TRIPAR_BIN, MPIEXEC (default mpiexec)."""
 import os
@@ -21,7 +22,8 @@ import sys
 
 import h5py
 import numpy as np
-import yaml
+
+from near_ties import judge_tokens, teacher_forced_margins
 
 
 def run(cmd, log):
@@ -60,29 +62,7 @@ def main():
     if not tripar_run(1, base, ["--set", "parallel.microbatches=1", "--set", "parallel.overlap=false"]):
         sys.exit(open(base + ".log").read() + "FAIL base run")
     base_tokens, base_points = read(base)
-    with h5py.File(base, "r") as f:
-        resolved = yaml.safe_load(f.attrs["job"])
-    new_tokens = resolved["generate"]["new_tokens"]
-    prompt = base_tokens.shape[1] - new_tokens
-
-    # Teacher forcing: the one-rank model over its own tokens, all but the last, gives the
-    # logits that chose each generated token, hence the margin it won by.
-    forced = dict(resolved)
-    forced["input"] = {"tokens": base_tokens[:, :-1].tolist()}
-    forced["generate"] = dict(resolved["generate"], new_tokens=1)
-    forced["record"] = dict(resolved["record"], activations=["logits"])
-    forced["record"].pop("out", None)
-    forced_job = os.path.join(work, "forced.yaml")
-    with open(forced_job, "w") as f:
-        yaml.safe_dump(forced, f)
-    forced_out = os.path.join(work, "forced.h5")
-    if not run([mpiexec, "-n", "1", tripar, "run", forced_job, "--out", forced_out],
-               forced_out + ".log"):
-        sys.exit(open(forced_out + ".log").read() + "FAIL teacher-forced run")
-    _, forced_points = read(forced_out)
-    logits = forced_points["logits"]  # (batch, prompt + new - 1, vocab)
-    top2 = np.sort(logits, axis=-1)[..., -2:]
-    margin = top2[..., 1] - top2[..., 0]  # margin[b, t]: how token t + 1 was chosen
+    margin, prompt = teacher_forced_margins(tripar, mpiexec, base, work)
     near_tie = 2 * rtol * np.max(np.abs(base_points["logits"]))
 
     fail = count = 0
@@ -108,15 +88,8 @@ def main():
                     err = np.max(np.abs(points[point] - ref)) / max(np.max(np.abs(ref)), 1e-30)
                     if err > rtol:
                         problems.append(f"{point} max_rel {err:.3e} > {rtol:g}")
-                for b in range(base_tokens.shape[0]):
-                    differ = np.nonzero(tokens[b] != base_tokens[b])[0]
-                    if differ.size == 0:
-                        continue
-                    p = int(differ[0])
-                    m = margin[b, p - 1] if p >= prompt else np.inf
-                    text = (f"sequence {b} position {p}: {base_tokens[b, p]} -> {tokens[b, p]}, "
-                            f"one-rank margin {m:.3f}, near tie below {near_tie:.3f}")
-                    (ties if m <= near_tie else problems).append(text)
+                for text, tie in judge_tokens(tokens, base_tokens, margin, prompt, near_tie):
+                    (ties if tie else problems).append(text)
                 tag = "ok  " if not problems else "FAIL"
                 fail |= bool(problems)
                 print(f"{tag} {name} {' '.join(sets)}")

@@ -10,19 +10,31 @@ docs/kernels.md documents against the fp32 run's: the norm-wise relative error
 max|a - b| / max|b| and the mean KL divergence of the softmaxes over the vocabulary.
 
 Then bf16 and int8w run once per instruction-set level the cpu has (backend.cpu_isa: scalar up
-to the detected one): each level computes the same function, so its tokens must equal the best
-level's and its logits agree to 1e-5 (tripar diff), only the order of fp32 sums differing.
+to the detected one): each level computes the same function, so its logits must agree with the
+detected level's to CROSS_LEVEL[precision], norm-wise, and its tokens equal the detected
+level's except at a near tie that this noise can flip (near_ties.py: a top-2 margin of at most
+2 CROSS_LEVEL max|logits|, from a teacher-forced run of the detected level). int8w's kernels sum each block
+exactly in int32, so its levels agree to 1e-5. bf16's kernels differ in the order of their fp32
+sums (the avx512_bf16 level's vdpbf16ps against sgemm on widened values below it), and where a
+1e-7 difference meets an activation sitting on a bf16 rounding boundary, the next product's
+input moves by one bf16 step (2^-8) and carries on: about one bf16 step on the logits (2.2e-3
+measured on the fixture), an order of magnitude inside bf16's accuracy bound.
 
 Environment: TRIPAR_BIN, MPIEXEC (default mpiexec)."""
 import os
+import shutil
 import subprocess
 import sys
 
 import h5py
 import numpy as np
 
+from near_ties import judge_tokens, teacher_forced_margins
+
 # docs/kernels.md, "Accuracy against fp32": (norm-wise logit error, mean KL in nats)
 TOLERANCES = {"bf16": (2e-2, 2e-3), "int8w": (6e-2, 2e-2)}
+# docs/kernels.md, "Instruction-set levels": logits of any level against the detected one
+CROSS_LEVEL = {"bf16": 5e-3, "int8w": 1e-5}
 LEVELS = ["scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16"]
 
 
@@ -41,6 +53,11 @@ def logits(path):
         return np.asarray(f["activations/logits"], dtype=np.float64)
 
 
+def tokens(path):
+    with h5py.File(path, "r") as f:
+        return np.asarray(f["output/tokens"])
+
+
 def compare(got, want):
     err = np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)
     lp = want - want.max(axis=-1, keepdims=True)
@@ -57,9 +74,8 @@ def main():
     work, job = sys.argv[1], sys.argv[2]
     tripar = os.environ["TRIPAR_BIN"]
     mpiexec = os.environ.get("MPIEXEC", "mpiexec")
-    os.makedirs(work, exist_ok=True)
-    for name in os.listdir(work):  # run files are never overwritten: start from an empty dir
-        os.remove(os.path.join(work, name))
+    shutil.rmtree(work, ignore_errors=True)  # run files are never overwritten: start empty
+    os.makedirs(work)
     fail = 0
 
     base = os.path.join(work, "fp32.h5")
@@ -98,18 +114,24 @@ def main():
     for precision in ("bf16", "int8w"):
         best = os.path.join(work, f"{precision}-auto.h5")
         run(tripar, mpiexec, job, best, [f"model.precision={precision}"])
+        forced = os.path.join(work, f"forced-{precision}")
+        os.makedirs(forced, exist_ok=True)
+        margin, prompt = teacher_forced_margins(tripar, mpiexec, best, forced)
+        best_logits, best_tokens = logits(best), tokens(best)
+        near_tie = 2 * CROSS_LEVEL[precision] * np.max(np.abs(best_logits))
         for level in levels:
             out = os.path.join(work, f"{precision}-{level}.h5")
             run(tripar, mpiexec, job, out, [f"model.precision={precision}",
                                             f"backend.cpu_isa={level}"])
-            diff = subprocess.run([tripar, "diff", best, out, "--rtol", "1e-5"],
-                                  capture_output=True, text=True)
-            ok = diff.returncode == 0
+            err, _ = compare(logits(out), best_logits)
+            verdicts = judge_tokens(tokens(out), best_tokens, margin, prompt, near_tie)
+            ok = err <= CROSS_LEVEL[precision] and all(tie for _, tie in verdicts)
             fail |= not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {precision} at {level}: same tokens, logits "
-                  f"within 1e-5 of the detected level")
-            if not ok:
-                print(diff.stdout + diff.stderr)
+            print(f"{'ok  ' if ok else 'FAIL'} {precision} at {level}: logit error {err:.3e} "
+                  f"(<= {CROSS_LEVEL[precision]:g}) against the detected level, "
+                  f"{len(verdicts)} sequence(s) apart")
+            for text, tie in verdicts:
+                print(f"       {'near tie taken the other way' if tie else 'FAIL'}: {text}")
     sys.exit(1 if fail else 0)
 
 
