@@ -221,8 +221,14 @@ case_sweep() {
     [ "$task" != task ] || continue
     [ "$nodes $tpn" = "2 2" ] || fail "task $task $name asked for $nodes node(s) x $tpn, want 2 x 2"
     info=$(run_info "$study/$run")
-    [ "$info" = "$want_2x2" ] && pass "task $task $name: complete on node1,node1,node2,node2" ||
+    if [ "$info" = "$want_2x2" ]; then
+      pass "task $task $name: complete on node1,node1,node2,node2"
+    else
+      # CI keeps only this output, not the build tree: show why the task failed.
       fail "task $task $name: run file says '$info', want '$want_2x2' (log $study/logs/task-$task.out)"
+      tail -n 40 "$study/logs/task-$task.out" "$study/logs/task-$task.err" 2>/dev/null | sed 's/^/    /' >&2
+      grep -h "error" "$state"/slurm/log/*.log 2>/dev/null | tail -n 20 | sed 's/^/    /' >&2
+    fi
   done <"$study/manifest.tsv"
   [ -f "$study/FAILED.txt" ] && [ ! -s "$study/FAILED.txt" ] && pass "FAILED.txt empty" ||
     fail "FAILED.txt missing or not empty"
