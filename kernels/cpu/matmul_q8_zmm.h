@@ -16,8 +16,10 @@
 #include "kernels/cpu/matmul_isa.h"
 #include "kernels/cpu/matmul_kernels.h"
 
-/* Bytes ahead of the current chunk that each column's weight stream is prefetched. */
-enum { Q8_ZMM_PREFETCH = 1024 };
+/* The NC weight rows of a tile are NC * k contiguous bytes, read a chunk of each row at a
+ * time; the prefetch walks the same bytes as one stream, this far ahead of the tile's progress
+ * (NC * c0), so it runs into the next tile's rows without a gap. */
+enum { Q8_ZMM_PREFETCH = 8192 };
 
 /* The scale lanes of column o's weights over the chunk at c0 (blocks b0.., nbc of them, mask
  * dm): one group for the whole chunk, one scale per block (group == block), or lane by lane. */
@@ -59,7 +61,7 @@ static inline __attribute__((always_inline)) void q8_zmm_tile(float *y, long ldy
         __m512 sv[4];
         for (int j = 0; j < NC; j++) {
             const int8_t *wj = w + (long)j * k + c0;
-            _mm_prefetch((const char *)(wj + Q8_ZMM_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + (long)NC * c0 + 64 * j + Q8_ZMM_PREFETCH), _MM_HINT_T0);
             wv[j] = _mm512_maskz_loadu_epi8(m, wj);
             init[j] = q8_col(wv[j]);
             sv[j] = group ? q8_zmm_scales(ws + (long)j * ng, group, ng, block, c0, b0, dm, bidx)
@@ -85,11 +87,11 @@ static inline __attribute__((always_inline)) void q8_zmm_tile(float *y, long ldy
 /* Columns by tiles of NC, the last ones one by one; all rows at once, so each weight byte is
  * read from memory once. Four columns when the rows leave registers for them (16
  * accumulators at most). */
-static inline __attribute__((always_inline)) void q8_zmm_rows(float *y, long ldy, const int8_t *q,
+static inline __attribute__((always_inline)) void q8_zmm_cols(float *y, long ldy, const int8_t *q,
                                                               const float *d, const int8_t *w,
                                                               const float *ws, int group, int k,
                                                               int n, int block, int NR) {
-    const int NC = NR <= 4 ? 4 : 2, ng = group ? (k + group - 1) / group : 1;
+    const int NC = NR <= 2 ? 4 : NR <= 4 ? 2 : 1, ng = group ? (k + group - 1) / group : 1;
     int o = 0;
     for (; o + NC <= n; o += NC)
         q8_zmm_tile(y + o, ldy, q, d, w + (long)o * k, ws + (long)o * (group ? ng : 1), group, k,
@@ -97,6 +99,17 @@ static inline __attribute__((always_inline)) void q8_zmm_rows(float *y, long ldy
     for (; o < n; o++)
         q8_zmm_tile(y + o, ldy, q, d, w + (long)o * k, ws + (long)o * (group ? ng : 1), group, k,
                     block, NR, 1);
+}
+
+/* The row-scale path (group 0) apart, so that it carries no group scales in registers. */
+static inline __attribute__((always_inline)) void q8_zmm_rows(float *y, long ldy, const int8_t *q,
+                                                              const float *d, const int8_t *w,
+                                                              const float *ws, int group, int k,
+                                                              int n, int block, int NR) {
+    if (group)
+        q8_zmm_cols(y, ldy, q, d, w, ws, group, k, n, block, NR);
+    else
+        q8_zmm_cols(y, ldy, q, d, w, ws, 0, k, n, block, NR);
 }
 
 static void q8_zmm_gemv(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
