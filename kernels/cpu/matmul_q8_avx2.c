@@ -7,8 +7,10 @@
 #include "kernels/cpu/matmul_isa.h"
 #include "kernels/cpu/matmul_kernels.h"
 
-/* Bytes ahead of the current chunk that each column's weight stream is prefetched. */
-enum { Q8_YMM_PREFETCH = 512 };
+/* The NC weight rows of a tile are NC * k contiguous bytes, read a chunk of each row at a
+ * time; the prefetch walks the same bytes as one stream, this far ahead of the tile's progress
+ * (NC * c0), a line every other chunk, so it runs into the next tile's rows without a gap. */
+enum { Q8_YMM_PREFETCH = 8192 };
 
 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -67,7 +69,9 @@ static inline __attribute__((always_inline)) void q8_ymm_tile(float *y, long ldy
         __m256 sv[4];
         for (int j = 0; j < NC; j++) {
             const int8_t *wj = w + (long)j * k + c0;
-            _mm_prefetch((const char *)(wj + Q8_YMM_PREFETCH), _MM_HINT_T0);
+            if (c0 % 64 == 0)
+                _mm_prefetch((const char *)(w + (long)NC * c0 + 64 * j + Q8_YMM_PREFETCH),
+                             _MM_HINT_T0);
             if (tail) {
                 memset(wt[j], 0, 32);
                 memcpy(wt[j], wj, (size_t)(k - c0));
