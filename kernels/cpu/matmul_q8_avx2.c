@@ -106,12 +106,13 @@ static inline __attribute__((always_inline)) void q8_ymm_tile(float *y, long ldy
 }
 
 /* Columns by tiles of NC, the last ones one by one; all rows at once, so each weight byte is
- * read from memory once; at most 8 accumulators, half the registers. */
+ * read from memory once; at most 8 accumulators, half the registers. Two columns streamed
+ * faster than four at one row (bench_gemv), as on 512 bits. */
 static inline __attribute__((always_inline)) void q8_ymm_rows(float *y, long ldy, const int8_t *q,
                                                               const float *d, const int8_t *w,
                                                               const float *ws, int group, int k,
                                                               int n, int block, int NR) {
-    const int NC = NR <= 2 ? 4 : NR <= 4 ? 2 : 1, ng = group ? (k + group - 1) / group : 1;
+    const int NC = NR <= 4 ? 2 : 1, ng = group ? (k + group - 1) / group : 1;
     int o = 0;
     for (; o + NC <= n; o += NC)
         q8_ymm_tile(y + o, ldy, q, d, w + (long)o * k, ws + (long)o * (group ? ng : 1), group, k,
