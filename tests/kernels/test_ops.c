@@ -793,7 +793,8 @@ static void test_memory_and_marks(void **state) {
  * (3072); n odd and even (tile tails); blocks 32 and 16 (and 8, 4, 2); row scales and groups
  * of 32, 64, 128 and of 48, 96 (scales lane by lane); y accumulated (+=) with an ld past n
  * whose extra columns stay untouched; the largest magnitudes, where maddubs would saturate
- * without the sign trick. */
+ * without the sign trick; and each output the same bits whatever rows and columns share the
+ * call (matmul.c's promise that a split or a micro-batch changes no token). */
 static void test_matmul_q8_kernels(void **state) {
     (void)state;
     const cpu_matmul_kernels *mk = cpu_kernel_set_for(backend_cpu_isa(&be))->matmul;
@@ -867,6 +868,23 @@ static void test_matmul_q8_kernels(void **state) {
                                  "gemv_q8 (%s) rows %d k %d n %d block %d group %d extreme %d",
                                  level, rows, k, n, block, group, extreme);
                         expect_close(got, want, ny, FP32_TOL, msg);
+                        // Each output is a function of its own row and weight row only: the
+                        // same bits alone (one row; its columns split at an odd point).
+                        const int nb = (k + block - 1) / block,
+                                  ng = group ? (k + group - 1) / group : 1;
+                        const int n1 = n / 2 + 1;
+                        const float *ws1 = ws + (long)n1 * ng;
+                        for (int r = 0; r < rows; r++) {
+                            float *one = want + (long)r * ldy;
+                            memcpy(one, y0 + (long)r * ldy, sizeof(float) * ldy);
+                            mk->gemv_q8(one, ldy, q + (long)r * k, d + (long)r * nb, wq, ws, group,
+                                        1, k, n1, block);
+                            mk->gemv_q8(one + n1, ldy, q + (long)r * k, d + (long)r * nb,
+                                        wq + (long)n1 * k, ws1, group, 1, k, n - n1, block);
+                            if (memcmp(one, got + (long)r * ldy, sizeof(float) * n))
+                                fail_msg("%s: row %d alone or split at column %d differs", msg, r,
+                                         n1);
+                        }
                     }
     free(x), free(q), free(q2), free(w), free(d), free(d2), free(ws), free(y0), free(got),
         free(want);
