@@ -105,14 +105,14 @@ static inline __attribute__((always_inline)) void q8_ymm_tile(float *y, long ldy
         }
 }
 
-/* Columns by tiles of NC, the last ones one by one; all rows at once, so each weight byte is
- * read from memory once; at most 8 accumulators, half the registers. Two columns streamed
- * faster than four at one row (bench_gemv), as on 512 bits. */
+/* Columns by tiles of two, the last one alone; all rows at once, so each weight byte is read
+ * from memory once. Two weight rows streamed faster than four at one row and than one at 8
+ * rows (bench_gemv; 0.9x the time at 8 rows, where 16 accumulators fill the registers). */
 static inline __attribute__((always_inline)) void q8_ymm_rows(float *y, long ldy, const int8_t *q,
                                                               const float *d, const int8_t *w,
                                                               const float *ws, int group, int k,
                                                               int n, int block, int NR) {
-    const int NC = NR <= 4 ? 2 : 1, ng = group ? (k + group - 1) / group : 1;
+    const int NC = 2, ng = group ? (k + group - 1) / group : 1;
     int o = 0;
     for (; o + NC <= n; o += NC)
         q8_ymm_tile(y + o, ldy, q, d, w + (long)o * k, ws + (long)o * (group ? ng : 1), group, k,

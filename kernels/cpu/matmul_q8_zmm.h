@@ -85,14 +85,15 @@ static inline __attribute__((always_inline)) void q8_zmm_tile(float *y, long ldy
 }
 
 /* Columns by tiles of NC, the last ones one by one; all rows at once, so each weight byte is
- * read from memory once. Two columns (one past 4 rows): measured on GPT-2's shapes, four
- * columns streamed 10-25% slower at one row (four streams k apart) and spilled registers at
- * four rows (bench_gemv). */
+ * read from memory once. Measured on GPT-2's shapes (bench_gemv): at one row, two weight rows
+ * stream faster than four (four streams k apart); from three rows, where the vector ports
+ * bound the kernel, three weight rows share each activation load and block scale best (at 8
+ * rows, 0.9x the time of two and 0.6x that of one). */
 static inline __attribute__((always_inline)) void q8_zmm_cols(float *y, long ldy, const int8_t *q,
                                                               const float *d, const int8_t *w,
                                                               const float *ws, int group, int k,
                                                               int n, int block, int NR) {
-    const int NC = NR <= 4 ? 2 : 1, ng = group ? (k + group - 1) / group : 1;
+    const int NC = NR <= 2 ? 2 : 3, ng = group ? (k + group - 1) / group : 1;
     int o = 0;
     for (; o + NC <= n; o += NC)
         q8_zmm_tile(y + o, ldy, q, d, w + (long)o * k, ws + (long)o * (group ? ng : 1), group, k,
