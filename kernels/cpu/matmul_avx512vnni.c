@@ -1,5 +1,5 @@
-/* The matmul family for AVX-512 with VNNI: int8 dot products (vpdpbusd) for the int8 decode
- * GEMV; everything else is the AVX-512 level's. */
+/* The matmul family for AVX-512 with VNNI: the int8 decode GEMV on int8 dot products
+ * (vpdpbusd, matmul_q8_avx512vnni.c); everything else is the AVX-512 level's. */
 #include <immintrin.h>
 #include <stdint.h>
 

@@ -33,7 +33,6 @@ static inline __attribute__((always_inline)) __m512 q8_zmm_scales(const float *w
         const int g = (c0 + 4 * l) / group; // lanes past k hold zero sums: any finite scale
         s[l] = ws[g < ng ? g : ng - 1];
     }
-    (void)block;
     return _mm512_loadu_ps(s);
 }
 
