@@ -128,6 +128,6 @@ const cpu_matmul_kernels cpu_matmul_avx512 = {
     .gemv_bf16 = gemv_bf16_avx512,
     .gemm_bf16 = NULL,
     .gemm_bf16_pack_bytes = NULL,
-    .quantize_q8 = quantize_q8_scalar,
-    .gemv_q8 = gemv_q8_scalar,
+    .quantize_q8 = quantize_q8_avx512,
+    .gemv_q8 = gemv_q8_avx512,
 };

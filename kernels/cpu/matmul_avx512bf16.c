@@ -230,6 +230,6 @@ const cpu_matmul_kernels cpu_matmul_avx512bf16 = {
     .gemv_bf16 = gemv_bf16_avx512bf16,
     .gemm_bf16 = gemm_bf16_avx512bf16,
     .gemm_bf16_pack_bytes = gemm_bf16_pack_bytes_avx512bf16,
-    .quantize_q8 = quantize_q8_scalar,
-    .gemv_q8 = gemv_q8_scalar,
+    .quantize_q8 = quantize_q8_avx512,
+    .gemv_q8 = gemv_q8_avx512vnni,
 };

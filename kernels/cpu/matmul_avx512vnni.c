@@ -1,5 +1,5 @@
-/* The matmul family for AVX-512 with VNNI: int8 dot products (vpdpbusd) for the int8 decode
- * GEMV; everything else is the AVX-512 level's. */
+/* The matmul family for AVX-512 with VNNI: the int8 decode GEMV on int8 dot products
+ * (vpdpbusd, matmul_q8_avx512vnni.c); everything else is the AVX-512 level's. */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -12,6 +12,6 @@ const cpu_matmul_kernels cpu_matmul_avx512vnni = {
     .gemv_bf16 = gemv_bf16_avx512,
     .gemm_bf16 = NULL,
     .gemm_bf16_pack_bytes = NULL,
-    .quantize_q8 = quantize_q8_scalar,
-    .gemv_q8 = gemv_q8_scalar,
+    .quantize_q8 = quantize_q8_avx512,
+    .gemv_q8 = gemv_q8_avx512vnni,
 };

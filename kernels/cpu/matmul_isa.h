@@ -23,3 +23,14 @@ void gemv_bf16_avx2(float *y, long ldy, const uint16_t *x, const uint16_t *w, in
 void round_bf16_avx512(uint16_t *out, const float *x, long n);
 void gemv_bf16_avx512(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
                       int n);
+
+/* int8 (matmul_q8_avx2.c, matmul_q8_avx512.c, matmul_q8_avx512vnni.c): quantisers
+ * bit-identical to quantize_q8_scalar, and decode GEMVs with exact int32 block sums. */
+void quantize_q8_avx2(int8_t *q, float *d, const float *x, int rows, int k, int block);
+void gemv_q8_avx2(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
+                  const float *ws, int group, int rows, int k, int n, int block);
+void quantize_q8_avx512(int8_t *q, float *d, const float *x, int rows, int k, int block);
+void gemv_q8_avx512(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
+                    const float *ws, int group, int rows, int k, int n, int block);
+void gemv_q8_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
+                        const float *ws, int group, int rows, int k, int n, int block);

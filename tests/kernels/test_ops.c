@@ -786,6 +786,110 @@ static void test_memory_and_marks(void **state) {
     assert_string_equal(dtype_name(DTYPE_F16), "f16");
 }
 
+/* The level's int8 kernels against the scalar ones (kernels/cpu/matmul_scalar.c, the twin
+ * test_matmul_lowp checks against the reference): quantize_q8 bit for bit (zero blocks, every
+ * tail, blocks 1..32) and as ref_quantize_q8; gemv_q8 by relative error for every GEMV row
+ * count, k under one vector, not a multiple of a block or of a vector (17, 100), long rows
+ * (3072); n odd and even (tile tails); blocks 32 and 16 (and 8, 4, 2); row scales and groups
+ * of 32, 64, 128 and of 48, 96 (scales lane by lane); y accumulated (+=) with an ld past n
+ * whose extra columns stay untouched; the largest magnitudes, where maddubs would saturate
+ * without the sign trick; and each output the same bits whatever rows and columns share the
+ * call (matmul.c's promise that a split or a micro-batch changes no token). */
+static void test_matmul_q8_kernels(void **state) {
+    (void)state;
+    const cpu_matmul_kernels *mk = cpu_kernel_set_for(backend_cpu_isa(&be))->matmul;
+    const cpu_matmul_kernels *sk = &cpu_matmul_scalar;
+    const char *level = cpu_isa_name(backend_cpu_isa(&be));
+    enum { MAX_K = 3072, MAX_N = 10, PAD = 3 }; // MAX_N >= CPU_GEMV_MAX_ROWS
+    uint64_t rng = 4242;
+    float *x = rand_floats((long)CPU_GEMV_MAX_ROWS * MAX_K, &rng, -2, 2);
+    int8_t *q = malloc((size_t)CPU_GEMV_MAX_ROWS * MAX_K),
+           *q2 = malloc((size_t)MAX_N * MAX_K); // also extreme weights
+    int8_t *w = malloc((size_t)MAX_N * MAX_K);
+    float *d = zeros((long)CPU_GEMV_MAX_ROWS * MAX_K), *d2 = zeros((long)CPU_GEMV_MAX_ROWS * MAX_K);
+    float *ws = rand_floats((long)MAX_N * MAX_K, &rng, 0.001f, 0.02f);
+    float *y0 = rand_floats((long)CPU_GEMV_MAX_ROWS * (MAX_N + PAD), &rng, -1, 1);
+    float *got = zeros((long)CPU_GEMV_MAX_ROWS * (MAX_N + PAD));
+    float *want = zeros((long)CPU_GEMV_MAX_ROWS * (MAX_N + PAD));
+    assert_non_null(q), assert_non_null(q2), assert_non_null(w);
+    // Zero blocks: the first 32 values of every row, and 16 more from 100 (a block of 16 or
+    // 32 inside a longer one).
+    for (int r = 0; r < CPU_GEMV_MAX_ROWS; r++)
+        for (int c = 0; c < 32; c++)
+            x[(long)r * MAX_K + c] = 0.0f, x[(long)r * MAX_K + 128 + c % 16] = 0.0f;
+    for (long i = 0; i < (long)MAX_N * MAX_K; i++)
+        w[i] = (int8_t)((int)(ref_rng_next(&rng) % 255) - 127);
+
+    static const int qk[] = {1, 5, 17, 31, 32, 33, 100, 129, 768};
+    for (int block = 1; block <= 32; block *= 2)
+        for (size_t i = 0; i < sizeof qk / sizeof qk[0]; i++)
+            for (int rows = 1; rows <= 3; rows++) {
+                const int k = qk[i], nb = (k + block - 1) / block;
+                memset(q, 0x55, (size_t)rows * k), memset(q2, 0x55, (size_t)rows * k);
+                mk->quantize_q8(q, d, x, rows, k, block);
+                sk->quantize_q8(q2, d2, x, rows, k, block);
+                if (memcmp(q, q2, (size_t)rows * k) || memcmp(d, d2, sizeof(float) * rows * nb))
+                    fail_msg("quantize_q8 (%s) rows %d k %d block %d: not the scalar bits", level,
+                             rows, k, block);
+                ref_quantize_q8(q2, d2, x, rows, k, block);
+                if (memcmp(q, q2, (size_t)rows * k) || memcmp(d, d2, sizeof(float) * rows * nb))
+                    fail_msg("quantize_q8 (%s) rows %d k %d block %d: not ref_quantize_q8's", level,
+                             rows, k, block);
+            }
+
+    static const int ks[] = {32, 64, 96, 100, 768, 3072, 17};
+    static const int layouts[][2] = {{32, 0}, {32, 32}, {32, 64}, {32, 128}, {32, 96},
+                                     {16, 0}, {16, 16}, {16, 32}, {16, 48},  {16, 128},
+                                     {8, 0},  {4, 64},  {2, 0}};
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++)
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+            for (int extreme = 0; extreme < 2; extreme++)
+                for (int n = 9; n <= MAX_N; n++)
+                    for (int rows = 1; rows <= CPU_GEMV_MAX_ROWS; rows++) {
+                        const int block = layouts[l][0], group = layouts[l][1], k = ks[i];
+                        const long ldy = n + PAD, ny = (long)rows * ldy;
+                        sk->quantize_q8(q, d, x, rows, k, block);
+                        int8_t *wq = w;
+                        if (extreme) { // |q| = |w| = 127 everywhere, signs mixed
+                            for (long c = 0; c < (long)rows * k; c++)
+                                q[c] = (int8_t)(c % 3 ? -127 : 127);
+                            wq = q2;
+                            for (long c = 0; c < (long)n * k; c++)
+                                wq[c] = (int8_t)(c % 5 ? -127 : 127);
+                        }
+                        memcpy(got, y0, sizeof(float) * ny), memcpy(want, y0, sizeof(float) * ny);
+                        mk->gemv_q8(got, ldy, q, d, wq, ws, group, rows, k, n, block);
+                        sk->gemv_q8(want, ldy, q, d, wq, ws, group, rows, k, n, block);
+                        for (int r = 0; r < rows; r++)
+                            for (long c = n; c < ldy; c++)
+                                assert_true(got[r * ldy + c] == y0[r * ldy + c]);
+                        char msg[160];
+                        snprintf(msg, sizeof msg,
+                                 "gemv_q8 (%s) rows %d k %d n %d block %d group %d extreme %d",
+                                 level, rows, k, n, block, group, extreme);
+                        expect_close(got, want, ny, FP32_TOL, msg);
+                        // Each output is a function of its own row and weight row only: the
+                        // same bits alone (one row; its columns split at an odd point).
+                        const int nb = (k + block - 1) / block,
+                                  ng = group ? (k + group - 1) / group : 1;
+                        const int n1 = n / 2 + 1;
+                        const float *ws1 = ws + (long)n1 * ng;
+                        for (int r = 0; r < rows; r++) {
+                            float *one = want + (long)r * ldy;
+                            memcpy(one, y0 + (long)r * ldy, sizeof(float) * ldy);
+                            mk->gemv_q8(one, ldy, q + (long)r * k, d + (long)r * nb, wq, ws, group,
+                                        1, k, n1, block);
+                            mk->gemv_q8(one + n1, ldy, q + (long)r * k, d + (long)r * nb,
+                                        wq + (long)n1 * k, ws1, group, 1, k, n - n1, block);
+                            if (memcmp(one, got + (long)r * ldy, sizeof(float) * n))
+                                fail_msg("%s: row %d alone or split at column %d differs", msg, r,
+                                         n1);
+                        }
+                    }
+    free(x), free(q), free(q2), free(w), free(d), free(d2), free(ws), free(y0), free(got),
+        free(want);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed),
@@ -808,6 +912,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_steady_state_no_alloc),
         cmocka_unit_test(test_memory_and_marks),
+        cmocka_unit_test(test_matmul_q8_kernels),
     };
     /* test_ops [LEVEL]: every test against one instruction-set level of the CPU kernels; a
      * level this CPU lacks skips (exit 77), so CTest lists it as skipped with the reason. */

@@ -1,0 +1,201 @@
+/* Benchmark (not a test) of the CPU's int8 decode GEMV (docs/kernels.md, "int8 on the CPU"):
+ * per instruction-set level, the effective GB/s of gemv_q8 over GPT-2 124M's int8 weights (12
+ * layers of (n, k) = (2304, 768), (768, 768), (3072, 768), (768, 3072), then the 50257 x 768
+ * head), walked in decode order so the caches hold what they would, with 1 and 4 activation
+ * rows, next to a plain read of the same bytes in the same walk just before each pass. One
+ * thread, best of N passes; each level is first checked against the scalar kernel's outputs.
+ *   build/tools/tripar_bench_gemv [repeats=3] [level] */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "kernels/cpu/cpu_isa.h"
+
+enum { LAYERS = 12, C = 768, VOCAB = 50257, SHAPES = 5, MAX_ROWS = 4 };
+/* (n, k) of each shape; the head last, once after the layers. */
+static const int shapes[SHAPES][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}, {VOCAB, C}};
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* 2 MiB-aligned memory on huge pages where the kernel allows, as the backend's weights. */
+static void *huge_alloc(size_t bytes) {
+    const size_t align = 2u << 20, rounded = (bytes + align - 1) / align * align;
+    void *p = NULL;
+    if (posix_memalign(&p, align, rounded)) {
+        fprintf(stderr, "bench_gemv: cannot allocate %zu bytes\n", bytes);
+        exit(1);
+    }
+    (void)madvise(p, rounded, MADV_HUGEPAGE);
+    memset(p, 0, rounded);
+    return p;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+/* The bytes at w read with plain 64-bit loads, four independent sums (vectorised by the
+ * compiler): the rate a kernel that touches every byte once can reach. */
+static uint64_t read_all(const uint64_t *w, long words) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (long i = 0; i + 4 <= words; i += 4)
+        s0 += w[i], s1 += w[i + 1], s2 += w[i + 2], s3 += w[i + 3];
+    return s0 ^ s1 ^ s2 ^ s3;
+}
+
+static double rel_error(const float *got, const float *want, long n) {
+    double num = 0.0, den = 0.0;
+    for (long i = 0; i < n; i++) {
+        const double e = (double)got[i] - (double)want[i];
+        num += e * e;
+        den += (double)want[i] * (double)want[i];
+    }
+    return sqrt(num / (den > 0.0 ? den : 1.0));
+}
+
+typedef struct {
+    const int8_t *w[LAYERS * 4 + 1]; // each matrix, in decode order
+    int shape[LAYERS * 4 + 1];
+    const float *ws; // (VOCAB) row scales, shared by every matrix
+    int8_t *q;       // (MAX_ROWS, 4 * C)
+    float *d;        // (MAX_ROWS, 4 * C / 32)
+    float *y;        // (MAX_ROWS, VOCAB)
+} model_weights;
+
+/* One decode step's walk: per shape, seconds spent in gemv_q8 (mk) or in the plain read (mk
+ * NULL) summed over its matrices. */
+static void walk(const model_weights *m, const cpu_matmul_kernels *mk, int rows, double *t,
+                 uint64_t *sink) {
+    for (int s = 0; s < SHAPES; s++)
+        t[s] = 0.0;
+    for (int i = 0; i < LAYERS * 4 + 1; i++) {
+        const int s = m->shape[i], n = shapes[s][0], k = shapes[s][1];
+        const double t0 = now();
+        if (mk)
+            mk->gemv_q8(m->y, n, m->q, m->d, m->w[i], m->ws, 0, rows, k, n, 32);
+        else
+            *sink ^= read_all((const uint64_t *)m->w[i], (long)n * k / 8);
+        t[m->shape[i]] += now() - t0;
+    }
+}
+
+int main(int argc, char **argv) {
+    const int repeats = argc > 1 ? atoi(argv[1]) : 3;
+    const cpu_isa best = cpu_isa_detect();
+    int lo = CPU_ISA_SCALAR, hi = (int)best;
+    if (argc > 2) {
+        lo = hi = cpu_isa_from_name(argv[2]);
+        if (lo < 0 || lo > (int)best) {
+            fprintf(stderr, "bench_gemv: level %s unknown or not on this CPU (%s)\n", argv[2],
+                    cpu_isa_names());
+            return 2;
+        }
+    }
+    if (repeats < 1) {
+        fprintf(stderr, "usage: %s [repeats >= 1] [level]\n", argv[0]);
+        return 2;
+    }
+    model_weights m;
+    long bytes[SHAPES] = {0}, total = 0;
+    for (int l = 0; l < LAYERS; l++)
+        for (int s = 0; s < 4; s++)
+            m.shape[l * 4 + s] = s;
+    m.shape[LAYERS * 4] = 4;
+    for (int i = 0; i < LAYERS * 4 + 1; i++) {
+        const long b = (long)shapes[m.shape[i]][0] * shapes[m.shape[i]][1];
+        bytes[m.shape[i]] += b;
+        total += b;
+    }
+    int8_t *w = huge_alloc((size_t)total);
+    uint64_t rng = 7;
+    for (long i = 0; i < total; i++)
+        w[i] = (int8_t)((int)(rng_next(&rng) % 255) - 127);
+    for (long i = 0, off = 0; i < LAYERS * 4 + 1; i++) {
+        m.w[i] = w + off;
+        off += (long)shapes[m.shape[i]][0] * shapes[m.shape[i]][1];
+    }
+    float *ws = malloc(sizeof(float) * VOCAB), *x = malloc(sizeof(float) * MAX_ROWS * 4 * C);
+    float *want = malloc(sizeof(float) * MAX_ROWS * VOCAB);
+    m.q = malloc(MAX_ROWS * 4 * C);
+    m.d = malloc(sizeof(float) * MAX_ROWS * 4 * C / 32);
+    m.y = calloc((size_t)MAX_ROWS * VOCAB, sizeof(float));
+    if (!ws || !x || !want || !m.q || !m.d || !m.y) {
+        fprintf(stderr, "bench_gemv: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < VOCAB; i++)
+        ws[i] = (float)(rng_next(&rng) % 1000 + 1) * 1e-5f;
+    for (int i = 0; i < MAX_ROWS * 4 * C; i++)
+        x[i] = (float)((double)(rng_next(&rng) % 2000001) * 1e-6 - 1.0);
+    m.ws = ws;
+    // The activations as the backend quantises them: rows of the widest k (the tests check
+    // every level's quantiser gives these bits).
+    cpu_matmul_scalar.quantize_q8(m.q, m.d, x, MAX_ROWS, 4 * C, 32);
+
+    double t_read[SHAPES], t[SHAPES], pass[SHAPES];
+    uint64_t sink = 0;
+    printf("int8 GEMV over GPT-2 124M's weights (%.1f MB: 12 layers then the head), block 32, "
+           "row scales, one thread, best of %d passes, each after a plain read of the same "
+           "bytes (on a shared machine the pair sees the same load)\n",
+           (double)total * 1e-6, repeats);
+    printf("%-12s %4s %-11s %8s %9s %9s %9s %7s %9s\n", "level", "rows", "k x n", "MB", "ms",
+           "GB/s", "read GB/s", "ratio", "rel.err");
+    int bad = 0;
+    for (int level = lo; level <= hi; level++) {
+        const cpu_kernel_set *set = cpu_kernel_set_for((cpu_isa)level);
+        if (!set) continue;
+        for (int rows = 1; rows <= MAX_ROWS; rows += 3) {
+            double err = 0.0;
+            for (int s = 0; s < SHAPES; s++) { // correctness on one matrix of each shape
+                int i = 0;
+                while (m.shape[i] != s)
+                    i++;
+                const int n = shapes[s][0], k = shapes[s][1];
+                memset(want, 0, sizeof(float) * (size_t)rows * (size_t)n);
+                memset(m.y, 0, sizeof(float) * (size_t)rows * (size_t)n);
+                cpu_matmul_scalar.gemv_q8(want, n, m.q, m.d, m.w[i], ws, 0, rows, k, n, 32);
+                set->matmul->gemv_q8(m.y, n, m.q, m.d, m.w[i], ws, 0, rows, k, n, 32);
+                const double e = rel_error(m.y, want, (long)rows * n);
+                err = e > err ? e : err;
+            }
+            bad |= !(err < 1e-5);
+            for (int s = 0; s < SHAPES; s++)
+                t[s] = t_read[s] = 1e30;
+            for (int r = 0; r < (level == CPU_ISA_SCALAR ? 1 : repeats); r++) {
+                walk(&m, NULL, 0, pass, &sink);
+                for (int s = 0; s < SHAPES; s++)
+                    t_read[s] = pass[s] < t_read[s] ? pass[s] : t_read[s];
+                walk(&m, set->matmul, rows, pass, &sink);
+                for (int s = 0; s < SHAPES; s++)
+                    t[s] = pass[s] < t[s] ? pass[s] : t[s];
+            }
+            double sum = 0.0, sum_read = 0.0;
+            for (int s = 0; s <= SHAPES; s++) {
+                char name[32];
+                const double ts = s < SHAPES ? t[s] : sum, tr = s < SHAPES ? t_read[s] : sum_read;
+                const double b = (double)(s < SHAPES ? bytes[s] : total);
+                if (s < SHAPES) {
+                    snprintf(name, sizeof name, "%dx%d", shapes[s][1], shapes[s][0]);
+                    sum += t[s], sum_read += t_read[s];
+                } else {
+                    snprintf(name, sizeof name, "all");
+                }
+                printf("%-12s %4d %-11s %8.1f %9.3f %9.2f %9.2f %6.2fx %9.2e%s\n",
+                       cpu_isa_name((cpu_isa)level), rows, name, b * 1e-6, ts * 1e3, b / ts * 1e-9,
+                       b / tr * 1e-9, tr / ts, err, err < 1e-5 ? "" : "  WRONG");
+            }
+        }
+    }
+    printf("(sink %llx)\n", (unsigned long long)(sink & 0xF));
+    free(w), free(ws), free(x), free(want), free(m.q), free(m.d), free(m.y);
+    return bad ? 1 : 0;
+}
