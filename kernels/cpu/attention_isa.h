@@ -4,3 +4,5 @@
 #pragma once
 
 float exp_shift_sum_scalar(float *y, const float *x, float shift, int n);
+void dot_keys_scalar(float *s, const float *q, const float *k, int n, int hd, float scale);
+void weigh_values_scalar(float *o, const float *w, const float *v, int n, int hd);

@@ -5,8 +5,13 @@
 
 typedef struct cpu_attention_kernels {
     /* y[i] = exp(x[i] - shift) for i < n, and returns the sum of the y (a softmax's
-     * denominator). y may be x. */
+     * denominator). y may be x. The vector levels use a polynomial exp within 2 ulp of expf
+     * for arguments down to -87 (below it the result is a denormal-sized stand-in for 0). */
     float (*exp_shift_sum)(float *y, const float *x, float shift, int n);
+    /* s[j] = scale * (q . k_j) for the n keys k (n, hd): one query's scores. */
+    void (*dot_keys)(float *s, const float *q, const float *k, int n, int hd, float scale);
+    /* o[d] += sum_j w[j] v_j[d] over the n values v (n, hd): one query's weighted values. */
+    void (*weigh_values)(float *o, const float *w, const float *v, int n, int hd);
 } cpu_attention_kernels;
 
 /* The tables (attention_scalar.c, attention_avx2.c, attention_avx512.c). */
