@@ -19,11 +19,11 @@
 #include "base/check.h"
 
 // Query rows per block in prefill: large enough for efficient sgemm, small enough that the
-// skipped triangle is most of the masked work.
-#define ATTN_ROW_BLOCK 64
-// Keys per block of the tiled kernel: a (64 x 64) score tile and a (64 x hd) K and V block
-// stay in L1/L2 between the two products.
-#define ATTN_KEY_BLOCK 64
+// skipped triangle is most of the masked work. Keys per block of the tiled kernel: a (64 x 64)
+// score tile and a (64 x hd) K and V block stay in L1/L2 between the two products. Both are
+// the tile_step kernels' ATTN_TILE.
+#define ATTN_ROW_BLOCK ATTN_TILE
+#define ATTN_KEY_BLOCK ATTN_TILE
 // Decode splits the context into spans of at least this many positions when sequences x heads
 // are fewer than ATTN_SPLIT_ITEMS (and into at most ATTN_MAX_SPLITS spans).
 #define ATTN_SPLIT_SPAN 512
@@ -106,10 +106,12 @@ static size_t tiled_floats(int group, int hd) {
            (size_t)ATTN_ROW_BLOCK * ATTN_KEY_BLOCK + 2 * (size_t)ATTN_KEY_BLOCK * hd;
 }
 
-/* Tiled prefill item: query rows r0..r0+rows-1 of every head of kv head g, batch row b. */
+/* Tiled prefill item: query rows r0..r0+rows-1 of every head of kv head g, batch row b. The
+ * products run as sgemm tiles (a->gemm) or as the level's tile_step kernel, which takes the
+ * queries transposed and pre-scaled. */
 static void attn_tiled_item(const attn_call *a, int b, int g, int r0, int rows, float *scratch) {
     const int hd = a->hd, group = a->group, seq = a->seq0 + b;
-    float *qbuf = scratch;                                     // (group, QB, hd)
+    float *qbuf = scratch;                                     // (group, QB, hd) or (group, hd, QB)
     float *mx = qbuf + (size_t)group * ATTN_ROW_BLOCK * hd;    // (group, QB) running max
     float *sum = mx + (size_t)group * ATTN_ROW_BLOCK;          // (group, QB) running sum
     float *s = sum + (size_t)group * ATTN_ROW_BLOCK;           // (QB, KB) scores tile
@@ -120,15 +122,27 @@ static void attn_tiled_item(const attn_call *a, int b, int g, int r0, int rows, 
     CHECK(group <= 256, "attention: %d query heads per kv head, at most 256", group);
     for (int j = 0; j < group; j++) {
         const int h = g * group + j;
-        qh[j] = attn_queries(a, b, h, r0, rows, qbuf + (size_t)j * ATTN_ROW_BLOCK * hd, &ldq[j]);
-        for (int i = 0; i < rows; i++) {
+        float *qj = qbuf + (size_t)j * ATTN_ROW_BLOCK * hd;
+        if (a->gemm) {
+            qh[j] = attn_queries(a, b, h, r0, rows, qj, &ldq[j]);
+        } else {
+            // kbuf is free until the first key block: the rotated rows go there first
+            long ld;
+            const float *q = attn_queries(a, b, h, r0, rows, kbuf, &ld);
+            for (int d = 0; d < hd; d++)
+                for (int i = 0; i < ATTN_ROW_BLOCK; i++)
+                    qj[(long)d * ATTN_ROW_BLOCK + i] = i < rows ? q[i * ld + d] * a->scale : 0.0f;
+            qh[j] = qj;
+        }
+        for (int i = 0; i < ATTN_ROW_BLOCK; i++) {
             mx[j * ATTN_ROW_BLOCK + i] = -INFINITY;
             sum[j * ATTN_ROW_BLOCK + i] = 0.0f;
+        }
+        for (int i = 0; i < rows; i++)
             memset(a->out + ((long)b * a->n_new + r0 + i) * a->C + (long)h * hd, 0,
                    sizeof(float) * (size_t)hd);
-        }
     }
-    const int first = a->pos0 + r0, keys = first + rows; // rows sit at first.., see keys < keys
+    const int first = a->pos0 + r0, keys = first + rows; // row i at position first + i
     for (int k0 = 0; k0 < keys; k0 += ATTN_KEY_BLOCK) {
         const int kn = keys - k0 < ATTN_KEY_BLOCK ? keys - k0 : ATTN_KEY_BLOCK;
         // One read of the block serves every query head of the kv head.
@@ -137,9 +151,13 @@ static void attn_tiled_item(const attn_call *a, int b, int g, int r0, int rows, 
         for (int j = 0; j < group; j++) {
             const int h = g * group + j;
             float *o = a->out + ((long)b * a->n_new + r0) * a->C + (long)h * hd; // ld C
-            if (a->gemm)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kn, hd, a->scale, qh[j],
-                            (int)ldq[j], kb, hd, 0.0f, s, ATTN_KEY_BLOCK);
+            if (!a->gemm) {
+                a->kern->tile_step(o, a->C, mx + j * ATTN_ROW_BLOCK, sum + j * ATTN_ROW_BLOCK,
+                                   qh[j], kb, vb, rows, kn, hd, first, k0, s);
+                continue;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kn, hd, a->scale, qh[j],
+                        (int)ldq[j], kb, hd, 0.0f, s, ATTN_KEY_BLOCK);
             for (int i = 0; i < rows; i++) {
                 float *si = s + (long)i * ATTN_KEY_BLOCK;
                 // Keys k0.. that row i (position first + i) sees: none when the block starts
@@ -150,7 +168,6 @@ static void attn_tiled_item(const attn_call *a, int b, int g, int r0, int rows, 
                     memset(si, 0, sizeof(float) * (size_t)kn);
                     continue;
                 }
-                if (!a->gemm) a->kern->dot_keys(si, qh[j] + i * ldq[j], kb, valid, hd, a->scale);
                 float *m = mx + j * ATTN_ROW_BLOCK + i, *l = sum + j * ATTN_ROW_BLOCK + i;
                 const float bm = max_of(si, valid), mnew = bm > *m ? bm : *m;
                 const float alpha = expf(*m - mnew); // 0 at the first block (m = -inf)
@@ -162,11 +179,9 @@ static void attn_tiled_item(const attn_call *a, int b, int g, int r0, int rows, 
                 if (alpha != 1.0f)
                     for (int d = 0; d < hd; d++)
                         oi[d] *= alpha;
-                if (!a->gemm) a->kern->weigh_values(oi, si, vb, valid, hd);
             }
-            if (a->gemm)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kn, 1.0f, s,
-                            ATTN_KEY_BLOCK, vb, hd, 1.0f, o, (int)a->C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, kn, 1.0f, s,
+                        ATTN_KEY_BLOCK, vb, hd, 1.0f, o, (int)a->C);
         }
     }
     for (int j = 0; j < group; j++) {

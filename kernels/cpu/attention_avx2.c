@@ -115,4 +115,5 @@ const cpu_attention_kernels cpu_attention_avx2 = {
     .exp_shift_sum = exp_shift_sum_avx2,
     .dot_keys = dot_keys_avx2,
     .weigh_values = weigh_values_avx2,
+    .tile_step = tile_step_scalar, // the backend runs sgemm tiles at this level
 };

@@ -12,7 +12,17 @@ typedef struct cpu_attention_kernels {
     void (*dot_keys)(float *s, const float *q, const float *k, int n, int hd, float scale);
     /* o[d] += sum_j w[j] v_j[d] over the n values v (n, hd): one query's weighted values. */
     void (*weigh_values)(float *o, const float *w, const float *v, int n, int hd);
+    /* One key block of the tiled prefill's online softmax, for up to ATTN_TILE rows of one head:
+     * qt (hd, ATTN_TILE) the rows' queries transposed and pre-scaled (columns past rows zero);
+     * k, v (kn, hd) keys k0..k0+kn-1, kn <= ATTN_TILE; row i sits at position first + i and sees
+     * the keys up to it. m, l (ATTN_TILE) each row's running max and sum; o (rows, hd), ld ldo,
+     * its unnormalised output, rescaled to the new max and added to. st (ATTN_TILE^2) scratch. */
+    void (*tile_step)(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
+                      const float *v, int rows, int kn, int hd, int first, int k0, float *st);
 } cpu_attention_kernels;
+
+/* Rows and keys of one tile_step. */
+enum { ATTN_TILE = 64 };
 
 /* The tables (attention_scalar.c, attention_avx2.c, attention_avx512.c). */
 extern const cpu_attention_kernels cpu_attention_scalar;

@@ -29,8 +29,36 @@ void weigh_values_scalar(float *o, const float *w, const float *v, int n, int hd
             o[d] += w[j] * v[(long)j * hd + d];
 }
 
+void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
+                      const float *v, int rows, int kn, int hd, int first, int k0, float *st) {
+    for (int i = 0; i < rows; i++) {
+        // keys k0..k0+valid-1 are at or before the row's position
+        int valid = first + i - k0 + 1;
+        valid = valid < kn ? valid : kn;
+        if (valid <= 0) continue;
+        float *s = st + (long)i * ATTN_TILE;
+        float mx = -INFINITY;
+        for (int j = 0; j < valid; j++) {
+            float dot = 0.0f;
+            for (int d = 0; d < hd; d++)
+                dot += qt[(long)d * ATTN_TILE + i] * k[(long)j * hd + d];
+            s[j] = dot;
+            mx = dot > mx ? dot : mx;
+        }
+        const float mnew = mx > m[i] ? mx : m[i];
+        const float alpha = expf(m[i] - mnew); // 0 at the first block (m = -inf)
+        l[i] = l[i] * alpha + exp_shift_sum_scalar(s, s, mnew, valid);
+        m[i] = mnew;
+        float *oi = o + (long)i * ldo;
+        for (int d = 0; d < hd; d++)
+            oi[d] *= alpha;
+        weigh_values_scalar(oi, s, v, valid, hd);
+    }
+}
+
 const cpu_attention_kernels cpu_attention_scalar = {
     .exp_shift_sum = exp_shift_sum_scalar,
     .dot_keys = dot_keys_scalar,
     .weigh_values = weigh_values_scalar,
+    .tile_step = tile_step_scalar,
 };

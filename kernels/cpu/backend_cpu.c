@@ -172,7 +172,9 @@ int backend_cpu_init(backend *be, const backend_options *opt) {
     }
     ctx->threads = omp_get_max_threads();
     ctx->attn_tiled_min = CPU_ATTN_TILED_MIN;
-    ctx->attn_tile_gemm = 1;
+    // AVX-512 has its own tile kernel (faster than sgemm tiles, docs/kernels.md); below it
+    // the tiles go through sgemm.
+    ctx->attn_tile_gemm = isa < CPU_ISA_AVX512;
     ctx->max_marks = opt && opt->max_marks > 0 ? opt->max_marks : 1;
     ctx->marks = xcalloc((unsigned long)ctx->max_marks, sizeof(double));
     cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * CPU_MATMUL_TILE_FLOATS);

@@ -2,11 +2,12 @@
  * batch 1), prefill of N tokens through each prefill path (two sgemm per head, tiled with
  * sgemm tiles, tiled with the level's own kernels) and one decode step at context N, on 1 and
  * 2 threads; the best of several repetitions, in milliseconds. Checks the paths agree.
- *   build/tests/bench_attention [N...] (default 128 512 2048) */
+ *   build/tests/bench_attention [--isa LEVEL] [N...] (default 128 512 2048) */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kernels/backend.h"
@@ -20,11 +21,13 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    int lens[8] = {128, 512, 2048}, nlens = 3;
-    if (argc > 1) {
-        nlens = argc - 1 < 8 ? argc - 1 : 8;
+    int lens[8] = {128, 512, 2048}, nlens = 3, arg = 1;
+    const char *isa = NULL;
+    if (argc > 2 && !strcmp(argv[1], "--isa")) isa = argv[2], arg = 3;
+    if (argc > arg) {
+        nlens = argc - arg < 8 ? argc - arg : 8;
         for (int i = 0; i < nlens; i++)
-            lens[i] = atoi(argv[i + 1]);
+            lens[i] = atoi(argv[arg + i]);
     }
     const int H = 12, hd = 64, reps = 5;
     const long C = (long)H * hd, row = 3 * C;
@@ -38,7 +41,7 @@ int main(int argc, char **argv) {
         ref_fill_uniform(qkv, (long)n * row, &rng, -1, 1);
         for (int th = 1; th <= 2; th++) {
             backend be;
-            backend_options opt = {.threads = th, .max_marks = 1};
+            backend_options opt = {.threads = th, .max_marks = 1, .cpu_isa = isa};
             if (backend_cpu_init(&be, &opt)) return 1;
             cpu_ctx *ctx = be.ctx;
             kv_view kv = {.max_ctx = n + 1, .heads = H, .kv_heads = H, .head_dim = hd};

@@ -836,6 +836,40 @@ static void test_attention_kernels(void **state) {
         expect_close(og, ow, hd, FP32_TOL, "weigh_values");
         free(q), free(kv), free(w), free(sg), free(sw), free(og), free(ow);
     }
+    // tile_step: two key blocks in a row (the first sets the running max, the second rescales),
+    // a partial one crossing the rows' positions, rows and keys short of a tile
+    const int steps[][5] = {
+        // rows, kn, hd, first, k0 of the second block (the first is at 0 with 64 keys)
+        {64, 64, 64, 127, 64},
+        {37, 13, 64, 70, 64},
+        {64, 64, 48, 64, 64},
+        {5, 30, 20, 70, 64}};
+    for (size_t t = 0; t < sizeof steps / sizeof steps[0]; t++) {
+        const int rows = steps[t][0], kn = steps[t][1], hd = steps[t][2], first = steps[t][3];
+        float *qt = zeros((long)hd * ATTN_TILE), *st = zeros(ATTN_TILE * ATTN_TILE);
+        for (int d = 0; d < hd; d++)
+            ref_fill_uniform(qt + (long)d * ATTN_TILE, rows, &rng, -0.5f, 0.5f);
+        // keys and values of both blocks: the second starts 3 rows into the first's
+        float *kv = rand_floats(2L * (ATTN_TILE + 3) * hd, &rng, -1, 1);
+        float *v = kv + (long)(ATTN_TILE + 3) * hd;
+        float *o[2], m[2][ATTN_TILE], l[2][ATTN_TILE];
+        for (int w = 0; w < 2; w++) {
+            o[w] = zeros((long)rows * hd);
+            for (int i = 0; i < ATTN_TILE; i++)
+                m[w][i] = -INFINITY, l[w][i] = 0.0f;
+            const cpu_attention_kernels *kk = w ? &cpu_attention_scalar : k;
+            kk->tile_step(o[w], hd, m[w], l[w], qt, kv, v, rows, ATTN_TILE, hd, first, 0, st);
+            kk->tile_step(o[w], hd, m[w], l[w], qt, kv + 3L * hd, v + 3L * hd, rows, kn, hd, first,
+                          steps[t][4], st);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "tile_step output, case %zu", t);
+        expect_close(o[0], o[1], (long)rows * hd, FP32_TOL, what);
+        expect_close(l[0], l[1], rows, FP32_TOL, "tile_step sums");
+        for (int i = 0; i < rows; i++)
+            assert_true(m[0][i] == m[1][i] || fabsf(m[0][i] - m[1][i]) <= 1e-6f * fabsf(m[1][i]));
+        free(qt), free(st), free(kv), free(o[0]), free(o[1]);
+    }
 }
 
 /* The row ops split over threads compute each row as one thread does: 2 threads give the
