@@ -11,10 +11,6 @@
  * fit MATMUL_TILE_MIN_ROWS rows in it; wider ones grow it once. */
 enum { CPU_MATMUL_TILE_FLOATS = 128 * 1024 };
 
-/* Prefills of at least this many new tokens run attention tiled with an online softmax, shorter
- * ones two sgemm per head (docs/kernels.md, "Attention on the CPU", has the measurements). */
-enum { CPU_ATTN_TILED_MIN = 1 };
-
 /* Scratch buffers grow at the first call with a bigger shape and never shrink, so the decode
  * loop (same or smaller shapes than the prefill before it) allocates nothing. */
 typedef struct {
