@@ -1,6 +1,6 @@
 /* The attention family for AVX2 + FMA: exp by range reduction and a degree-5 polynomial
- * (Cephes' expf), eight lanes at a time; dot products four keys at a time so each query load
- * serves four keys; weighted values with 32 outputs held in registers across the keys. */
+ * (Cephes' expf), eight lanes at a time; dot products eight keys at a time, one per lane;
+ * weighted values with 32 outputs held in registers across the keys; the tile kernel. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -10,6 +10,8 @@
 /* exp(x) for x in [-87.3, 88.7] (clamped to it): x = n ln2 + r, |r| <= ln2 / 2, and
  * exp(x) = 2^n p(r); ln2 in two parts so n ln2 is exact to float precision. */
 static inline __m256 exp_avx2(__m256 x) {
+    // below -87.3 the true result is a denormal or 0: 0 (and -inf, a masked score, gives 0)
+    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_GE_OQ);
     x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -24,61 +26,39 @@ static inline __m256 exp_avx2(__m256 x) {
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     __m256i e =
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-static inline float hsum_avx2(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    return _mm256_and_ps(live, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
 static float exp_shift_sum_avx2(float *y, const float *x, float shift, int n) {
     const __m256 sh = _mm256_set1_ps(shift);
-    __m256 acc = _mm256_setzero_ps();
     int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh));
-        _mm256_storeu_ps(y + i, e);
-        acc = _mm256_add_ps(acc, e);
-    }
-    float sum = hsum_avx2(acc);
-    for (; i < n; i++) {
-        y[i] = expf(x[i] - shift);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh)));
+    for (; i < n; i++)
+        y[i] = exp_poly_scalar(x[i] - shift);
+    float sum = 0.0f; // in index order, as every level sums
+    for (i = 0; i < n; i++)
         sum += y[i];
-    }
     return sum;
 }
 
+/* Eight keys at a time, one lane each, gathered along d: each dot sums over d in order. */
 static void dot_keys_avx2(float *s, const float *q, const float *k, int n, int hd, float scale) {
-    if (hd % 8) {
-        dot_keys_scalar(s, q, k, n, hd, scale);
-        return;
-    }
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(hd));
     int j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const float *k0 = k + (long)j * hd;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int d = 0; d < hd; d += 8) {
-            __m256 qv = _mm256_loadu_ps(q + d);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + d), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + hd + d), a1);
-            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * hd + d), a2);
-            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * hd + d), a3);
+    for (; j + 16 <= n; j += 16) { // two independent chains hide the FMA latency
+        const float *ka = k + (long)j * hd, *kb = ka + 8L * hd;
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            const __m256 qd = _mm256_set1_ps(q[d]);
+            a = _mm256_fmadd_ps(qd, _mm256_i32gather_ps(ka + d, idx, 4), a);
+            b = _mm256_fmadd_ps(qd, _mm256_i32gather_ps(kb + d, idx, 4), b);
         }
-        s[j] = hsum_avx2(a0) * scale;
-        s[j + 1] = hsum_avx2(a1) * scale;
-        s[j + 2] = hsum_avx2(a2) * scale;
-        s[j + 3] = hsum_avx2(a3) * scale;
+        _mm256_storeu_ps(s + j, _mm256_mul_ps(a, _mm256_set1_ps(scale)));
+        _mm256_storeu_ps(s + j + 8, _mm256_mul_ps(b, _mm256_set1_ps(scale)));
     }
-    for (; j < n; j++) {
-        const float *kj = k + (long)j * hd;
-        __m256 a = _mm256_setzero_ps();
-        for (int d = 0; d < hd; d += 8)
-            a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kj + d), a);
-        s[j] = hsum_avx2(a) * scale;
-    }
+    if (j < n) dot_keys_scalar(s + j, q, k + (long)j * hd, n - j, hd, scale);
 }
 
 static void weigh_values_avx2(float *o, const float *w, const float *v, int n, int hd) {
@@ -111,9 +91,80 @@ static void weigh_values_avx2(float *o, const float *w, const float *v, int n, i
     }
 }
 
+/* The AVX-512 level's tile kernel (attention_avx512.c explains it) eight lanes wide: one key
+ * per pass of the query block (8 accumulators), the weighted values one row at a time. */
+static void tile_step_avx2(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
+                           const float *v, int rows, int kn, int hd, int first, int k0, float *st) {
+    if (hd % 8) {
+        tile_step_scalar(o, ldo, m, l, qt, k, v, rows, kn, hd, first, k0, st);
+        return;
+    }
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const int masked = k0 + kn - 1 > first; // the block reaches past the first row
+    __m256 mx[8];
+    for (int c = 0; c < 8; c++)
+        mx[c] = ninf;
+    for (int j = 0; j < kn; j++) {
+        const float *kj = k + (long)j * hd;
+        __m256 a[8];
+        for (int c = 0; c < 8; c++)
+            a[c] = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            const __m256 x = _mm256_set1_ps(kj[d]);
+            const float *q = qt + (long)d * ATTN_TILE;
+            for (int c = 0; c < 8; c++)
+                a[c] = _mm256_fmadd_ps(x, _mm256_loadu_ps(q + 8 * c), a[c]);
+        }
+        for (int c = 0; c < 8; c++) {
+            __m256 sc = a[c];
+            if (masked) { // row i sees key k0 + j when i > k0 + j - first - 1
+                const __m256i row = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * c));
+                const __m256i sees = _mm256_cmpgt_epi32(row, _mm256_set1_epi32(k0 + j - first - 1));
+                sc = _mm256_blendv_ps(ninf, sc, _mm256_castsi256_ps(sees));
+            }
+            _mm256_storeu_ps(st + (long)j * ATTN_TILE + 8 * c, sc);
+            mx[c] = _mm256_max_ps(mx[c], sc);
+        }
+    }
+    float alpha[ATTN_TILE];
+    for (int c = 0; c < 8; c++) {
+        const __m256 mold = _mm256_loadu_ps(m + 8 * c), mnew = _mm256_max_ps(mold, mx[c]);
+        const __m256 al = exp_avx2(_mm256_sub_ps(mold, mnew));
+        __m256 sum = _mm256_setzero_ps();
+        for (int j = 0; j < kn; j++) {
+            float *sj = st + (long)j * ATTN_TILE + 8 * c;
+            const __m256 p = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(sj), mnew));
+            _mm256_storeu_ps(sj, p);
+            sum = _mm256_add_ps(sum, p);
+        }
+        _mm256_storeu_ps(m + 8 * c, mnew);
+        _mm256_storeu_ps(l + 8 * c, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * c), al, sum));
+        _mm256_storeu_ps(alpha + 8 * c, al);
+    }
+    for (int i = 0; i < rows; i++) {
+        float *oi = o + (long)i * ldo;
+        const __m256 ai = _mm256_set1_ps(alpha[i]);
+        for (int d = 0; d < hd; d += 32) {
+            const int nc = hd - d >= 32 ? 4 : (hd - d) / 8;
+            __m256 a[4];
+            for (int c = 0; c < nc; c++)
+                a[c] = _mm256_mul_ps(ai, _mm256_loadu_ps(oi + d + 8 * c));
+            for (int j = 0; j < kn; j++) {
+                const __m256 p = _mm256_set1_ps(st[(long)j * ATTN_TILE + i]);
+                const float *vj = v + (long)j * hd + d;
+                for (int c = 0; c < nc; c++)
+                    a[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + 8 * c), a[c]);
+            }
+            for (int c = 0; c < nc; c++)
+                _mm256_storeu_ps(oi + d + 8 * c, a[c]);
+        }
+    }
+}
+
 const cpu_attention_kernels cpu_attention_avx2 = {
     .exp_shift_sum = exp_shift_sum_avx2,
     .dot_keys = dot_keys_avx2,
     .weigh_values = weigh_values_avx2,
-    .tile_step = tile_step_scalar, // the backend runs sgemm tiles at this level
+    .tile_step = tile_step_avx2,
 };

@@ -32,44 +32,41 @@ static inline __mmask16 tail_mask(int left) {
 
 static float exp_shift_sum_avx512(float *y, const float *x, float shift, int n) {
     const __m512 sh = _mm512_set1_ps(shift);
-    __m512 acc = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         const __mmask16 m = tail_mask(n - i);
-        __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh));
-        _mm512_mask_storeu_ps(y + i, m, e);
-        acc = _mm512_mask_add_ps(acc, m, acc, e);
+        _mm512_mask_storeu_ps(y + i, m,
+                              exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh)));
     }
-    return _mm512_reduce_add_ps(acc);
+    float sum = 0.0f; // in index order, as every level sums
+    for (int i = 0; i < n; i++)
+        sum += y[i];
+    return sum;
 }
 
+/* Sixteen keys at a time, one lane each, gathered along d: each dot sums over d in order. */
 static void dot_keys_avx512(float *s, const float *q, const float *k, int n, int hd, float scale) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(hd));
     int j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const float *k0 = k + (long)j * hd;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int d = 0; d < hd; d += 16) {
-            const __mmask16 m = tail_mask(hd - d);
-            __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-            a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + d), a0);
-            a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + hd + d), a1);
-            a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + 2 * hd + d), a2);
-            a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + 3 * hd + d), a3);
+    for (; j + 32 <= n; j += 32) { // two independent chains hide the FMA latency
+        const float *ka = k + (long)j * hd, *kb = ka + 16L * hd;
+        __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            const __m512 qd = _mm512_set1_ps(q[d]);
+            a = _mm512_fmadd_ps(qd, _mm512_i32gather_ps(idx, ka + d, 4), a);
+            b = _mm512_fmadd_ps(qd, _mm512_i32gather_ps(idx, kb + d, 4), b);
         }
-        s[j] = _mm512_reduce_add_ps(a0) * scale;
-        s[j + 1] = _mm512_reduce_add_ps(a1) * scale;
-        s[j + 2] = _mm512_reduce_add_ps(a2) * scale;
-        s[j + 3] = _mm512_reduce_add_ps(a3) * scale;
+        _mm512_storeu_ps(s + j, _mm512_mul_ps(a, _mm512_set1_ps(scale)));
+        _mm512_storeu_ps(s + j + 16, _mm512_mul_ps(b, _mm512_set1_ps(scale)));
     }
-    for (; j < n; j++) {
-        const float *kj = k + (long)j * hd;
+    for (; j + 16 <= n; j += 16) {
+        const float *ka = k + (long)j * hd;
         __m512 a = _mm512_setzero_ps();
-        for (int d = 0; d < hd; d += 16) {
-            const __mmask16 m = tail_mask(hd - d);
-            a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), _mm512_maskz_loadu_ps(m, kj + d),
-                                a);
-        }
-        s[j] = _mm512_reduce_add_ps(a) * scale;
+        for (int d = 0; d < hd; d++)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_i32gather_ps(idx, ka + d, 4), a);
+        _mm512_storeu_ps(s + j, _mm512_mul_ps(a, _mm512_set1_ps(scale)));
     }
+    if (j < n) dot_keys_scalar(s + j, q, k + (long)j * hd, n - j, hd, scale);
 }
 
 static void weigh_values_avx512(float *o, const float *w, const float *v, int n, int hd) {

@@ -1,14 +1,36 @@
 /* The attention family in portable C (kernels/cpu/attention_kernels.h): the twins the vector
- * levels are tested against. */
+ * levels are tested against, and bit for bit the same function: the same exp polynomial, the
+ * same order of every sum, and fused multiply-adds (fmaf) where the vector code fuses. */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/attention_kernels.h"
 
+float exp_poly_scalar(float x) {
+    if (!(x >= -87.3f)) return 0.0f; // the true result is a denormal or 0 (-inf: a masked score)
+    x = x < 88.7f ? x : 88.7f;
+    const float n = nearbyintf(x * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693359375f, x);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r + 1.0f);
+    const int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n;
+}
+
 float exp_shift_sum_scalar(float *y, const float *x, float shift, int n) {
     float sum = 0.0f;
     for (int i = 0; i < n; i++) {
-        y[i] = expf(x[i] - shift);
+        y[i] = exp_poly_scalar(x[i] - shift);
         sum += y[i];
     }
     return sum;
@@ -18,7 +40,7 @@ void dot_keys_scalar(float *s, const float *q, const float *k, int n, int hd, fl
     for (int j = 0; j < n; j++) {
         float dot = 0.0f;
         for (int d = 0; d < hd; d++)
-            dot += q[d] * k[(long)j * hd + d];
+            dot = fmaf(q[d], k[(long)j * hd + d], dot);
         s[j] = dot * scale;
     }
 }
@@ -26,7 +48,7 @@ void dot_keys_scalar(float *s, const float *q, const float *k, int n, int hd, fl
 void weigh_values_scalar(float *o, const float *w, const float *v, int n, int hd) {
     for (int j = 0; j < n; j++)
         for (int d = 0; d < hd; d++)
-            o[d] += w[j] * v[(long)j * hd + d];
+            o[d] = fmaf(w[j], v[(long)j * hd + d], o[d]);
 }
 
 void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
@@ -41,13 +63,13 @@ void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, c
         for (int j = 0; j < valid; j++) {
             float dot = 0.0f;
             for (int d = 0; d < hd; d++)
-                dot += qt[(long)d * ATTN_TILE + i] * k[(long)j * hd + d];
+                dot = fmaf(qt[(long)d * ATTN_TILE + i], k[(long)j * hd + d], dot);
             s[j] = dot;
             mx = dot > mx ? dot : mx;
         }
         const float mnew = mx > m[i] ? mx : m[i];
-        const float alpha = expf(m[i] - mnew); // 0 at the first block (m = -inf)
-        l[i] = l[i] * alpha + exp_shift_sum_scalar(s, s, mnew, valid);
+        const float alpha = exp_poly_scalar(m[i] - mnew); // 0 at the first block (m = -inf)
+        l[i] = fmaf(l[i], alpha, exp_shift_sum_scalar(s, s, mnew, valid));
         m[i] = mnew;
         float *oi = o + (long)i * ldo;
         for (int d = 0; d < hd; d++)

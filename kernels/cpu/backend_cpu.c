@@ -2,7 +2,6 @@
  * kernels, timing marks on the monotonic clock, and the ops table that gathers the kernels of
  * kernels/cpu/. Work is synchronous, so the "stream" has always passed every mark. */
 #include <cblas.h>
-#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,11 +171,11 @@ int backend_cpu_init(backend *be, const backend_options *opt) {
         openblas_set_num_threads(opt->threads);
     }
     ctx->threads = omp_get_max_threads();
-    // Prefill attention (docs/kernels.md, "Attention on the CPU"): AVX-512's tile kernel beat
-    // two sgemm per head at every prompt measured (128 to 2048); sgemm tiles did not, so below
-    // AVX-512 prefill keeps two sgemm per head (tiles stay selectable, for tests).
-    ctx->attn_tiled_min = isa >= CPU_ISA_AVX512 ? 1 : INT_MAX;
-    ctx->attn_tile_gemm = isa < CPU_ISA_AVX512;
+    // Prefill attention tiled through the level's tile kernel (docs/kernels.md, "Attention on
+    // the CPU"): faster than two sgemm per head at every prompt measured, and the same function
+    // at every level, which sgemm is not. The other paths stay selectable, for tests.
+    ctx->attn_tiled_min = 1;
+    ctx->attn_tile_gemm = 0;
     ctx->max_marks = opt && opt->max_marks > 0 ? opt->max_marks : 1;
     ctx->marks = xcalloc((unsigned long)ctx->max_marks, sizeof(double));
     cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * CPU_MATMUL_TILE_FLOATS);
