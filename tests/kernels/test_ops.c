@@ -803,8 +803,9 @@ static void test_attention_decode_split(void **state) {
     cpu_set(threads0, 0, -1);
 }
 
-/* The level's attention kernels against their scalar twins: exp within a few ulp, dot
- * products and weighted values to float rounding, at head sizes with and without tails. */
+/* The level's attention kernels equal their scalar twins bit for bit (every level computes
+ * the same function, kernels/cpu/attention_kernels.h), at head sizes with and without tails;
+ * the exp polynomial within 2 ulp of expf. */
 static void test_attention_kernels(void **state) {
     (void)state;
     const cpu_attention_kernels *k = ((const cpu_ctx *)be.ctx)->kern->attention;
@@ -816,10 +817,15 @@ static void test_attention_kernels(void **state) {
         x[0] = -85.0f; // x - 2 near the bottom of the vector exp's range
         float gs = k->exp_shift_sum(got, x, 2.0f, n);
         float ws = exp_shift_sum_scalar(want, x, 2.0f, n);
-        for (int i = 0; i < n; i++)
-            if (fabsf(got[i] - want[i]) > 4e-7f * want[i] + 1e-38f)
+        for (int i = 0; i < n; i++) {
+            if (got[i] != want[i])
                 fail_msg("exp_shift_sum n %d element %d: %.9g vs %.9g", n, i, got[i], want[i]);
-        assert_true(fabsf(gs - ws) <= 1e-6f * ws);
+            // the shared polynomial is within 2 ulp of expf
+            const float e = expf(x[i] - 2.0f);
+            if (fabsf(got[i] - e) > 2.4e-7f * e)
+                fail_msg("exp n %d element %d: %.9g vs expf %.9g", n, i, got[i], e);
+        }
+        assert_true(gs == ws);
         free(x), free(got), free(want);
 
         const int hd = n, keys = 13;
@@ -830,10 +836,10 @@ static void test_attention_kernels(void **state) {
         memcpy(ow, og, sizeof(float) * (size_t)hd);
         k->dot_keys(sg, q, kv, keys, hd, 0.125f);
         dot_keys_scalar(sw, q, kv, keys, hd, 0.125f);
-        expect_close(sg, sw, keys, FP32_TOL, "dot_keys");
+        assert_memory_equal(sg, sw, sizeof(float) * (size_t)keys); // bit for bit
         k->weigh_values(og, w, kv, keys, hd);
         weigh_values_scalar(ow, w, kv, keys, hd);
-        expect_close(og, ow, hd, FP32_TOL, "weigh_values");
+        assert_memory_equal(og, ow, sizeof(float) * (size_t)hd);
         free(q), free(kv), free(w), free(sg), free(sw), free(og), free(ow);
     }
     // tile_step: two key blocks in a row (the first sets the running max, the second rescales),
@@ -864,10 +870,10 @@ static void test_attention_kernels(void **state) {
         }
         char what[64];
         snprintf(what, sizeof what, "tile_step output, case %zu", t);
-        expect_close(o[0], o[1], (long)rows * hd, FP32_TOL, what);
-        expect_close(l[0], l[1], rows, FP32_TOL, "tile_step sums");
-        for (int i = 0; i < rows; i++)
-            assert_true(m[0][i] == m[1][i] || fabsf(m[0][i] - m[1][i]) <= 1e-6f * fabsf(m[1][i]));
+        if (memcmp(o[0], o[1], sizeof(float) * (size_t)(rows * hd)))
+            fail_msg("%s: not bit for bit the scalar twin's", what);
+        assert_memory_equal(l[0], l[1], sizeof(float) * (size_t)rows);
+        assert_memory_equal(m[0], m[1], sizeof(float) * (size_t)rows);
         free(qt), free(st), free(kv), free(o[0]), free(o[1]);
     }
 }
