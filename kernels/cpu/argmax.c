@@ -25,7 +25,7 @@ void cpu_argmax(void *vctx, float *max_val, int32_t *max_idx, const float *logit
                 int cols) {
     const cpu_ctx *ctx = vctx;
     CHECK(rows >= 0 && cols > 0, "argmax: bad shape rows %d cols %d", rows, cols);
-    int nt = cpu_op_threads(ctx, (long)rows * cols);
+    int nt = cpu_op_threads(ctx, rows, cols);
     if (nt > ARGMAX_MAX_CHUNKS) nt = ARGMAX_MAX_CHUNKS;
     if (nt == 1 || rows >= nt) {
         // Enough rows for every thread (prefill, a batch): each row whole on one thread.

@@ -5,8 +5,9 @@
  *     rows); each walks the keys up to its last row in blocks, once for all the query heads
  *     of its kv head, with an online softmax (running max and sum per row, the output rescaled
  *     when the max grows), so no row of scores longer than a block exists;
- *   prefill, two sgemm (shorter prompts): items (sequence, head); Q K^T and P V per block of
- *     query rows, skipping the masked triangle;
+ *   prefill, two sgemm (selectable, not the default: docs/kernels.md has the measurements):
+ *     items (sequence, head); Q K^T and P V per block of query rows, skipping the masked
+ *     triangle;
  *   decode (n_new == 1): items (sequence, head), or (sequence, head, span of the context) when
  *     there are few heads for a long context; the spans' partial softmaxes are merged after.
  * Each item's result depends only on the item, never on the thread count or the schedule. */
@@ -309,7 +310,7 @@ void cpu_attention(void *vctx, float *out, const float *qkv, kv_view cache,
                    .scale = 1.0f / sqrtf((float)hd)};
     const int tiled = n_new > 1 && n_new >= ctx->attn_tiled_min;
     const int splits = n_new == 1 ? decode_splits(batch * H, T) : 1;
-    const int nt = cpu_op_threads(ctx, (long)batch * H * n_new * T * hd);
+    const int nt = cpu_op_threads(ctx, (long)batch * H * n_new, (long)T * hd);
 
     // Scratch: RoPE cos/sin of the new rows, then one region per thread, then the decode
     // spans' partials. A region always has room for a decode step at max_ctx (its query and

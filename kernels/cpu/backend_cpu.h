@@ -36,9 +36,9 @@ typedef struct {
  * more than the loop (a decode step's norms of one 768-wide row stay on one thread). */
 enum { CPU_PARALLEL_MIN_ELEMS = 16384 };
 
-/* Threads for an op over elems elements: ctx->threads, or 1 for small work. */
-static inline int cpu_op_threads(const cpu_ctx *ctx, long elems) {
-    return elems < CPU_PARALLEL_MIN_ELEMS || ctx->threads < 2 ? 1 : ctx->threads;
+/* Threads for an op over rows x cols elements: ctx->threads, or 1 for small work. */
+static inline int cpu_op_threads(const cpu_ctx *ctx, long rows, long cols) {
+    return rows * cols < CPU_PARALLEL_MIN_ELEMS || ctx->threads < 2 ? 1 : ctx->threads;
 }
 
 /* Returns scratch of at least floats floats, growing it if needed. */

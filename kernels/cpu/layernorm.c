@@ -27,7 +27,7 @@ void cpu_layernorm(void *ctx, float *out, const float *in, const float *gamma, c
                    int rows, int C, float eps) {
     CHECK(rows >= 0 && C > 0, "layernorm: bad shape rows %d C %d", rows, C);
     // Rows are independent and each is computed as on one thread: bit-identical at any count.
-#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, (long)rows *C))
+#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, rows, C))
     for (int r = 0; r < rows; r++)
         layernorm_row(out + (long)r * C, in + (long)r * C, gamma, beta, C, eps);
 }
@@ -35,7 +35,7 @@ void cpu_layernorm(void *ctx, float *out, const float *in, const float *gamma, c
 void cpu_residual_layernorm(void *ctx, float *residual, float *norm_out, const float *delta,
                             const float *gamma, const float *beta, int rows, int C, float eps) {
     CHECK(rows >= 0 && C > 0, "residual_layernorm: bad shape rows %d C %d", rows, C);
-#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, (long)rows *C))
+#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, rows, C))
     for (int r = 0; r < rows; r++) {
         float *x = residual + (long)r * C;
         const float *d = delta + (long)r * C;

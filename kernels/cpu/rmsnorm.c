@@ -19,7 +19,7 @@ void cpu_rmsnorm(void *ctx, float *out, const float *in, const float *w, int row
                  float eps) {
     CHECK(rows >= 0 && C > 0, "rmsnorm: bad shape rows %d C %d", rows, C);
     // Rows are independent and each is computed as on one thread: bit-identical at any count.
-#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, (long)rows *C))
+#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, rows, C))
     for (int r = 0; r < rows; r++)
         rmsnorm_row(out + (long)r * C, in + (long)r * C, w, C, eps);
 }
@@ -28,7 +28,7 @@ void cpu_residual_rmsnorm(void *ctx, float *residual, float *norm_out, const flo
                           const float *w, int rows, int C, float eps) {
     CHECK(rows >= 0 && C > 0, "residual_rmsnorm: bad shape rows %d C %d", rows, C);
     CHECK(norm_out != residual, "residual_rmsnorm: norm_out must not alias residual");
-#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, (long)rows *C))
+#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, rows, C))
     for (int r = 0; r < rows; r++) {
         float *x = residual + (long)r * C;
         const float *d = delta + (long)r * C;

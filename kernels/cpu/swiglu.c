@@ -9,7 +9,7 @@ void cpu_swiglu(void *ctx, float *out, const float *gate_up, int rows, int cols)
     CHECK(rows >= 0 && cols > 0, "swiglu: bad shape rows %d cols %d", rows, cols);
     CHECK(out != gate_up, "swiglu: out must not alias gate_up");
     // Rows are independent and each is computed as on one thread: bit-identical at any count.
-#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, (long)rows *cols))
+#pragma omp parallel for schedule(static) num_threads(cpu_op_threads(ctx, rows, cols))
     for (int r = 0; r < rows; r++) {
         const float *g = gate_up + (long)r * 2 * cols, *u = g + cols;
         float *o = out + (long)r * cols;

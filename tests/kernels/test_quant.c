@@ -34,13 +34,11 @@ static void test_int8_error_bound(void **state) {
         quant_row_absmax(absmax, x, rows, cols);
         // External absmax as when a row spans TP ranks: the other shards may be larger.
         if (external)
-            for (long r = 0; r < rows; r++)
-                absmax[r] *= 1.5f;
+            for (long r = 0; r < rows; r++) absmax[r] *= 1.5f;
         quant_rows_int8(q, scale, x, rows, cols, external ? absmax : NULL);
         for (long r = 0; r < rows; r++) {
             float m = 0.0f;
-            for (long c = 0; c < cols; c++)
-                m = fmaxf(m, fabsf(x[r * cols + c]));
+            for (long c = 0; c < cols; c++) m = fmaxf(m, fabsf(x[r * cols + c]));
             assert_true(fabsf(absmax[r] - (external ? 1.5f * m : m)) <= 1e-7f * m);
             assert_true(scale[r] == absmax[r] / 127.0f);
             double bound = absmax[r] / 127.0 / 2.0 * (1.0 + 1e-6);
@@ -50,8 +48,7 @@ static void test_int8_error_bound(void **state) {
                 assert_true(q[r * cols + c] >= -127 && q[r * cols + c] <= 127);
             }
         }
-        for (long c = 0; c < cols; c++)
-            assert_int_equal(q[3 * cols + c], 0);
+        for (long c = 0; c < cols; c++) assert_int_equal(q[3 * cols + c], 0);
     }
     // The row's extreme maps to +-127 exactly.
     float row[4] = {0.5f, -2.0f, 1.0f, 0.0f}, s;
