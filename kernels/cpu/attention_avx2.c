@@ -91,8 +91,8 @@ static void weigh_values_avx2(float *o, const float *w, const float *v, int n, i
     }
 }
 
-/* The AVX-512 level's tile kernel (attention_avx512.c explains it) eight lanes wide: one key
- * per pass of the query block (8 accumulators), the weighted values one row at a time. */
+/* The AVX-512 level's tile kernel (attention_avx512.c explains it) eight lanes wide: half the
+ * query block against two keys per pass, the weighted values two rows at a time. */
 static void tile_step_avx2(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
                            const float *v, int rows, int kn, int hd, int first, int k0, float *st) {
     if (hd % 8) {
@@ -105,28 +105,38 @@ static void tile_step_avx2(float *o, long ldo, float *m, float *l, const float *
     __m256 mx[8];
     for (int c = 0; c < 8; c++)
         mx[c] = ninf;
-    for (int j = 0; j < kn; j++) {
-        const float *kj = k + (long)j * hd;
-        __m256 a[8];
-        for (int c = 0; c < 8; c++)
-            a[c] = _mm256_setzero_ps();
-        for (int d = 0; d < hd; d++) {
-            const __m256 x = _mm256_set1_ps(kj[d]);
-            const float *q = qt + (long)d * ATTN_TILE;
+    // Half the rows (32, four vectors) against two keys per pass: 8 accumulators, and each
+    // query load serves both keys.
+    for (int half = 0; half < 2; half++)
+        for (int j = 0; j < kn; j += 2) {
+            const int two = j + 1 < kn;
+            const float *ka = k + (long)j * hd, *kb = two ? ka + hd : ka;
+            __m256 a[8];
             for (int c = 0; c < 8; c++)
-                a[c] = _mm256_fmadd_ps(x, _mm256_loadu_ps(q + 8 * c), a[c]);
-        }
-        for (int c = 0; c < 8; c++) {
-            __m256 sc = a[c];
-            if (masked) { // row i sees key k0 + j when i > k0 + j - first - 1
-                const __m256i row = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * c));
-                const __m256i sees = _mm256_cmpgt_epi32(row, _mm256_set1_epi32(k0 + j - first - 1));
-                sc = _mm256_blendv_ps(ninf, sc, _mm256_castsi256_ps(sees));
+                a[c] = _mm256_setzero_ps();
+            for (int d = 0; d < hd; d++) {
+                const __m256 x = _mm256_set1_ps(ka[d]), y = _mm256_set1_ps(kb[d]);
+                const float *q = qt + (long)d * ATTN_TILE + 32 * half;
+                for (int c = 0; c < 4; c++) {
+                    const __m256 qc = _mm256_loadu_ps(q + 8 * c);
+                    a[c] = _mm256_fmadd_ps(x, qc, a[c]);
+                    a[4 + c] = _mm256_fmadd_ps(y, qc, a[4 + c]);
+                }
             }
-            _mm256_storeu_ps(st + (long)j * ATTN_TILE + 8 * c, sc);
-            mx[c] = _mm256_max_ps(mx[c], sc);
+            for (int t = 0; t <= two; t++)
+                for (int c = 0; c < 4; c++) {
+                    const int cc = 4 * half + c; // rows 8 cc ..
+                    __m256 sc = a[4 * t + c];
+                    if (masked) { // row i sees key k0 + j + t when i > k0 + j + t - first - 1
+                        const __m256i row = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * cc));
+                        const __m256i sees =
+                            _mm256_cmpgt_epi32(row, _mm256_set1_epi32(k0 + j + t - first - 1));
+                        sc = _mm256_blendv_ps(ninf, sc, _mm256_castsi256_ps(sees));
+                    }
+                    _mm256_storeu_ps(st + (long)(j + t) * ATTN_TILE + 8 * cc, sc);
+                    mx[cc] = _mm256_max_ps(mx[cc], sc);
+                }
         }
-    }
     float alpha[ATTN_TILE];
     for (int c = 0; c < 8; c++) {
         const __m256 mold = _mm256_loadu_ps(m + 8 * c), mnew = _mm256_max_ps(mold, mx[c]);
@@ -142,22 +152,32 @@ static void tile_step_avx2(float *o, long ldo, float *m, float *l, const float *
         _mm256_storeu_ps(l + 8 * c, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * c), al, sum));
         _mm256_storeu_ps(alpha + 8 * c, al);
     }
-    for (int i = 0; i < rows; i++) {
-        float *oi = o + (long)i * ldo;
-        const __m256 ai = _mm256_set1_ps(alpha[i]);
+    // Two rows per pass, 32 outputs each: each value load serves both rows.
+    for (int i = 0; i < rows; i += 2) {
+        const int two = i + 1 < rows;
+        float *oa = o + (long)i * ldo, *ob = two ? oa + ldo : oa;
+        const __m256 aa = _mm256_set1_ps(alpha[i]), ab = _mm256_set1_ps(alpha[i + two]);
         for (int d = 0; d < hd; d += 32) {
             const int nc = hd - d >= 32 ? 4 : (hd - d) / 8;
-            __m256 a[4];
-            for (int c = 0; c < nc; c++)
-                a[c] = _mm256_mul_ps(ai, _mm256_loadu_ps(oi + d + 8 * c));
-            for (int j = 0; j < kn; j++) {
-                const __m256 p = _mm256_set1_ps(st[(long)j * ATTN_TILE + i]);
-                const float *vj = v + (long)j * hd + d;
-                for (int c = 0; c < nc; c++)
-                    a[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + 8 * c), a[c]);
+            __m256 a[8];
+            for (int c = 0; c < nc; c++) {
+                a[c] = _mm256_mul_ps(aa, _mm256_loadu_ps(oa + d + 8 * c));
+                a[4 + c] = _mm256_mul_ps(ab, _mm256_loadu_ps(ob + d + 8 * c));
             }
-            for (int c = 0; c < nc; c++)
-                _mm256_storeu_ps(oi + d + 8 * c, a[c]);
+            for (int j = 0; j < kn; j++) {
+                const __m256 pa = _mm256_set1_ps(st[(long)j * ATTN_TILE + i]);
+                const __m256 pb = _mm256_set1_ps(st[(long)j * ATTN_TILE + i + two]);
+                const float *vj = v + (long)j * hd + d;
+                for (int c = 0; c < nc; c++) {
+                    const __m256 vc = _mm256_loadu_ps(vj + 8 * c);
+                    a[c] = _mm256_fmadd_ps(pa, vc, a[c]);
+                    a[4 + c] = _mm256_fmadd_ps(pb, vc, a[4 + c]);
+                }
+            }
+            for (int c = 0; c < nc; c++) {
+                if (two) _mm256_storeu_ps(ob + d + 8 * c, a[4 + c]);
+                _mm256_storeu_ps(oa + d + 8 * c, a[c]);
+            }
         }
     }
 }
