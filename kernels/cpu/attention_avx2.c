@@ -1,7 +1,190 @@
-/* The attention family for AVX2: nothing specialised yet; the scalar kernels. */
+/* The attention family for AVX2 + FMA: exp by range reduction and a degree-5 polynomial
+ * (Cephes' expf), eight lanes at a time; dot products eight keys at a time, one per lane;
+ * weighted values with 32 outputs held in registers across the keys; the tile kernel. */
+#include <immintrin.h>
+#include <math.h>
+
 #include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/attention_kernels.h"
 
+/* exp(x) for x in [-87.3, 88.7] (clamped to it): x = n ln2 + r, |r| <= ln2 / 2, and
+ * exp(x) = 2^n p(r); ln2 in two parts so n ln2 is exact to float precision. */
+static inline __m256 exp_avx2(__m256 x) {
+    // below -87.3 the true result is a denormal or 0: 0 (and -inf, a masked score, gives 0)
+    const __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_GE_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(live, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+static float exp_shift_sum_avx2(float *y, const float *x, float shift, int n) {
+    const __m256 sh = _mm256_set1_ps(shift);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh)));
+    for (; i < n; i++)
+        y[i] = exp_poly_scalar(x[i] - shift);
+    float sum = 0.0f; // in index order, as every level sums
+    for (i = 0; i < n; i++)
+        sum += y[i];
+    return sum;
+}
+
+/* Eight keys at a time, one lane each, gathered along d: each dot sums over d in order. */
+static void dot_keys_avx2(float *s, const float *q, const float *k, int n, int hd, float scale) {
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(hd));
+    int j = 0;
+    for (; j + 16 <= n; j += 16) { // two independent chains hide the FMA latency
+        const float *ka = k + (long)j * hd, *kb = ka + 8L * hd;
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d++) {
+            const __m256 qd = _mm256_set1_ps(q[d]);
+            a = _mm256_fmadd_ps(qd, _mm256_i32gather_ps(ka + d, idx, 4), a);
+            b = _mm256_fmadd_ps(qd, _mm256_i32gather_ps(kb + d, idx, 4), b);
+        }
+        _mm256_storeu_ps(s + j, _mm256_mul_ps(a, _mm256_set1_ps(scale)));
+        _mm256_storeu_ps(s + j + 8, _mm256_mul_ps(b, _mm256_set1_ps(scale)));
+    }
+    if (j < n) dot_keys_scalar(s + j, q, k + (long)j * hd, n - j, hd, scale);
+}
+
+static void weigh_values_avx2(float *o, const float *w, const float *v, int n, int hd) {
+    if (hd % 8) {
+        weigh_values_scalar(o, w, v, n, hd);
+        return;
+    }
+    int d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        __m256 a0 = _mm256_loadu_ps(o + d), a1 = _mm256_loadu_ps(o + d + 8);
+        __m256 a2 = _mm256_loadu_ps(o + d + 16), a3 = _mm256_loadu_ps(o + d + 24);
+        for (int j = 0; j < n; j++) {
+            const float *vj = v + (long)j * hd + d;
+            __m256 wj = _mm256_set1_ps(w[j]);
+            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
+            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
+            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
+            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
+        }
+        _mm256_storeu_ps(o + d, a0);
+        _mm256_storeu_ps(o + d + 8, a1);
+        _mm256_storeu_ps(o + d + 16, a2);
+        _mm256_storeu_ps(o + d + 24, a3);
+    }
+    for (; d < hd; d += 8) {
+        __m256 a = _mm256_loadu_ps(o + d);
+        for (int j = 0; j < n; j++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(v + (long)j * hd + d), a);
+        _mm256_storeu_ps(o + d, a);
+    }
+}
+
+/* The AVX-512 level's tile kernel (attention_avx512.c explains it) eight lanes wide: half the
+ * query block against two keys per pass, the weighted values two rows at a time. */
+static void tile_step_avx2(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
+                           const float *v, int rows, int kn, int hd, int first, int k0, float *st) {
+    if (hd % 8) {
+        tile_step_scalar(o, ldo, m, l, qt, k, v, rows, kn, hd, first, k0, st);
+        return;
+    }
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const int masked = k0 + kn - 1 > first; // the block reaches past the first row
+    __m256 mx[8];
+    for (int c = 0; c < 8; c++)
+        mx[c] = ninf;
+    // Half the rows (32, four vectors) against two keys per pass: 8 accumulators, and each
+    // query load serves both keys.
+    for (int half = 0; half < 2; half++)
+        for (int j = 0; j < kn; j += 2) {
+            const int two = j + 1 < kn;
+            const float *ka = k + (long)j * hd, *kb = two ? ka + hd : ka;
+            __m256 a[8];
+            for (int c = 0; c < 8; c++)
+                a[c] = _mm256_setzero_ps();
+            for (int d = 0; d < hd; d++) {
+                const __m256 x = _mm256_set1_ps(ka[d]), y = _mm256_set1_ps(kb[d]);
+                const float *q = qt + (long)d * ATTN_TILE + 32 * half;
+                for (int c = 0; c < 4; c++) {
+                    const __m256 qc = _mm256_loadu_ps(q + 8 * c);
+                    a[c] = _mm256_fmadd_ps(x, qc, a[c]);
+                    a[4 + c] = _mm256_fmadd_ps(y, qc, a[4 + c]);
+                }
+            }
+            for (int t = 0; t <= two; t++)
+                for (int c = 0; c < 4; c++) {
+                    const int cc = 4 * half + c; // rows 8 cc ..
+                    __m256 sc = a[4 * t + c];
+                    if (masked) { // row i sees key k0 + j + t when i > k0 + j + t - first - 1
+                        const __m256i row = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * cc));
+                        const __m256i sees =
+                            _mm256_cmpgt_epi32(row, _mm256_set1_epi32(k0 + j + t - first - 1));
+                        sc = _mm256_blendv_ps(ninf, sc, _mm256_castsi256_ps(sees));
+                    }
+                    _mm256_storeu_ps(st + (long)(j + t) * ATTN_TILE + 8 * cc, sc);
+                    mx[cc] = _mm256_max_ps(mx[cc], sc);
+                }
+        }
+    float alpha[ATTN_TILE];
+    for (int c = 0; c < 8; c++) {
+        const __m256 mold = _mm256_loadu_ps(m + 8 * c), mnew = _mm256_max_ps(mold, mx[c]);
+        const __m256 al = exp_avx2(_mm256_sub_ps(mold, mnew));
+        __m256 sum = _mm256_setzero_ps();
+        for (int j = 0; j < kn; j++) {
+            float *sj = st + (long)j * ATTN_TILE + 8 * c;
+            const __m256 p = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(sj), mnew));
+            _mm256_storeu_ps(sj, p);
+            sum = _mm256_add_ps(sum, p);
+        }
+        _mm256_storeu_ps(m + 8 * c, mnew);
+        _mm256_storeu_ps(l + 8 * c, _mm256_fmadd_ps(_mm256_loadu_ps(l + 8 * c), al, sum));
+        _mm256_storeu_ps(alpha + 8 * c, al);
+    }
+    // Two rows per pass, 32 outputs each: each value load serves both rows.
+    for (int i = 0; i < rows; i += 2) {
+        const int two = i + 1 < rows;
+        float *oa = o + (long)i * ldo, *ob = two ? oa + ldo : oa;
+        const __m256 aa = _mm256_set1_ps(alpha[i]), ab = _mm256_set1_ps(alpha[i + two]);
+        for (int d = 0; d < hd; d += 32) {
+            const int nc = hd - d >= 32 ? 4 : (hd - d) / 8;
+            __m256 a[8];
+            for (int c = 0; c < nc; c++) {
+                a[c] = _mm256_mul_ps(aa, _mm256_loadu_ps(oa + d + 8 * c));
+                a[4 + c] = _mm256_mul_ps(ab, _mm256_loadu_ps(ob + d + 8 * c));
+            }
+            for (int j = 0; j < kn; j++) {
+                const __m256 pa = _mm256_set1_ps(st[(long)j * ATTN_TILE + i]);
+                const __m256 pb = _mm256_set1_ps(st[(long)j * ATTN_TILE + i + two]);
+                const float *vj = v + (long)j * hd + d;
+                for (int c = 0; c < nc; c++) {
+                    const __m256 vc = _mm256_loadu_ps(vj + 8 * c);
+                    a[c] = _mm256_fmadd_ps(pa, vc, a[c]);
+                    a[4 + c] = _mm256_fmadd_ps(pb, vc, a[4 + c]);
+                }
+            }
+            for (int c = 0; c < nc; c++) {
+                if (two) _mm256_storeu_ps(ob + d + 8 * c, a[4 + c]);
+                _mm256_storeu_ps(oa + d + 8 * c, a[c]);
+            }
+        }
+    }
+}
+
 const cpu_attention_kernels cpu_attention_avx2 = {
-    .exp_shift_sum = exp_shift_sum_scalar,
+    .exp_shift_sum = exp_shift_sum_avx2,
+    .dot_keys = dot_keys_avx2,
+    .weigh_values = weigh_values_avx2,
+    .tile_step = tile_step_avx2,
 };

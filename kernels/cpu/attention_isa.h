@@ -3,4 +3,10 @@
  * <kernel>_<level>; each is compiled only for its own level. */
 #pragma once
 
+/* exp(x) by the polynomial every level uses (attention_avx2.c explains it): 0 below -87.3. */
+float exp_poly_scalar(float x);
 float exp_shift_sum_scalar(float *y, const float *x, float shift, int n);
+void dot_keys_scalar(float *s, const float *q, const float *k, int n, int hd, float scale);
+void weigh_values_scalar(float *o, const float *w, const float *v, int n, int hd);
+void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
+                      const float *v, int rows, int kn, int hd, int first, int k0, float *st);

@@ -1,13 +1,35 @@
 /* The CPU attention family's kernels, one table per instruction-set level
  * (kernels/cpu/cpu_isa.h); attention.c calls them. Every entry is filled: a level that does not
- * specialise one points to the best kernel below it. */
+ * specialise one points to the best kernel below it. Every level computes the same function
+ * bit for bit (the int8w path quantises attention's output, where one flipped rounding shows
+ * in the logits): one exp polynomial, every sum in the order stated, a fused multiply-add for
+ * each product that is summed. */
 #pragma once
 
 typedef struct cpu_attention_kernels {
-    /* y[i] = exp(x[i] - shift) for i < n, and returns the sum of the y (a softmax's
-     * denominator). y may be x. */
+    /* y[i] = exp(x[i] - shift) for i < n, and returns the sum of the y in index order (a
+     * softmax's denominator). y may be x. exp is a polynomial within 2 ulp of expf, and 0 below
+     * -87.3 (where expf is a denormal). */
     float (*exp_shift_sum)(float *y, const float *x, float shift, int n);
+    /* s[j] = scale * (q . k_j) for the n keys k (n, hd), each dot summed over d in order with
+     * fused multiply-adds: one query's scores. */
+    void (*dot_keys)(float *s, const float *q, const float *k, int n, int hd, float scale);
+    /* o[d] += w[j] v_j[d] for j = 0..n-1 in order, fused, over the n values v (n, hd): one
+     * query's weighted values. */
+    void (*weigh_values)(float *o, const float *w, const float *v, int n, int hd);
+    /* One key block of the tiled prefill's online softmax, for up to ATTN_TILE rows of one head:
+     * qt (hd, ATTN_TILE) the rows' queries transposed and pre-scaled (columns past rows zero);
+     * k, v (kn, hd) keys k0..k0+kn-1, kn <= ATTN_TILE; row i sits at position first + i and sees
+     * the keys up to it. m, l (ATTN_TILE) each row's running max and sum; o (rows, hd), ld ldo,
+     * its unnormalised output, rescaled to the new max and added to. st (ATTN_TILE^2) scratch.
+     * Scores sum over d in order, fused; the block's exp sum runs over keys in order; l becomes
+     * fma(l, alpha, sum), o becomes alpha o then its fused weighted values in key order. */
+    void (*tile_step)(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
+                      const float *v, int rows, int kn, int hd, int first, int k0, float *st);
 } cpu_attention_kernels;
+
+/* Rows and keys of one tile_step. */
+enum { ATTN_TILE = 64 };
 
 /* The tables (attention_scalar.c, attention_avx2.c, attention_avx512.c). */
 extern const cpu_attention_kernels cpu_attention_scalar;

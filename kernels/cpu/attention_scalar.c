@@ -1,18 +1,86 @@
-/* The attention family in portable C (kernels/cpu/attention_kernels.h). */
+/* The attention family in portable C (kernels/cpu/attention_kernels.h): the twins the vector
+ * levels are tested against, and bit for bit the same function: the same exp polynomial, the
+ * same order of every sum, and fused multiply-adds (fmaf) where the vector code fuses. */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/attention_kernels.h"
 
+float exp_poly_scalar(float x) {
+    if (!(x >= -87.3f)) return 0.0f; // the true result is a denormal or 0 (-inf: a masked score)
+    x = x < 88.7f ? x : 88.7f;
+    const float n = nearbyintf(x * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693359375f, x);
+    r = fmaf(-n, -2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    p = fmaf(p, r * r, r + 1.0f);
+    const int32_t bits = ((int32_t)n + 127) * (1 << 23);
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n;
+}
+
 float exp_shift_sum_scalar(float *y, const float *x, float shift, int n) {
     float sum = 0.0f;
     for (int i = 0; i < n; i++) {
-        y[i] = expf(x[i] - shift);
+        y[i] = exp_poly_scalar(x[i] - shift);
         sum += y[i];
     }
     return sum;
 }
 
+void dot_keys_scalar(float *s, const float *q, const float *k, int n, int hd, float scale) {
+    for (int j = 0; j < n; j++) {
+        float dot = 0.0f;
+        for (int d = 0; d < hd; d++)
+            dot = fmaf(q[d], k[(long)j * hd + d], dot);
+        s[j] = dot * scale;
+    }
+}
+
+void weigh_values_scalar(float *o, const float *w, const float *v, int n, int hd) {
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < hd; d++)
+            o[d] = fmaf(w[j], v[(long)j * hd + d], o[d]);
+}
+
+void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
+                      const float *v, int rows, int kn, int hd, int first, int k0, float *st) {
+    for (int i = 0; i < rows; i++) {
+        // keys k0..k0+valid-1 are at or before the row's position
+        int valid = first + i - k0 + 1;
+        valid = valid < kn ? valid : kn;
+        if (valid <= 0) continue;
+        float *s = st + (long)i * ATTN_TILE;
+        float mx = -INFINITY;
+        for (int j = 0; j < valid; j++) {
+            float dot = 0.0f;
+            for (int d = 0; d < hd; d++)
+                dot = fmaf(qt[(long)d * ATTN_TILE + i], k[(long)j * hd + d], dot);
+            s[j] = dot;
+            mx = dot > mx ? dot : mx;
+        }
+        const float mnew = mx > m[i] ? mx : m[i];
+        const float alpha = exp_poly_scalar(m[i] - mnew); // 0 at the first block (m = -inf)
+        l[i] = fmaf(l[i], alpha, exp_shift_sum_scalar(s, s, mnew, valid));
+        m[i] = mnew;
+        float *oi = o + (long)i * ldo;
+        for (int d = 0; d < hd; d++)
+            oi[d] *= alpha;
+        weigh_values_scalar(oi, s, v, valid, hd);
+    }
+}
+
 const cpu_attention_kernels cpu_attention_scalar = {
     .exp_shift_sum = exp_shift_sum_scalar,
+    .dot_keys = dot_keys_scalar,
+    .weigh_values = weigh_values_scalar,
+    .tile_step = tile_step_scalar,
 };

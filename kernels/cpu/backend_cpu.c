@@ -171,6 +171,11 @@ int backend_cpu_init(backend *be, const backend_options *opt) {
         openblas_set_num_threads(opt->threads);
     }
     ctx->threads = omp_get_max_threads();
+    // Prefill attention tiled through the level's tile kernel (docs/kernels.md, "Attention on
+    // the CPU"): faster than two sgemm per head at every prompt measured, and the same function
+    // at every level, which sgemm is not. The other paths stay selectable, for tests.
+    ctx->attn_tiled_min = 1;
+    ctx->attn_tile_gemm = 0;
     ctx->max_marks = opt && opt->max_marks > 0 ? opt->max_marks : 1;
     ctx->marks = xcalloc((unsigned long)ctx->max_marks, sizeof(double));
     cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * CPU_MATMUL_TILE_FLOATS);

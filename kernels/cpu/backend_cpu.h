@@ -25,9 +25,21 @@ typedef struct {
     const cpu_kernel_set *kern; // the instruction-set level's kernels, chosen at init
     cpu_scratch tile;           // matmul: tiles of weight rows expanded to fp32, one per thread
     cpu_scratch act;            // matmul: the activation rows in bf16 or int8 blocks, or widened
-    cpu_scratch attn;           // attention: scores, and gathered K/V for paged prefill
+    cpu_scratch attn;           // attention: per-thread scores, tiles and gathered K/V
+    int attn_tiled_min;         // prefill of at least this many tokens runs the tiled kernel
+    int attn_tile_gemm;         // tiled kernel's products: sgemm (1) or the level's kernels (0)
     long grow_count;            // scratch (re)allocations since init, for the no-allocation test
 } cpu_ctx;
+
+/* Ops outside BLAS split their rows (or heads, or vocabulary chunks) over the backend's
+ * threads only above this many elements of work: below it, waking the other threads costs
+ * more than the loop (a decode step's norms of one 768-wide row stay on one thread). */
+enum { CPU_PARALLEL_MIN_ELEMS = 16384 };
+
+/* Threads for an op over rows x cols elements: ctx->threads, or 1 for small work. */
+static inline int cpu_op_threads(const cpu_ctx *ctx, long rows, long cols) {
+    return rows * cols < CPU_PARALLEL_MIN_ELEMS || ctx->threads < 2 ? 1 : ctx->threads;
+}
 
 /* Returns scratch of at least floats floats, growing it if needed. */
 float *cpu_scratch_reserve(cpu_ctx *ctx, cpu_scratch *s, size_t floats);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/quant.h"
 #include "kernels/ref_ops.h"
@@ -716,6 +717,225 @@ static void test_attention_gqa(void **state) {
             }
 }
 
+/* Sets the CPU backend's kernel threads and attention paths for the tests below, which
+ * restore them: threads 0 keeps the count, tiled_min 0 and gemm -1 keep theirs. */
+static void cpu_set(int threads, int tiled_min, int gemm) {
+    cpu_ctx *ctx = be.ctx;
+    if (threads) ctx->threads = threads;
+    if (tiled_min) ctx->attn_tiled_min = tiled_min;
+    if (gemm >= 0) ctx->attn_tile_gemm = gemm;
+}
+
+/* The prefill paths (two sgemm per head; tiled with sgemm tiles; tiled with the level's own
+ * kernels) on 1 and 2 threads against the twin, at prompt lengths that are not multiples of
+ * the 64-row and 64-key tiles, chunked prefill at unaligned pos0, MHA and GQA, with and without
+ * RoPE, contiguous and paged (also equal to contiguous). */
+static void test_attention_tiled(void **state) {
+    (void)state;
+    const cpu_ctx *ctx = be.ctx;
+    const int threads0 = ctx->threads, tiled0 = ctx->attn_tiled_min, gemm0 = ctx->attn_tile_gemm;
+    const int H = 4, hd = 32;
+    float plain[16];
+    rope_inv_freq_fill(plain, hd, 10000.0, NULL);
+    const attn_case shapes[] = {
+        // heads, hd, batch, T, seq0, cache_seqs, max_ctx, block, nchunks, lens
+        {H, hd, 1, 0, 0, 1, 140, 0, 1, {131}, 0, NULL},          // 2 full tiles + 3 rows
+        {H, hd, 2, 0, 1, 3, 160, 0, 4, {70, 1, 59, 2}, 0, NULL}, // unaligned pos0 = 71
+        {H, hd, 1, 0, 0, 1, 70, 0, 3, {1, 64, 2}, 0, NULL},      // pos0 1: 65 keys
+    };
+    const int kv_heads[] = {1, 2, H};
+    const int block_sizes[] = {0, 5, 16};
+    // path: 0 two sgemm, 1 tiled sgemm, 2 tiled own kernels
+    const int tiled_min[] = {1 << 30, 1, 1}, gemm[] = {1, 1, 0};
+    uint64_t seed = 1500;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t k = 0; k < sizeof kv_heads / sizeof kv_heads[0]; k++)
+            for (int r = 0; r < 2; r++) {
+                attn_case tc = shapes[s];
+                tc.T = case_total(&tc);
+                tc.kv_heads = kv_heads[k];
+                tc.rope = r ? plain : NULL;
+                const long n = (long)tc.batch * tc.T * tc.heads * tc.head_dim;
+                float *first = NULL;
+                for (int path = 0; path < 3; path++)
+                    for (int th = 1; th <= 2; th++)
+                        for (size_t b = 0; b < sizeof block_sizes / sizeof block_sizes[0]; b++) {
+                            cpu_set(th, tiled_min[path], gemm[path]);
+                            tc.block_size = block_sizes[b];
+                            float *got = run_attention_case(&tc, seed, 1);
+                            if (!first) {
+                                first = got;
+                                continue;
+                            }
+                            expect_close(got, first, n, 1e-6, "attention path vs two-sgemm");
+                            free(got);
+                        }
+                free(first);
+                seed++;
+            }
+    cpu_set(threads0, tiled0, gemm0);
+}
+
+/* Decode over a long context with few heads splits the context into spans whose partial
+ * softmaxes merge afterwards: against the twin, contiguous and paged, on 1 and 2 threads. */
+static void test_attention_decode_split(void **state) {
+    (void)state;
+    const cpu_ctx *ctx = be.ctx;
+    const int threads0 = ctx->threads;
+    // 2 heads (fewer than 8 items) at contexts past 1024: 2 and 3 spans
+    attn_case tc = {2, 16, 1, 0, 0, 1, 1700, 0, 4, {1030, 1, 600, 1}, 1, NULL};
+    tc.T = case_total(&tc);
+    const long n = (long)tc.batch * tc.T * tc.heads * tc.head_dim;
+    float *first = NULL;
+    for (int th = 1; th <= 2; th++)
+        for (int block = 0; block <= 7; block += 7) {
+            cpu_set(th, 0, -1);
+            tc.block_size = block;
+            float *got = run_attention_case(&tc, 1600, 1);
+            if (!first) {
+                first = got;
+                continue;
+            }
+            expect_close(got, first, n, 1e-6, "split decode, threads and layouts");
+            free(got);
+        }
+    free(first);
+    cpu_set(threads0, 0, -1);
+}
+
+/* The level's attention kernels equal their scalar twins bit for bit (every level computes
+ * the same function, kernels/cpu/attention_kernels.h), at head sizes with and without tails;
+ * the exp polynomial within 2 ulp of expf. */
+static void test_attention_kernels(void **state) {
+    (void)state;
+    const cpu_attention_kernels *k = ((const cpu_ctx *)be.ctx)->kern->attention;
+    uint64_t rng = 1700;
+    const int sizes[] = {1, 7, 16, 33, 64, 100, 128};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int n = sizes[s];
+        float *x = rand_floats(n, &rng, -30, 5), *got = zeros(n), *want = zeros(n);
+        x[0] = -85.0f; // x - 2 near the bottom of the vector exp's range
+        float gs = k->exp_shift_sum(got, x, 2.0f, n);
+        float ws = exp_shift_sum_scalar(want, x, 2.0f, n);
+        for (int i = 0; i < n; i++) {
+            if (got[i] != want[i])
+                fail_msg("exp_shift_sum n %d element %d: %.9g vs %.9g", n, i, got[i], want[i]);
+            // the shared polynomial is within 2 ulp of expf
+            const float e = expf(x[i] - 2.0f);
+            if (fabsf(got[i] - e) > 2.4e-7f * e)
+                fail_msg("exp n %d element %d: %.9g vs expf %.9g", n, i, got[i], e);
+        }
+        assert_true(gs == ws);
+        free(x), free(got), free(want);
+
+        const int hd = n, keys = 13;
+        float *q = rand_floats(hd, &rng, -1, 1), *kv = rand_floats((long)keys * hd, &rng, -1, 1);
+        float *w = rand_floats(keys, &rng, 0, 1);
+        float *sg = zeros(keys), *sw = zeros(keys), *og = rand_floats(hd, &rng, -1, 1);
+        float *ow = zeros(hd);
+        memcpy(ow, og, sizeof(float) * (size_t)hd);
+        k->dot_keys(sg, q, kv, keys, hd, 0.125f);
+        dot_keys_scalar(sw, q, kv, keys, hd, 0.125f);
+        assert_memory_equal(sg, sw, sizeof(float) * (size_t)keys); // bit for bit
+        k->weigh_values(og, w, kv, keys, hd);
+        weigh_values_scalar(ow, w, kv, keys, hd);
+        assert_memory_equal(og, ow, sizeof(float) * (size_t)hd);
+        free(q), free(kv), free(w), free(sg), free(sw), free(og), free(ow);
+    }
+    // tile_step: two key blocks in a row (the first sets the running max, the second rescales),
+    // a partial one crossing the rows' positions, rows and keys short of a tile
+    const int steps[][5] = {
+        // rows, kn, hd, first, k0 of the second block (the first is at 0 with 64 keys)
+        {64, 64, 64, 127, 64},
+        {37, 13, 64, 70, 64},
+        {64, 64, 48, 64, 64},
+        {5, 30, 20, 70, 64}};
+    for (size_t t = 0; t < sizeof steps / sizeof steps[0]; t++) {
+        const int rows = steps[t][0], kn = steps[t][1], hd = steps[t][2], first = steps[t][3];
+        float *qt = zeros((long)hd * ATTN_TILE), *st = zeros(ATTN_TILE * ATTN_TILE);
+        for (int d = 0; d < hd; d++)
+            ref_fill_uniform(qt + (long)d * ATTN_TILE, rows, &rng, -0.5f, 0.5f);
+        // keys and values of both blocks: the second starts 3 rows into the first's
+        float *kv = rand_floats(2L * (ATTN_TILE + 3) * hd, &rng, -1, 1);
+        float *v = kv + (long)(ATTN_TILE + 3) * hd;
+        float *o[2], m[2][ATTN_TILE], l[2][ATTN_TILE];
+        for (int w = 0; w < 2; w++) {
+            o[w] = zeros((long)rows * hd);
+            for (int i = 0; i < ATTN_TILE; i++)
+                m[w][i] = -INFINITY, l[w][i] = 0.0f;
+            const cpu_attention_kernels *kk = w ? &cpu_attention_scalar : k;
+            kk->tile_step(o[w], hd, m[w], l[w], qt, kv, v, rows, ATTN_TILE, hd, first, 0, st);
+            kk->tile_step(o[w], hd, m[w], l[w], qt, kv + 3L * hd, v + 3L * hd, rows, kn, hd, first,
+                          steps[t][4], st);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "tile_step output, case %zu", t);
+        if (memcmp(o[0], o[1], sizeof(float) * (size_t)(rows * hd)))
+            fail_msg("%s: not bit for bit the scalar twin's", what);
+        assert_memory_equal(l[0], l[1], sizeof(float) * (size_t)rows);
+        assert_memory_equal(m[0], m[1], sizeof(float) * (size_t)rows);
+        free(qt), free(st), free(kv), free(o[0]), free(o[1]);
+    }
+}
+
+/* The row ops split over threads compute each row as one thread does: 2 threads give the
+ * bits of 1, at shapes above the threading threshold (and argmax over one long row, split
+ * into column chunks, with ties and NaN across the chunk boundary). */
+static void test_row_ops_threads_bitwise(void **state) {
+    (void)state;
+    const cpu_ctx *ctx = be.ctx;
+    const int threads0 = ctx->threads;
+    const int rows = 37, C = 1000, vocab = 100;
+    const long n = (long)rows * C;
+    uint64_t rng = 1800;
+    float *in = rand_floats(n, &rng, -3, 3), *delta = rand_floats(n, &rng, -1, 1);
+    float *gu = rand_floats(2 * n, &rng, -4, 4), *g = rand_floats(C, &rng, 0.5f, 1.5f);
+    float *bta = rand_floats(C, &rng, -0.5f, 0.5f),
+          *wte = rand_floats((long)vocab * C, &rng, -1, 1);
+    float *wpe = rand_floats((long)rows * C, &rng, -1, 1), *big = rand_floats(2 * n, &rng, -4, 4);
+    int32_t tokens[37];
+    for (int r = 0; r < rows; r++)
+        tokens[r] = (int32_t)(ref_rng_next(&rng) % vocab);
+    float *out[2][8];
+    for (int t = 0; t < 2; t++) {
+        cpu_set(t + 1, 0, -1);
+        for (int o = 0; o < 8; o++)
+            out[t][o] = zeros(2 * n);
+        be.ops->layernorm(be.ctx, out[t][0], in, g, bta, rows, C, 1e-5f);
+        memcpy(out[t][1], in, sizeof(float) * (size_t)n);
+        be.ops->residual_layernorm(be.ctx, out[t][1], out[t][1] + n, delta, g, bta, rows, C, 1e-5f);
+        be.ops->rmsnorm(be.ctx, out[t][2], in, g, rows, C, 1e-5f);
+        memcpy(out[t][3], in, sizeof(float) * (size_t)n);
+        be.ops->residual_rmsnorm(be.ctx, out[t][3], out[t][3] + n, delta, g, rows, C, 1e-5f);
+        memcpy(out[t][4], in, sizeof(float) * (size_t)n);
+        be.ops->bias_gelu(be.ctx, out[t][4], g, rows, C);
+        be.ops->swiglu(be.ctx, out[t][5], gu, rows, C);
+        be.ops->embed(be.ctx, out[t][6], tokens, wte, wpe, rows, C, rows, 0, 0, vocab);
+        // argmax: every row, then one row of 2n columns (split into chunks)
+        int32_t *idx = (int32_t *)(out[t][7] + n);
+        be.ops->argmax(be.ctx, out[t][7], idx, in, rows, C);
+        float *row = big;
+        row[n - 1] = row[n] = 100.0f; // a tie across the middle of the row: the first wins
+        be.ops->argmax(be.ctx, out[t][7] + rows, idx + rows, row, 1, (int)(2 * n));
+        assert_int_equal(idx[rows], n - 1);
+        row[n + 5] = __builtin_nanf(""); // a NaN in the second chunk beats every number
+        be.ops->argmax(be.ctx, out[t][7] + rows + 1, idx + rows + 1, row, 1, (int)(2 * n));
+        assert_int_equal(idx[rows + 1], n + 5);
+        row[n + 5] = 0.0f;
+    }
+    const char *names[] = {"layernorm", "residual_layernorm",
+                           "rmsnorm",   "residual_rmsnorm",
+                           "bias_gelu", "swiglu",
+                           "embed",     "argmax"};
+    for (int o = 0; o < 8; o++) {
+        if (memcmp(out[0][o], out[1][o], sizeof(float) * (size_t)(2 * n)))
+            fail_msg("%s: 2 threads differ from 1", names[o]);
+        free(out[0][o]), free(out[1][o]);
+    }
+    cpu_set(threads0, 0, -1);
+    free(in), free(delta), free(gu), free(g), free(bta), free(wte), free(wpe), free(big);
+}
+
 /* After a first prefill + decode step has sized the scratch, further decode steps and
  * matmuls of the same widths allocate nothing: for multi-head attention, and for GQA with
  * RoPE (its cos/sin and rotated-query scratch included). */
@@ -910,6 +1130,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_attention_paged),
         cmocka_unit_test(test_ref_attention_gqa_mha),
         cmocka_unit_test(test_attention_gqa),
+        cmocka_unit_test(test_attention_tiled),
+        cmocka_unit_test(test_attention_decode_split),
+        cmocka_unit_test(test_attention_kernels),
+        cmocka_unit_test(test_row_ops_threads_bitwise),
         cmocka_unit_test(test_steady_state_no_alloc),
         cmocka_unit_test(test_memory_and_marks),
         cmocka_unit_test(test_matmul_q8_kernels),

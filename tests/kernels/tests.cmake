@@ -17,3 +17,6 @@ tripar_unit_test(test_quant SOURCES kernels/test_quant.c LABELS ops)
 target_link_libraries(test_quant PRIVATE tripar_ref_ops)
 # Backend selection by name through the table of kernels/backend.c.
 tripar_unit_test(test_backend SOURCES kernels/test_backend.c LABELS backend)
+# Benchmark, not a test: the attention op's prefill paths and decode, 1 and 2 threads.
+add_executable(bench_attention ${CMAKE_CURRENT_SOURCE_DIR}/kernels/bench_attention.c)
+target_link_libraries(bench_attention PRIVATE tripar_ref_ops)
