@@ -47,8 +47,11 @@ tripar_parallel_test(parallel_llama_mqa_paged_scaled
   -- model.synthetic.kv_heads=1 model.kv_cache=paged model.kv_block=4 parallel.microbatches=2
   "model.synthetic.rope_scaling={factor: 4, original_max_position_embeddings: 16}")
 # int8w on every Llama matrix (untied head included) with micro-batches and chunked overlap.
-tripar_parallel_test(parallel_llama_int8w_overlap
-  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_int8w ${TRIPAR_FIXTURES}/factor_llama.yaml 4
+# int8 products quantise their activations in blocks, so a mesh's 1e-7 summation-order
+# differences may move a block by one rounding step: activations within int8w's tolerance and
+# tokens apart only at near ties, as for factor_q8.yaml below (check_lowp_factorizations.py).
+tripar_parallel_test(parallel_llama_int8w_overlap /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/llama_int8w ${TRIPAR_FIXTURES}/factor_llama.yaml 2e-2 4
   -- model.synthetic.kv_heads=2 model.precision=int8w parallel.microbatches=2 parallel.overlap=true
   parallel.chunks=3)
 # Low-precision weights on a model where every int8 product quantises its activations in blocks
