@@ -215,7 +215,8 @@ run_llama() { # round pair type threads
     local r=$1 pair=$2 t=$3 th=$4 base
     base=r$r-$pair-llama.cpp-$(llama_type_name "$t")
     say "round $r/$rounds: llama-bench $(llama_type_name "$t") -t $th"
-    local lb=(taskset -c "$(cpus_for "$th")" "$LLAMA_BENCH" -m "${GGUF[$t]}" -t "$th" -r 1 -o json)
+    local lb=(taskset -c "$(cpus_for "$th")" "$LLAMA_BENCH" -m "${GGUF[$t]}" -t "$th" -r 1 -o json
+        --repack "${REPACK[$t]}")
     mark
     "${lb[@]}" -p "$PROMPT" -n 0 >"$out/$base-pp.json" 2>"$out/$base-pp.log" ||
         { tail -20 "$out/$base-pp.log" >&2; die "llama-bench failed ($out/$base-pp.log)"; }
@@ -255,6 +256,26 @@ run_pair_tripar() { # round pair
     done
 }
 
+# llama.cpp built with -march=native on a CPU with AMX (Sapphire Rapids) routes Q8_0 (and other
+# quantised types) to its AMX buffer type when weights are repacked (--repack 1, the default);
+# on this VM that path segfaults in ggml_backend_amx_mul_mat. A short probe per type: a type
+# that crashes with repacking runs with --repack 0 (ggml's plain AVX-512/VNNI kernels), and the
+# table says so.
+declare -A REPACK
+repack_notes=()
+for t in $PAIRS; do
+    REPACK[$t]=1
+    probe=("$LLAMA_BENCH" -m "${GGUF[$t]}" -t 1 -r 1 -p 8 -n 0)
+    if ! "${probe[@]}" >/dev/null 2>"$out/probe-llama-$t.log"; then
+        "${probe[@]}" --repack 0 >/dev/null 2>>"$out/probe-llama-$t.log" ||
+            { tail -20 "$out/probe-llama-$t.log" >&2; die "llama-bench fails on ${GGUF[$t]} with and without --repack"; }
+        REPACK[$t]=0
+        repack_notes+=("\"$(llama_type_name "$t") with --repack 0 (crashed with repacking: AMX path)\"")
+        say "llama-bench $(llama_type_name "$t"): crashed with weight repacking (the AMX path on this CPU); it runs with --repack 0"
+    fi
+    rm -f "$out/probe-llama-$t.log"
+done
+
 order=()
 for n in "${names[@]}"; do order+=("\"$n\""); done
 cat >"$out/meta.json" <<EOF
@@ -265,6 +286,7 @@ cat >"$out/meta.json" <<EOF
  "openblas_coretype": "${OPENBLAS_CORETYPE:-}",
  "shape": {"layers": $LAYERS, "heads": $HEADS, "embd": $EMBD, "vocab": $VOCAB, "ctx": $CTX,
            "prompt": $PROMPT, "new_tokens": $NEW},
+ "llama_repack_off": [$(IFS=,; echo "${repack_notes[*]}")],
  "variant_order": [$(IFS=,; echo "${order[*]}")]}
 EOF
 say "output in $out; $rounds round(s); tripar variants: ${names[*]}; load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -137,6 +137,8 @@ def main(argv):
     print(f"bench-cpu-peers: {meta['date']}, {meta['rounds']} round(s), prompt {T} tokens, "
           f"{shape['new_tokens']} new tokens, batch 1 (llama.cpp: {meta['llama_cpp']}; "
           f"{meta['tripar']})")
+    if meta.get("llama_repack_off"):
+        print(f"  llama.cpp ran {', '.join(meta['llama_repack_off'])}")
     cpus = meta["cpus"]
     seen = "; ".join(f"{th}-thread runs median {statistics.median(b):.2f}" for th, b in sorted(busy.items()))
     print(f"  machine: {cpus} CPUs busy during the runs, every process counted (alone a run keeps "
