@@ -13,10 +13,11 @@ typedef enum {
     CPU_ISA_AVX512,      /* AVX-512 F, BW, VL, DQ (Skylake-SP) */
     CPU_ISA_AVX512_VNNI, /* and VNNI int8 dot products (Cascade Lake, Ice Lake) */
     CPU_ISA_AVX512_BF16, /* and BF16 dot products (Cooper Lake, Sapphire Rapids, Zen 4) */
+    CPU_ISA_AMX_BF16,    /* and AMX tiles with BF16 (Sapphire Rapids), the OS granting them */
     CPU_ISA_COUNT
 } cpu_isa;
 
-/* "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16" */
+/* "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16" */
 const char *cpu_isa_name(cpu_isa isa);
 /* The level called name, or -1. */
 int cpu_isa_from_name(const char *name);

@@ -35,7 +35,7 @@ from near_ties import judge_tokens, teacher_forced_margins
 TOLERANCES = {"bf16": (2e-2, 2e-3), "int8w": (6e-2, 2e-2)}
 # docs/kernels.md, "Instruction-set levels": logits of any level against the detected one
 CROSS_LEVEL = {"bf16": 5e-3, "int8w": 1e-5}
-LEVELS = ["scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16"]
+LEVELS = ["scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16"]
 
 
 def run(tripar, mpiexec, job, out, sets, expect_ok=True):
