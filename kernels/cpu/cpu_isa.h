@@ -25,9 +25,13 @@ int cpu_isa_from_name(const char *name);
 const char *cpu_isa_names(void);
 
 /* The best level this CPU and OS support: each feature's cpuid bit, and XGETBV showing that
- * the OS saves the AVX (and, for AVX-512, the opmask and upper ZMM) registers. Scalar on
- * processors other than x86-64. */
+ * the OS saves the AVX (and, for AVX-512, the opmask and upper ZMM) registers; for AMX the tile
+ * state in XCR0 and, on Linux, the process's permission to use tiles, which detection asks for.
+ * Scalar on processors other than x86-64. */
 cpu_isa cpu_isa_detect(void);
+/* What the level above cpu_isa_detect()'s needs and this machine lacks, in words ("" at the top
+ * level): for the messages that refuse a level. */
+const char *cpu_isa_detect_why(void);
 
 /* Every family's kernels for one level. A family a level does not specialise points to the
  * best table below it. */

@@ -1150,8 +1150,8 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (level > (int)cpu_isa_detect()) {
-            printf("skipped: this CPU has no %s (best: %s)\n", argv[1],
-                   cpu_isa_name(cpu_isa_detect()));
+            printf("skipped: this CPU has no %s (best: %s; %s)\n", argv[1],
+                   cpu_isa_name(cpu_isa_detect()), cpu_isa_detect_why());
             return 77;
         }
         isa_under_test = argv[1];
