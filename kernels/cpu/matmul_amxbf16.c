@@ -48,34 +48,67 @@ static void amx_configure(void) {
     _tile_loadconfig(&cfg);
 }
 
+/* tile (16 pairs, 16 columns) <- the 16 weight rows at w (., ldw), pairs [0, 16): a 16 x 16
+ * transpose of 32-bit pairs, in registers (unpacks within 128-bit lanes, then the lanes). */
+static void amx_pack_tile_whole(uint32_t *tile, const uint16_t *w, long ldw) {
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_si512(w + (long)i * ldw);
+    for (int i = 0; i < 16; i += 2) { // pairs 4L+{0,1} and 4L+{2,3} of two rows
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 4; g++) { // r[4g + j], lane L: pair 4L + j of rows 4g..4g+3
+        r[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+    }
+    for (int j = 0; j < 4; j++) { // pair 4L + j: lane L of r[j], r[4 + j], r[8 + j], r[12 + j]
+        const __m512i v0 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44);
+        const __m512i v1 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xEE);
+        const __m512i v2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44);
+        const __m512i v3 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xEE);
+        _mm512_store_si512(tile + (0 + j) * 16, _mm512_shuffle_i32x4(v0, v2, 0x88));
+        _mm512_store_si512(tile + (4 + j) * 16, _mm512_shuffle_i32x4(v0, v2, 0xDD));
+        _mm512_store_si512(tile + (8 + j) * 16, _mm512_shuffle_i32x4(v1, v3, 0x88));
+        _mm512_store_si512(tile + (12 + j) * 16, _mm512_shuffle_i32x4(v1, v3, 0xDD));
+    }
+}
+
+/* tile <- weight rows [0, cols) at w (., ldw), depth [0, kc) of this step (kc <= 32): the
+ * pairs that exist, an odd kc's last pair (w[kc - 1], 0), and 0 past them. */
+static void amx_pack_tile_part(uint32_t *tile, const uint16_t *w, long ldw, int kc, int cols) {
+    memset(tile, 0, sizeof(uint32_t) * AMX_TILE_WORDS);
+    for (int c = 0; c < cols; c++) {
+        const uint16_t *wc = w + (long)c * ldw;
+        for (int p = 0; p < kc / 2; p++) {
+            uint32_t v;
+            memcpy(&v, wc + 2 * p, sizeof v); // rows of odd k are only 2-byte aligned
+            tile[p * 16 + c] = v;
+        }
+        if (kc & 1) tile[(kc / 2) * 16 + c] = wc[kc - 1];
+    }
+}
+
 /* The block's B tiles: panel j (16 columns) holds kcp / 32 tiles, tile s at
  * (j * steps + s) * AMX_TILE_WORDS, element [p][c] the 32-bit pair (w[c][32s + 2p],
  * w[c][32s + 2p + 1]), the even element in the low half as tdpbf16ps pairs them. Depth past kc
  * and columns past cols (up to a multiple of 32) are 0, which adds exactly nothing. */
 static void amx_pack_b(uint32_t *block, const uint16_t *w, long ldw, int kc, int cols) {
-    const int steps = (kc + AMX_KSTEP - 1) / AMX_KSTEP,
-              colsp = (cols + AMX_NR - 1) / AMX_NR * AMX_NR;
-    const int whole = kc / 2;
-    for (int c = 0; c < colsp; c++) {
-        uint32_t *panel = block + (long)(c / 16) * steps * AMX_TILE_WORDS + c % 16;
-        if (c >= cols) {
-            for (int p = 0; p < steps * 16; p++)
-                panel[(long)(p / 16) * AMX_TILE_WORDS + (p % 16) * 16] = 0;
-            continue;
+    const int steps = (kc + AMX_KSTEP - 1) / AMX_KSTEP;
+    const int colsp = (cols + AMX_NR - 1) / AMX_NR * AMX_NR;
+    for (int c0 = 0; c0 < colsp; c0 += 16) {
+        const int nc = cols - c0 < 16 ? (cols > c0 ? cols - c0 : 0) : 16;
+        for (int s = 0; s < steps; s++) {
+            uint32_t *tile = block + ((long)(c0 / 16) * steps + s) * AMX_TILE_WORDS;
+            const int kk = kc - s * AMX_KSTEP < AMX_KSTEP ? kc - s * AMX_KSTEP : AMX_KSTEP;
+            const uint16_t *ws = w + (long)c0 * ldw + (long)s * AMX_KSTEP;
+            if (nc == 16 && kk == AMX_KSTEP)
+                amx_pack_tile_whole(tile, ws, ldw);
+            else
+                amx_pack_tile_part(tile, ws, ldw, kk, nc);
         }
-        const uint16_t *wc = w + (long)c * ldw;
-        int p = 0;
-        for (; p < whole; p++) {
-            uint32_t v;
-            memcpy(&v, wc + 2 * p, sizeof v); // rows of odd k are only 2-byte aligned
-            panel[(long)(p / 16) * AMX_TILE_WORDS + (p % 16) * 16] = v;
-        }
-        if (kc & 1) {
-            panel[(long)(p / 16) * AMX_TILE_WORDS + (p % 16) * 16] = wc[kc - 1];
-            p++;
-        }
-        for (; p < steps * 16; p++)
-            panel[(long)(p / 16) * AMX_TILE_WORDS + (p % 16) * 16] = 0;
     }
 }
 
