@@ -149,9 +149,9 @@ static int choose_isa(cpu_isa *isa, const backend_options *opt) {
         return 1;
     }
     if (named > (int)best || !cpu_kernel_set_for((cpu_isa)named)) {
-        error_set("backend.cpu_isa %s: this CPU supports up to %s; allowed here: auto and the "
-                  "levels up to it (%s)",
-                  want, cpu_isa_name(best), cpu_isa_names());
+        error_set("backend.cpu_isa %s: this CPU supports up to %s (%s); allowed here: auto and "
+                  "the levels up to it (%s)",
+                  want, cpu_isa_name(best), cpu_isa_detect_why(), cpu_isa_names());
         return 1;
     }
     *isa = (cpu_isa)named;

@@ -13,10 +13,11 @@ typedef enum {
     CPU_ISA_AVX512,      /* AVX-512 F, BW, VL, DQ (Skylake-SP) */
     CPU_ISA_AVX512_VNNI, /* and VNNI int8 dot products (Cascade Lake, Ice Lake) */
     CPU_ISA_AVX512_BF16, /* and BF16 dot products (Cooper Lake, Sapphire Rapids, Zen 4) */
+    CPU_ISA_AMX_BF16,    /* and AMX tiles with BF16 (Sapphire Rapids), the OS granting them */
     CPU_ISA_COUNT
 } cpu_isa;
 
-/* "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16" */
+/* "scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16" */
 const char *cpu_isa_name(cpu_isa isa);
 /* The level called name, or -1. */
 int cpu_isa_from_name(const char *name);
@@ -24,9 +25,13 @@ int cpu_isa_from_name(const char *name);
 const char *cpu_isa_names(void);
 
 /* The best level this CPU and OS support: each feature's cpuid bit, and XGETBV showing that
- * the OS saves the AVX (and, for AVX-512, the opmask and upper ZMM) registers. Scalar on
- * processors other than x86-64. */
+ * the OS saves the AVX (and, for AVX-512, the opmask and upper ZMM) registers; for AMX the tile
+ * state in XCR0 and, on Linux, the process's permission to use tiles, which detection asks for.
+ * Scalar on processors other than x86-64. */
 cpu_isa cpu_isa_detect(void);
+/* What the level above cpu_isa_detect()'s needs and this machine lacks, in words ("" at the top
+ * level): for the messages that refuse a level. */
+const char *cpu_isa_detect_why(void);
 
 /* Every family's kernels for one level. A family a level does not specialise points to the
  * best table below it. */

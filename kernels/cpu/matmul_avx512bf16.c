@@ -55,8 +55,8 @@ enum { GEMV_X_L1_BYTES = 16 * 1024, GEMV_BLOCK_BYTES = 64 * 1024 };
  * (4 rows of k = 3072 are 24 KiB, and the stream evicts them: 12 against 30 GB/s measured),
  * the weights go by blocks of about 64 KiB: the first group of rows that fits streams a block
  * from memory, the next groups reread it from L2 (17 GB/s at 4 rows). */
-static void gemv_bf16_avx512bf16(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows,
-                                 int k, int n) {
+void gemv_bf16_avx512bf16(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
+                          int n) {
     const long row_bytes = (long)k * (long)sizeof(uint16_t);
     // Rows per pass over a block of weights: all of them when they fit in L1, in one block.
     int span = rows, block = n;

@@ -23,6 +23,8 @@ void gemv_bf16_avx2(float *y, long ldy, const uint16_t *x, const uint16_t *w, in
 void round_bf16_avx512(uint16_t *out, const float *x, long n);
 void gemv_bf16_avx512(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
                       int n);
+void gemv_bf16_avx512bf16(float *y, long ldy, const uint16_t *x, const uint16_t *w, int rows, int k,
+                          int n);
 
 /* int8 (matmul_q8_avx2.c, matmul_q8_avx512.c, matmul_q8_avx512vnni.c): quantisers
  * bit-identical to quantize_q8_scalar, and decode GEMVs with exact int32 block sums. */

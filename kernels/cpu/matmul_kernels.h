@@ -54,9 +54,10 @@ typedef struct cpu_matmul_kernels {
 } cpu_matmul_kernels;
 
 /* The tables (matmul_scalar.c, matmul_avx2.c, matmul_avx512.c, matmul_avx512vnni.c,
- * matmul_avx512bf16.c). */
+ * matmul_avx512bf16.c, matmul_amxbf16.c). */
 extern const cpu_matmul_kernels cpu_matmul_scalar;
 extern const cpu_matmul_kernels cpu_matmul_avx2;
 extern const cpu_matmul_kernels cpu_matmul_avx512;
 extern const cpu_matmul_kernels cpu_matmul_avx512vnni;
 extern const cpu_matmul_kernels cpu_matmul_avx512bf16;
+extern const cpu_matmul_kernels cpu_matmul_amxbf16;

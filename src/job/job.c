@@ -38,8 +38,8 @@ static const char *const BACKEND_NAMES[] = {"cpu", "cuda", NULL};
 static const char *const COMM_NAMES[] = {"auto", "mpi", "nccl", NULL};
 static const char *const SAMPLING_NAMES[] = {"greedy", "sample", NULL};
 static const char *const TIMINGS_NAMES[] = {"off", "step", "layer", NULL};
-static const char *const CPU_ISA_NAMES[] = {"auto",        "scalar",      "avx2", "avx512",
-                                            "avx512_vnni", "avx512_bf16", NULL};
+static const char *const CPU_ISA_NAMES[] = {"auto",        "scalar",      "avx2",     "avx512",
+                                            "avx512_vnni", "avx512_bf16", "amx_bf16", NULL};
 
 static const char *const SECTION_KEYS[] = {"model",    "backend", "parallel", "input",
                                            "generate", "bench",   "record",   NULL};

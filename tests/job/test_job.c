@@ -1078,7 +1078,7 @@ static void test_precision_and_isa_keys(void **state) {
     const char *isa[] = {"backend.cpu_isa=avx9"};
     expect_error(tiny, isa, 1,
                  "backend\\.cpu_isa: 'avx9' is not allowed; allowed: auto, scalar, avx2, avx512, "
-                 "avx512_vnni, avx512_bf16$");
+                 "avx512_vnni, avx512_bf16, amx_bf16$");
     const char *cuda_group[] = {"model.precision=int8w", "model.int8_group=32",
                                 "backend.kind=cuda"};
     expect_error(tiny, cuda_group, 3,

@@ -101,8 +101,11 @@ static void test_cpu_isa_levels(void **state) {
             assert_int_not_equal(rc, 0);
             assert_non_null(strstr(error_message(), "this CPU supports up to"));
             assert_non_null(strstr(error_message(), cpu_isa_name(best)));
+            assert_non_null(strstr(error_message(), cpu_isa_detect_why())); // what is missing
         }
     }
+    // The reason is empty exactly when nothing is missing.
+    assert_int_equal(cpu_isa_detect_why()[0] == '\0', best == CPU_ISA_COUNT - 1);
     backend be;
     backend_options automatic = {.threads = 1, .cpu_isa = "auto"};
     assert_int_equal(backend_init(&be, "cpu", &automatic), 0);

@@ -392,12 +392,15 @@ static void test_round_bf16(void **state) {
  * 32-wide vector, k a multiple of 32 and not; k past one 768-deep block (1537: three blocks,
  * the last odd; 3072: four); n under and over a 48-column panel and a 240-column block, and not
  * a multiple of 16 (a thread's slice ends mid-vector); GEMV rows whose activations pass 16 KiB
- * (the avx512_bf16 GEMV then goes by blocks of weights, a pass per group of rows). */
+ * (the avx512_bf16 GEMV then goes by blocks of weights, a pass per group of rows); for the
+ * amx_bf16 GEMM's 32 x 32 tiles, whole strips of whole 32-deep steps (read in place, y loaded
+ * into the tiles), past one 768-deep block, and strips, steps and columns that pad. */
 static const int bf16_shapes[][3] = {
     {9, 31, 47},    {10, 1, 3},     {15, 64, 48},   {16, 96, 49},   {17, 33, 100},
     {23, 129, 241}, {31, 17, 96},   {40, 1537, 97}, {47, 256, 500}, {64, 768, 300},
     {70, 255, 17},  {12, 3072, 64}, {25, 32, 289},  {1, 1, 1},      {2, 31, 245},
     {5, 63, 33},    {8, 1537, 50},  {4, 3, 16},     {3, 3072, 70},  {7, 2001, 41},
+    {32, 768, 64},  {64, 3072, 96}, {33, 100, 65},  {48, 17, 31},   {96, 800, 513},
 };
 
 static void test_matmul_bf16(void **state) {
@@ -1147,8 +1150,8 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (level > (int)cpu_isa_detect()) {
-            printf("skipped: this CPU has no %s (best: %s)\n", argv[1],
-                   cpu_isa_name(cpu_isa_detect()));
+            printf("skipped: this CPU has no %s (best: %s; %s)\n", argv[1],
+                   cpu_isa_name(cpu_isa_detect()), cpu_isa_detect_why());
             return 77;
         }
         isa_under_test = argv[1];

@@ -8,7 +8,7 @@ tripar_unit_test(test_ops SOURCES kernels/test_ops.c LABELS ops)
 target_link_libraries(test_ops PRIVATE tripar_ref_ops)
 # The same tests for every instruction-set level of the CPU kernels (kernels/cpu/cpu_isa.h); a
 # level this CPU lacks skips with its reason. test_ops itself runs the best level.
-foreach(level scalar avx2 avx512 avx512_vnni avx512_bf16)
+foreach(level scalar avx2 avx512 avx512_vnni avx512_bf16 amx_bf16)
   add_test(NAME test_ops_${level} COMMAND test_ops ${level})
   set_tests_properties(test_ops_${level} PROPERTIES LABELS "unit;ops" ENVIRONMENT "${TRIPAR_TEST_ENV}"
                        TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -15,7 +15,7 @@ detected level's to CROSS_LEVEL[precision], norm-wise, and its tokens equal the 
 level's except at a near tie that this noise can flip (near_ties.py: a top-2 margin of at most
 2 CROSS_LEVEL max|logits|, from a teacher-forced run of the detected level). int8w's kernels sum each block
 exactly in int32, so its levels agree to 1e-5. bf16's kernels differ in the order of their fp32
-sums (the avx512_bf16 level's vdpbf16ps against sgemm on widened values below it), and where a
+sums (amx_bf16's tdpbf16ps, avx512_bf16's vdpbf16ps, sgemm on widened values below them), and where a
 1e-7 difference meets an activation sitting on a bf16 rounding boundary, the next product's
 input moves by one bf16 step (2^-8) and carries on: about one bf16 step on the logits (2.2e-3
 measured on the fixture), an order of magnitude inside bf16's accuracy bound.
@@ -35,7 +35,7 @@ from near_ties import judge_tokens, teacher_forced_margins
 TOLERANCES = {"bf16": (2e-2, 2e-3), "int8w": (6e-2, 2e-2)}
 # docs/kernels.md, "Instruction-set levels": logits of any level against the detected one
 CROSS_LEVEL = {"bf16": 5e-3, "int8w": 1e-5}
-LEVELS = ["scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16"]
+LEVELS = ["scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16"]
 
 
 def run(tripar, mpiexec, job, out, sets, expect_ok=True):
