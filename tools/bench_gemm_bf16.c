@@ -11,30 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/quant.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* 2 MiB-aligned memory on huge pages where the kernel allows, as the backend's weights. */
-static void *huge_alloc(size_t bytes) {
-    const size_t align = 2u << 20, rounded = (bytes + align - 1) / align * align;
-    void *p = NULL;
-    if (posix_memalign(&p, align, rounded)) {
-        fprintf(stderr, "bench_gemm_bf16: cannot allocate %zu bytes\n", bytes);
-        exit(1);
-    }
-    (void)madvise(p, rounded, MADV_HUGEPAGE);
-    memset(p, 0, rounded);
-    return p;
-}
+#include "tools/bench_util.h"
 
 static void fill_uniform(float *x, long n, uint64_t *state) {
     for (long i = 0; i < n; i++) {
@@ -110,12 +90,12 @@ static int bench_gemm(const cpu_matmul_kernels *mk, int repeats) {
             omp_set_num_threads(nt);
             double t_s = 1e30, t_b = 1e30;
             for (int r = 0; r < repeats; r++) {
-                double t0 = now();
+                double t0 = bench_now();
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, xf, k, wf, k,
                             0.0f, ys, n);
-                double t1 = now();
+                double t1 = bench_now();
                 gemm_bf16_run(mk, yb, xb, wb, rows, k, n, packs, pack, nt);
-                double t2 = now();
+                double t2 = bench_now();
                 t_s = t1 - t0 < t_s ? t1 - t0 : t_s;
                 t_b = t2 - t1 < t_b ? t2 - t1 : t_b;
             }
@@ -150,7 +130,7 @@ static void bench_gemv(const cpu_matmul_kernels *mk, int repeats) {
         per_layer += (long)mats[m][0] * mats[m][1];
     const long count = per_layer * LAYERS;
     const size_t bytes = sizeof(uint16_t) * (size_t)count;
-    uint16_t *w = huge_alloc(bytes);
+    uint16_t *w = bench_huge_alloc(bytes, "bench_gemm_bf16");
     float *tmp = malloc(sizeof(float) * 4 * C * 4);
     uint16_t *x = malloc(sizeof(uint16_t) * 4 * 4 * C);
     float *y = calloc(4 * 4 * C, sizeof(float));
@@ -168,9 +148,9 @@ static void bench_gemv(const cpu_matmul_kernels *mk, int repeats) {
     double t_read = 1e30;
     uint64_t sink = 0;
     for (int r = 0; r < repeats; r++) {
-        const double t0 = now();
+        const double t0 = bench_now();
         sink ^= read_all((const uint64_t *)w, (long)(bytes / sizeof(uint64_t)));
-        const double t = now() - t0;
+        const double t = bench_now() - t0;
         t_read = t < t_read ? t : t_read;
     }
     printf("  plain read      %7.2f ms  %6.1f GB/s   (sink %llx)\n", t_read * 1e3,
@@ -178,7 +158,7 @@ static void bench_gemv(const cpu_matmul_kernels *mk, int repeats) {
     for (int rows = 1; rows <= 4; rows += 3) {
         double best = 1e30;
         for (int r = 0; r < repeats; r++) {
-            const double t0 = now();
+            const double t0 = bench_now();
             const uint16_t *wl = w;
             for (int l = 0; l < LAYERS; l++)
                 for (int m = 0; m < MATS; m++) {
@@ -186,7 +166,7 @@ static void bench_gemv(const cpu_matmul_kernels *mk, int repeats) {
                     mk->gemv_bf16(y, n, x, wl, rows, k, n);
                     wl += (long)n * k;
                 }
-            const double t = now() - t0;
+            const double t = bench_now() - t0;
             best = t < best ? t : best;
         }
         printf("  gemv_bf16 rows %d %6.2f ms  %6.1f GB/s   %.2fx the plain read's time\n", rows,

@@ -10,33 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 
 #include "kernels/cpu/cpu_isa.h"
+#include "tools/bench_util.h"
 
 enum { LAYERS = 12, C = 768, VOCAB = 50257, SHAPES = 5, MAX_ROWS = 4 };
 /* (n, k) of each shape; the head last, once after the layers. */
 static const int shapes[SHAPES][2] = {{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}, {VOCAB, C}};
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* 2 MiB-aligned memory on huge pages where the kernel allows, as the backend's weights. */
-static void *huge_alloc(size_t bytes) {
-    const size_t align = 2u << 20, rounded = (bytes + align - 1) / align * align;
-    void *p = NULL;
-    if (posix_memalign(&p, align, rounded)) {
-        fprintf(stderr, "bench_gemv: cannot allocate %zu bytes\n", bytes);
-        exit(1);
-    }
-    (void)madvise(p, rounded, MADV_HUGEPAGE);
-    memset(p, 0, rounded);
-    return p;
-}
 
 static uint64_t rng_next(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -79,12 +59,12 @@ static void walk(const model_weights *m, const cpu_matmul_kernels *mk, int rows,
         t[s] = 0.0;
     for (int i = 0; i < LAYERS * 4 + 1; i++) {
         const int s = m->shape[i], n = shapes[s][0], k = shapes[s][1];
-        const double t0 = now();
+        const double t0 = bench_now();
         if (mk)
             mk->gemv_q8(m->y, n, m->q, m->d, m->w[i], m->ws, 0, rows, k, n, 32);
         else
             *sink ^= read_all((const uint64_t *)m->w[i], (long)n * k / 8);
-        t[m->shape[i]] += now() - t0;
+        t[m->shape[i]] += bench_now() - t0;
     }
 }
 
@@ -115,7 +95,7 @@ int main(int argc, char **argv) {
         bytes[m.shape[i]] += b;
         total += b;
     }
-    int8_t *w = huge_alloc((size_t)total);
+    int8_t *w = bench_huge_alloc((size_t)total, "bench_gemv");
     uint64_t rng = 7;
     for (long i = 0; i < total; i++)
         w[i] = (int8_t)((int)(rng_next(&rng) % 255) - 127);
