@@ -89,7 +89,8 @@ def critical_ranks(events, names, pp_rank):
 def plant(src, dst, phase, mode):
     """Plants PLANT_S per `phase` event of each measured iteration's critical rank: mode
     'lengthen' makes the event longer, 'gap_after' inserts idle time after it. Returns the
-    planted counts per iteration (total, and in step 0 when the rank is a last stage)."""
+    planted counts per iteration (total, and in step 0 when the rank is a last stage) and the
+    critical rank of each iteration (on a busy machine it need not be the same rank in all)."""
     shutil.copyfile(src, dst)
     with h5py.File(dst, "a") as f:
         events, names, pp_rank = load_events(f)
@@ -120,7 +121,7 @@ def plant(src, dst, phase, mode):
                 ev[field] = t + shift
             f["timings/rank_%05d/events" % r][...] = ev
         metrics_shift(f, counts, first)
-    return counts, first
+    return counts, first, [int(c) for c in crit]
 
 
 def metrics_shift(f, counts, first):
@@ -156,9 +157,9 @@ def make(work):
     for case, src, phase, mode in (("mlp", "base", "mlp_gemm", "lengthen"),
                                    ("bubble", "pp2", "pp_recv_wait", "lengthen"),
                                    ("gap", "base", "embed", "gap_after")):
-        counts, first = plant(os.path.join(work, src + ".h5"), os.path.join(work, case + ".h5"),
-                              phase, mode)
-        planted[case] = {"src": src, "counts": counts, "first": first}
+        counts, first, crit = plant(os.path.join(work, src + ".h5"),
+                                    os.path.join(work, case + ".h5"), phase, mode)
+        planted[case] = {"src": src, "counts": counts, "first": first, "critical": crit}
     with open(os.path.join(work, "planted.json"), "w") as f:
         json.dump(planted, f)
 
@@ -223,8 +224,13 @@ def check_planted(work, case):
                 assert abs(r["diff_s"] - want) <= 0.02 * want, (q, r, want)
             else:
                 assert abs(r["diff_s"]) <= 1e-9 + 1e-6 * want, (q, r)
-    crit = other["run"]["critical_rank"]
-    assert crit["iterations"] == len(counts), crit
+    # the planted ranks stay critical: explain names the one critical in most iterations, and
+    # counts exactly the iterations in which the source had it critical
+    crit, per_iteration = other["run"]["critical_rank"], planted["critical"]
+    assert crit["rank"] in per_iteration, (crit, per_iteration)
+    assert crit["iterations"] == per_iteration.count(crit["rank"]), (crit, per_iteration)
+    assert crit["iterations"] == max(per_iteration.count(r) for r in per_iteration), (
+        crit, per_iteration)
     # the verdict ranks the planted bucket first, as the whole difference
     verdict = other["verdict"]
     assert "100% of the difference" in verdict, verdict
