@@ -275,10 +275,13 @@ static int tier_from_commbench(const jnode *from, const char *cluster_path, cons
             }
             rc = jnode_fail(from, "network.%s.from: %s measured no %s tier%s%s", tier, path, tier,
                             why[0] ? ": " : "", why);
-        } else if (!(t->alpha > 0) || !(t->beta > 0)) {
+        } else if (!(t->alpha > 0) || !(t->beta > 0) || !isfinite(t->alpha) || !isfinite(t->beta)) {
+            /* beta = inf: the fit found no time per byte over the sizes measured, which noise
+             * does on a busy machine (an ASan build here); no network streams for free. */
             rc = jnode_fail(from,
                             "network.%s.from: %s fitted alpha %g s and beta %g B/s; the "
-                            "planner needs both positive",
+                            "planner needs both positive and finite (rerun commbench --tiers "
+                            "on a quieter machine, or give alpha and beta)",
                             tier, path, t->alpha, t->beta);
         }
     }

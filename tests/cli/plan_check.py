@@ -12,7 +12,9 @@ Usage: plan_check.py WORKDIR [TOOLS_FILES_DIR (tools_fixtures.sh's runs of tools
 (env: TRIPAR_BIN, TRIPAR_SOURCE_DIR, MPIEXEC)"""
 import csv
 import json
+import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -147,6 +149,7 @@ if len(sys.argv) > 2:
 # device.from: RUN.h5 takes the ceilings a bench.roofline run measured (relative to the
 # cluster file's folder); a run without them is refused with the cluster file's line
 import h5py  # noqa: E402
+import numpy as np  # noqa: E402
 
 roof = os.path.join(WORK, "roof.h5")
 if os.path.exists(roof):
@@ -185,13 +188,34 @@ assert r.returncode == 0, r.stdout + r.stderr
 with open(os.path.join(WORK, "from-commbench.yaml"), "w") as f:
     f.write("nodes: 1\ndevices_per_node: 2\ndevice: {memory: 1 GiB, gflops: 40, gbs: 8}\n"
             "network:\n  intra: {from: tiers.h5, efficiency: 0.9}\n")
-doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(WORK, "from-commbench.yaml"), "--prompt", "16",
-           "--new-tokens", "4")
 with h5py.File(cb, "r") as h:
     row = [t for t in h["commbench/tiers"][:] if t["tier"] == b"intra"][0]
+if math.isfinite(row["beta_bytes_s"]) and row["alpha_s"] > 0:
+    doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(WORK, "from-commbench.yaml"),
+               "--prompt", "16", "--new-tokens", "4")
     intra = doc["network"]["intra"]
     assert intra["alpha_s"] == row["alpha_s"] and intra["beta_bytes_s"] == row["beta_bytes_s"], (intra, row)
     assert intra["efficiency"] == 0.9
+else:  # noise swamped the per-byte time (seen under ASan): the fit is refused, with the reason
+    r = subprocess.run([BIN, "plan", "--preset", "gpt2-124m", "--cluster",
+                        os.path.join(WORK, "from-commbench.yaml")], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "from-commbench.yaml:5: network.intra.from:" in r.stderr and \
+        "positive and finite" in r.stderr, (row, r.stderr)
+# and always: a fit with no time per byte (beta = inf) is refused at its line
+shutil.copyfile(cb, os.path.join(WORK, "tiers-inf.h5"))
+with h5py.File(os.path.join(WORK, "tiers-inf.h5"), "a") as h:
+    rows = h["commbench/tiers"][:]
+    rows["beta_bytes_s"] = np.inf
+    h["commbench/tiers"][...] = rows
+with open(os.path.join(WORK, "from-commbench-inf.yaml"), "w") as f:
+    f.write("nodes: 1\ndevices_per_node: 2\ndevice: {memory: 1 GiB, gflops: 40, gbs: 8}\n"
+            "network:\n  intra: {from: tiers-inf.h5}\n")
+r = subprocess.run([BIN, "plan", "--preset", "gpt2-124m", "--cluster",
+                    os.path.join(WORK, "from-commbench-inf.yaml")], capture_output=True, text=True,
+                   timeout=60)
+assert r.returncode == 2 and "from-commbench-inf.yaml:5: network.intra.from:" in r.stderr and \
+    "beta inf B/s" in r.stderr and "positive and finite" in r.stderr, r.stderr
 with open(os.path.join(WORK, "from-commbench-inter.yaml"), "w") as f:
     f.write("nodes: 2\ndevices_per_node: 2\ndevice: {memory: 1 GiB, gflops: 40, gbs: 8}\n"
             "network:\n  intra: {from: tiers.h5}\n  inter: {from: tiers.h5}\n")
