@@ -5,7 +5,6 @@
  * same bytes. Best of N repeats; each GEMM result is checked against sgemm's as it is timed.
  *   OPENBLAS_CORETYPE=SkylakeX build/tools/tripar_bench_gemm_bf16 [repeats=5] [level] */
 #include <cblas.h>
-#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,16 +43,6 @@ static void gemm_bf16_run(const cpu_matmul_kernels *mk, float *y, const uint16_t
             mk->gemm_bf16(y + n0, n, x, w + (long)n0 * k, rows, k, n1 - n0,
                           packs + (size_t)omp_get_thread_num() * (size_t)pack);
     }
-}
-
-static double rel_error(const float *got, const float *want, long n) {
-    double num = 0.0, den = 0.0;
-    for (long i = 0; i < n; i++) {
-        const double d = (double)got[i] - (double)want[i];
-        num += d * d;
-        den += (double)want[i] * (double)want[i];
-    }
-    return sqrt(num / (den > 0.0 ? den : 1.0));
 }
 
 static int bench_gemm(const cpu_matmul_kernels *mk, int repeats) {
@@ -99,7 +88,7 @@ static int bench_gemm(const cpu_matmul_kernels *mk, int repeats) {
                 t_s = t1 - t0 < t_s ? t1 - t0 : t_s;
                 t_b = t2 - t1 < t_b ? t2 - t1 : t_b;
             }
-            const double err = rel_error(yb, ys, ny);
+            const double err = bench_rel_error(yb, ys, ny);
             bad |= !(err < 1e-5);
             printf("%5d %5d %5d %3d %10.1f %10.1f %6.2fx %10.2e%s\n", rows, k, n, nt,
                    flop / t_s * 1e-9, flop / t_b * 1e-9, t_s / t_b, err,

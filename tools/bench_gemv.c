@@ -5,7 +5,6 @@
  * rows, next to a plain read of the same bytes in the same walk just before each pass. One
  * thread, best of N passes; each level is first checked against the scalar kernel's outputs.
  *   build/tools/tripar_bench_gemv [repeats=3] [level] */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,16 +29,6 @@ static uint64_t read_all(const uint64_t *w, long words) {
     for (long i = 0; i + 4 <= words; i += 4)
         s0 += w[i], s1 += w[i + 1], s2 += w[i + 2], s3 += w[i + 3];
     return s0 ^ s1 ^ s2 ^ s3;
-}
-
-static double rel_error(const float *got, const float *want, long n) {
-    double num = 0.0, den = 0.0;
-    for (long i = 0; i < n; i++) {
-        const double e = (double)got[i] - (double)want[i];
-        num += e * e;
-        den += (double)want[i] * (double)want[i];
-    }
-    return sqrt(num / (den > 0.0 ? den : 1.0));
 }
 
 typedef struct {
@@ -144,7 +133,7 @@ int main(int argc, char **argv) {
                 memset(m.y, 0, sizeof(float) * (size_t)rows * (size_t)n);
                 cpu_matmul_scalar.gemv_q8(want, n, m.q, m.d, m.w[i], ws, 0, rows, k, n, 32);
                 set->matmul->gemv_q8(m.y, n, m.q, m.d, m.w[i], ws, 0, rows, k, n, 32);
-                const double e = rel_error(m.y, want, (long)rows * n);
+                const double e = bench_rel_error(m.y, want, (long)rows * n);
                 err = e > err ? e : err;
             }
             bad |= !(err < 1e-5);

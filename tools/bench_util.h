@@ -2,6 +2,7 @@
  * backend places them (2 MiB-aligned, on transparent huge pages where the kernel allows), so a
  * benchmark streams memory the way a decode step does. */
 #pragma once
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,4 +26,15 @@ static inline void *bench_huge_alloc(size_t bytes, const char *who) {
     (void)madvise(p, rounded, MADV_HUGEPAGE);
     memset(p, 0, rounded);
     return p;
+}
+
+/* The norm-wise relative error ||got - want|| / ||want|| of n values, in double. */
+static inline double bench_rel_error(const float *got, const float *want, long n) {
+    double num = 0.0, den = 0.0;
+    for (long i = 0; i < n; i++) {
+        const double e = (double)got[i] - (double)want[i];
+        num += e * e;
+        den += (double)want[i] * (double)want[i];
+    }
+    return sqrt(num / (den > 0.0 ? den : 1.0));
 }
