@@ -16,6 +16,14 @@ int cpu_isa_from_name(const char *name) {
     return -1;
 }
 
+/* Joined from the table once, so a new level cannot be missing from the messages that list
+ * them (called from the backend's init and its errors, on the rank's main thread). */
 const char *cpu_isa_names(void) {
-    return "scalar, avx2, avx512, avx512_vnni, avx512_bf16, amx_bf16";
+    static char list[128];
+    if (!list[0])
+        for (int i = 0; i < CPU_ISA_COUNT; i++) {
+            if (i) strcat(list, ", ");
+            strcat(list, CPU_ISA_NAMES[i]);
+        }
+    return list;
 }
