@@ -43,11 +43,81 @@ static float exp_shift_sum_avx512(float *y, const float *x, float shift, int n) 
     return sum;
 }
 
-/* Sixteen keys at a time, one lane each, gathered along d: each dot sums over d in order. */
+/* r[i] (row i, sixteen floats) becomes column i of the 16 x 16 block: r[c][i] = old r[i][c].
+ * Unpacks pair rows inside 128-bit lanes, then two lane shuffles gather the four quarters. */
+static inline __attribute__((always_inline)) void transpose_16x16(__m512 r[16]) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) { // b[g + e], lane L: element 4L + e of rows g..g+3
+        const __m512d a0 = _mm512_castps_pd(a[g]), a1 = _mm512_castps_pd(a[g + 1]);
+        const __m512d a2 = _mm512_castps_pd(a[g + 2]), a3 = _mm512_castps_pd(a[g + 3]);
+        b[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        b[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        b[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        b[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    for (int e = 0; e < 4; e++) {
+        const __m512 c0 = _mm512_shuffle_f32x4(b[e], b[4 + e], 0x88); // lanes 0, 2
+        const __m512 c1 = _mm512_shuffle_f32x4(b[e], b[4 + e], 0xDD); // lanes 1, 3
+        const __m512 c2 = _mm512_shuffle_f32x4(b[8 + e], b[12 + e], 0x88);
+        const __m512 c3 = _mm512_shuffle_f32x4(b[8 + e], b[12 + e], 0xDD);
+        r[e] = _mm512_shuffle_f32x4(c0, c2, 0x88);
+        r[4 + e] = _mm512_shuffle_f32x4(c1, c3, 0x88);
+        r[8 + e] = _mm512_shuffle_f32x4(c0, c2, 0xDD);
+        r[12 + e] = _mm512_shuffle_f32x4(c1, c3, 0xDD);
+    }
+}
+
+/* s[j] for the keys j < n rounded down to 32, in 16 x 16 blocks transposed in registers (hd a
+ * multiple of 16); returns how many it did. Two blocks at a time, two independent chains. Inlined
+ * with hd a constant (64, 128), the sixteen rows are fixed offsets from one pointer. */
+static inline __attribute__((always_inline)) int
+dot_keys_transposed(float *s, const float *q, const float *k, int n, int hd, float scale) {
+    int j = 0;
+    for (; j + 32 <= n; j += 32) {
+        const float *kj = k + (long)j * hd;
+        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, r[16];
+        for (int d0 = 0; d0 < hd; d0 += 16)
+            for (int blk = 0; blk < 2; blk++) {
+                const float *kb = kj + (long)blk * 16 * hd + d0;
+                // kb opaque to the optimiser, so that the rows are constant offsets from it:
+                // otherwise GCC kept a pointer per row, 32 of them, spilled to the stack
+                __asm__("" : "+r"(kb));
+                // the next 32 keys' 2 hd lines in order, 16 per pass (a prefetch past the
+                // cache's end never faults): one sequential stream ahead of the strided loads
+                const float *ahead = kj + 32L * hd + ((d0 / 16) * 2 + blk) * 256;
+                for (int i = 0; i < 16; i++) {
+                    _mm_prefetch((const char *)(ahead + 16 * i), _MM_HINT_T0);
+                    r[i] = _mm512_loadu_ps(kb + (long)i * hd);
+                }
+                transpose_16x16(r);
+                for (int d = 0; d < 16; d++)
+                    acc[blk] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + d]), r[d], acc[blk]);
+            }
+        _mm512_storeu_ps(s + j, _mm512_mul_ps(acc[0], _mm512_set1_ps(scale)));
+        _mm512_storeu_ps(s + j + 16, _mm512_mul_ps(acc[1], _mm512_set1_ps(scale)));
+    }
+    return j;
+}
+
+/* Sixteen keys at a time, one lane each, so that each dot sums over d in order. With hd a
+ * multiple of 16 the keys are read as they lie and transposed in registers: a decode step reads
+ * the whole cache this way. The gathers this replaced left a GPT-2 decode step's attention at
+ * 4.7 ms for 39 MB of cache (docs/kernels.md, "Decode: prefetch and transposed keys"). Other head
+ * sizes, and the last keys under 32, gather along d. */
 static void dot_keys_avx512(float *s, const float *q, const float *k, int n, int hd, float scale) {
+    int j = 0;
+    if (hd == 64)
+        j = dot_keys_transposed(s, q, k, n, 64, scale);
+    else if (hd == 128)
+        j = dot_keys_transposed(s, q, k, n, 128, scale);
+    else if (hd % 16 == 0)
+        j = dot_keys_transposed(s, q, k, n, hd, scale);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(hd));
-    int j = 0;
     for (; j + 32 <= n; j += 32) { // two independent chains hide the FMA latency
         const float *ka = k + (long)j * hd, *kb = ka + 16L * hd;
         __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();

@@ -111,6 +111,7 @@ static inline __attribute__((always_inline)) void dot_rows_f32(float *y, long ld
         acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     int c = 0;
     for (; c + 16 <= k; c += 16) {
+        _mm_prefetch((const char *)(wo + c) + GEMV_F32_PREFETCH_BYTES, _MM_HINT_T0);
         const __m256 w0 = _mm256_loadu_ps(wo + c), w1 = _mm256_loadu_ps(wo + c + 8);
         for (int i = 0; i < NR; i++) {
             acc[i][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + (long)i * k + c), acc[i][0]);

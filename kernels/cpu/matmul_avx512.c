@@ -1,7 +1,9 @@
 /* The matmul family for AVX-512 (F, BW, VL, DQ): the fp32 decode GEMV. The weights stream once,
- * one row at a time, while up to four activation rows wait in L1; row by row keeps a single
- * sequential stream, which the hardware prefetcher follows best (four interleaved rows measured
- * 13 against 15-16 GB/s here, and 27 with huge pages: kernels/cpu/backend_cpu.c). */
+ * one row at a time, while up to four activation rows wait in L1, with a software prefetch
+ * GEMV_F32_PREFETCH_BYTES ahead (matmul_isa.h). Row by row keeps a single sequential stream:
+ * four interleaved rows measured 13 against 15-16 GB/s here, and two interleaved rows, although
+ * faster in isolation, made a GPT-2 decode step 34.3 against 32.5 ms (docs/kernels.md, "Decode:
+ * prefetch and transposed keys"). */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -89,6 +91,9 @@ static inline __attribute__((always_inline)) void dot_rows_f32(float *y, long ld
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     int c = 0;
     for (; c + 32 <= k; c += 32) {
+        const char *ahead = (const char *)(wo + c) + GEMV_F32_PREFETCH_BYTES;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 64, _MM_HINT_T0);
         const __m512 w0 = _mm512_loadu_ps(wo + c), w1 = _mm512_loadu_ps(wo + c + 16);
         for (int i = 0; i < NR; i++) {
             acc[i][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + (long)i * k + c), acc[i][0]);
