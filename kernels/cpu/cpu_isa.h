@@ -4,6 +4,7 @@
  * binary runs everywhere and the tests can run every path the machine has. */
 #pragma once
 
+#include "kernels/cpu/activation_kernels.h"
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/matmul_kernels.h"
 
@@ -39,6 +40,7 @@ typedef struct {
     cpu_isa isa;
     const cpu_matmul_kernels *matmul;
     const cpu_attention_kernels *attention;
+    const cpu_activation_kernels *activation;
 } cpu_kernel_set;
 
 /* The kernels of a level this build has (all of them on x86-64, scalar elsewhere); NULL for a

@@ -104,12 +104,12 @@ const char *cpu_isa_detect_why(void) {
 }
 
 static const cpu_kernel_set CPU_KERNEL_SETS[CPU_ISA_COUNT] = {
-    {CPU_ISA_SCALAR, &cpu_matmul_scalar, &cpu_attention_scalar},
-    {CPU_ISA_AVX2, &cpu_matmul_avx2, &cpu_attention_avx2},
-    {CPU_ISA_AVX512, &cpu_matmul_avx512, &cpu_attention_avx512},
-    {CPU_ISA_AVX512_VNNI, &cpu_matmul_avx512vnni, &cpu_attention_avx512},
-    {CPU_ISA_AVX512_BF16, &cpu_matmul_avx512bf16, &cpu_attention_avx512},
-    {CPU_ISA_AMX_BF16, &cpu_matmul_amxbf16, &cpu_attention_avx512},
+    {CPU_ISA_SCALAR, &cpu_matmul_scalar, &cpu_attention_scalar, &cpu_activation_scalar},
+    {CPU_ISA_AVX2, &cpu_matmul_avx2, &cpu_attention_avx2, &cpu_activation_avx2},
+    {CPU_ISA_AVX512, &cpu_matmul_avx512, &cpu_attention_avx512, &cpu_activation_avx512},
+    {CPU_ISA_AVX512_VNNI, &cpu_matmul_avx512vnni, &cpu_attention_avx512, &cpu_activation_avx512},
+    {CPU_ISA_AVX512_BF16, &cpu_matmul_avx512bf16, &cpu_attention_avx512, &cpu_activation_avx512},
+    {CPU_ISA_AMX_BF16, &cpu_matmul_amxbf16, &cpu_attention_avx512, &cpu_activation_avx512},
 };
 
 const cpu_kernel_set *cpu_kernel_set_for(cpu_isa isa) {

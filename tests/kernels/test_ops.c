@@ -443,6 +443,52 @@ static void test_bias_gelu(void **state) {
     }
 }
 
+/* The level's activation kernels against the scalar twin, bit for bit (the int8w path quantises
+ * what follows them), on every tail length around the vector widths and on the edge values;
+ * and against the formulas in double, within the float rounding of exp's argument. */
+static void test_activation_kernels(void **state) {
+    (void)state;
+    const cpu_activation_kernels *k = ((const cpu_ctx *)be.ctx)->kern->activation;
+    const float edges[] = {-0.0f, 0.0f, NAN, INFINITY, -INFINITY, -100.0f, 100.0f, -20.0f, 1e-30f};
+    const int sizes[] = {1, 7, 8, 9, 15, 16, 17, 33, 100, 3072};
+    uint64_t rng = 1900;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int n = sizes[s];
+        float *x = rand_floats(n, &rng, -10, 10), *bias = rand_floats(n, &rng, -1, 1);
+        float *u = rand_floats(n, &rng, -3, 3), *got = zeros(n), *want = zeros(n);
+        for (int e = 0; e < (int)(sizeof edges / sizeof edges[0]) && e < n; e++)
+            x[(e * 7) % n] = edges[e];
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const float *b = with_bias ? bias : NULL;
+            memcpy(got, x, sizeof(float) * (size_t)n);
+            memcpy(want, x, sizeof(float) * (size_t)n);
+            k->bias_gelu(got, b, n);
+            cpu_activation_scalar.bias_gelu(want, b, n);
+            assert_memory_equal(got, want, sizeof(float) * (size_t)n);
+            for (int i = 0; i < n; i++) {
+                const double v = (double)x[i] + (b ? b[i] : 0.0);
+                if (!isfinite(v) || fabs(v) > 8) continue; // edges: checked bitwise above
+                const double a = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+                const double gelu = v / (1 + exp(-2 * a)); // 0.5 v (1 + tanh a), no cancellation
+                // u = -2a takes three float roundings, and exp turns u's relative error into
+                // |u| times as much: 3 x 2|a| ulps, plus the exp's own and the division's
+                if (fabs(got[i] - gelu) > 1.2e-7 * (4 + 6 * fabs(a)) * fabs(gelu) + 1e-30)
+                    fail_msg("gelu(%.9g) = %.9g, in double %.9g", v, got[i], gelu);
+            }
+        }
+        k->swiglu(got, x, u, n);
+        cpu_activation_scalar.swiglu(want, x, u, n);
+        assert_memory_equal(got, want, sizeof(float) * (size_t)n);
+        for (int i = 0; i < n; i++) {
+            if (!isfinite(x[i]) || fabsf(x[i]) > 80) continue;
+            const double silu = (double)x[i] / (1 + exp(-(double)x[i])) * u[i];
+            if (fabs(got[i] - silu) > 1.2e-7 * (4 + fabs(x[i])) * fabs(silu) + 1e-30)
+                fail_msg("swiglu(%.9g, %.9g) = %.9g, exp form %.9g", x[i], u[i], got[i], silu);
+        }
+        free(x), free(bias), free(u), free(got), free(want);
+    }
+}
+
 static void test_argmax(void **state) {
     (void)state;
     uint64_t rng = 1100;
@@ -1127,6 +1173,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_round_bf16),
         cmocka_unit_test(test_matmul_bf16),
         cmocka_unit_test(test_bias_gelu),
+        cmocka_unit_test(test_activation_kernels),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_argmax_nan),
         cmocka_unit_test(test_attention_contiguous),
