@@ -21,23 +21,39 @@ static float exp_shift_sum_avx2(float *y, const float *x, float shift, int n) {
     return sum;
 }
 
-/* Eight keys at a time, one lane each, gathered along d: each dot sums over d in order. */
+/* One key's 16 partial sums (lanes l of lo, l + 8 of hi) reduced by the table's tree. */
+static inline float reduce_key(__m256 lo, __m256 hi) {
+    const __m256 s8 = _mm256_add_ps(lo, hi); // l + (l+8)
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4)); // l + (l+2)
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* Key by key, each row read as it lies in two 8-lane accumulators (the 16 partial sums), the
+ * last chunk of d masked; the same bytes 32 keys on prefetched. */
 static void dot_keys_avx2(float *s, const float *q, const float *k, int n, int hd, float scale) {
-    const __m256i idx =
-        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(hd));
-    int j = 0;
-    for (; j + 16 <= n; j += 16) { // two independent chains hide the FMA latency
-        const float *ka = k + (long)j * hd, *kb = ka + 8L * hd;
-        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
-        for (int d = 0; d < hd; d++) {
-            const __m256 qd = _mm256_set1_ps(q[d]);
-            a = _mm256_fmadd_ps(qd, _mm256_i32gather_ps(ka + d, idx, 4), a);
-            b = _mm256_fmadd_ps(qd, _mm256_i32gather_ps(kb + d, idx, 4), b);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int j = 0; j < n; j++) {
+        const float *row = k + (long)j * hd;
+        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+        for (int d0 = 0; d0 < hd; d0 += 16) {
+            _mm_prefetch((const char *)(row + 32L * hd + d0), _MM_HINT_T0);
+            if (hd - d0 >= 16) {
+                lo = _mm256_fmadd_ps(_mm256_loadu_ps(q + d0), _mm256_loadu_ps(row + d0), lo);
+                hi =
+                    _mm256_fmadd_ps(_mm256_loadu_ps(q + d0 + 8), _mm256_loadu_ps(row + d0 + 8), hi);
+                continue;
+            }
+            // masked lanes load 0, and 0 x 0 added to a partial sum leaves it as it is
+            const __m256i mlo = _mm256_cmpgt_epi32(_mm256_set1_epi32(hd - d0), lane);
+            const __m256i mhi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hd - d0 - 8), lane);
+            lo = _mm256_fmadd_ps(_mm256_maskload_ps(q + d0, mlo), _mm256_maskload_ps(row + d0, mlo),
+                                 lo);
+            hi = _mm256_fmadd_ps(_mm256_maskload_ps(q + d0 + 8, mhi),
+                                 _mm256_maskload_ps(row + d0 + 8, mhi), hi);
         }
-        _mm256_storeu_ps(s + j, _mm256_mul_ps(a, _mm256_set1_ps(scale)));
-        _mm256_storeu_ps(s + j + 8, _mm256_mul_ps(b, _mm256_set1_ps(scale)));
+        s[j] = reduce_key(lo, hi) * scale;
     }
-    if (j < n) dot_keys_scalar(s + j, q, k + (long)j * hd, n - j, hd, scale);
 }
 
 static void weigh_values_avx2(float *o, const float *w, const float *v, int n, int hd) {

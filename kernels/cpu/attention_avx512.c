@@ -24,98 +24,53 @@ static float exp_shift_sum_avx512(float *y, const float *x, float shift, int n) 
     return sum;
 }
 
-/* r[i] (row i, sixteen floats) becomes column i of the 16 x 16 block: r[c][i] = old r[i][c].
- * Unpacks pair rows inside 128-bit lanes, then two lane shuffles gather the four quarters. */
-static inline __attribute__((always_inline)) void transpose_16x16(__m512 r[16]) {
-    __m512 a[16], b[16];
-    for (int i = 0; i < 16; i += 2) {
-        a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+/* a[j] holds key j's 16 partial sums (lanes l = d mod 16), j < 16; returns the 16 dots in key
+ * order, each summed by the tree the table states: lanes l + (l+8), then l + (l+4), l + (l+2),
+ * l + (l+1). Each stage adds the upper half of every key's live lanes to the lower half and
+ * packs two keys' results into one vector: 30 shuffles and 15 additions for 16 keys, where
+ * reducing each key on its own would take 16 x 8. */
+static inline __attribute__((always_inline)) __m512 reduce_16_keys(const __m512 a[16]) {
+    __m512 b[8], c[4], d[2];
+    for (int j = 0; j < 8; j++) // lanes 0-7: key j's l + (l+8); lanes 8-15: key j+8's
+        b[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[j], a[j + 8], 0x44),
+                             _mm512_shuffle_f32x4(a[j], a[j + 8], 0xEE));
+    for (int j = 0; j < 4; j++) // 128-bit lane L: keys j, j+8, j+4, j+12; l + (l+4)
+        c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(b[j], b[j + 4], 0x88),
+                             _mm512_shuffle_f32x4(b[j], b[j + 4], 0xDD));
+    for (int j = 0; j < 2; j++) { // per lane L: c[j]'s key in 0-1, c[j+2]'s in 2-3; l + (l+2)
+        const __m512d lo = _mm512_castps_pd(c[j]), hi = _mm512_castps_pd(c[j + 2]);
+        d[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(lo, hi)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(lo, hi)));
     }
-    for (int g = 0; g < 16; g += 4) { // b[g + e], lane L: element 4L + e of rows g..g+3
-        const __m512d a0 = _mm512_castps_pd(a[g]), a1 = _mm512_castps_pd(a[g + 1]);
-        const __m512d a2 = _mm512_castps_pd(a[g + 2]), a3 = _mm512_castps_pd(a[g + 3]);
-        b[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-        b[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-        b[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-        b[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-    }
-    for (int e = 0; e < 4; e++) {
-        const __m512 c0 = _mm512_shuffle_f32x4(b[e], b[4 + e], 0x88); // lanes 0, 2
-        const __m512 c1 = _mm512_shuffle_f32x4(b[e], b[4 + e], 0xDD); // lanes 1, 3
-        const __m512 c2 = _mm512_shuffle_f32x4(b[8 + e], b[12 + e], 0x88);
-        const __m512 c3 = _mm512_shuffle_f32x4(b[8 + e], b[12 + e], 0xDD);
-        r[e] = _mm512_shuffle_f32x4(c0, c2, 0x88);
-        r[4 + e] = _mm512_shuffle_f32x4(c1, c3, 0x88);
-        r[8 + e] = _mm512_shuffle_f32x4(c0, c2, 0xDD);
-        r[12 + e] = _mm512_shuffle_f32x4(c1, c3, 0xDD);
-    }
+    // l + (l+1): element 4L + t holds c[0], c[2], c[1], c[3]'s key of lane L for t = 0..3,
+    // that is keys 0 2 1 3, 8 10 9 11, 4 6 5 7, 12 14 13 15; the permutation restores the order
+    const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+    return _mm512_permutexvar_ps(order, e);
 }
 
-/* s[j] for the keys j < n rounded down to 32, in 16 x 16 blocks transposed in registers (hd a
- * multiple of 16); returns how many it did. Two blocks at a time, two independent chains. Inlined
- * with hd a constant (64, 128), the sixteen rows are fixed offsets from one pointer. */
-static inline __attribute__((always_inline)) int
-dot_keys_transposed(float *s, const float *q, const float *k, int n, int hd, float scale) {
-    int j = 0;
-    for (; j + 32 <= n; j += 32) {
-        const float *kj = k + (long)j * hd;
-        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, r[16];
-        for (int d0 = 0; d0 < hd; d0 += 16)
-            for (int blk = 0; blk < 2; blk++) {
-                const float *kb = kj + (long)blk * 16 * hd + d0;
-                // kb opaque to the optimiser, so that the rows are constant offsets from it:
-                // otherwise GCC kept a pointer per row, 32 of them, spilled to the stack
-                __asm__("" : "+r"(kb));
-                // the next 32 keys' 2 hd lines in order, 16 per pass (a prefetch past the
-                // cache's end never faults): one sequential stream ahead of the strided loads
-                const float *ahead = kj + 32L * hd + ((d0 / 16) * 2 + blk) * 256;
-                for (int i = 0; i < 16; i++) {
-                    _mm_prefetch((const char *)(ahead + 16 * i), _MM_HINT_T0);
-                    r[i] = _mm512_loadu_ps(kb + (long)i * hd);
-                }
-                transpose_16x16(r);
-                for (int d = 0; d < 16; d++)
-                    acc[blk] = _mm512_fmadd_ps(_mm512_set1_ps(q[d0 + d]), r[d], acc[blk]);
-            }
-        _mm512_storeu_ps(s + j, _mm512_mul_ps(acc[0], _mm512_set1_ps(scale)));
-        _mm512_storeu_ps(s + j + 16, _mm512_mul_ps(acc[1], _mm512_set1_ps(scale)));
-    }
-    return j;
-}
-
-/* Sixteen keys at a time, one lane each, so that each dot sums over d in order. With hd a
- * multiple of 16 the keys are read as they lie and transposed in registers: a decode step reads
- * the whole cache this way. The gathers this replaced left a GPT-2 decode step's attention at
- * 4.7 ms for 39 MB of cache (docs/kernels.md, "Decode: prefetch and transposed keys"). Other head
- * sizes, and the last keys under 32, gather along d. */
+/* Sixteen keys at a time, each row read as it lies (hd / 16 vectors, the last one masked) into
+ * its own accumulator, then the 16 reduced together. The rows are read key after key, one
+ * sequential stream, with the same bytes 32 keys on prefetched: the gathers this replaced left
+ * a GPT-2 decode step's attention at 4.7 ms for 39 MB of cache (docs/kernels.md, "Decode:
+ * prefetch and transposed keys"). The last keys under 16 go to the scalar twin. */
 static void dot_keys_avx512(float *s, const float *q, const float *k, int n, int hd, float scale) {
     int j = 0;
-    if (hd == 64)
-        j = dot_keys_transposed(s, q, k, n, 64, scale);
-    else if (hd == 128)
-        j = dot_keys_transposed(s, q, k, n, 128, scale);
-    else if (hd % 16 == 0)
-        j = dot_keys_transposed(s, q, k, n, hd, scale);
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(hd));
-    for (; j + 32 <= n; j += 32) { // two independent chains hide the FMA latency
-        const float *ka = k + (long)j * hd, *kb = ka + 16L * hd;
-        __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
-        for (int d = 0; d < hd; d++) {
-            const __m512 qd = _mm512_set1_ps(q[d]);
-            a = _mm512_fmadd_ps(qd, _mm512_i32gather_ps(idx, ka + d, 4), a);
-            b = _mm512_fmadd_ps(qd, _mm512_i32gather_ps(idx, kb + d, 4), b);
-        }
-        _mm512_storeu_ps(s + j, _mm512_mul_ps(a, _mm512_set1_ps(scale)));
-        _mm512_storeu_ps(s + j + 16, _mm512_mul_ps(b, _mm512_set1_ps(scale)));
-    }
     for (; j + 16 <= n; j += 16) {
-        const float *ka = k + (long)j * hd;
-        __m512 a = _mm512_setzero_ps();
-        for (int d = 0; d < hd; d++)
-            a = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_i32gather_ps(idx, ka + d, 4), a);
-        _mm512_storeu_ps(s + j, _mm512_mul_ps(a, _mm512_set1_ps(scale)));
+        const float *kj = k + (long)j * hd;
+        __m512 acc[16];
+        for (int i = 0; i < 16; i++) {
+            const float *row = kj + (long)i * hd;
+            acc[i] = _mm512_setzero_ps();
+            for (int d0 = 0; d0 < hd; d0 += 16) {
+                const __mmask16 m = tail_mask(hd - d0);
+                _mm_prefetch((const char *)(row + 32L * hd + d0), _MM_HINT_T0);
+                acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d0),
+                                         _mm512_maskz_loadu_ps(m, row + d0), acc[i]);
+            }
+        }
+        _mm512_storeu_ps(s + j, _mm512_mul_ps(reduce_16_keys(acc), _mm512_set1_ps(scale)));
     }
     if (j < n) dot_keys_scalar(s + j, q, k + (long)j * hd, n - j, hd, scale);
 }

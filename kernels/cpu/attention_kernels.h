@@ -11,8 +11,10 @@ typedef struct cpu_attention_kernels {
      * softmax's denominator). y may be x. exp is a polynomial within 2 ulp of expf, and 0 below
      * -87.3 (where expf is a denormal). */
     float (*exp_shift_sum)(float *y, const float *x, float shift, int n);
-    /* s[j] = scale * (q . k_j) for the n keys k (n, hd), each dot summed over d in order with
-     * fused multiply-adds: one query's scores. */
+    /* s[j] = scale * (q . k_j) for the n keys k (n, hd): one query's scores. Each dot in 16
+     * partial sums p[l] over d = l, l + 16, l + 32, ... < hd, each a chain of fused
+     * multiply-adds from 0 in increasing d, then the pairwise tree ((p[l] + p[l+8]), then
+     * + lane l+4, then l+2, then l+1): a key's row is read as it lies, 16 lanes at a time. */
     void (*dot_keys)(float *s, const float *q, const float *k, int n, int hd, float scale);
     /* o[d] += w[j] v_j[d] for j = 0..n-1 in order, fused, over the n values v (n, hd): one
      * query's weighted values. */

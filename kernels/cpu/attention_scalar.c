@@ -38,10 +38,14 @@ float exp_shift_sum_scalar(float *y, const float *x, float shift, int n) {
 
 void dot_keys_scalar(float *s, const float *q, const float *k, int n, int hd, float scale) {
     for (int j = 0; j < n; j++) {
-        float dot = 0.0f;
+        const float *kj = k + (long)j * hd;
+        float p[16] = {0};
         for (int d = 0; d < hd; d++)
-            dot = fmaf(q[d], k[(long)j * hd + d], dot);
-        s[j] = dot * scale;
+            p[d % 16] = fmaf(q[d], kj[d], p[d % 16]);
+        for (int width = 8; width >= 1; width /= 2) // the lanes' tree, as the vectors reduce
+            for (int l = 0; l < width; l++)
+                p[l] = p[l] + p[l + width];
+        s[j] = p[0] * scale;
     }
 }
 
