@@ -54,7 +54,7 @@ static inline __attribute__((always_inline)) __m512 reduce_16_keys(const __m512 
  * its own accumulator, then the 16 reduced together. The rows are read key after key, one
  * sequential stream, with the same bytes 32 keys on prefetched: the gathers this replaced left
  * a GPT-2 decode step's attention at 4.7 ms for 39 MB of cache (docs/kernels.md, "Decode:
- * prefetch and transposed keys"). The last keys under 16 go to the scalar twin. */
+ * prefetch and lanes"). The last keys under 16 go to the scalar twin. */
 static void dot_keys_avx512(float *s, const float *q, const float *k, int n, int hd, float scale) {
     int j = 0;
     for (; j + 16 <= n; j += 16) {

@@ -3,7 +3,7 @@
  * GEMV_F32_PREFETCH_BYTES ahead (matmul_isa.h). Row by row keeps a single sequential stream:
  * four interleaved rows measured 13 against 15-16 GB/s here, and two interleaved rows, although
  * faster in isolation, made a GPT-2 decode step 34.3 against 32.5 ms (docs/kernels.md, "Decode:
- * prefetch and transposed keys"). */
+ * prefetch and lanes"). */
 #include <immintrin.h>
 #include <stdint.h>
 

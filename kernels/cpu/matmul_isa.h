@@ -2,14 +2,14 @@
  * level's table can reuse what it does not specialise (kernels/cpu/matmul_kernels.h). Named
  * <kernel>_<level>; each is compiled only for its own level. */
 #pragma once
+#include <stdint.h>
 
 /* How far ahead of its loads the fp32 decode GEMV asks for weights, in bytes. On Sapphire
  * Rapids, one thread, the hardware streamer alone kept GPT-2's decode products at 88% of the
- * read rate measured in the same run; with this prefetch they run at 93-101% of it, phase by
- * phase (`tripar explain`'s rooflines; docs/kernels.md, "Decode: prefetch and transposed keys").
+ * read rate measured in the same run; with this prefetch they run at 95-101% of it, phase by
+ * phase (`tripar explain`'s rooflines; docs/kernels.md, "Decode: prefetch and lanes").
  * 512 to 2048 bytes measured alike, 8 KiB worse. A prefetch past the end never faults. */
 enum { GEMV_F32_PREFETCH_BYTES = 1024 };
-#include <stdint.h>
 
 void gemv_f32_scalar(float *y, long ldy, const float *x, const float *w, int rows, int k, int n);
 void round_bf16_scalar(uint16_t *out, const float *x, long n);
