@@ -53,8 +53,8 @@ static inline int roofline_backend_is_device(const backend *be) {
 
 /* The probes' names, as /metrics/roofline records them (docs/schema.md). */
 #define ROOFLINE_PROBE_SGEMM "cblas_sgemm on the model's shapes"
-#define ROOFLINE_PROBE_STREAM                                                                      \
-    "best of cblas_sasum and an OpenMP read, plain and prefetching, huge pages"
+/* at most 63 characters: the run file's reader keeps 64 (src/cli/run_roofline.h) */
+#define ROOFLINE_PROBE_STREAM "best of sasum, OpenMP reads (also prefetching), huge pages"
 #define ROOFLINE_PROBE_BACKEND_GEMM "backend matmul on the model's shapes"
 #define ROOFLINE_PROBE_BACKEND_STREAM "backend argmax stream"
 
