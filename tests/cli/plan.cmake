@@ -9,7 +9,7 @@ set(PLAN_CLUSTERS ${PROJECT_SOURCE_DIR}/data/clusters)
 # Bad cluster files: exit 2 with file:line and what is allowed. Each pair: fixture, regex
 # (no ';' in a regex: it would split the CMake list; '.' stands for it).
 set(plan_bad_clusters
-  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, device, network$"
+  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, cores_per_node, node_gbs, device, network$"
   bad_unit           "bad_unit\\.yaml:6: network\\.intra\\.beta: '100 GB/h' has an unknown unit. allowed units: B/s, .*Gbit/s"
   efficiency         "efficiency\\.yaml:6: network\\.intra\\.efficiency = 1\\.5 must be a fraction of the link, in \\(0, 1.$"
   missing_inter      "missing_inter\\.yaml:5: network\\.inter is missing. it is required when nodes > 1"
@@ -18,6 +18,9 @@ set(plan_bad_clusters
   inter2_no_group    "inter2_no_group\\.yaml:8: network\\.inter2\\.group_nodes is missing"
   network_not_map    "network_not_map\\.yaml:5: network must be a mapping with keys intra, inter, inter2. got a sequence"
   fractional_nodes   "fractional_nodes\\.yaml:2: nodes: '2\\.5' must be a whole number"
+  cores_fractional   "cores_fractional\\.yaml:4: cores_per_node: '1\\.5' must be a whole number from 1 to 10000000$"
+  cores_zero         "cores_zero\\.yaml:4: cores_per_node: '0' must be a whole number from 1 to 10000000$"
+  node_gbs_below_device "node_gbs_below_device\\.yaml:5: node_gbs = 6 GB/s must be at least device\\.gbs = 12\\.8 GB/s"
   empty              "empty\\.yaml: the cluster file is empty. it needs nodes, devices_per_node, device and network"
   syntax             "syntax\\.yaml:3: YAML syntax error"
   tier_from_and_alpha "tier_from_and_alpha\\.yaml:6: network\\.intra\\.from gives alpha and beta. give them or from, not both"
