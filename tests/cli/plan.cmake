@@ -48,16 +48,16 @@ function(plan_refuses name regex)
                        TIMEOUT 60)
 endfunction()
 # A model that fits nowhere, an SLO no strategy meets, and the usage errors.
-plan_refuses(fits_nowhere "the model fits nowhere on 2 devices of 10\\.0 GiB: the smallest rank needs [0-9.]+ GiB"
+plan_refuses(fits_nowhere "the model fits nowhere on 8 devices of 2\\.5 GiB: the smallest rank needs [0-9.]+ GiB"
              --preset llama3.1-405b --cluster ${PLAN_CLUSTERS}/this-machine.yaml --prompt 16 --new-tokens 4)
-plan_refuses(impossible_slo "no strategy meets the SLO \\(TTFT <= 1e-09 s, TPOT <= 0 s. 0 = none\\) on 2 devices: the best TTFT is"
+plan_refuses(impossible_slo "no strategy meets the SLO \\(TTFT <= 1e-09 s, TPOT <= 0 s. 0 = none\\) on 8 devices: the best TTFT is"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective goodput --ttft 1e-9)
 plan_refuses(goodput_needs_slo "--objective goodput needs --ttft S and/or --tpot S"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective goodput)
 plan_refuses(unknown_preset "--preset gpt5 is not a preset. presets: gpt2-124m"
              --preset gpt5 --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
-plan_refuses(too_many_gpus "--gpus 3 is more than the 2 devices of .*this-machine\\.yaml \\(1 nodes x 2\\)"
-             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --gpus 3)
+plan_refuses(too_many_gpus "--gpus 9 is more than the 8 devices of .*this-machine\\.yaml \\(1 nodes x 8\\)"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --gpus 9)
 plan_refuses(context "a prompt of 1000 tokens plus 100 new tokens exceeds the model's context of 1024"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --prompt 1000 --new-tokens 100)
 plan_refuses(no_cluster "--cluster CLUSTER\\.yaml is required" --preset gpt2-124m)
