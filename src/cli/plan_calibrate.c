@@ -42,10 +42,12 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
         run_data_free(&run);
         return rc;
     }
-    /* The roofline of the run's own placement: ranks that time-shared the slowest rank's node
-     * (or split its bandwidth) reached less than the device's ceilings, and its efficiencies
-     * are read against that, so that they carry over to runs with a core per rank. */
-    const plan_ceilings k = plan_ceilings_shared(c, ranks_on_host(&run, slowest, c));
+    /* The roofline of the run's own placement: ranks busy at once on the slowest rank's node
+     * time-shared its cores (or split its bandwidth) and reached less than the device's ceilings,
+     * and its efficiencies are read against that, so that they carry over to runs with a core per
+     * rank. */
+    const int busy = plan_busy_ranks(ranks_on_host(&run, slowest, c), run.pp, run.microbatches);
+    const plan_ceilings k = plan_ceilings_shared(c, busy);
     int any = 0;
     for (int period = 0; period < ROOF_PERIOD_COUNT; period++) {
         for (int p = 0; p < PHASE_COUNT; p++) {

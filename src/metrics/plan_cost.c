@@ -111,6 +111,11 @@ int plan_node_ranks(const plan_cluster *c, int world) {
     return world < c->devices_per_node ? world : c->devices_per_node;
 }
 
+int plan_busy_ranks(int node_ranks, int pp, int microbatches) {
+    const int stages = microbatches < pp ? microbatches : pp;
+    return (node_ranks * stages + pp - 1) / pp;
+}
+
 /* A rank's share of a node's cores and bandwidth: past one rank per core the ranks take turns
  * (time-sharing stretches compute and streaming alike), and those running at once split the
  * node's bandwidth. */
@@ -409,9 +414,11 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     const int n_micro = s->microbatches < batch_local ? s->microbatches : batch_local;
     const int mb = microbatch_max(batch_local, s->microbatches);
     const double C = m->cfg.embd;
-    /* the fullest node's ranks time-share its cores: every rank waits on it (docs/planner.md) */
+    /* the fullest node's busy ranks time-share its cores: every rank waits on it; a stage
+     * waiting on its neighbours leaves its core to the others (docs/planner.md) */
     out->node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
-    const plan_ceilings k = plan_ceilings_shared(c, out->node_ranks);
+    out->busy_ranks = plan_busy_ranks(out->node_ranks, s->pp, n_micro);
+    const plan_ceilings k = plan_ceilings_shared(c, out->busy_ranks);
     out->time_share = k.share;
 
     /* prefill: every micro-batch through every stage; the last leaves after the fill, its

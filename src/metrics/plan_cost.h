@@ -47,6 +47,10 @@ typedef struct {
 plan_ceilings plan_ceilings_shared(const plan_cluster *c, int ranks);
 /* The ranks of a world of `world` on its fullest node, placed node by node. */
 int plan_node_ranks(const plan_cluster *c, int world);
+/* The ranks of a node that compute at once: a pipeline of pp stages and m micro-batches keeps
+ * min(pp, m) of its stages busy while the others wait on a neighbour (and yield their cores):
+ * ceil(node_ranks x min(pp, m) / pp). */
+int plan_busy_ranks(int node_ranks, int pp, int microbatches);
 
 /* Collective costs on one tier (seconds for bytes per rank, p ranks). */
 double plan_allreduce_ring(int p, double bytes, const plan_tier *t);
@@ -125,6 +129,7 @@ typedef struct {
     double tp_total, tp_hidden, pp_total; /* all TP all-reduce and PP transfer time, hidden too */
     double prefill_bubble_fraction;       /* (pp-1)/(m+pp-1) */
     int node_ranks;                       /* ranks on the fullest node */
+    int busy_ranks;                       /* those of them computing at once */
     double time_share;                    /* their time-sharing of its cores, >= 1 */
     plan_group tp_group, pp_group, dp_group;
     plan_allreduce_algo tp_algo; /* the decode all-reduce's algorithm */

@@ -89,13 +89,18 @@ def check_rows(doc, preset, n, objective):
 doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
            "--batch", "4", "--prompt", "64", "--new-tokens", "16", "--gpus", "2")
 assert len(check_rows(doc, "gpt2-124m", 2, "latency")) == 11
-assert doc["node"]["cores"] == 2 and doc["node"]["ranks"] == 2 and doc["node"]["time_share"] == 1, doc["node"]
+assert doc["node"]["cores"] == 2 and doc["node"]["ranks"] == 2, doc["node"]
+assert all(r["time_share"] == 1 for r in doc["strategies"])
 doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
            "--batch", "4", "--prompt", "64", "--new-tokens", "16")
 check_rows(doc, "gpt2-124m", 8, "latency")
-assert doc["gpus"] == 8 and doc["node"]["ranks"] == 8 and doc["node"]["time_share"] == 4, doc["node"]
+assert doc["gpus"] == 8 and doc["node"]["ranks"] == 8, doc["node"]
+# the ranks busy at once time-share the 2 cores: all 8 without a pipeline, 8 x min(pp, m) / pp
+for r in doc["strategies"]:
+    busy = -(-8 * min(r["pp"], r["microbatches"]) // r["pp"])
+    assert r["time_share"] == max(1, busy / 2), r
 text = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), fmt="text")
-assert "8 ranks time-share a node's 2 cores (each at 1/4)" in text, text[:400]
+assert "8 ranks on a node of 2 cores, time-shared by those busy at once" in text, text[:400]
 
 # B: Llama 3 8B (GQA) on 16 A100s, ranked by throughput; CSV holds the same rows
 args = ["--preset", "llama3-8b", "--cluster", os.path.join(CLUSTERS, "a100-cluster.yaml"),

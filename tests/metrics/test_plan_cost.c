@@ -315,6 +315,13 @@ static void test_ceilings_shared(void **state) {
     /* block placement: the fullest node holds min(world, devices_per_node) ranks */
     assert_int_equal(plan_node_ranks(&c, 3), 3);
     assert_int_equal(plan_node_ranks(&c, 20), 8);
+    /* busy at once: ceil(ranks x min(pp, m) / pp); no pipeline keeps every rank busy */
+    assert_int_equal(plan_busy_ranks(8, 1, 1), 8);
+    assert_int_equal(plan_busy_ranks(8, 8, 1), 1); /* one stage at a time */
+    assert_int_equal(plan_busy_ranks(8, 2, 1), 4); /* dp x tp = 4 of 8 */
+    assert_int_equal(plan_busy_ranks(8, 4, 2), 4);
+    assert_int_equal(plan_busy_ranks(6, 3, 1), 2);
+    assert_int_equal(plan_busy_ranks(4, 2, 4), 4);
 }
 
 /* dp=4 on one node of 2 cores whose bandwidth is 1.5 W for the node: each replica (one
@@ -349,6 +356,13 @@ static void test_predict_shared_node(void **state) {
     plan_predict(&m, &w, &c, &r, &s, &shared);
     assert_close(shared.ttft, 2 * alone.ttft);
     assert_close(shared.tpot, 2 * alone.tpot);
+    /* pp=4 with one micro-batch on the same 4 ranks: one stage computes at a time, on a core
+     * of its own: no time-sharing */
+    s = (plan_strategy){.dp = 1, .tp = 1, .pp = 4, .microbatches = 1};
+    plan_predict(&m, &w, &c, &r, &s, &shared);
+    assert_int_equal(shared.node_ranks, 4);
+    assert_int_equal(shared.busy_ranks, 1);
+    assert_close(shared.time_share, 1);
 }
 
 /* Pipelines: more micro-batches shrink the prefill bubble; the parts always add up to E2E. */
