@@ -7,7 +7,7 @@
 # box has 2 cores, so meshes of 3 and more ranks are oversubscribed; the cluster file says so
 # (cores_per_node: 2, docs/planner.md "Shared nodes"). Then it predicts each run from the
 # calibration of the others (leave one out) and prints predicted against measured.
-# docs/planner.md "Validation" records the table. About 20 minutes on the 2-core box.
+# docs/planner.md "Validation" records the table. About 5 minutes on the 2-core box.
 #   jobs/validate-plan.sh [OUTDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
