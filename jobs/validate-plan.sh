@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): `tripar plan --validate` against measured runs on this machine. Runs
 # the GPT-2 124M shape (synthetic weights, batch 4, prompt 64, 16 new tokens, timings: layer)
-# at every strategy of 1 and 2 ranks (one rank per core: dp, tp with overlap off and on, pp
-# with 1 and 2 micro-batches), then predicts each run from the calibration of the others
-# (leave one out) and prints predicted against measured. docs/planner.md "Validation" records
-# the table. Meshes of more ranks than cores need the planner to know the cores per rank,
-# which it does not yet (docs/planner.md "Not yet").
+# at every strategy of 1 and 2 ranks (dp, tp with overlap off and on, pp with 1 and 2
+# micro-batches), then at every dp x tp x pp of 3 to 8 ranks the shape allows (tp divides the
+# 12 heads, pp <= 12 layers, dp <= the batch of 4; one micro-batch, overlap off): 33 runs. The
+# box has 2 cores, so meshes of 3 and more ranks are oversubscribed; the cluster file says so
+# (cores_per_node: 2, docs/planner.md "Shared nodes"). Then it predicts each run from the
+# calibration of the others (leave one out) and prints predicted against measured.
+# docs/planner.md "Validation" records the table. About 5 minutes on the 2-core box.
 #   jobs/validate-plan.sh [OUTDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,10 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then
     exit 2
 fi
 mkdir -p "$out"
+# yield_when_idle: a rank waiting in a collective gives its core to a rank that computes, as
+# time-sharing assumes, instead of spinning through its time slice
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+export OMPI_MCA_mpi_yield_when_idle=1
 cat > "$out/job.yaml" <<'JOB'
 model:
   synthetic: {layers: 12, heads: 12, embd: 768, vocab: 50257, ctx: 1024, seed: 124}
@@ -46,4 +51,19 @@ strategy tp2 2 tp=2
 strategy tp2-overlap 2 tp=2 overlap=true
 strategy pp2-m1 2 pp=2
 strategy pp2-m2 2 pp=2 microbatches=2
+for np in 3 4 5 6 7 8; do
+    for tp in 1 2 3 4 6; do
+        for ((pp = 1; pp <= np; pp++)); do
+            ((np % (tp * pp) == 0)) || continue
+            dp=$((np / (tp * pp)))
+            ((dp <= 4)) || continue
+            parts=() sets=()
+            if ((dp > 1)); then parts+=("dp$dp") sets+=("dp=$dp"); fi
+            if ((tp > 1)); then parts+=("tp$tp") sets+=("tp=$tp"); fi
+            if ((pp > 1)); then parts+=("pp$pp-m1") sets+=("pp=$pp"); fi
+            name=$(IFS=-; echo "${parts[*]}")
+            strategy "$name" "$np" "${sets[@]}"
+        done
+    done
+done
 "$TRIPAR" plan --validate "${runs[@]}" --cluster data/clusters/this-machine.yaml | tee "$out/validate.txt"

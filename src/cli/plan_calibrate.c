@@ -17,6 +17,16 @@ typedef struct {
     double tp_wait, tp_allreduce;
 } calibration_sums;
 
+/* The ranks of a run on the node of its rank r, by the host names it recorded; block
+ * placement on the cluster when it recorded none. */
+static int ranks_on_host(const run_data *run, int r, const plan_cluster *c) {
+    if (!run->ranks || !run->ranks[r].host[0]) return plan_node_ranks(c, run->world_size);
+    int n = 0;
+    for (int i = 0; i < run->world_size; i++)
+        n += !strcmp(run->ranks[i].host, run->ranks[r].host);
+    return n;
+}
+
 static int calibration_add(calibration_sums *sum, const plan_cluster *c, const char *path) {
     run_data run;
     if (run_data_load(&run, path) != STATUS_OK) return STATUS_BAD_INPUT;
@@ -26,17 +36,24 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
         return STATUS_BAD_INPUT;
     }
     run_roofline table;
-    int rc = run_roofline_compute(&run, run_roofline_slowest_rank(&run), &table);
+    const int slowest = run_roofline_slowest_rank(&run);
+    int rc = run_roofline_compute(&run, slowest, &table);
     if (rc != STATUS_OK) {
         run_data_free(&run);
         return rc;
     }
+    /* The roofline of the run's own placement: ranks busy at once on the slowest rank's node
+     * time-shared its cores (or split its bandwidth) and reached less than the device's ceilings,
+     * and its efficiencies are read against that, so that they carry over to runs with a core per
+     * rank. */
+    const int busy = plan_busy_ranks(ranks_on_host(&run, slowest, c), run.pp, run.microbatches);
+    const plan_ceilings k = plan_ceilings_shared(c, busy);
     int any = 0;
     for (int period = 0; period < ROOF_PERIOD_COUNT; period++) {
         for (int p = 0; p < PHASE_COUNT; p++) {
             const roof_phase *ph = &table.phase[period][p];
             if (!phase_cost_modelled((phase)p) || ph->events == 0 || !(ph->seconds > 0)) continue;
-            sum->roof[period][p] += fmax(ph->flops / c->peak_flops, ph->bytes / c->mem_bw);
+            sum->roof[period][p] += fmax(ph->flops / k.flops, ph->bytes / k.bw);
             sum->seconds[period][p] += ph->seconds;
             any = 1;
         }

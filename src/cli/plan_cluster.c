@@ -15,8 +15,8 @@
 #include "job/job_tree.h"
 #include "cli/plan.h"
 
-static const char *const TOP_KEYS[] = {"name",   "nodes",   "devices_per_node",
-                                       "device", "network", NULL};
+static const char *const TOP_KEYS[] = {"name",     "nodes",  "devices_per_node", "cores_per_node",
+                                       "node_gbs", "device", "network",          NULL};
 static const char *const DEVICE_KEYS[] = {"memory", "gflops", "gbs", "from", NULL};
 static const char *const NETWORK_KEYS[] = {"intra", "inter", "inter2", NULL};
 static const char *const TIER_KEYS[] = {"alpha", "beta", "efficiency", "from", NULL};
@@ -111,11 +111,19 @@ static int number_read(const jnode *m, const jnode *at, const char *key, const c
 }
 
 static int int_read(const jnode *m, const jnode *at, const char *key, const char *what, int *out) {
+    const jnode *v = jnode_get(m, key, NULL);
+    char buf[128];
+    if (v && v->type == JNODE_SCALAR && v->tag != JTAG_BOOL && v->tag != JTAG_STR) {
+        /* a number out of range says the whole range, zero and negatives included */
+        char *end;
+        const double y = strtod(v->value, &end);
+        if (end != v->value && !*end && isfinite(y) && (y < 1 || y != floor(y) || y > 1e7))
+            return jnode_fail(v, "%s: %s must be a whole number from 1 to 10000000", what,
+                              jnode_describe(v, buf, sizeof buf));
+    }
     double x = 0;
     int rc = number_read(m, at, key, what, NULL, 1, &x);
     if (rc) return rc;
-    const jnode *v = jnode_get(m, key, NULL);
-    char buf[128];
     if (x != floor(x) || x > 1e7)
         return jnode_fail(v, "%s: %s must be a whole number from 1 to 10000000", what,
                           jnode_describe(v, buf, sizeof buf));
@@ -343,6 +351,20 @@ static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     if (rc) return rc;
     c->peak_flops = gflops * 1e9;
     c->mem_bw = gbs * 1e9;
+    /* CPU nodes: the cores their ranks time-share, and the bandwidth the ranks running at once
+     * split (docs/planner.md "Shared nodes"); a GPU node gives neither */
+    if (jnode_get(root, "cores_per_node", NULL))
+        rc = int_read(root, root, "cores_per_node", "cores_per_node", &c->cores_per_node);
+    double node_gbs = 0;
+    if (!rc) rc = number_read(root, root, "node_gbs", "node_gbs (GB/s)", NULL, 0, &node_gbs);
+    if (!rc && node_gbs > 0 && node_gbs < gbs)
+        rc = jnode_fail(jnode_get(root, "node_gbs", NULL),
+                        "node_gbs = %g GB/s must be at least device.gbs = %g GB/s: it is what "
+                        "the node's running ranks draw together, and one rank alone draws "
+                        "device.gbs",
+                        node_gbs, gbs);
+    if (rc) return rc;
+    c->node_bw = node_gbs * 1e9;
     const jnode *nkey = NULL, *network = jnode_get(root, "network", &nkey);
     if (!network)
         return jnode_fail(root, "network is missing; it is required (keys intra, inter, inter2)");

@@ -54,9 +54,13 @@ static void write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
             q->w.new_tokens, plan_objective_name(q->objective));
     if (q->ttft_slo > 0) fprintf(out, ", TTFT <= %g s", q->ttft_slo);
     if (q->tpot_slo > 0) fprintf(out, ", TPOT <= %g s", q->tpot_slo);
-    fprintf(out, "\nrates: %s\n\n",
+    fprintf(out, "\nrates: %s",
             q->n_calibrations ? "calibrated from the measured runs"
                               : "the cluster's ceilings (a roofline; no --calibrate)");
+    if (n > 0 && c->cores_per_node > 0 && p[0].node_ranks > c->cores_per_node)
+        fprintf(out, "; %d ranks on a node of %d cores, time-shared by those busy at once",
+                p[0].node_ranks, c->cores_per_node);
+    fprintf(out, "\n\n");
     fprintf(out, "%4s  %-16s %3s %3s %-8s %10s %10s %10s %11s %9s %8s  %s\n", "rank", "strategy",
             "mb", "ovl", "order", "TTFT ms", "TPOT ms", "E2E ms", "tokens/s", "req/s", "GiB/rank",
             "why");
@@ -115,6 +119,7 @@ COL_NUM(dp_gather)
 COL_NUM(prefill_bubble_fraction)
 static double get_tp_nodes(const plan_prediction *p) { return p->tp_group.nodes; }
 static double get_pp_nodes(const plan_prediction *p) { return p->pp_group.nodes; }
+COL_NUM(time_share)
 
 static const column COLUMNS[] = {
     {"dp", 1, get_dp},
@@ -143,6 +148,7 @@ static const column COLUMNS[] = {
     {"prefill_bubble_fraction", 0, get_prefill_bubble_fraction},
     {"tp_nodes", 1, get_tp_nodes},
     {"pp_nodes", 1, get_pp_nodes},
+    {"time_share", 0, get_time_share},
 };
 enum { N_COLUMNS = sizeof COLUMNS / sizeof COLUMNS[0] };
 
@@ -189,6 +195,13 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
     json_object_set_new(device, "gflops", json_real(c->peak_flops / 1e9));
     json_object_set_new(device, "gbs", json_real(c->mem_bw / 1e9));
     json_object_set_new(root, "device", device);
+    json_t *node = json_object();
+    json_object_set_new(node, "devices", json_integer(c->devices_per_node));
+    json_object_set_new(node, "cores",
+                        c->cores_per_node ? json_integer(c->cores_per_node) : json_null());
+    json_object_set_new(node, "gbs", c->node_bw > 0 ? json_real(c->node_bw / 1e9) : json_null());
+    json_object_set_new(node, "ranks", json_integer(n > 0 ? p[0].node_ranks : 0));
+    json_object_set_new(root, "node", node);
     json_t *network = json_object();
     for (int k = 0; k < PLAN_TIER_COUNT; k++) {
         if (!c->tier[k].present) continue;

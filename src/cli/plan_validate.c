@@ -77,8 +77,8 @@ static int measured_read(const char *path, const plan_cluster *c, measured_run *
         out->tokens_per_s = run.metrics.tokens_per_s;
         run_data_label(&run, out->label, sizeof out->label);
         if (run.world_size > c->nodes * c->devices_per_node) {
-            error_set("%s ran %d ranks, more than the cluster's %d devices (oversubscribed "
-                      "meshes are not modelled yet: docs/planner.md)",
+            error_set("%s ran %d ranks, more than the cluster's %d devices (devices_per_node "
+                      "is the ranks a node may hold; cores_per_node the cores they share)",
                       path, run.world_size, c->nodes * c->devices_per_node);
             rc = STATUS_BAD_INPUT;
         }

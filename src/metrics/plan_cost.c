@@ -107,6 +107,29 @@ static plan_tier_kind tier_between(const plan_cluster *c, int node_a, int node_b
     return PLAN_TIER_INTER;
 }
 
+int plan_node_ranks(const plan_cluster *c, int world) {
+    return world < c->devices_per_node ? world : c->devices_per_node;
+}
+
+int plan_busy_ranks(int node_ranks, int pp, int microbatches) {
+    const int stages = microbatches < pp ? microbatches : pp;
+    return (node_ranks * stages + pp - 1) / pp;
+}
+
+/* A rank's share of a node's cores and bandwidth: past one rank per core the ranks take turns
+ * (time-sharing stretches compute and streaming alike), and those running at once split the
+ * node's bandwidth. */
+plan_ceilings plan_ceilings_shared(const plan_cluster *c, int ranks) {
+    const int cores = c->cores_per_node > 0 ? c->cores_per_node : ranks;
+    const int running = ranks < cores ? ranks : cores;
+    plan_ceilings k = {.share = ranks > cores ? (double)ranks / cores : 1.0};
+    double bw = c->mem_bw;
+    if (c->node_bw > 0 && running > 0 && c->node_bw / running < bw) bw = c->node_bw / running;
+    k.flops = c->peak_flops / k.share;
+    k.bw = bw / k.share;
+    return k;
+}
+
 /* The mesh axes, in the size[] and axes[] arrays below. */
 enum { AXIS_TP_ = 0, AXIS_PP_ = 1, AXIS_DP_ = 2 };
 
@@ -281,9 +304,10 @@ typedef struct {
     int layers;
 } stage_time;
 
-static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_rates *r,
-                       const plan_strategy *s, const plan_group *tp, int period, int pp_rank,
-                       int seqs, int new_positions, int past, stage_time *out) {
+static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ceilings *k,
+                       const plan_rates *r, const plan_strategy *s, const plan_group *tp,
+                       int period, int pp_rank, int seqs, int new_positions, int past,
+                       stage_time *out) {
     memset(out, 0, sizeof *out);
     phase_step step = {.tp = s->tp,
                        .tp_rank = s->tp - 1,
@@ -299,7 +323,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ra
     for (int i = 0; i < N_COMPUTE; i++) {
         phase_cost pc;
         phase_cost_compute(&m->cfg, &step, COMPUTE_PHASES[i], &pc);
-        const double t_flops = pc.flops / c->peak_flops, t_bytes = pc.bytes / c->mem_bw;
+        const double t_flops = pc.flops / k->flops, t_bytes = pc.bytes / k->bw;
         const double t = fmax(t_flops, t_bytes) / r->efficiency[period][COMPUTE_PHASES[i]];
         out->phase_time[i] = t;
         out->memory_bound[i] = t_bytes > t_flops;
@@ -335,12 +359,12 @@ typedef struct {
     const stage_time *bottleneck;
 } period_time;
 
-static void period_cost(const plan_model *m, const plan_cluster *c, const plan_rates *r,
-                        const plan_strategy *s, const plan_group *tp, int period, int seqs,
-                        int new_positions, int past, period_time *out) {
-    stage_cost(m, c, r, s, tp, period, 0, seqs, new_positions, past, &out->first);
+static void period_cost(const plan_model *m, const plan_cluster *c, const plan_ceilings *k,
+                        const plan_rates *r, const plan_strategy *s, const plan_group *tp,
+                        int period, int seqs, int new_positions, int past, period_time *out) {
+    stage_cost(m, c, k, r, s, tp, period, 0, seqs, new_positions, past, &out->first);
     if (s->pp > 1)
-        stage_cost(m, c, r, s, tp, period, s->pp - 1, seqs, new_positions, past, &out->last);
+        stage_cost(m, c, k, r, s, tp, period, s->pp - 1, seqs, new_positions, past, &out->last);
     else
         out->last = out->first;
     const double t0 = stage_busy(&out->first), tl = stage_busy(&out->last);
@@ -390,11 +414,17 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     const int n_micro = s->microbatches < batch_local ? s->microbatches : batch_local;
     const int mb = microbatch_max(batch_local, s->microbatches);
     const double C = m->cfg.embd;
+    /* the fullest node's busy ranks time-share its cores: every rank waits on it; a stage
+     * waiting on its neighbours leaves its core to the others (docs/planner.md) */
+    out->node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
+    out->busy_ranks = plan_busy_ranks(out->node_ranks, s->pp, n_micro);
+    const plan_ceilings k = plan_ceilings_shared(c, out->busy_ranks);
+    out->time_share = k.share;
 
     /* prefill: every micro-batch through every stage; the last leaves after the fill, its
      * own stages and the chain of transfers: sum + (m-1) max + transfers */
     period_time pf;
-    period_cost(m, c, r, s, &out->tp_group, 0, mb, w->prompt, 0, &pf);
+    period_cost(m, c, &k, r, s, &out->tp_group, 0, mb, w->prompt, 0, &pf);
     const double pf_chain = pp_chain(c, &out->pp_group, (double)mb * w->prompt * C * F32);
     out->ttft = pf.sum_stages + (n_micro - 1) * pf.t_max + pf_chain;
     out->prefill_bubble_fraction = plan_bubble_fraction(s->pp, n_micro);
@@ -415,7 +445,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     if (steps > 0) {
         const int past = w->prompt + (steps - 1) / 2;
         period_time dc;
-        period_cost(m, c, r, s, &out->tp_group, 1, mb, 1, past, &dc);
+        period_cost(m, c, &k, r, s, &out->tp_group, 1, mb, 1, past, &dc);
         double chain = pp_chain(c, &out->pp_group, (double)mb * C * F32);
         if (s->pp > 1) chain += plan_p2p((double)mb * I32, &c->tier[out->pp_group.wrap]);
         const double lap = dc.sum_stages + chain, busy = n_micro * dc.t_max;

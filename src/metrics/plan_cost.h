@@ -26,13 +26,31 @@ typedef struct {
 
 typedef struct {
     char name[64];
-    int nodes, devices_per_node;
-    double device_memory; /* bytes per device */
-    double peak_flops;    /* FLOP/s per device */
-    double mem_bw;        /* bytes/s per device */
+    int nodes, devices_per_node; /* devices_per_node: the ranks a node may hold */
+    int cores_per_node;          /* cores the ranks of a node time-share; 0: one core per device */
+    double device_memory;        /* bytes per device */
+    double peak_flops;           /* FLOP/s per device */
+    double mem_bw;               /* bytes/s per device, streaming alone */
+    double node_bw; /* bytes/s the running ranks of a node draw together; 0: no limit */
     plan_tier tier[PLAN_TIER_COUNT];
     int inter2_group_nodes; /* nodes per group joined by `inter`; 0 when there is no inter2 */
 } plan_cluster;
+
+/* What one rank reaches when `ranks` share its node (docs/planner.md "Shared nodes"): more
+ * ranks than cores time-share them, share = max(1, ranks / cores), and the min(ranks, cores)
+ * ranks running at once split node_bw:
+ *   flops = peak_flops / share,  bw = min(mem_bw, node_bw / min(ranks, cores)) / share. */
+typedef struct {
+    double flops, bw; /* FLOP/s and bytes/s of one rank, time-sharing included */
+    double share;     /* the time-sharing factor max(1, ranks / cores) */
+} plan_ceilings;
+plan_ceilings plan_ceilings_shared(const plan_cluster *c, int ranks);
+/* The ranks of a world of `world` on its fullest node, placed node by node. */
+int plan_node_ranks(const plan_cluster *c, int world);
+/* The ranks of a node that compute at once: a pipeline of pp stages and m micro-batches keeps
+ * min(pp, m) of its stages busy while the others wait on a neighbour (and yield their cores):
+ * ceil(node_ranks x min(pp, m) / pp). */
+int plan_busy_ranks(int node_ranks, int pp, int microbatches);
 
 /* Collective costs on one tier (seconds for bytes per rank, p ranks). */
 double plan_allreduce_ring(int p, double bytes, const plan_tier *t);
@@ -110,6 +128,9 @@ typedef struct {
     double compute, tp_exposed, pp_exposed, bubble, dp_gather;
     double tp_total, tp_hidden, pp_total; /* all TP all-reduce and PP transfer time, hidden too */
     double prefill_bubble_fraction;       /* (pp-1)/(m+pp-1) */
+    int node_ranks;                       /* ranks on the fullest node */
+    int busy_ranks;                       /* those of them computing at once */
+    double time_share;                    /* their time-sharing of its cores, >= 1 */
     plan_group tp_group, pp_group, dp_group;
     plan_allreduce_algo tp_algo; /* the decode all-reduce's algorithm */
     /* the phase of the bottleneck stage that takes the most time in decode (in prefill when

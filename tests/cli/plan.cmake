@@ -9,7 +9,7 @@ set(PLAN_CLUSTERS ${PROJECT_SOURCE_DIR}/data/clusters)
 # Bad cluster files: exit 2 with file:line and what is allowed. Each pair: fixture, regex
 # (no ';' in a regex: it would split the CMake list; '.' stands for it).
 set(plan_bad_clusters
-  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, device, network$"
+  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, cores_per_node, node_gbs, device, network$"
   bad_unit           "bad_unit\\.yaml:6: network\\.intra\\.beta: '100 GB/h' has an unknown unit. allowed units: B/s, .*Gbit/s"
   efficiency         "efficiency\\.yaml:6: network\\.intra\\.efficiency = 1\\.5 must be a fraction of the link, in \\(0, 1.$"
   missing_inter      "missing_inter\\.yaml:5: network\\.inter is missing. it is required when nodes > 1"
@@ -18,6 +18,9 @@ set(plan_bad_clusters
   inter2_no_group    "inter2_no_group\\.yaml:8: network\\.inter2\\.group_nodes is missing"
   network_not_map    "network_not_map\\.yaml:5: network must be a mapping with keys intra, inter, inter2. got a sequence"
   fractional_nodes   "fractional_nodes\\.yaml:2: nodes: '2\\.5' must be a whole number"
+  cores_fractional   "cores_fractional\\.yaml:4: cores_per_node: '1\\.5' must be a whole number from 1 to 10000000$"
+  cores_zero         "cores_zero\\.yaml:4: cores_per_node: '0' must be a whole number from 1 to 10000000$"
+  node_gbs_below_device "node_gbs_below_device\\.yaml:5: node_gbs = 6 GB/s must be at least device\\.gbs = 12\\.8 GB/s"
   empty              "empty\\.yaml: the cluster file is empty. it needs nodes, devices_per_node, device and network"
   syntax             "syntax\\.yaml:3: YAML syntax error"
   tier_from_and_alpha "tier_from_and_alpha\\.yaml:6: network\\.intra\\.from gives alpha and beta. give them or from, not both"
@@ -45,16 +48,16 @@ function(plan_refuses name regex)
                        TIMEOUT 60)
 endfunction()
 # A model that fits nowhere, an SLO no strategy meets, and the usage errors.
-plan_refuses(fits_nowhere "the model fits nowhere on 2 devices of 10\\.0 GiB: the smallest rank needs [0-9.]+ GiB"
+plan_refuses(fits_nowhere "the model fits nowhere on 8 devices of 2\\.5 GiB: the smallest rank needs [0-9.]+ GiB"
              --preset llama3.1-405b --cluster ${PLAN_CLUSTERS}/this-machine.yaml --prompt 16 --new-tokens 4)
-plan_refuses(impossible_slo "no strategy meets the SLO \\(TTFT <= 1e-09 s, TPOT <= 0 s. 0 = none\\) on 2 devices: the best TTFT is"
+plan_refuses(impossible_slo "no strategy meets the SLO \\(TTFT <= 1e-09 s, TPOT <= 0 s. 0 = none\\) on 8 devices: the best TTFT is"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective goodput --ttft 1e-9)
 plan_refuses(goodput_needs_slo "--objective goodput needs --ttft S and/or --tpot S"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective goodput)
 plan_refuses(unknown_preset "--preset gpt5 is not a preset. presets: gpt2-124m"
              --preset gpt5 --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
-plan_refuses(too_many_gpus "--gpus 3 is more than the 2 devices of .*this-machine\\.yaml \\(1 nodes x 2\\)"
-             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --gpus 3)
+plan_refuses(too_many_gpus "--gpus 9 is more than the 8 devices of .*this-machine\\.yaml \\(1 nodes x 8\\)"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --gpus 9)
 plan_refuses(context "a prompt of 1000 tokens plus 100 new tokens exceeds the model's context of 1024"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --prompt 1000 --new-tokens 100)
 plan_refuses(no_cluster "--cluster CLUSTER\\.yaml is required" --preset gpt2-124m)

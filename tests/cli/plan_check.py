@@ -5,8 +5,8 @@ states them), exactly once per placement; rows are ranked by the objective; each
 add up to its E2E latency and its throughput is batch x new tokens / E2E; CSV holds the same
 rows; the text table holds --top rows; a TP group wider than a node is never laid out by auto
 and says it crosses nodes; a job file gives the model; --calibrate changes the rates; a
-cluster's device.from takes a run's measured ceilings, and network.TIER.from a commbench
---tiers file's alpha and beta.
+cluster's cores_per_node makes 8 ranks time-share 2 cores; device.from takes a run's measured
+ceilings, and network.TIER.from a commbench --tiers file's alpha and beta.
 --validate predicts each of four measured runs from the other three and prints one row each.
 Usage: plan_check.py WORKDIR [TOOLS_FILES_DIR (tools_fixtures.sh's runs of tools_tiny.yaml)]
 (env: TRIPAR_BIN, TRIPAR_SOURCE_DIR, MPIEXEC)"""
@@ -84,10 +84,23 @@ def check_rows(doc, preset, n, objective):
     return rows
 
 
-# A: GPT-2 124M on this machine's 2 ranks: the 11 strategies of tests/metrics/test_plan_cost.c
+# A: GPT-2 124M on 2 ranks of this machine: the 11 strategies of tests/metrics/test_plan_cost.c,
+# a core each; on its 8 (the default: every device), 4 ranks per core (cores_per_node: 2)
+doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
+           "--batch", "4", "--prompt", "64", "--new-tokens", "16", "--gpus", "2")
+assert len(check_rows(doc, "gpt2-124m", 2, "latency")) == 11
+assert doc["node"]["cores"] == 2 and doc["node"]["ranks"] == 2, doc["node"]
+assert all(r["time_share"] == 1 for r in doc["strategies"])
 doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
            "--batch", "4", "--prompt", "64", "--new-tokens", "16")
-assert len(check_rows(doc, "gpt2-124m", 2, "latency")) == 11
+check_rows(doc, "gpt2-124m", 8, "latency")
+assert doc["gpus"] == 8 and doc["node"]["ranks"] == 8, doc["node"]
+# the ranks busy at once time-share the 2 cores: all 8 without a pipeline, 8 x min(pp, m) / pp
+for r in doc["strategies"]:
+    busy = -(-8 * min(r["pp"], r["microbatches"]) // r["pp"])
+    assert r["time_share"] == max(1, busy / 2), r
+text = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), fmt="text")
+assert "8 ranks on a node of 2 cores, time-shared by those busy at once" in text, text[:400]
 
 # B: Llama 3 8B (GQA) on 16 A100s, ranked by throughput; CSV holds the same rows
 args = ["--preset", "llama3-8b", "--cluster", os.path.join(CLUSTERS, "a100-cluster.yaml"),

@@ -233,6 +233,32 @@ static void test_memory_matches_engine(void **state) {
             }
 }
 
+/* The sum of one unsharded rank's phase rooflines max(F / P, B / W): a prefill of seqs x prompt
+ * and a decode step at the mean context of new_tokens - 1 steps. */
+static void roofline_sums(const model_config *cfg, int seqs, int prompt, int new_tokens, double P,
+                          double W, double *ttft, double *tpot) {
+    static const phase phases[] = {PHASE_EMBED,     PHASE_NORM,          PHASE_QKV_GEMM,
+                                   PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM, PHASE_MLP_GEMM,
+                                   PHASE_HEAD,      PHASE_SAMPLE};
+    *ttft = *tpot = 0;
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
+        phase_step st = {.tp = 1,
+                         .pp = 1,
+                         .weight_dtype = PRECISION_FP32,
+                         .kv_cache = KV_CONTIGUOUS,
+                         .kv_block = 16,
+                         .seqs = seqs,
+                         .new_positions = prompt,
+                         .past_positions = 0};
+        phase_cost pc;
+        phase_cost_compute(cfg, &st, phases[i], &pc);
+        *ttft += fmax(pc.flops / P, pc.bytes / W);
+        st.new_positions = 1, st.past_positions = prompt + (new_tokens - 2) / 2;
+        phase_cost_compute(cfg, &st, phases[i], &pc);
+        *tpot += fmax(pc.flops / P, pc.bytes / W);
+    }
+}
+
 /* One rank, one micro-batch: TTFT is the prefill phases' rooflines, TPOT the decode ones at the
  * mean context, and the parts of E2E add up to it. */
 static void test_predict_single_rank(void **state) {
@@ -245,32 +271,98 @@ static void test_predict_single_rank(void **state) {
     plan_strategy s = {.dp = 1, .tp = 1, .pp = 1, .microbatches = 1};
     plan_prediction p;
     plan_predict(&m, &w, &c, &r, &s, &p);
-    static const phase phases[] = {PHASE_EMBED,     PHASE_NORM,          PHASE_QKV_GEMM,
-                                   PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM, PHASE_MLP_GEMM,
-                                   PHASE_HEAD,      PHASE_SAMPLE};
-    double ttft = 0, tpot = 0;
-    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
-        phase_step st = {.tp = 1,
-                         .pp = 1,
-                         .weight_dtype = PRECISION_FP32,
-                         .kv_cache = KV_CONTIGUOUS,
-                         .kv_block = 16,
-                         .seqs = 2,
-                         .new_positions = 32,
-                         .past_positions = 0};
-        phase_cost pc;
-        phase_cost_compute(&m.cfg, &st, phases[i], &pc);
-        ttft += fmax(pc.flops / c.peak_flops, pc.bytes / c.mem_bw);
-        st.new_positions = 1, st.past_positions = 32 + (8 - 1) / 2; /* 8 decode steps */
-        phase_cost_compute(&m.cfg, &st, phases[i], &pc);
-        tpot += fmax(pc.flops / c.peak_flops, pc.bytes / c.mem_bw);
-    }
+    double ttft, tpot; /* 8 decode steps: mean context 32 + 3 */
+    roofline_sums(&m.cfg, 2, 32, 9, c.peak_flops, c.mem_bw, &ttft, &tpot);
+    assert_int_equal(p.node_ranks, 1);
+    assert_close(p.time_share, 1);
     assert_close(p.ttft, ttft);
     assert_close(p.tpot, tpot);
     assert_close(p.e2e, ttft + 8 * tpot);
     assert_close(p.compute, p.e2e);
     assert_close(p.tokens_per_s, 2 * 9 / p.e2e);
     assert_true(p.fits);
+}
+
+/* A CPU node of 8 devices on 2 cores, 40 GFLOP/s and 12.8 GB/s per core alone, 16 GB/s for the
+ * node: share = max(1, ranks / cores); bw = min(12.8, 16 / min(ranks, cores)) / share. */
+static void test_ceilings_shared(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    c.nodes = 1, c.devices_per_node = 8, c.cores_per_node = 2;
+    c.peak_flops = 40e9, c.mem_bw = 12.8e9, c.node_bw = 16e9;
+    plan_ceilings k = plan_ceilings_shared(&c, 1); /* alone: the device's own ceilings */
+    assert_close(k.share, 1);
+    assert_close(k.flops, 40e9);
+    assert_close(k.bw, 12.8e9);
+    k = plan_ceilings_shared(&c, 2); /* a core each; the node's 16 GB/s split in two */
+    assert_close(k.share, 1);
+    assert_close(k.flops, 40e9);
+    assert_close(k.bw, 8e9);
+    k = plan_ceilings_shared(&c, 3); /* 3 ranks take turns on 2 cores: 1.5x longer each */
+    assert_close(k.share, 1.5);
+    assert_close(k.flops, 40e9 / 1.5);
+    assert_close(k.bw, 8e9 / 1.5);
+    k = plan_ceilings_shared(&c, 8); /* 4 per core: 10 GFLOP/s, 2 GB/s each */
+    assert_close(k.share, 4);
+    assert_close(k.flops, 10e9);
+    assert_close(k.bw, 2e9);
+    /* without cores_per_node or node_gbs (a GPU node): every rank has the device's ceilings */
+    c.cores_per_node = 0, c.node_bw = 0;
+    k = plan_ceilings_shared(&c, 8);
+    assert_close(k.share, 1);
+    assert_close(k.flops, 40e9);
+    assert_close(k.bw, 12.8e9);
+    /* block placement: the fullest node holds min(world, devices_per_node) ranks */
+    assert_int_equal(plan_node_ranks(&c, 3), 3);
+    assert_int_equal(plan_node_ranks(&c, 20), 8);
+    /* busy at once: ceil(ranks x min(pp, m) / pp); no pipeline keeps every rank busy */
+    assert_int_equal(plan_busy_ranks(8, 1, 1), 8);
+    assert_int_equal(plan_busy_ranks(8, 8, 1), 1); /* one stage at a time */
+    assert_int_equal(plan_busy_ranks(8, 2, 1), 4); /* dp x tp = 4 of 8 */
+    assert_int_equal(plan_busy_ranks(8, 4, 2), 4);
+    assert_int_equal(plan_busy_ranks(6, 3, 1), 2);
+    assert_int_equal(plan_busy_ranks(4, 2, 4), 4);
+}
+
+/* dp=4 on one node of 2 cores whose bandwidth is 1.5 W for the node: each replica (one
+ * sequence) is predicted at P / 2 and min(W, 1.5 W / 2) / 2 = 0.375 W; without cores_per_node
+ * and node_gbs, at P and W. No TP or PP communication: TTFT and TPOT are the rooflines alone. */
+static void test_predict_shared_node(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    c.nodes = 1, c.devices_per_node = 8;
+    plan_model m = {.cfg = gpt2_124m(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 4, .prompt = 64, .new_tokens = 16};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_strategy s = {.dp = 4, .tp = 1, .pp = 1, .microbatches = 1};
+    plan_prediction alone, shared;
+    plan_predict(&m, &w, &c, &r, &s, &alone);
+    double ttft, tpot;
+    roofline_sums(&m.cfg, 1, 64, 16, c.peak_flops, c.mem_bw, &ttft, &tpot);
+    assert_close(alone.time_share, 1);
+    assert_close(alone.ttft, ttft);
+    assert_close(alone.tpot, tpot);
+    c.cores_per_node = 2, c.node_bw = 1.5 * c.mem_bw;
+    plan_predict(&m, &w, &c, &r, &s, &shared);
+    roofline_sums(&m.cfg, 1, 64, 16, c.peak_flops / 2, 0.375 * c.mem_bw, &ttft, &tpot);
+    assert_int_equal(shared.node_ranks, 4);
+    assert_close(shared.time_share, 2);
+    assert_close(shared.ttft, ttft);
+    assert_close(shared.tpot, tpot);
+    assert_close(shared.dp_gather, alone.dp_gather); /* communication is not time-shared */
+    /* pure time-sharing (no node bandwidth limit) doubles every phase exactly */
+    c.node_bw = 0;
+    plan_predict(&m, &w, &c, &r, &s, &shared);
+    assert_close(shared.ttft, 2 * alone.ttft);
+    assert_close(shared.tpot, 2 * alone.tpot);
+    /* pp=4 with one micro-batch on the same 4 ranks: one stage computes at a time, on a core
+     * of its own: no time-sharing */
+    s = (plan_strategy){.dp = 1, .tp = 1, .pp = 4, .microbatches = 1};
+    plan_predict(&m, &w, &c, &r, &s, &shared);
+    assert_int_equal(shared.node_ranks, 4);
+    assert_int_equal(shared.busy_ranks, 1);
+    assert_close(shared.time_share, 1);
 }
 
 /* Pipelines: more micro-batches shrink the prefill bubble; the parts always add up to E2E. */
@@ -330,6 +422,8 @@ int main(void) {
         cmocka_unit_test(test_memory_known_shape),
         cmocka_unit_test(test_memory_matches_engine),
         cmocka_unit_test(test_predict_single_rank),
+        cmocka_unit_test(test_ceilings_shared),
+        cmocka_unit_test(test_predict_shared_node),
         cmocka_unit_test(test_predict_parts_add_up),
         cmocka_unit_test(test_enumerate_count),
     };
