@@ -112,21 +112,21 @@ static int number_read(const jnode *m, const jnode *at, const char *key, const c
 
 static int int_read(const jnode *m, const jnode *at, const char *key, const char *what, int *out) {
     const jnode *v = jnode_get(m, key, NULL);
-    char buf[128];
-    if (v && v->type == JNODE_SCALAR && v->tag != JTAG_BOOL && v->tag != JTAG_STR) {
-        /* a number out of range says the whole range, zero and negatives included */
-        char *end;
-        const double y = strtod(v->value, &end);
-        if (end != v->value && !*end && isfinite(y) && (y < 1 || y != floor(y) || y > 1e7))
-            return jnode_fail(v, "%s: %s must be a whole number from 1 to 10000000", what,
-                              jnode_describe(v, buf, sizeof buf));
-    }
     double x = 0;
-    int rc = number_read(m, at, key, what, NULL, 1, &x);
-    if (rc) return rc;
-    if (x != floor(x) || x > 1e7)
+    char *end = NULL;
+    /* A plain number is parsed here, so that zero and negatives too get the whole range in the
+     * message below; anything else (missing, not a number, a unit) gets number_read's. */
+    const int plain = v && v->type == JNODE_SCALAR && v->tag != JTAG_BOOL && v->tag != JTAG_STR &&
+                      (x = strtod(v->value, &end), end != v->value && !*end);
+    if (!plain) {
+        int rc = number_read(m, at, key, what, NULL, 1, &x);
+        if (rc) return rc;
+    }
+    if (!(x >= 1 && x == floor(x) && x <= 1e7)) {
+        char buf[128];
         return jnode_fail(v, "%s: %s must be a whole number from 1 to 10000000", what,
                           jnode_describe(v, buf, sizeof buf));
+    }
     *out = (int)x;
     return STATUS_OK;
 }
