@@ -5,10 +5,6 @@
 #include "kernels/cpu/activation_kernels.h"
 #include "kernels/cpu/exp_avx512.h"
 
-static inline __mmask16 tail_mask(int left) {
-    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-}
-
 static void bias_gelu_avx512(float *x, const float *bias, int n) {
     const __m512 c = _mm512_set1_ps(0.044715f), one = _mm512_set1_ps(1.0f);
     const __m512 k = _mm512_set1_ps(-1.5957691216057308f);

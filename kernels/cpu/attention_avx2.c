@@ -1,6 +1,6 @@
-/* The attention family for AVX2 + FMA: exp by range reduction and a degree-5 polynomial
- * (Cephes' expf), eight lanes at a time; dot products eight keys at a time, one per lane;
- * weighted values with 32 outputs held in registers across the keys; the tile kernel. */
+/* The attention family for AVX2 + FMA: the shared exp (kernels/cpu/exp_avx2.h) eight lanes at
+ * a time; dot products key by key, 16 partial sums in two registers; weighted values with 32
+ * outputs held in registers across the keys; the tile kernel. */
 #include <immintrin.h>
 #include <math.h>
 

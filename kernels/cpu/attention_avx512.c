@@ -1,15 +1,12 @@
 /* The attention family for AVX-512: the AVX2 level's methods sixteen lanes wide, with masked
- * loads for tails (kernels/cpu/attention_avx2.c explains the exp). */
+ * loads for tails (kernels/cpu/exp_avx2.h explains the exp), and dot products 16 keys at a time
+ * reduced together. */
 #include <immintrin.h>
 #include <math.h>
 
 #include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/exp_avx512.h"
-
-static inline __mmask16 tail_mask(int left) {
-    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-}
 
 static float exp_shift_sum_avx512(float *y, const float *x, float shift, int n) {
     const __m512 sh = _mm512_set1_ps(shift);

@@ -1,8 +1,13 @@
-/* The exp every AVX-512 kernel uses (attention, activations): bit for bit exp_poly_scalar
- * (attention_scalar.c) sixteen lanes at a time (kernels/cpu/exp_avx2.h explains the method).
- * Include only from files compiled for AVX-512. */
+/* What the elementwise AVX-512 kernels share (attention, activations): the exp, bit for bit
+ * exp_poly_scalar (attention_scalar.c) sixteen lanes at a time (kernels/cpu/exp_avx2.h explains
+ * the method), and the mask of a tail. Include only from files compiled for AVX-512. */
 #pragma once
 #include <immintrin.h>
+
+/* The first min(left, 16) lanes: masked loads and stores of a tail touch nothing past it. */
+static inline __mmask16 tail_mask(int left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
 
 static inline __attribute__((always_inline)) __m512 exp_avx512(__m512 x) {
     // below -87.3 the true result is a denormal or 0: 0 (and -inf, a masked score, gives 0)
