@@ -40,7 +40,7 @@ strategy() { # NAME NP KEY=VALUE...
     shift 2
     local sets=()
     for kv in "$@"; do sets+=(--set "parallel.$kv"); done
-    mpirun -n "$np" --oversubscribe --bind-to none "$TRIPAR" run "$out/job.yaml" "${sets[@]}" \
+    mpirun -n "$np" --oversubscribe --map-by core --bind-to core:overload-allowed "$TRIPAR" run "$out/job.yaml" "${sets[@]}" \
         --out "$out/$name.h5" > "$out/$name.log" 2>&1 || { cat "$out/$name.log"; exit 1; }
     runs+=("$out/$name.h5")
     echo "validate-plan: ran $name" >&2

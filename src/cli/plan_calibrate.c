@@ -5,17 +5,73 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
 #include "io/runread.h"
 #include "cli/run_roofline.h"
 
-/* Sums over every run, so a phase measured in several is weighted by its time. */
+/* The measurements of one phase at one arithmetic intensity, summed over the runs, so that a
+ * point measured in several runs is weighted by its time. */
+enum { CALIBRATION_POINTS = 64 };
 typedef struct {
-    double roof[2][PHASE_COUNT], seconds[2][PHASE_COUNT];
+    int n;
+    double intensity[CALIBRATION_POINTS], roof[CALIBRATION_POINTS], seconds[CALIBRATION_POINTS];
+} calibration_points;
+
+/* [1] holds the ranks that time-shared a core with another busy rank, [0] the others. */
+typedef struct {
+    calibration_points phase[2][2][PHASE_COUNT];
     double tp_wait, tp_allreduce;
 } calibration_sums;
+
+/* Intensities within 2% are one point (the same shape measured again). */
+static void point_add(calibration_points *k, double intensity, double roof, double seconds) {
+    int i = 0;
+    while (i < k->n && fabs(log(k->intensity[i] / intensity)) > 0.02)
+        i++;
+    if (i == k->n) {
+        if (k->n == CALIBRATION_POINTS) return; /* more shapes than a curve keeps: drop */
+        k->intensity[k->n++] = intensity;
+    }
+    k->roof[i] += roof;
+    k->seconds[i] += seconds;
+}
+
+static int point_compare(const void *a, const void *b) {
+    const double *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* The curve of the points, ascending in intensity; past PLAN_RATE_POINTS the two points
+ * closest in log intensity merge, time-weighted, until it fits. */
+static void curve_set(plan_rate_curve *curve, const calibration_points *k) {
+    double pts[CALIBRATION_POINTS][3];
+    int n = 0;
+    for (int i = 0; i < k->n; i++)
+        if (k->seconds[i] > 0 && k->roof[i] > 0) {
+            pts[n][0] = k->intensity[i], pts[n][1] = k->roof[i], pts[n][2] = k->seconds[i];
+            n++;
+        }
+    qsort(pts, (size_t)n, sizeof pts[0], point_compare);
+    while (n > PLAN_RATE_POINTS) {
+        int j = 0;
+        for (int i = 1; i + 1 < n; i++)
+            if (pts[i + 1][0] / pts[i][0] < pts[j + 1][0] / pts[j][0]) j = i;
+        const double w = pts[j][2] + pts[j + 1][2];
+        pts[j][0] = exp((pts[j][2] * log(pts[j][0]) + pts[j + 1][2] * log(pts[j + 1][0])) / w);
+        pts[j][1] += pts[j + 1][1];
+        pts[j][2] = w;
+        memmove(pts[j + 1], pts[j + 2], (size_t)(n - j - 2) * sizeof pts[0]);
+        n--;
+    }
+    curve->n = n;
+    for (int i = 0; i < n; i++) {
+        curve->intensity[i] = pts[i][0];
+        curve->efficiency[i] = pts[i][1] / pts[i][2];
+    }
+}
 
 /* The ranks of a run on the node of its rank r, by the host names it recorded; block
  * placement on the cluster when it recorded none. */
@@ -25,6 +81,22 @@ static int ranks_on_host(const run_data *run, int r, const plan_cluster *c) {
     for (int i = 0; i < run->world_size; i++)
         n += !strcmp(run->ranks[i].host, run->ranks[r].host);
     return n;
+}
+
+/* The ceilings rank r of the run reached where the run placed it: the cluster's, time-shared
+ * (plan_stage_ceilings) among the ranks its host held. */
+static plan_ceilings run_rank_ceilings(const run_data *run, int r, const plan_cluster *c) {
+    plan_cluster here = *c;
+    here.devices_per_node = ranks_on_host(run, r, c);
+    plan_strategy s = {.dp = run->dp,
+                       .tp = run->tp,
+                       .pp = run->pp,
+                       .microbatches = run->microbatches > 0 ? run->microbatches : 1};
+    for (int i = 0; i < PLAN_ORDER_COUNT; i++)
+        if (!strcmp(run->order, plan_order_names[i])) s.order = i;
+    const int stage = run->ranks ? run->ranks[r].pp_rank : 0;
+    /* equal replicas: whether the rank shared its core is all that is asked */
+    return plan_stage_ceilings(&here, &s, s.dp, s.microbatches, 1, stage);
 }
 
 static int calibration_add(calibration_sums *sum, const plan_cluster *c, const char *path) {
@@ -42,19 +114,21 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
         run_data_free(&run);
         return rc;
     }
-    /* The roofline of the run's own placement: ranks busy at once on the slowest rank's node
-     * time-shared its cores (or split its bandwidth) and reached less than the device's ceilings,
-     * and its efficiencies are read against that, so that they carry over to runs with a core per
-     * rank. */
-    const int busy = plan_busy_ranks(ranks_on_host(&run, slowest, c), run.pp, run.microbatches);
-    const plan_ceilings k = plan_ceilings_shared(c, busy);
+    /* The roofline of the run's own placement. A rank that time-shared its core with another
+     * busy rank was stopped inside its phases by the scheduler or not, depending on whether
+     * the other waited on it (a TP peer) or ran beside it (another replica): its phase times
+     * say less about the code's rate, and calibrate only phases no rank with a core to itself
+     * measured. */
+    const plan_ceilings k = run_rank_ceilings(&run, slowest, c);
+    const int shared = k.share > 1;
     int any = 0;
     for (int period = 0; period < ROOF_PERIOD_COUNT; period++) {
         for (int p = 0; p < PHASE_COUNT; p++) {
             const roof_phase *ph = &table.phase[period][p];
             if (!phase_cost_modelled((phase)p) || ph->events == 0 || !(ph->seconds > 0)) continue;
-            sum->roof[period][p] += fmax(ph->flops / k.flops, ph->bytes / k.bw);
-            sum->seconds[period][p] += ph->seconds;
+            const double intensity = fmax(ph->bytes > 0 ? ph->flops / ph->bytes : 0, 1e-9);
+            point_add(&sum->phase[shared][period][p], intensity,
+                      fmax(ph->flops / k.flops, ph->bytes / k.bw), ph->seconds);
             any = 1;
         }
         if (run.overlap && run.tp > 1) {
@@ -73,17 +147,18 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
 int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
                    const char *const *runs, int n) {
     (void)m; /* the efficiencies carry over between shapes: docs/planner.md says where not */
-    calibration_sums sum;
-    memset(&sum, 0, sizeof sum);
+    calibration_sums *sum = xcalloc(1, sizeof *sum);
     for (int i = 0; i < n; i++)
-        if (calibration_add(&sum, c, runs[i]) != STATUS_OK) return STATUS_BAD_INPUT;
+        if (calibration_add(sum, c, runs[i]) != STATUS_OK) {
+            free(sum);
+            return STATUS_BAD_INPUT;
+        }
     for (int period = 0; period < 2; period++)
         for (int p = 0; p < PHASE_COUNT; p++)
-            if (sum.seconds[period][p] > 0 && sum.roof[period][p] > 0) {
-                r->efficiency[period][p] = sum.roof[period][p] / sum.seconds[period][p];
-                r->calibrated[period][p] = 1;
-            }
-    if (sum.tp_allreduce > 0)
-        r->overlap_efficiency = fmin(1.0, fmax(0.0, 1.0 - sum.tp_wait / sum.tp_allreduce));
+            for (int shared = 0; shared < 2 && r->curve[period][p].n == 0; shared++)
+                curve_set(&r->curve[period][p], &sum->phase[shared][period][p]);
+    if (sum->tp_allreduce > 0)
+        r->overlap_efficiency = fmin(1.0, fmax(0.0, 1.0 - sum->tp_wait / sum->tp_allreduce));
+    free(sum);
     return STATUS_OK;
 }

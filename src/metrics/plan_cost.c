@@ -111,25 +111,6 @@ int plan_node_ranks(const plan_cluster *c, int world) {
     return world < c->devices_per_node ? world : c->devices_per_node;
 }
 
-int plan_busy_ranks(int node_ranks, int pp, int microbatches) {
-    const int stages = microbatches < pp ? microbatches : pp;
-    return (node_ranks * stages + pp - 1) / pp;
-}
-
-/* A rank's share of a node's cores and bandwidth: past one rank per core the ranks take turns
- * (time-sharing stretches compute and streaming alike), and those running at once split the
- * node's bandwidth. */
-plan_ceilings plan_ceilings_shared(const plan_cluster *c, int ranks) {
-    const int cores = c->cores_per_node > 0 ? c->cores_per_node : ranks;
-    const int running = ranks < cores ? ranks : cores;
-    plan_ceilings k = {.share = ranks > cores ? (double)ranks / cores : 1.0};
-    double bw = c->mem_bw;
-    if (c->node_bw > 0 && running > 0 && c->node_bw / running < bw) bw = c->node_bw / running;
-    k.flops = c->peak_flops / k.share;
-    k.bw = bw / k.share;
-    return k;
-}
-
 /* The mesh axes, in the size[] and axes[] arrays below. */
 enum { AXIS_TP_ = 0, AXIS_PP_ = 1, AXIS_DP_ = 2 };
 
@@ -141,6 +122,100 @@ static void order_axes(int order, int axes[3]) {
         const char *a = name + 3 * i;
         axes[i] = a[0] == 't' ? AXIS_TP_ : a[0] == 'p' ? AXIS_PP_ : AXIS_DP_;
     }
+}
+
+/* ---- shared CPU nodes ----------------------------------------------------------------- */
+
+/* A world rank's coordinate on one axis under the order. */
+static int coord_of(const plan_strategy *s, const int axes[3], int axis, int rank) {
+    int size[3];
+    size[AXIS_TP_] = s->tp, size[AXIS_PP_] = s->pp, size[AXIS_DP_] = s->dp;
+    for (int i = 0; axes[i] != axis; i++)
+        rank /= size[axes[i]];
+    return rank % size[axis];
+}
+
+/* What the busy ranks of the fullest node (world ranks 0 .. node_ranks-1, local rank i on
+ * core i mod cores) load its cores with while the stages first .. first+width-1 (mod pp)
+ * compute. A core's load is the work of its busy ranks over the largest rank's: a
+ * processor-shared core finishes its largest job once it has done all its jobs' work. In
+ * prefill a rank's work follows its replica's sequences (the products are FLOP-bound); in
+ * decode every rank streams the same weights, whatever its sequences. */
+typedef struct {
+    double most; /* the most loaded core, in largest ranks' work (>= 1 when any is busy) */
+    int busy;    /* busy ranks on the node */
+    int running; /* cores with a busy rank */
+} window_load;
+
+static window_load window_load_of(const plan_strategy *s, const int axes[3], int node_ranks,
+                                  int cores, int batch, int period, int first, int width) {
+    window_load w = {0, 0, 0};
+    double largest = 0;
+    for (int core = 0; core < cores && core < node_ranks; core++) {
+        double work = 0;
+        int on_core = 0;
+        for (int r = core; r < node_ranks; r += cores) {
+            if ((coord_of(s, axes, AXIS_PP_, r) - first + s->pp) % s->pp >= width) continue;
+            const double rank_work =
+                period == 0 ? split_count(batch, s->dp, coord_of(s, axes, AXIS_DP_, r)) : 1;
+            work += rank_work;
+            if (rank_work > largest) largest = rank_work;
+            on_core++;
+        }
+        if (work > w.most) w.most = work;
+        w.busy += on_core;
+        w.running += on_core > 0;
+    }
+    if (largest > 0) w.most /= largest;
+    return w;
+}
+
+/* The cores the first replica's ranks on the fullest node occupy. */
+static int replica_cores(const plan_strategy *s, const int axes[3], int node_ranks, int cores) {
+    int n = 0;
+    for (int core = 0; core < cores && core < node_ranks; core++) {
+        int mine = 0;
+        for (int r = core; r < node_ranks && !mine; r += cores)
+            mine = coord_of(s, axes, AXIS_DP_, r) == 0;
+        n += mine;
+    }
+    return n;
+}
+
+plan_ceilings plan_stage_ceilings(const plan_cluster *c, const plan_strategy *s, int batch,
+                                  int microbatches, int period, int stage) {
+    const int node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
+    const int cores = c->cores_per_node > 0 ? c->cores_per_node : node_ranks;
+    const int width = microbatches < s->pp ? microbatches : s->pp;
+    int axes[3];
+    order_axes(s->order, axes);
+    /* the windows holding the stage start at stage-width+1 .. stage; all stages are one */
+    const int windows = width < s->pp ? width : 1;
+    plan_ceilings k = {.share = 0};
+    for (int i = 0; i < windows; i++) {
+        const int first = width < s->pp ? (stage - i + s->pp) % s->pp : 0;
+        const window_load w =
+            window_load_of(s, axes, node_ranks, cores, batch, period, first, width);
+        k.share += fmax(1.0, w.most) / windows;
+        if (w.busy > k.busy) k.busy = w.busy;
+        if (w.running > k.running) k.running = w.running;
+    }
+    /* In decode nothing ties the replicas together, and replicas crowding a core drift apart:
+     * the share falls from the window's L to that of L jobs circulating over the V cores a
+     * replica visits, (L + V - 1) / V (mean value analysis of a closed network of equal
+     * processor-shared stations), but not below the cores' own work: the load of all stages at
+     * once, spread over the pp / width windows of a lap. */
+    if (period == 1 && s->dp > 1 && width < s->pp && k.share > 1) {
+        const int visited = replica_cores(s, axes, node_ranks, cores);
+        const window_load all = window_load_of(s, axes, node_ranks, cores, batch, period, 0, s->pp);
+        const double drift = (k.share + visited - 1) / visited;
+        k.share = fmax(fmax(1.0, all.most * width / s->pp), drift);
+    }
+    double bw = c->mem_bw;
+    if (c->node_bw > 0 && k.running > 0 && c->node_bw / k.running < bw) bw = c->node_bw / k.running;
+    k.flops = c->peak_flops / k.share;
+    k.bw = bw / k.share;
+    return k;
 }
 
 /* The worst group of one axis: most nodes spanned, most ranks on a node, slowest tier; for PP
@@ -283,10 +358,20 @@ void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_st
 
 void plan_rates_default(plan_rates *r) {
     memset(r, 0, sizeof *r);
-    for (int p = 0; p < 2; p++)
-        for (int i = 0; i < PHASE_COUNT; i++)
-            r->efficiency[p][i] = 1.0;
     r->overlap_efficiency = 0.5; /* assumption until calibrated: docs/planner.md */
+}
+
+double plan_rate_efficiency(const plan_rates *r, int period, phase p, double intensity) {
+    const plan_rate_curve *k = &r->curve[period][p];
+    if (k->n == 0) return 1.0;
+    if (!(intensity > k->intensity[0])) return k->efficiency[0];
+    for (int i = 1; i < k->n; i++)
+        if (intensity < k->intensity[i]) {
+            const double x0 = log(k->intensity[i - 1]), x1 = log(k->intensity[i]);
+            const double f = (log(intensity) - x0) / (x1 - x0);
+            return k->efficiency[i - 1] + f * (k->efficiency[i] - k->efficiency[i - 1]);
+        }
+    return k->efficiency[k->n - 1];
 }
 
 static const phase COMPUTE_PHASES[] = {PHASE_EMBED,     PHASE_NORM,          PHASE_QKV_GEMM,
@@ -324,7 +409,9 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         phase_cost pc;
         phase_cost_compute(&m->cfg, &step, COMPUTE_PHASES[i], &pc);
         const double t_flops = pc.flops / k->flops, t_bytes = pc.bytes / k->bw;
-        const double t = fmax(t_flops, t_bytes) / r->efficiency[period][COMPUTE_PHASES[i]];
+        const double intensity = pc.bytes > 0 ? pc.flops / pc.bytes : 0;
+        const double t =
+            fmax(t_flops, t_bytes) / plan_rate_efficiency(r, period, COMPUTE_PHASES[i], intensity);
         out->phase_time[i] = t;
         out->memory_bound[i] = t_bytes > t_flops;
         out->compute += t;
@@ -356,17 +443,39 @@ static double stage_busy(const stage_time *t) { return t->compute + t->tp_total 
 typedef struct {
     stage_time first, last;
     double t_max, sum_stages, comp_max, tp_exposed_max, tp_total_max, tp_hidden_max;
+    double share_last, share_max; /* the last stage's time-sharing, and the most of any stage */
     const stage_time *bottleneck;
 } period_time;
 
-static void period_cost(const plan_model *m, const plan_cluster *c, const plan_ceilings *k,
-                        const plan_rates *r, const plan_strategy *s, const plan_group *tp,
+/* The mean time-sharing factor of the middle stages 1 .. pp-2; 1 when every rank of the node
+ * has a core of its own (no need to look at each stage). */
+static double middle_share(const plan_cluster *c, const plan_strategy *s, int batch,
+                           int microbatches, int period) {
+    const int node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
+    if (s->pp <= 2 || c->cores_per_node <= 0 || node_ranks <= c->cores_per_node) return 1;
+    double sum = 0;
+    for (int stage = 1; stage < s->pp - 1; stage++)
+        sum += plan_stage_ceilings(c, s, batch, microbatches, period, stage).share;
+    return sum / (s->pp - 2);
+}
+
+static void period_cost(const plan_model *m, const plan_cluster *c, const plan_rates *r,
+                        const plan_strategy *s, const plan_group *tp, int batch, int microbatches,
                         int period, int seqs, int new_positions, int past, period_time *out) {
-    stage_cost(m, c, k, r, s, tp, period, 0, seqs, new_positions, past, &out->first);
-    if (s->pp > 1)
-        stage_cost(m, c, k, r, s, tp, period, s->pp - 1, seqs, new_positions, past, &out->last);
-    else
+    const plan_ceilings k_first = plan_stage_ceilings(c, s, batch, microbatches, period, 0);
+    stage_cost(m, c, &k_first, r, s, tp, period, 0, seqs, new_positions, past, &out->first);
+    out->share_max = k_first.share;
+    if (s->pp > 1) {
+        const plan_ceilings k_last =
+            plan_stage_ceilings(c, s, batch, microbatches, period, s->pp - 1);
+        stage_cost(m, c, &k_last, r, s, tp, period, s->pp - 1, seqs, new_positions, past,
+                   &out->last);
+        out->share_last = k_last.share;
+        out->share_max = fmax(out->share_max, k_last.share);
+    } else {
         out->last = out->first;
+        out->share_last = k_first.share;
+    }
     const double t0 = stage_busy(&out->first), tl = stage_busy(&out->last);
     out->bottleneck = tl >= t0 ? &out->last : &out->first;
     out->t_max = fmax(t0, tl);
@@ -376,8 +485,12 @@ static void period_cost(const plan_model *m, const plan_cluster *c, const plan_c
         /* pp <= layers, so the last stage has a layer; its sampler's MAXLOC is counted in
          * with its layers' all-reduces, a slight overestimate for the middle stages */
         const stage_time *l = &out->last;
-        const double per_layer = (l->layer_compute + l->tp_total - l->tp_hidden) / l->layers;
+        /* the last stage's layers at the middle stages' own time-sharing */
+        const double mid = middle_share(c, s, batch, microbatches, period);
+        const double per_layer =
+            (l->layer_compute * mid / out->share_last + l->tp_total - l->tp_hidden) / l->layers;
         out->sum_stages += middle_layers * per_layer;
+        out->share_max = fmax(out->share_max, mid);
     }
     const stage_time *b = out->bottleneck;
     out->comp_max = b->compute;
@@ -414,17 +527,15 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     const int n_micro = s->microbatches < batch_local ? s->microbatches : batch_local;
     const int mb = microbatch_max(batch_local, s->microbatches);
     const double C = m->cfg.embd;
-    /* the fullest node's busy ranks time-share its cores: every rank waits on it; a stage
-     * waiting on its neighbours leaves its core to the others (docs/planner.md) */
+    /* the fullest node's busy ranks time-share its cores, stage by stage (docs/planner.md) */
     out->node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
-    out->busy_ranks = plan_busy_ranks(out->node_ranks, s->pp, n_micro);
-    const plan_ceilings k = plan_ceilings_shared(c, out->busy_ranks);
-    out->time_share = k.share;
+    out->busy_ranks = plan_stage_ceilings(c, s, w->batch, n_micro, 0, 0).busy;
 
     /* prefill: every micro-batch through every stage; the last leaves after the fill, its
      * own stages and the chain of transfers: sum + (m-1) max + transfers */
     period_time pf;
-    period_cost(m, c, &k, r, s, &out->tp_group, 0, mb, w->prompt, 0, &pf);
+    period_cost(m, c, r, s, &out->tp_group, w->batch, n_micro, 0, mb, w->prompt, 0, &pf);
+    out->time_share = pf.share_max;
     const double pf_chain = pp_chain(c, &out->pp_group, (double)mb * w->prompt * C * F32);
     out->ttft = pf.sum_stages + (n_micro - 1) * pf.t_max + pf_chain;
     out->prefill_bubble_fraction = plan_bubble_fraction(s->pp, n_micro);
@@ -445,7 +556,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     if (steps > 0) {
         const int past = w->prompt + (steps - 1) / 2;
         period_time dc;
-        period_cost(m, c, &k, r, s, &out->tp_group, 1, mb, 1, past, &dc);
+        period_cost(m, c, r, s, &out->tp_group, w->batch, n_micro, 1, mb, 1, past, &dc);
         double chain = pp_chain(c, &out->pp_group, (double)mb * C * F32);
         if (s->pp > 1) chain += plan_p2p((double)mb * I32, &c->tier[out->pp_group.wrap]);
         const double lap = dc.sum_stages + chain, busy = n_micro * dc.t_max;
@@ -496,7 +607,11 @@ int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_clust
             if ((n / tp) % pp) continue;
             const int dp = n / tp / pp;
             /* an order whose TP, PP and DP groups sit on the nodes as an earlier order's do
-             * costs the same (the cost model sees only the groups): it is listed once */
+             * costs the same (the cost model sees only the groups): it is listed once; on a
+             * node whose ranks time-share its cores an order also decides which ranks share a
+             * core, and every order is listed */
+            const int node_ranks = plan_node_ranks(c, n);
+            const int time_shared = c->cores_per_node > 0 && node_ranks > c->cores_per_node;
             plan_group seen[PLAN_ORDER_COUNT][3];
             int n_seen = 0;
             for (int order = 0; order < PLAN_ORDER_COUNT; order++) {
@@ -506,7 +621,7 @@ int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_clust
                 plan_group *g = seen[n_seen];
                 plan_groups(c, &s, &g[0], &g[1], &g[2]);
                 int dup = 0;
-                for (int i = 0; i < n_seen; i++)
+                for (int i = 0; i < n_seen && !time_shared; i++)
                     dup |= !memcmp(seen[i], g, sizeof seen[i]);
                 if (dup) continue;
                 n_seen++;

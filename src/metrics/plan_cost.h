@@ -36,22 +36,6 @@ typedef struct {
     int inter2_group_nodes; /* nodes per group joined by `inter`; 0 when there is no inter2 */
 } plan_cluster;
 
-/* What one rank reaches when `ranks` share its node (docs/planner.md "Shared nodes"): more
- * ranks than cores time-share them, share = max(1, ranks / cores), and the min(ranks, cores)
- * ranks running at once split node_bw:
- *   flops = peak_flops / share,  bw = min(mem_bw, node_bw / min(ranks, cores)) / share. */
-typedef struct {
-    double flops, bw; /* FLOP/s and bytes/s of one rank, time-sharing included */
-    double share;     /* the time-sharing factor max(1, ranks / cores) */
-} plan_ceilings;
-plan_ceilings plan_ceilings_shared(const plan_cluster *c, int ranks);
-/* The ranks of a world of `world` on its fullest node, placed node by node. */
-int plan_node_ranks(const plan_cluster *c, int world);
-/* The ranks of a node that compute at once: a pipeline of pp stages and m micro-batches keeps
- * min(pp, m) of its stages busy while the others wait on a neighbour (and yield their cores):
- * ceil(node_ranks x min(pp, m) / pp). */
-int plan_busy_ranks(int node_ranks, int pp, int microbatches);
-
 /* Collective costs on one tier (seconds for bytes per rank, p ranks). */
 double plan_allreduce_ring(int p, double bytes, const plan_tier *t);
 double plan_allreduce_tree(int p, double bytes, const plan_tier *t);
@@ -99,13 +83,25 @@ typedef struct {
 
 /* How fast each compute phase runs relative to its roofline, max(flops / peak, bytes / bw)
  * on the cluster's ceilings: 1 = at the roofline (the default without calibration), 0.5 =
- * twice the roofline's time. Per period (0 prefill, 1 decode). */
+ * twice the roofline's time. A phase's efficiency depends on its shape: a decode product of 4
+ * rows does 4x the FLOPs of 1 row on the same weights and nears the compute roof, where the
+ * roofline's max() is most optimistic. So calibration keeps, per period (0 prefill, 1 decode)
+ * and phase, the efficiency at each arithmetic intensity (FLOP/byte) it measured, and a
+ * phase of another intensity reads the curve between them, linear in log intensity and flat
+ * past its ends. */
+enum { PLAN_RATE_POINTS = 16 };
 typedef struct {
-    double efficiency[2][PHASE_COUNT];
-    int calibrated[2][PHASE_COUNT]; /* 1 where a calibration run measured it */
-    double overlap_efficiency;      /* share of the overlappable TP all-reduce that overlap
-                                       hides (parallel.overlap) */
+    int n;                               /* 0: not calibrated, efficiency 1 */
+    double intensity[PLAN_RATE_POINTS];  /* FLOP/byte, ascending */
+    double efficiency[PLAN_RATE_POINTS]; /* roofline time / measured time there */
+} plan_rate_curve;
+typedef struct {
+    plan_rate_curve curve[2][PHASE_COUNT];
+    double overlap_efficiency; /* share of the overlappable TP all-reduce that overlap
+                                  hides (parallel.overlap) */
 } plan_rates;
+/* The efficiency of a phase of the given intensity (1 where the phase is not calibrated). */
+double plan_rate_efficiency(const plan_rates *r, int period, phase p, double intensity);
 void plan_rates_default(plan_rates *r);
 
 /* Rank placement orders: auto (tp-pp-dp over node-sorted ranks) and the six explicit ones,
@@ -116,6 +112,30 @@ extern const char *const plan_order_names[PLAN_ORDER_COUNT];
 typedef struct {
     int dp, tp, pp, microbatches, overlap, order; /* order: index into plan_order_names */
 } plan_strategy;
+
+/* What one rank of a stage reaches on a CPU node that holds more ranks than cores
+ * (docs/planner.md "Shared nodes"). The node's ranks are bound round-robin to its cores, local
+ * rank i on core i mod cores_per_node (mpirun --map-by core --bind-to core:overload-allowed).
+ * A pipeline of pp stages and m micro-batches keeps a window of min(m, pp) consecutive stages
+ * busy, the window turning round the stages; a waiting rank yields its core. A core holding L
+ * busy ranks of a window runs each at 1/L, and the window waits on its most loaded core (TP
+ * groups, hand-offs and the replicas' lock-step tie them together). The cores busy at once
+ * split node_bw:
+ *   share = the mean, over the windows holding the stage, of the most busy ranks on one core
+ *   flops = peak_flops / share,  bw = min(mem_bw, node_bw / cores busy) / share
+ * Without cores_per_node every rank has a core of its own (share 1). */
+typedef struct {
+    double flops, bw;  /* FLOP/s and bytes/s of one rank, time-sharing included */
+    double share;      /* the time-sharing factor, >= 1 */
+    int busy, running; /* the most ranks of the fullest node busy in one window, and the most
+                          of its cores they occupy */
+} plan_ceilings;
+/* The ceilings of pipeline stage `stage` of s, whose replicas run `microbatches` micro-batches
+ * (at most their sequences), on the fullest node (placed node by node). */
+plan_ceilings plan_stage_ceilings(const plan_cluster *c, const plan_strategy *s, int batch,
+                                  int microbatches, int period, int stage);
+/* The ranks of a world of `world` on its fullest node, placed node by node. */
+int plan_node_ranks(const plan_cluster *c, int world);
 
 typedef struct {
     plan_strategy s;
@@ -129,8 +149,8 @@ typedef struct {
     double tp_total, tp_hidden, pp_total; /* all TP all-reduce and PP transfer time, hidden too */
     double prefill_bubble_fraction;       /* (pp-1)/(m+pp-1) */
     int node_ranks;                       /* ranks on the fullest node */
-    int busy_ranks;                       /* those of them computing at once */
-    double time_share;                    /* their time-sharing of its cores, >= 1 */
+    int busy_ranks;                       /* those of them computing at once (prefill) */
+    double time_share; /* the most time-sharing of its cores any stage sees in prefill, >= 1 */
     plan_group tp_group, pp_group, dp_group;
     plan_allreduce_algo tp_algo; /* the decode all-reduce's algorithm */
     /* the phase of the bottleneck stage that takes the most time in decode (in prefill when
@@ -164,7 +184,8 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
 /* Every valid strategy on n ranks: dp x tp x pp = n, micro-batches 1, 2, 4, ... up to the
  * smallest replica's sequences (and 64), overlap off and on (when tp > 1), and each order
  * whose groups sit on the nodes otherwise than an earlier order's (auto first), since the
- * cost depends on the groups only. Returns the count and *out (caller frees). */
+ * cost depends on the groups only; every order on a node whose ranks time-share its cores
+ * (the order picks which ranks share a core). Returns the count and *out (caller frees). */
 int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_cluster *c,
                    const plan_rates *r, int n, plan_prediction **out);
 

@@ -95,10 +95,43 @@ doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-ma
            "--batch", "4", "--prompt", "64", "--new-tokens", "16")
 check_rows(doc, "gpt2-124m", 8, "latency")
 assert doc["gpus"] == 8 and doc["node"]["ranks"] == 8, doc["node"]
-# the ranks busy at once time-share the 2 cores: all 8 without a pipeline, 8 x min(pp, m) / pp
+
+
+# time_share redone here: rank i on core i % 2 (round-robin binding), the busy stages a window
+# of min(m, pp) turning round the pipeline, a stage's share the mean over the windows holding it
+# of the busiest core's busy ranks (batch 4: every replica has as many sequences); the column is
+# the largest of the first stage's, the last's and the middle stages' mean (prefill)
+def prefill_share(r, stage):
+    size = {"dp": r["dp"], "tp": r["tp"], "pp": r["pp"]}
+    axes = ("tp-pp-dp" if r["order"] == "auto" else r["order"]).split("-")
+
+    def coord(rank, axis):
+        for a in axes:
+            if a == axis:
+                return rank % size[a]
+            rank //= size[a]
+
+    pp, width = r["pp"], min(r["microbatches"], r["pp"])
+    firsts = [(stage - i) % pp for i in range(width)] if width < pp else [0]
+    total = 0
+    for first in firsts:
+        per_core = [0, 0]
+        for rank in range(8):
+            per_core[rank % 2] += (coord(rank, "pp") - first) % pp < width
+        total += max(1, max(per_core))
+    return total / len(firsts)
+
+
+orders = set()
 for r in doc["strategies"]:
-    busy = -(-8 * min(r["pp"], r["microbatches"]) // r["pp"])
-    assert r["time_share"] == max(1, busy / 2), r
+    pp = r["pp"]
+    want = max(prefill_share(r, 0), prefill_share(r, pp - 1))
+    if pp > 2:
+        want = max(want, sum(prefill_share(r, k) for k in range(1, pp - 1)) / (pp - 2))
+    assert abs(r["time_share"] - want) < 1e-9, (r, want)
+    orders.add(r["order"])
+# ranks time-share the cores, so the order decides which share one: every order is listed
+assert len(orders) == 7, orders
 text = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), fmt="text")
 assert "8 ranks on a node of 2 cores, time-shared by those busy at once" in text, text[:400]
 

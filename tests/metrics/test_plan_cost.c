@@ -284,44 +284,100 @@ static void test_predict_single_rank(void **state) {
 }
 
 /* A CPU node of 8 devices on 2 cores, 40 GFLOP/s and 12.8 GB/s per core alone, 16 GB/s for the
- * node: share = max(1, ranks / cores); bw = min(12.8, 16 / min(ranks, cores)) / share. */
-static void test_ceilings_shared(void **state) {
-    (void)state;
+ * node; ranks bound round-robin, local rank i on core i mod 2. */
+static plan_cluster cpu_node(void) {
     plan_cluster c = two_nodes();
     c.nodes = 1, c.devices_per_node = 8, c.cores_per_node = 2;
     c.peak_flops = 40e9, c.mem_bw = 12.8e9, c.node_bw = 16e9;
-    plan_ceilings k = plan_ceilings_shared(&c, 1); /* alone: the device's own ceilings */
+    return c;
+}
+
+enum { PREFILL = 0, DECODE = 1 };
+
+static plan_ceilings stage_share(const plan_cluster *c, int dp, int tp, int pp, int m, int order,
+                                 int batch, int period, int stage) {
+    const plan_strategy s = {.dp = dp, .tp = tp, .pp = pp, .microbatches = m, .order = order};
+    return plan_stage_ceilings(c, &s, batch, m, period, stage);
+}
+
+/* Hand-worked shares: share = the most busy ranks' work on one core over the largest rank's,
+ * averaged over the windows holding the stage; bw = min(12.8, 16 / busy cores) / share. */
+static void test_stage_ceilings(void **state) {
+    (void)state;
+    plan_cluster c = cpu_node();
+    plan_ceilings k = stage_share(&c, 1, 1, 1, 1, 0, 4, PREFILL, 0); /* alone */
     assert_close(k.share, 1);
     assert_close(k.flops, 40e9);
     assert_close(k.bw, 12.8e9);
-    k = plan_ceilings_shared(&c, 2); /* a core each; the node's 16 GB/s split in two */
+    k = stage_share(&c, 2, 1, 1, 1, 0, 4, DECODE, 0); /* a core each; 16 GB/s split in two */
     assert_close(k.share, 1);
-    assert_close(k.flops, 40e9);
+    assert_int_equal(k.running, 2);
     assert_close(k.bw, 8e9);
-    k = plan_ceilings_shared(&c, 3); /* 3 ranks take turns on 2 cores: 1.5x longer each */
-    assert_close(k.share, 1.5);
-    assert_close(k.flops, 40e9 / 1.5);
-    assert_close(k.bw, 8e9 / 1.5);
-    k = plan_ceilings_shared(&c, 8); /* 4 per core: 10 GFLOP/s, 2 GB/s each */
+    k = stage_share(&c, 1, 3, 1, 1, 0, 4, DECODE, 0); /* TP ranks 0 and 2 share core 0 */
+    assert_close(k.share, 2);
+    assert_close(k.flops, 20e9);
+    assert_close(k.bw, 4e9);
+    k = stage_share(&c, 1, 8, 1, 1, 0, 4, PREFILL, 0); /* 4 per core */
     assert_close(k.share, 4);
-    assert_close(k.flops, 10e9);
     assert_close(k.bw, 2e9);
+    assert_int_equal(k.busy, 8);
+    /* dp=4, batch 5: replicas of 1, 1, 1, 2 sequences; core 1 holds replicas 1 (1) and 3 (2):
+     * prefill shares by work, (1 + 2) / 2; decode streams the same weights in each: 2 */
+    assert_close(stage_share(&c, 4, 1, 1, 1, 0, 5, PREFILL, 0).share, 1.5);
+    assert_close(stage_share(&c, 4, 1, 1, 1, 0, 5, DECODE, 0).share, 2);
+    /* pp=8, one micro-batch: one stage computes at a time, its core-mates wait */
+    for (int stage = 0; stage < 8; stage++) {
+        k = stage_share(&c, 1, 1, 8, 1, 0, 4, PREFILL, stage);
+        assert_close(k.share, 1);
+        assert_int_equal(k.busy, 1);
+    }
+    /* pp=8, 2 micro-batches: windows {s-1, s} and {s, s+1}; stages s and s+1 sit on different
+     * cores, so no window crowds a core */
+    assert_close(stage_share(&c, 1, 1, 8, 2, 0, 4, PREFILL, 3).share, 1);
+    /* pp=4, 4 micro-batches: all stages busy, 2 per core */
+    assert_close(stage_share(&c, 1, 1, 4, 4, 0, 4, PREFILL, 0).share, 2);
+    /* dp=2 x pp=2, order auto (rank = stage + 2 replica): both replicas' stage 0 on core 0.
+     * Prefill: lock-step, 2. Decode: the replicas drift apart over the V = 2 cores each
+     * visits, (2 + 2 - 1) / 2 = 1.5, above the cores' own work (2 ranks per core over 2
+     * windows: 1) */
+    assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, PREFILL, 0).share, 2);
+    assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, DECODE, 0).share, 1.5);
+    assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, DECODE, 1).share, 1.5);
+    /* dp=2 x tp=2 x pp=2 (rank = tp + 2 stage + 4 replica): core 0 holds TP rank 0 of every
+     * stage; the drift bound (1.5) is below the cores' own work, 4 ranks over 2 windows */
+    assert_close(stage_share(&c, 2, 2, 2, 1, 0, 4, DECODE, 0).share, 2);
+    /* order dp-pp-tp (rank = replica + 2 stage): stage 0 of both replicas on cores 0 and 1 */
+    const int dp_pp_tp = 6;
+    assert_string_equal(plan_order_names[dp_pp_tp], "dp-pp-tp");
+    assert_close(stage_share(&c, 2, 1, 2, 1, dp_pp_tp, 4, PREFILL, 0).share, 1);
+    assert_close(stage_share(&c, 2, 1, 2, 1, dp_pp_tp, 4, DECODE, 1).share, 1);
     /* without cores_per_node or node_gbs (a GPU node): every rank has the device's ceilings */
     c.cores_per_node = 0, c.node_bw = 0;
-    k = plan_ceilings_shared(&c, 8);
+    k = stage_share(&c, 8, 1, 1, 1, 0, 8, PREFILL, 0);
     assert_close(k.share, 1);
     assert_close(k.flops, 40e9);
     assert_close(k.bw, 12.8e9);
     /* block placement: the fullest node holds min(world, devices_per_node) ranks */
     assert_int_equal(plan_node_ranks(&c, 3), 3);
     assert_int_equal(plan_node_ranks(&c, 20), 8);
-    /* busy at once: ceil(ranks x min(pp, m) / pp); no pipeline keeps every rank busy */
-    assert_int_equal(plan_busy_ranks(8, 1, 1), 8);
-    assert_int_equal(plan_busy_ranks(8, 8, 1), 1); /* one stage at a time */
-    assert_int_equal(plan_busy_ranks(8, 2, 1), 4); /* dp x tp = 4 of 8 */
-    assert_int_equal(plan_busy_ranks(8, 4, 2), 4);
-    assert_int_equal(plan_busy_ranks(6, 3, 1), 2);
-    assert_int_equal(plan_busy_ranks(4, 2, 4), 4);
+}
+
+/* Calibration curves: the efficiency at a calibrated intensity, linear in log intensity
+ * between two, flat past the ends, 1 where nothing was measured. */
+static void test_rate_curve(void **state) {
+    (void)state;
+    plan_rates r;
+    plan_rates_default(&r);
+    assert_close(plan_rate_efficiency(&r, 1, PHASE_MLP_GEMM, 2.0), 1);
+    plan_rate_curve *k = &r.curve[1][PHASE_MLP_GEMM];
+    k->n = 2;
+    k->intensity[0] = 0.5, k->efficiency[0] = 0.9;
+    k->intensity[1] = 2.0, k->efficiency[1] = 0.6;
+    assert_close(plan_rate_efficiency(&r, 1, PHASE_MLP_GEMM, 0.5), 0.9);
+    assert_close(plan_rate_efficiency(&r, 1, PHASE_MLP_GEMM, 1.0), 0.75); /* halfway in log */
+    assert_close(plan_rate_efficiency(&r, 1, PHASE_MLP_GEMM, 0.1), 0.9);
+    assert_close(plan_rate_efficiency(&r, 1, PHASE_MLP_GEMM, 8.0), 0.6);
+    assert_close(plan_rate_efficiency(&r, 0, PHASE_MLP_GEMM, 1.0), 1); /* prefill: none */
 }
 
 /* dp=4 on one node of 2 cores whose bandwidth is 1.5 W for the node: each replica (one
@@ -422,7 +478,8 @@ int main(void) {
         cmocka_unit_test(test_memory_known_shape),
         cmocka_unit_test(test_memory_matches_engine),
         cmocka_unit_test(test_predict_single_rank),
-        cmocka_unit_test(test_ceilings_shared),
+        cmocka_unit_test(test_stage_ceilings),
+        cmocka_unit_test(test_rate_curve),
         cmocka_unit_test(test_predict_shared_node),
         cmocka_unit_test(test_predict_parts_add_up),
         cmocka_unit_test(test_enumerate_count),
