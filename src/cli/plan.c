@@ -194,6 +194,9 @@ int plan_model_from_job(const job *j, plan_model *m, plan_workload *w) {
     else
         model_config_from_job(&m->cfg, j);
     m->weight_dtype = j->precision, m->kv_cache = j->kv_cache, m->kv_block = j->kv_block;
+    /* tripar's comm backends: MPI on the CPU backend or when asked for, else NCCL */
+    m->collectives =
+        j->backend == BACKEND_CPU || j->comm == COMM_MPI ? PLAN_COLL_MPI : PLAN_COLL_NCCL;
     w->batch = j->batch > 0 ? j->batch : 1;
     w->prompt = j->prompt_len > 0 ? j->prompt_len : 128;
     w->new_tokens = j->new_tokens;
@@ -352,6 +355,8 @@ static int plan_run(const plan_args *a) {
     if (plan_cluster_load(&c, a->cluster) != STATUS_OK) return STATUS_BAD_INPUT;
     if (a->n_validations) return plan_validate_to(a, &c);
     if (plan_model_resolve(a, &m, &w) != STATUS_OK) return STATUS_BAD_INPUT;
+    /* a preset runs on the cluster's kind of node: CPU ranks (cores_per_node) talk MPI */
+    if (a->preset && c.cores_per_node > 0) m.collectives = PLAN_COLL_MPI;
     const int capacity = c.nodes * c.devices_per_node;
     const int gpus = a->gpus ? a->gpus : capacity;
     if (gpus > capacity) {

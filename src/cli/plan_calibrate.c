@@ -73,19 +73,25 @@ static void curve_set(plan_rate_curve *curve, const calibration_points *k) {
     }
 }
 
-/* The ranks of a run on the node of its rank r, by the host names it recorded; block
- * placement on the cluster when it recorded none. */
-static int ranks_on_host(const run_data *run, int r, const plan_cluster *c) {
-    if (!run->ranks || !run->ranks[r].host[0]) return plan_node_ranks(c, run->world_size);
+int plan_run_host_ranks(const run_data *run, int r) {
+    if (!run->ranks || !run->ranks[r].host[0]) return 0;
     int n = 0;
     for (int i = 0; i < run->world_size; i++)
         n += !strcmp(run->ranks[i].host, run->ranks[r].host);
     return n;
 }
 
+/* The ranks of a run on the node of its rank r; block placement on the cluster when it
+ * recorded no host names. */
+static int ranks_on_host(const run_data *run, int r, const plan_cluster *c) {
+    const int n = plan_run_host_ranks(run, r);
+    return n > 0 ? n : plan_node_ranks(c, run->world_size);
+}
+
 /* The ceilings rank r of the run reached where the run placed it: the cluster's, time-shared
  * (plan_stage_ceilings) among the ranks its host held. */
-static plan_ceilings run_rank_ceilings(const run_data *run, int r, const plan_cluster *c) {
+static plan_ceilings run_rank_ceilings(const run_data *run, int r, const plan_cluster *c,
+                                       int period) {
     plan_cluster here = *c;
     here.devices_per_node = ranks_on_host(run, r, c);
     plan_strategy s = {.dp = run->dp,
@@ -96,7 +102,7 @@ static plan_ceilings run_rank_ceilings(const run_data *run, int r, const plan_cl
         if (!strcmp(run->order, plan_order_names[i])) s.order = i;
     const int stage = run->ranks ? run->ranks[r].pp_rank : 0;
     /* equal replicas: whether the rank shared its core is all that is asked */
-    return plan_stage_ceilings(&here, &s, s.dp, s.microbatches, 1, stage);
+    return plan_stage_ceilings(&here, &s, s.dp, s.microbatches, period, stage);
 }
 
 static int calibration_add(calibration_sums *sum, const plan_cluster *c, const char *path) {
@@ -119,10 +125,10 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
      * the other waited on it (a TP peer) or ran beside it (another replica): its phase times
      * say less about the code's rate, and calibrate only phases no rank with a core to itself
      * measured. */
-    const plan_ceilings k = run_rank_ceilings(&run, slowest, c);
-    const int shared = k.share > 1;
     int any = 0;
     for (int period = 0; period < ROOF_PERIOD_COUNT; period++) {
+        const plan_ceilings k = run_rank_ceilings(&run, slowest, c, period);
+        const int shared = k.share > 1;
         for (int p = 0; p < PHASE_COUNT; p++) {
             const roof_phase *ph = &table.phase[period][p];
             if (!phase_cost_modelled((phase)p) || ph->events == 0 || !(ph->seconds > 0)) continue;

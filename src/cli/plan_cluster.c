@@ -19,8 +19,11 @@ static const char *const TOP_KEYS[] = {"name",     "nodes",  "devices_per_node",
                                        "node_gbs", "device", "network",          NULL};
 static const char *const DEVICE_KEYS[] = {"memory", "gflops", "gbs", "from", NULL};
 static const char *const NETWORK_KEYS[] = {"intra", "inter", "inter2", NULL};
-static const char *const TIER_KEYS[] = {"alpha", "beta", "efficiency", "from", NULL};
-static const char *const INTER2_KEYS[] = {"alpha", "beta", "efficiency", "group_nodes", NULL};
+static const char *const INTRA_KEYS[] = {"alpha", "beta", "efficiency", "from", NULL};
+static const char *const TIER_KEYS[] = {"alpha",          "beta", "efficiency",
+                                        "links_per_node", "from", NULL};
+static const char *const INTER2_KEYS[] = {"alpha",          "beta",        "efficiency",
+                                          "links_per_node", "group_nodes", NULL};
 
 /* A unit a number may carry, and what it multiplies by. */
 typedef struct {
@@ -156,7 +159,10 @@ static int tier_read(const jnode *network, const jnode *at, plan_tier_kind kind,
                           name, kind == PLAN_TIER_INTRA ? "always" : "when nodes > 1");
     }
     snprintf(what, sizeof what, "network.%s", name);
-    int rc = section_check(m, key, what, kind == PLAN_TIER_INTER2 ? INTER2_KEYS : TIER_KEYS);
+    int rc = section_check(m, key, what,
+                           kind == PLAN_TIER_INTER2  ? INTER2_KEYS
+                           : kind == PLAN_TIER_INTER ? TIER_KEYS
+                                                     : INTRA_KEYS);
     plan_tier *t = &c->tier[kind];
     const jnode *from = kind == PLAN_TIER_INTER2 ? NULL : jnode_get(m, "from", NULL);
     if (!rc && from) {
@@ -179,6 +185,11 @@ static int tier_read(const jnode *network, const jnode *at, plan_tier_kind kind,
     if (!rc && t->efficiency > 1)
         rc = jnode_fail(jnode_get(m, "efficiency", NULL),
                         "%s = %g must be a fraction of the link, in (0, 1]", what, t->efficiency);
+    t->links_per_node = 0;
+    if (!rc && kind != PLAN_TIER_INTRA && jnode_get(m, "links_per_node", NULL)) {
+        snprintf(what, sizeof what, "network.%s.links_per_node", name);
+        rc = int_read(m, key, "links_per_node", what, &t->links_per_node);
+    }
     if (!rc && kind == PLAN_TIER_INTER2) {
         snprintf(what, sizeof what, "network.inter2.group_nodes");
         rc = int_read(m, key, "group_nodes", what, &c->inter2_group_nodes);

@@ -19,8 +19,20 @@ typedef struct {
     plan_workload w;
     plan_strategy s;
     double ttft, tpot, tokens_per_s; /* measured medians (throughput: the mean) */
+    int node_ranks;                  /* the most ranks the run put on one host (0: unknown) */
     char label[64];
 } measured_run;
+
+/* The most ranks of the run on one host, by the host names it recorded (0: none recorded). */
+static int run_node_ranks(const run_data *run) {
+    int most = 0;
+    for (int r = 0; r < run->world_size; r++) {
+        const int n = plan_run_host_ranks(run, r);
+        if (n == 0) return 0;
+        if (n > most) most = n;
+    }
+    return most;
+}
 
 /* The run's job, as its file records it (the resolved YAML), loaded like a job file. */
 static int run_job_load(const run_data *run, job *j) {
@@ -76,6 +88,7 @@ static int measured_read(const char *path, const plan_cluster *c, measured_run *
         out->tpot = run.metrics.tpot_p50;
         out->tokens_per_s = run.metrics.tokens_per_s;
         run_data_label(&run, out->label, sizeof out->label);
+        out->node_ranks = run_node_ranks(&run);
         if (run.world_size > c->nodes * c->devices_per_node) {
             error_set("%s ran %d ranks, more than the cluster's %d devices (devices_per_node "
                       "is the ranks a node may hold; cores_per_node the cores they share)",
@@ -129,8 +142,17 @@ int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int
             rc = STATUS_BAD_INPUT;
             break;
         }
+        /* predicted where it ran: a run that filled its nodes less than block placement
+         * would (mpirun --map-by node) is costed with the ranks per node it had */
+        plan_cluster placed = *c;
+        if (meas[i].node_ranks > 0 && meas[i].node_ranks < c->devices_per_node) {
+            const int world = meas[i].s.dp * meas[i].s.tp * meas[i].s.pp;
+            placed.devices_per_node = meas[i].node_ranks;
+            placed.nodes = (world + meas[i].node_ranks - 1) / meas[i].node_ranks;
+            if (placed.nodes < c->nodes) placed.nodes = c->nodes;
+        }
         plan_prediction p;
-        plan_predict(&meas[i].m, &meas[i].w, c, &rates, &meas[i].s, &p);
+        plan_predict(&meas[i].m, &meas[i].w, &placed, &rates, &meas[i].s, &p);
         double *e = &errors[3 * i];
         e[0] = rel_error(p.ttft, meas[i].ttft);
         e[1] = rel_error(p.tpot, meas[i].tpot);

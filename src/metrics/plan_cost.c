@@ -19,7 +19,8 @@ const char *const plan_order_names[PLAN_ORDER_COUNT] = {
     "auto", "tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"};
 
 const char *plan_allreduce_algo_name(plan_allreduce_algo a) {
-    static const char *const names[] = {"-", "ring", "tree", "hierarchical"};
+    static const char *const names[] = {
+        "-", "ring", "tree", "hierarchical", "recursive-doubling", "rabenseifner"};
     return names[a];
 }
 
@@ -53,6 +54,101 @@ double plan_allgather_ring(int p, double bytes, const plan_tier *t) {
     return (p - 1) * t->alpha + (double)(p - 1) / p * bytes / link_rate(t);
 }
 
+/* Open MPI's recursive algorithms run on the largest power of two p2 <= p: the p - p2 extra
+ * ranks fold into a neighbour first (ranks 2i and 2i+1, i < extra) and get the result back
+ * last. Survivor j is rank 2j+1 (j < extra) or j + extra. A step joining survivors at
+ * distance `mask` is on `outer` when any pair it joins sits on two nodes (per_node ranks a
+ * node, in order). */
+typedef struct {
+    int p2, extra, per_node;
+} recursive_group;
+
+static recursive_group recursive_group_of(int p, int per_node) {
+    recursive_group g = {1, 0, per_node};
+    while (2 * g.p2 <= p)
+        g.p2 *= 2;
+    g.extra = p - g.p2;
+    return g;
+}
+
+static int survivor_rank(const recursive_group *g, int j) {
+    return j < g->extra ? 2 * j + 1 : j + g->extra;
+}
+
+static const plan_tier *recursive_step_tier(const recursive_group *g, int mask,
+                                            const plan_tier *intra, const plan_tier *outer) {
+    for (int j = 0; j < g->p2; j++)
+        if (survivor_rank(g, j) / g->per_node != survivor_rank(g, j ^ mask) / g->per_node)
+            return outer;
+    return intra;
+}
+
+/* The fold of the extra ranks and its unfold: two exchanges of the whole message. */
+static double recursive_fold(const recursive_group *g, double bytes, const plan_tier *intra,
+                             const plan_tier *outer) {
+    if (!g->extra) return 0;
+    int crosses = 0;
+    for (int i = 0; i < g->extra; i++)
+        crosses |= 2 * i / g->per_node != (2 * i + 1) / g->per_node;
+    const plan_tier *t = crosses ? outer : intra;
+    return 2 * (t->alpha + bytes / link_rate(t));
+}
+
+double plan_allreduce_recursive_doubling(int p, int per_node, double bytes, const plan_tier *intra,
+                                         const plan_tier *outer) {
+    if (p <= 1) return 0;
+    const recursive_group g = recursive_group_of(p, per_node);
+    double t = recursive_fold(&g, bytes, intra, outer);
+    for (int mask = 1; mask < g.p2; mask <<= 1) { /* the whole message each step */
+        const plan_tier *step = recursive_step_tier(&g, mask, intra, outer);
+        t += step->alpha + bytes / link_rate(step);
+    }
+    return t;
+}
+
+double plan_allreduce_rabenseifner(int p, int per_node, double bytes, const plan_tier *intra,
+                                   const plan_tier *outer) {
+    if (p <= 1) return 0;
+    const recursive_group g = recursive_group_of(p, per_node);
+    double t = recursive_fold(&g, bytes, intra, outer);
+    /* reduce-scatter by recursive halving (distance p2/2 first, half the message), then the
+     * all-gather by recursive doubling back: each distance twice, with the same bytes */
+    double piece = bytes;
+    for (int mask = g.p2 / 2; mask >= 1; mask /= 2) {
+        piece /= 2;
+        const plan_tier *step = recursive_step_tier(&g, mask, intra, outer);
+        t += 2 * (step->alpha + piece / link_rate(step));
+    }
+    return t;
+}
+
+/* Open MPI 4.1's fixed decision for a commutative all-reduce (coll/tuned,
+ * ompi_coll_tuned_allreduce_intra_dec_fixed), by communicator size and message bytes. */
+static plan_allreduce_algo mpi_allreduce_algo(int p, double bytes) {
+    if (p < 4) {
+        if (bytes < 8) return PLAN_AR_RING;
+        if (bytes < 4096) return PLAN_AR_RECURSIVE_DOUBLING;
+        if (bytes < 8192) return PLAN_AR_RING;
+        if (bytes < 16384) return PLAN_AR_RECURSIVE_DOUBLING;
+        if (bytes < 262144) return PLAN_AR_RING; /* and the segmented ring: the same cost */
+        return PLAN_AR_RABENSEIFNER;
+    }
+    if (p < 8) {
+        if (bytes < 16) return PLAN_AR_RING;
+        return bytes < 8192 ? PLAN_AR_RECURSIVE_DOUBLING : PLAN_AR_RABENSEIFNER;
+    }
+    if (p < 16) return bytes < 8192 ? PLAN_AR_RECURSIVE_DOUBLING : PLAN_AR_RABENSEIFNER;
+    if (p < 32) {
+        if (bytes < 64) return PLAN_AR_RING;
+        return bytes < 4096 ? PLAN_AR_RECURSIVE_DOUBLING : PLAN_AR_RABENSEIFNER;
+    }
+    if (p < 64) return bytes < 128 ? PLAN_AR_RING : PLAN_AR_RABENSEIFNER;
+    if (p < 128) return bytes < 262144 ? PLAN_AR_RECURSIVE_DOUBLING : PLAN_AR_RABENSEIFNER;
+    /* larger communicators: reduce + broadcast for the smallest messages there, costed as
+     * recursive doubling; Rabenseifner past a few KiB */
+    return bytes < 16384 ? PLAN_AR_RECURSIVE_DOUBLING : PLAN_AR_RABENSEIFNER;
+}
+
 double plan_p2p(double bytes, const plan_tier *t) { return t->alpha + bytes / link_rate(t); }
 
 double plan_bubble_fraction(int pp, int microbatches) {
@@ -66,16 +162,43 @@ static plan_collective collective_pick(plan_collective best, double seconds,
     return best;
 }
 
-plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes) {
+/* The outer tier as `flows` crossing flows of one node see it (plan_allreduce_best). */
+static plan_tier tier_shared(const plan_cluster *c, plan_tier_kind kind, int flows) {
+    plan_tier t = c->tier[kind];
+    const int links = t.links_per_node > 0 ? t.links_per_node : c->devices_per_node;
+    if (kind != PLAN_TIER_INTRA && flows > links) t.beta *= (double)links / flows;
+    return t;
+}
+
+plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes,
+                                    plan_collectives lib, int node_busy) {
     plan_collective best = {0, PLAN_AR_NONE};
     if (g->size <= 1) return best;
-    const plan_tier *intra = &c->tier[PLAN_TIER_INTRA], *outer = &c->tier[g->outer];
+    const plan_tier *intra = &c->tier[PLAN_TIER_INTRA];
+    const int groups = node_busy > g->per_node ? node_busy / g->per_node : 1;
+    const plan_tier per_group = tier_shared(c, g->outer, groups);
+    const plan_tier per_rank = tier_shared(c, g->outer, node_busy);
+    if (lib == PLAN_COLL_MPI) {
+        /* the algorithm Open MPI picks, not the cheapest: the ring has one flow a group leave
+         * a node per step, the recursive ones one per member */
+        const int l = g->nodes <= 1 ? g->size : g->per_node;
+        const plan_tier *ring_t = g->nodes <= 1 ? intra : &per_group;
+        const plan_tier *rank_t = g->nodes <= 1 ? intra : &per_rank;
+        const plan_allreduce_algo algo = mpi_allreduce_algo(g->size, bytes);
+        const double seconds =
+            algo == PLAN_AR_RING ? plan_allreduce_ring(g->size, bytes, ring_t)
+            : algo == PLAN_AR_RECURSIVE_DOUBLING
+                ? plan_allreduce_recursive_doubling(g->size, l, bytes, intra, rank_t)
+                : plan_allreduce_rabenseifner(g->size, l, bytes, intra, rank_t);
+        return (plan_collective){seconds, algo};
+    }
     if (g->nodes <= 1) {
         best = collective_pick(best, plan_allreduce_ring(g->size, bytes, intra), PLAN_AR_RING);
         return collective_pick(best, plan_allreduce_tree(g->size, bytes, intra), PLAN_AR_TREE);
     }
     /* A flat ring crosses the network once per node and the node's own links elsewhere: its
      * latency mixes both tiers, its bandwidth is the slowest link's. */
+    const plan_tier *outer = &per_group;
     const int p = g->size, k = g->nodes;
     double ring = 2.0 * ((p - k) * intra->alpha + k * outer->alpha) +
                   2.0 * (p - 1) / p * bytes / link_rate(outer);
@@ -86,8 +209,8 @@ plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, 
     const int l = g->per_node;
     if (l > 1) {
         double inside = 2.0 * plan_allgather_ring(l, bytes, intra); /* RS and AG cost the same */
-        double across = fmin(plan_allreduce_ring(k, bytes / l, outer),
-                             plan_allreduce_tree(k, bytes / l, outer));
+        double across = fmin(plan_allreduce_ring(k, bytes / l, &per_rank),
+                             plan_allreduce_tree(k, bytes / l, &per_rank));
         best = collective_pick(best, inside + across, PLAN_AR_HIER);
     }
     return best;
@@ -135,86 +258,111 @@ static int coord_of(const plan_strategy *s, const int axes[3], int axis, int ran
     return rank % size[axis];
 }
 
-/* What the busy ranks of the fullest node (world ranks 0 .. node_ranks-1, local rank i on
- * core i mod cores) load its cores with while the stages first .. first+width-1 (mod pp)
- * compute. A core's load is the work of its busy ranks over the largest rank's: a
- * processor-shared core finishes its largest job once it has done all its jobs' work. In
- * prefill a rank's work follows its replica's sequences (the products are FLOP-bound); in
- * decode every rank streams the same weights, whatever its sequences. */
+/* What the busy ranks load the cores with while the stages first .. first+width-1 (mod pp)
+ * compute, on the node that they load most. Node n holds world ranks n*D .. n*D+D-1 (block
+ * placement), its local rank i on core i mod cores. A core's load is the work of its busy
+ * ranks over the largest replica's rank's (the rank a stage is costed for): a processor-shared
+ * core finishes its largest job once it has done all its jobs' work. In prefill a rank's work
+ * follows its replica's sequences (the products are FLOP-bound); in decode every rank streams
+ * the same weights, whatever its sequences. */
 typedef struct {
-    double most; /* the most loaded core, in largest ranks' work (>= 1 when any is busy) */
-    int busy;    /* busy ranks on the node */
-    int running; /* cores with a busy rank */
+    double most; /* the most loaded core, in the largest replica's rank's work */
+    int busy;    /* the most busy ranks on one node */
+    int running; /* the most cores with a busy rank on one node */
 } window_load;
 
-static window_load window_load_of(const plan_strategy *s, const int axes[3], int node_ranks,
-                                  int cores, int batch, int period, int first, int width) {
+static window_load window_load_of(const plan_cluster *c, const plan_strategy *s, const int axes[3],
+                                  int batch, int period, int first, int width) {
     window_load w = {0, 0, 0};
-    double largest = 0;
-    for (int core = 0; core < cores && core < node_ranks; core++) {
-        double work = 0;
-        int on_core = 0;
-        for (int r = core; r < node_ranks; r += cores) {
-            if ((coord_of(s, axes, AXIS_PP_, r) - first + s->pp) % s->pp >= width) continue;
-            const double rank_work =
-                period == 0 ? split_count(batch, s->dp, coord_of(s, axes, AXIS_DP_, r)) : 1;
-            work += rank_work;
-            if (rank_work > largest) largest = rank_work;
-            on_core++;
+    const int world = s->dp * s->tp * s->pp, per_node = c->devices_per_node;
+    const int cores = c->cores_per_node > 0 ? c->cores_per_node : per_node;
+    const double largest = split_count(batch, s->dp, s->dp - 1); /* the last replica */
+    for (int base = 0; base < world; base += per_node) {
+        const int ranks = world - base < per_node ? world - base : per_node;
+        int busy = 0, running = 0;
+        for (int core = 0; core < cores && core < ranks; core++) {
+            double work = 0;
+            int on_core = 0;
+            for (int r = base + core; r < base + ranks; r += cores) {
+                if ((coord_of(s, axes, AXIS_PP_, r) - first + s->pp) % s->pp >= width) continue;
+                work += period == 0
+                            ? split_count(batch, s->dp, coord_of(s, axes, AXIS_DP_, r)) / largest
+                            : 1;
+                on_core++;
+            }
+            if (work > w.most) w.most = work;
+            busy += on_core;
+            running += on_core > 0;
         }
-        if (work > w.most) w.most = work;
-        w.busy += on_core;
-        w.running += on_core > 0;
+        if (busy > w.busy) w.busy = busy;
+        if (running > w.running) w.running = running;
     }
-    if (largest > 0) w.most /= largest;
     return w;
 }
 
-/* The cores the first replica's ranks on the fullest node occupy. */
-static int replica_cores(const plan_strategy *s, const int axes[3], int node_ranks, int cores) {
+/* The cores, over all nodes, that the first replica's ranks occupy. */
+static int replica_cores(const plan_cluster *c, const plan_strategy *s, const int axes[3]) {
+    const int world = s->dp * s->tp * s->pp, per_node = c->devices_per_node;
+    const int cores = c->cores_per_node > 0 ? c->cores_per_node : per_node;
     int n = 0;
-    for (int core = 0; core < cores && core < node_ranks; core++) {
-        int mine = 0;
-        for (int r = core; r < node_ranks && !mine; r += cores)
-            mine = coord_of(s, axes, AXIS_DP_, r) == 0;
-        n += mine;
+    for (int base = 0; base < world; base += per_node) {
+        const int ranks = world - base < per_node ? world - base : per_node;
+        for (int core = 0; core < cores && core < ranks; core++) {
+            int mine = 0;
+            for (int r = base + core; r < base + ranks && !mine; r += cores)
+                mine = coord_of(s, axes, AXIS_DP_, r) == 0;
+            n += mine;
+        }
     }
     return n;
 }
 
 plan_ceilings plan_stage_ceilings(const plan_cluster *c, const plan_strategy *s, int batch,
                                   int microbatches, int period, int stage) {
+    plan_ceilings k = {.flops = c->peak_flops, .bw = c->mem_bw, .share = 1};
     const int node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
-    const int cores = c->cores_per_node > 0 ? c->cores_per_node : node_ranks;
+    const int shared = c->cores_per_node > 0 && node_ranks > c->cores_per_node;
+    int links_shared = 0; /* a node's ranks share its links on an inter tier */
+    for (int t = PLAN_TIER_INTER; t < PLAN_TIER_COUNT; t++)
+        links_shared |=
+            c->tier[t].links_per_node > 0 && c->tier[t].links_per_node < c->devices_per_node;
+    /* a core (or a GPU) per rank, a link per rank, no node limit: nothing is shared */
+    if (!shared && !(c->node_bw > 0) && !links_shared) return k;
     const int width = microbatches < s->pp ? microbatches : s->pp;
     int axes[3];
     order_axes(s->order, axes);
     /* the windows holding the stage start at stage-width+1 .. stage; all stages are one */
     const int windows = width < s->pp ? width : 1;
-    plan_ceilings k = {.share = 0};
+    k.share = 0;
     for (int i = 0; i < windows; i++) {
         const int first = width < s->pp ? (stage - i + s->pp) % s->pp : 0;
-        const window_load w =
-            window_load_of(s, axes, node_ranks, cores, batch, period, first, width);
+        const window_load w = window_load_of(c, s, axes, batch, period, first, width);
         k.share += fmax(1.0, w.most) / windows;
         if (w.busy > k.busy) k.busy = w.busy;
         if (w.running > k.running) k.running = w.running;
     }
-    /* In decode nothing ties the replicas together, and replicas crowding a core drift apart:
-     * the share falls from the window's L to that of L jobs circulating over the V cores a
-     * replica visits, (L + V - 1) / V (mean value analysis of a closed network of equal
-     * processor-shared stations), but not below the cores' own work: the load of all stages at
-     * once, spread over the pp / width windows of a lap. */
-    if (period == 1 && s->dp > 1 && width < s->pp && k.share > 1) {
-        const int visited = replica_cores(s, axes, node_ranks, cores);
-        const window_load all = window_load_of(s, axes, node_ranks, cores, batch, period, 0, s->pp);
-        const double drift = (k.share + visited - 1) / visited;
-        k.share = fmax(fmax(1.0, all.most * width / s->pp), drift);
+    /* In decode the micro-batches circulate, and with more than one of them the lock-step
+     * window is an upper bound. The lower bound is the cores' own work: the load of all stages
+     * at once, spread over the pp / width windows of a lap. A pipeline's ranks take its
+     * micro-batches in order, one at a time, and settle there. Replicas are separate processes
+     * the scheduler shares out, and sharing a core keeps them in step; they drift apart only as
+     * L jobs circulating over the V cores a replica visits would, (L + V - 1) / V (mean value
+     * analysis of a closed network of equal processor-shared stations), and no further than
+     * the bound. One replica of one micro-batch is alone: its window is exact. */
+    if (period == 1 && width < s->pp && k.share > 1 && (s->dp > 1 || width > 1)) {
+        const window_load all = window_load_of(c, s, axes, batch, period, 0, s->pp);
+        const double bound = fmax(1.0, all.most * width / s->pp);
+        if (s->dp == 1)
+            k.share = bound;
+        else {
+            const int visited = replica_cores(c, s, axes);
+            k.share = fmax(bound, (k.share + visited - 1) / visited);
+        }
     }
-    double bw = c->mem_bw;
-    if (c->node_bw > 0 && k.running > 0 && c->node_bw / k.running < bw) bw = c->node_bw / k.running;
-    k.flops = c->peak_flops / k.share;
-    k.bw = bw / k.share;
+    if (c->node_bw > 0 && k.running > 0 && c->node_bw / k.running < k.bw)
+        k.bw = c->node_bw / k.running;
+    k.flops /= k.share;
+    k.bw /= k.share;
     return k;
 }
 
@@ -427,11 +575,14 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
     if (s->tp > 1) {
         /* two all-reduces of the activations per layer, and the sampler's MAXLOC on the last */
         const double rows = (double)seqs * new_positions;
-        const plan_collective ar = plan_allreduce_best(c, tp, rows * m->cfg.embd * F32);
+        const plan_collective ar =
+            plan_allreduce_best(c, tp, rows * m->cfg.embd * F32, m->collectives, k->busy);
         out->tp_algo = ar.algo;
         out->tp_total = 2.0 * g.n_layers * ar.seconds;
         if (s->overlap) out->tp_hidden = r->overlap_efficiency * fmin(out->tp_total, overlappable);
-        if (g.last_stage) out->tp_total += plan_allreduce_best(c, tp, seqs * 8.0).seconds;
+        if (g.last_stage)
+            out->tp_total +=
+                plan_allreduce_best(c, tp, seqs * 8.0, m->collectives, k->busy).seconds;
     }
 }
 
@@ -499,11 +650,15 @@ static void period_cost(const plan_model *m, const plan_cluster *c, const plan_r
     out->tp_exposed_max = b->tp_total - b->tp_hidden;
 }
 
-/* The stage-to-stage transfers of one micro-batch along the worst PP group. */
-static double pp_chain(const plan_cluster *c, const plan_group *pp, double bytes) {
+/* The stage-to-stage transfers of one micro-batch along the worst PP group, the node_busy
+ * ranks of a node sending theirs at once over its links. */
+static double pp_chain(const plan_cluster *c, const plan_group *pp, double bytes, int node_busy) {
     double t = 0;
     for (int k = 0; k < PLAN_TIER_COUNT; k++)
-        if (pp->hops[k]) t += pp->hops[k] * plan_p2p(bytes, &c->tier[k]);
+        if (pp->hops[k]) {
+            const plan_tier tier = tier_shared(c, (plan_tier_kind)k, node_busy);
+            t += pp->hops[k] * plan_p2p(bytes, &tier);
+        }
     return t;
 }
 
@@ -536,7 +691,8 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     period_time pf;
     period_cost(m, c, r, s, &out->tp_group, w->batch, n_micro, 0, mb, w->prompt, 0, &pf);
     out->time_share = pf.share_max;
-    const double pf_chain = pp_chain(c, &out->pp_group, (double)mb * w->prompt * C * F32);
+    const double pf_chain =
+        pp_chain(c, &out->pp_group, (double)mb * w->prompt * C * F32, out->busy_ranks);
     out->ttft = pf.sum_stages + (n_micro - 1) * pf.t_max + pf_chain;
     out->prefill_bubble_fraction = plan_bubble_fraction(s->pp, n_micro);
     out->compute += n_micro * pf.comp_max;
@@ -557,7 +713,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
         const int past = w->prompt + (steps - 1) / 2;
         period_time dc;
         period_cost(m, c, r, s, &out->tp_group, w->batch, n_micro, 1, mb, 1, past, &dc);
-        double chain = pp_chain(c, &out->pp_group, (double)mb * C * F32);
+        double chain = pp_chain(c, &out->pp_group, (double)mb * C * F32, out->busy_ranks);
         if (s->pp > 1) chain += plan_p2p((double)mb * I32, &c->tier[out->pp_group.wrap]);
         const double lap = dc.sum_stages + chain, busy = n_micro * dc.t_max;
         out->tpot = fmax(lap, busy);

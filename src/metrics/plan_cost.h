@@ -19,9 +19,10 @@ typedef enum {
 
 typedef struct {
     int present;
-    double alpha;      /* seconds per message */
-    double beta;       /* bytes/s per device and direction */
-    double efficiency; /* fraction of beta a collective achieves, (0, 1] */
+    double alpha;       /* seconds per message */
+    double beta;        /* bytes/s per device and direction */
+    double efficiency;  /* fraction of beta a collective achieves, (0, 1] */
+    int links_per_node; /* inter tiers: the links a node's ranks share; 0: one per device */
 } plan_tier;
 
 typedef struct {
@@ -55,7 +56,16 @@ typedef struct {
     plan_tier_kind wrap;
 } plan_group;
 
-typedef enum { PLAN_AR_NONE = 0, PLAN_AR_RING, PLAN_AR_TREE, PLAN_AR_HIER } plan_allreduce_algo;
+typedef enum {
+    PLAN_AR_NONE = 0,
+    PLAN_AR_RING,
+    PLAN_AR_TREE,
+    PLAN_AR_HIER,
+    PLAN_AR_RECURSIVE_DOUBLING,
+    PLAN_AR_RABENSEIFNER
+} plan_allreduce_algo;
+/* The library the collectives go through: NCCL on GPUs, MPI on CPUs (tripar's comm backends). */
+typedef enum { PLAN_COLL_NCCL = 0, PLAN_COLL_MPI } plan_collectives;
 const char *plan_allreduce_algo_name(plan_allreduce_algo a);
 const char *plan_tier_name(plan_tier_kind t);
 
@@ -64,10 +74,30 @@ typedef struct {
     plan_allreduce_algo algo;
 } plan_collective;
 
-/* The cheapest all-reduce of bytes over the group: ring or tree on its tier inside a node;
- * across nodes flat ring, flat tree or hierarchical (reduce-scatter inside each node,
- * all-reduce over the nodes, all-gather inside), as NCCL picks by tuning per size. */
-plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes);
+/* Recursive doubling as Open MPI runs it (its small-message all-reduce) over p ranks placed
+ * per_node to a node, in order: the p - p2 ranks past the largest power of two p2 <= p fold
+ * into a neighbour first and get the result back last, then log2(p2) exchanges of the whole
+ * message at doubling distances; a step is on `outer` when any pair it joins is on two nodes. */
+double plan_allreduce_recursive_doubling(int p, int per_node, double bytes, const plan_tier *intra,
+                                         const plan_tier *outer);
+/* Rabenseifner's all-reduce (MPI's large-message one): a reduce-scatter by recursive halving
+ * (distance p2/2 first, half the message), then an all-gather by recursive doubling, after the
+ * same fold of the extra ranks; each step on its pairs' tier. */
+double plan_allreduce_rabenseifner(int p, int per_node, double bytes, const plan_tier *intra,
+                                   const plan_tier *outer);
+
+/* The cheapest all-reduce of bytes over the group. NCCL: ring or tree on its tier inside a
+ * node; across nodes flat ring, flat tree or hierarchical (reduce-scatter inside each node,
+ * all-reduce over the nodes, all-gather inside), as NCCL picks by tuning per size. MPI: the
+ * algorithm Open MPI 4.1's coll/tuned picks by group size and bytes (ring, recursive doubling
+ * or Rabenseifner), flat over the group: a ring step as slow as the slowest tier the group
+ * crosses, a recursive step on the tier of the pairs it joins. */
+plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes,
+                                    plan_collectives lib, int node_busy);
+/* A node's links on an inter tier are shared by the flows that cross at once: a ring or tree
+ * sends one per group on the node, recursive doubling and the hierarchical all-reduce one per
+ * member. node_busy: the ranks of the fullest node communicating at once (0: not known, no
+ * sharing); each flow gets beta x min(1, links_per_node / flows). */
 
 /* The model as tripar runs it: its config and how weights and the KV cache are stored. */
 typedef struct {
@@ -75,6 +105,7 @@ typedef struct {
     precision_kind weight_dtype;
     kv_cache_kind kv_cache;
     int kv_block;
+    plan_collectives collectives;
 } plan_model;
 
 typedef struct {

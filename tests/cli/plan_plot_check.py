@@ -37,8 +37,13 @@ if not front:
     sys.exit("FAIL: an empty front")
 
 
+# the front CSV holds 9 significant digits: a strategy beats another by more than that
+TOL = 1e-8
+
+
 def beats(a, b):
-    return a[0] <= b[0] and a[1] >= b[1] and (a[0] < b[0] or a[1] > b[1])
+    return (a[0] <= b[0] * (1 + TOL) and a[1] >= b[1] * (1 - TOL)
+            and (a[0] < b[0] * (1 - TOL) or a[1] > b[1] * (1 + TOL)))
 
 
 def close(a, b):

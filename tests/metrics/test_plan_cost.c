@@ -72,7 +72,7 @@ static void test_allreduce_choice(void **state) {
     (void)state;
     plan_cluster c = two_nodes();
     plan_group in_node = {.size = 4, .nodes = 1, .per_node = 4, .outer = PLAN_TIER_INTRA};
-    plan_collective a = plan_allreduce_best(&c, &in_node, 64e6);
+    plan_collective a = plan_allreduce_best(&c, &in_node, 64e6, PLAN_COLL_NCCL, 0);
     assert_int_equal(a.algo, PLAN_AR_RING);
     assert_close(a.seconds, plan_allreduce_ring(4, 64e6, &c.tier[PLAN_TIER_INTRA]));
 
@@ -82,16 +82,86 @@ static void test_allreduce_choice(void **state) {
      * nodes all-reduce n / 4 over the network: ring 2 x 10 us + n/4 / 10e9 (tree: 2 x 10 us +
      * n/2 / 10e9, slower) */
     const double hier = 2 * (3e-6 + 0.75 * n / 100e9) + (2 * 10e-6 + (n / 4) / 10e9);
-    plan_collective b = plan_allreduce_best(&c, &spans, n);
+    plan_collective b = plan_allreduce_best(&c, &spans, n, PLAN_COLL_NCCL, 0);
     assert_int_equal(b.algo, PLAN_AR_HIER);
     assert_close(b.seconds, hier);
     /* the flat ring: 2 ((p-k) alpha_intra + k alpha_inter) + 2 (p-1)/p n / beta_inter */
     const double ring_small = 2 * (6 * 1e-6 + 2 * 10e-6) + 2 * 7.0 / 8 * 8 / 10e9;
     const double tree_small = 2 * 3 * 10e-6 + 2 * 8 / 10e9;
     const double hier_small = 2 * (3e-6 + 0.75 * 8 / 100e9) + (2 * 10e-6 + 2.0 / 10e9);
-    plan_collective s = plan_allreduce_best(&c, &spans, 8);
+    plan_collective s = plan_allreduce_best(&c, &spans, 8, PLAN_COLL_NCCL, 0);
     assert_close(s.seconds, fmin(ring_small, fmin(tree_small, hier_small)));
     assert_int_equal(s.algo, PLAN_AR_HIER); /* 26 us beats the ring's 52 and the tree's 60 */
+}
+
+/* MPI: the algorithm Open MPI 4.1's coll/tuned picks by group size and bytes, each recursive
+ * step on the tier of the pairs it joins. */
+static void test_allreduce_mpi(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    const plan_tier *intra = &c.tier[PLAN_TIER_INTRA], *inter = &c.tier[PLAN_TIER_INTER];
+    const double n = 1e6, hop_in = 1e-6 + n / 100e9, hop_out = 10e-6 + n / 10e9;
+    /* recursive doubling, 8 ranks, 4 a node: distances 1 and 2 stay inside, 4 crosses */
+    assert_close(plan_allreduce_recursive_doubling(8, 4, n, intra, inter), 2 * hop_in + hop_out);
+    /* 3 ranks, 2 then 1: 0 folds into 1 inside node 0 and back; 1 and 2 exchange across */
+    assert_close(plan_allreduce_recursive_doubling(3, 2, n, intra, inter), 2 * hop_in + hop_out);
+    /* 3 ranks, 1 a node: the fold crosses too */
+    assert_close(plan_allreduce_recursive_doubling(3, 1, n, intra, inter), 3 * hop_out);
+    assert_close(plan_allreduce_recursive_doubling(1, 1, n, intra, inter), 0);
+    /* Rabenseifner, 8 ranks, 4 a node: halving at distance 4 (n/2, across), 2 (n/4) and 1
+     * (n/8) inside, and the all-gather back the same way */
+    const double raben =
+        2 * (10e-6 + n / 2 / 10e9) + 2 * (1e-6 + n / 4 / 100e9) + 2 * (1e-6 + n / 8 / 100e9);
+    assert_close(plan_allreduce_rabenseifner(8, 4, n, intra, inter), raben);
+    plan_group spans = {.size = 8, .nodes = 2, .per_node = 4, .outer = PLAN_TIER_INTER};
+    /* 8 to 15 ranks: recursive doubling under 8 KiB, Rabenseifner from there */
+    plan_collective s = plan_allreduce_best(&c, &spans, 8, PLAN_COLL_MPI, 0);
+    assert_int_equal(s.algo, PLAN_AR_RECURSIVE_DOUBLING);
+    assert_close(s.seconds, 2 * (1e-6 + 8 / 100e9) + 10e-6 + 8 / 10e9);
+    plan_collective b = plan_allreduce_best(&c, &spans, n, PLAN_COLL_MPI, 0);
+    assert_int_equal(b.algo, PLAN_AR_RABENSEIFNER);
+    assert_close(b.seconds, raben);
+    /* 2 or 3 ranks: the ring between 4 and 8 KiB, and between 16 and 256 KiB */
+    plan_group pair = {.size = 2, .nodes = 2, .per_node = 1, .outer = PLAN_TIER_INTER};
+    plan_collective r = plan_allreduce_best(&c, &pair, 5000, PLAN_COLL_MPI, 0);
+    assert_int_equal(r.algo, PLAN_AR_RING);
+    assert_close(r.seconds, plan_allreduce_ring(2, 5000, inter));
+    assert_int_equal(plan_allreduce_best(&c, &pair, 12288, PLAN_COLL_MPI, 0).algo,
+                     PLAN_AR_RECURSIVE_DOUBLING);
+    /* inside a node: the intra tier, one exchange for 2 ranks */
+    plan_group in_node = {.size = 2, .nodes = 1, .per_node = 2, .outer = PLAN_TIER_INTRA};
+    plan_collective d = plan_allreduce_best(&c, &in_node, 8, PLAN_COLL_MPI, 0);
+    assert_int_equal(d.algo, PLAN_AR_RECURSIVE_DOUBLING);
+    assert_close(d.seconds, 1e-6 + 8 / 100e9);
+}
+
+/* One link per node shared by the flows crossing at once. Two TP pairs across 2 nodes, one
+ * member of each on a node (node_busy 2): a ring sends one flow a group, so two, and each gets
+ * half the link; with a link per device (the default), or one pair busy, the whole of it. A
+ * group of 4, 2 a node, sends one ring flow but two recursive ones. */
+static void test_links_shared(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    c.devices_per_node = 2;
+    const plan_tier *inter = &c.tier[PLAN_TIER_INTER];
+    plan_group pair = {.size = 2, .nodes = 2, .per_node = 1, .outer = PLAN_TIER_INTER};
+    const double ring = plan_allreduce_ring(2, 5000, inter);
+    assert_close(plan_allreduce_best(&c, &pair, 5000, PLAN_COLL_MPI, 2).seconds, ring);
+    c.tier[PLAN_TIER_INTER].links_per_node = 1;
+    plan_tier half = *inter;
+    half.beta /= 2;
+    assert_close(plan_allreduce_best(&c, &pair, 5000, PLAN_COLL_MPI, 2).seconds,
+                 plan_allreduce_ring(2, 5000, &half));
+    assert_close(plan_allreduce_best(&c, &pair, 5000, PLAN_COLL_MPI, 1).seconds, ring);
+    plan_group four = {.size = 4, .nodes = 2, .per_node = 2, .outer = PLAN_TIER_INTER};
+    const double n = 64e6;
+    plan_collective r = plan_allreduce_best(&c, &four, n, PLAN_COLL_MPI, 2);
+    assert_int_equal(r.algo, PLAN_AR_RABENSEIFNER);
+    assert_close(r.seconds, plan_allreduce_rabenseifner(4, 2, n, &c.tier[PLAN_TIER_INTRA], &half));
+    /* the NCCL ring on the same group: one flow a node, the whole link */
+    plan_group nccl_pair = pair;
+    assert_close(plan_allreduce_best(&c, &nccl_pair, n, PLAN_COLL_NCCL, 1).seconds,
+                 fmin(2 * 2 * 10e-6 + n / 10e9, plan_allreduce_tree(2, n, inter)));
 }
 
 /* Block placement on 2 nodes x 4: tp=8 spans both nodes; tp=2 x pp=4 (auto) puts stages 0,1 on
@@ -473,6 +543,8 @@ int main(void) {
         cmocka_unit_test(test_p2p_and_allgather),
         cmocka_unit_test(test_bubble),
         cmocka_unit_test(test_allreduce_choice),
+        cmocka_unit_test(test_allreduce_mpi),
+        cmocka_unit_test(test_links_shared),
         cmocka_unit_test(test_groups),
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_memory_known_shape),
