@@ -197,6 +197,7 @@ int plan_model_from_job(const job *j, plan_model *m, plan_workload *w) {
     /* tripar's comm backends: MPI on the CPU backend or when asked for, else NCCL */
     m->collectives =
         j->backend == BACKEND_CPU || j->comm == COMM_MPI ? PLAN_COLL_MPI : PLAN_COLL_NCCL;
+    m->chunks = j->chunks;
     w->batch = j->batch > 0 ? j->batch : 1;
     w->prompt = j->prompt_len > 0 ? j->prompt_len : 128;
     w->new_tokens = j->new_tokens;
@@ -207,7 +208,7 @@ int plan_model_from_job(const job *j, plan_model *m, plan_workload *w) {
 static int plan_model_resolve(const plan_args *a, plan_model *m, plan_workload *w) {
     memset(m, 0, sizeof *m);
     w->batch = 1, w->prompt = 128, w->new_tokens = 32;
-    m->kv_cache = KV_CONTIGUOUS, m->kv_block = 16;
+    m->kv_cache = KV_CONTIGUOUS, m->kv_block = 16, m->chunks = 2; /* job.c's default */
     if (a->preset) {
         job j;
         memset(&j, 0, sizeof j);

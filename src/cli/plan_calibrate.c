@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "io/runread.h"
+#include "cli/plan_runs.h"
 #include "cli/run_roofline.h"
 
 /* The measurements of one phase at one arithmetic intensity, summed over the runs, so that a
@@ -71,14 +72,6 @@ static void curve_set(plan_rate_curve *curve, const calibration_points *k) {
         curve->intensity[i] = pts[i][0];
         curve->efficiency[i] = pts[i][1] / pts[i][2];
     }
-}
-
-int plan_run_host_ranks(const run_data *run, int r) {
-    if (!run->ranks || !run->ranks[r].host[0]) return 0;
-    int n = 0;
-    for (int i = 0; i < run->world_size; i++)
-        n += !strcmp(run->ranks[i].host, run->ranks[r].host);
-    return n;
 }
 
 /* The ranks of a run on the node of its rank r; block placement on the cluster when it
@@ -150,6 +143,43 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
     return STATUS_OK;
 }
 
+/* Whether a stage of the run's strategy shares a core between replicas in this period. */
+static int run_mixed(const plan_cluster *placed, const plan_measured_run *run, int period) {
+    const plan_strategy *s = &run->s;
+    const int batch_local = split_count(run->w.batch, s->dp, s->dp - 1);
+    const int micro = s->microbatches < batch_local ? s->microbatches : batch_local;
+    for (int stage = 0; stage<s->pp; stage += s->pp> 1 ? s->pp - 1 : 1) {
+        const plan_ceilings k = plan_stage_ceilings(placed, s, run->w.batch, micro, period, stage);
+        if (k.mixed && k.share > 1) return 1;
+    }
+    return 0;
+}
+
+/* The cost of a core shared by replicas beyond 1/L, per period: their phase times cannot show
+ * it (a rank stopped inside a phase and one that waited at a collective look alike), so it is
+ * read off the runs whole: measured TTFT (prefill) and TPOT (decode) of such runs against their
+ * prediction from the curves, at least 1. Runs whose job no longer loads are left out. */
+static void mixed_cost_calibrate(plan_rates *r, const plan_cluster *c, const char *const *runs,
+                                 int n) {
+    double measured[2] = {0, 0}, predicted[2] = {0, 0};
+    for (int i = 0; i < n; i++) {
+        plan_measured_run run;
+        if (plan_measured_read(runs[i], c, &run) != STATUS_OK) {
+            error_clear();
+            continue;
+        }
+        const plan_cluster placed = plan_measured_cluster(c, &run);
+        plan_prediction p;
+        plan_predict(&run.m, &run.w, &placed, r, &run.s, &p);
+        if (run_mixed(&placed, &run, 0)) measured[0] += run.ttft, predicted[0] += p.ttft;
+        if (run_mixed(&placed, &run, 1) && run.tpot > 0)
+            measured[1] += run.tpot, predicted[1] += p.tpot;
+    }
+    for (int period = 0; period < 2; period++)
+        if (predicted[period] > 0 && measured[period] > 0)
+            r->mixed_cost[period] = fmax(1.0, measured[period] / predicted[period]);
+}
+
 int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
                    const char *const *runs, int n) {
     (void)m; /* the efficiencies carry over between shapes: docs/planner.md says where not */
@@ -163,6 +193,7 @@ int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
         for (int p = 0; p < PHASE_COUNT; p++)
             for (int shared = 0; shared < 2 && r->curve[period][p].n == 0; shared++)
                 curve_set(&r->curve[period][p], &sum->phase[shared][period][p]);
+    mixed_cost_calibrate(r, c, runs, n);
     if (sum->tp_allreduce > 0)
         r->overlap_efficiency = fmin(1.0, fmax(0.0, 1.0 - sum->tp_wait / sum->tp_allreduce));
     free(sum);

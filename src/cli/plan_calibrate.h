@@ -1,7 +1,6 @@
 /* Calibration of `tripar plan` from measured runs: each compute phase's time against its
  * roofline on the cluster's ceilings, and the overlap efficiency (docs/planner.md). */
 #pragma once
-#include "io/runread.h"
 #include "metrics/plan_cost.h"
 
 #ifdef __cplusplus
@@ -16,10 +15,6 @@ extern "C" {
  * STATUS_BAD_INPUT with error_message() naming the file and why. */
 int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
                    const char *const *runs, int n);
-
-/* The ranks of the run on the host of its rank r, by the host names it recorded; 0 when it
- * recorded none. */
-int plan_run_host_ranks(const run_data *run, int r);
 
 #ifdef __cplusplus
 }

@@ -12,8 +12,9 @@
 #include "base/check.h"
 
 enum { F32 = 4, I32 = 4 };
-/* engine.h's ENGINE_MAX_MICRO: the engine refuses more micro-batches (a layer above us) */
-enum { PLAN_MAX_MICRO = 64 };
+/* engine.h's ENGINE_MAX_MICRO: the engine refuses more micro-batches (a layer above us);
+ * ENGINE_MAX_CHUNKS: it cuts a product into at most this many pieces */
+enum { PLAN_MAX_MICRO = 64, PLAN_MAX_CHUNKS = 64 };
 
 const char *const plan_order_names[PLAN_ORDER_COUNT] = {
     "auto", "tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"};
@@ -269,11 +270,12 @@ typedef struct {
     double most; /* the most loaded core, in the largest replica's rank's work */
     int busy;    /* the most busy ranks on one node */
     int running; /* the most cores with a busy rank on one node */
+    int mixed;   /* a core holds busy ranks of two replicas */
 } window_load;
 
 static window_load window_load_of(const plan_cluster *c, const plan_strategy *s, const int axes[3],
                                   int batch, int period, int first, int width) {
-    window_load w = {0, 0, 0};
+    window_load w = {0, 0, 0, 0};
     const int world = s->dp * s->tp * s->pp, per_node = c->devices_per_node;
     const int cores = c->cores_per_node > 0 ? c->cores_per_node : per_node;
     const double largest = split_count(batch, s->dp, s->dp - 1); /* the last replica */
@@ -282,13 +284,14 @@ static window_load window_load_of(const plan_cluster *c, const plan_strategy *s,
         int busy = 0, running = 0;
         for (int core = 0; core < cores && core < ranks; core++) {
             double work = 0;
-            int on_core = 0;
+            int on_core = 0, replica = -1;
             for (int r = base + core; r < base + ranks; r += cores) {
                 if ((coord_of(s, axes, AXIS_PP_, r) - first + s->pp) % s->pp >= width) continue;
-                work += period == 0
-                            ? split_count(batch, s->dp, coord_of(s, axes, AXIS_DP_, r)) / largest
-                            : 1;
+                const int d = coord_of(s, axes, AXIS_DP_, r);
+                work += period == 0 ? split_count(batch, s->dp, d) / largest : 1;
                 on_core++;
+                if (replica >= 0 && d != replica) w.mixed = 1;
+                replica = d;
             }
             if (work > w.most) w.most = work;
             busy += on_core;
@@ -340,6 +343,7 @@ plan_ceilings plan_stage_ceilings(const plan_cluster *c, const plan_strategy *s,
         k.share += fmax(1.0, w.most) / windows;
         if (w.busy > k.busy) k.busy = w.busy;
         if (w.running > k.running) k.running = w.running;
+        k.mixed |= w.mixed;
     }
     /* In decode the micro-batches circulate, and with more than one of them the lock-step
      * window is an upper bound. The lower bound is the cores' own work: the load of all stages
@@ -506,6 +510,7 @@ void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_st
 
 void plan_rates_default(plan_rates *r) {
     memset(r, 0, sizeof *r);
+    r->mixed_cost[0] = r->mixed_cost[1] = 1.0;
     r->overlap_efficiency = 0.5; /* assumption until calibrated: docs/planner.md */
 }
 
@@ -558,8 +563,10 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         phase_cost_compute(&m->cfg, &step, COMPUTE_PHASES[i], &pc);
         const double t_flops = pc.flops / k->flops, t_bytes = pc.bytes / k->bw;
         const double intensity = pc.bytes > 0 ? pc.flops / pc.bytes : 0;
-        const double t =
-            fmax(t_flops, t_bytes) / plan_rate_efficiency(r, period, COMPUTE_PHASES[i], intensity);
+        /* a core the scheduler switches between replicas costs more than its share */
+        const double mixed = k->mixed && k->share > 1 ? r->mixed_cost[period] : 1.0;
+        const double t = fmax(t_flops, t_bytes) * mixed /
+                         plan_rate_efficiency(r, period, COMPUTE_PHASES[i], intensity);
         out->phase_time[i] = t;
         out->memory_bound[i] = t_bytes > t_flops;
         out->compute += t;
@@ -573,12 +580,17 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
     shard_geom_init(&g, &m->cfg, s->tp, s->tp - 1, s->pp, pp_rank);
     out->layers = g.n_layers;
     if (s->tp > 1) {
-        /* two all-reduces of the activations per layer, and the sampler's MAXLOC on the last */
+        /* two all-reduces of the activations per layer, and the sampler's MAXLOC on the last;
+         * with overlap each goes in pieces, one all-reduce of its rows per piece (forward.c) */
         const double rows = (double)seqs * new_positions;
+        const int chunks = m->chunks < 1                 ? 1
+                           : m->chunks > PLAN_MAX_CHUNKS ? PLAN_MAX_CHUNKS
+                                                         : m->chunks;
+        const int pieces = s->overlap ? (int)fmin(chunks, rows) : 1;
         const plan_collective ar =
-            plan_allreduce_best(c, tp, rows * m->cfg.embd * F32, m->collectives, k->busy);
+            plan_allreduce_best(c, tp, rows * m->cfg.embd * F32 / pieces, m->collectives, k->busy);
         out->tp_algo = ar.algo;
-        out->tp_total = 2.0 * g.n_layers * ar.seconds;
+        out->tp_total = 2.0 * g.n_layers * pieces * ar.seconds;
         if (s->overlap) out->tp_hidden = r->overlap_efficiency * fmin(out->tp_total, overlappable);
         if (g.last_stage)
             out->tp_total +=

@@ -106,6 +106,8 @@ typedef struct {
     kv_cache_kind kv_cache;
     int kv_block;
     plan_collectives collectives;
+    int chunks; /* parallel.chunks: with overlap, a row-parallel product and its all-reduce go
+                   in this many pieces (at most its rows); 0 is taken as 1 */
 } plan_model;
 
 typedef struct {
@@ -128,6 +130,9 @@ typedef struct {
 } plan_rate_curve;
 typedef struct {
     plan_rate_curve curve[2][PHASE_COUNT];
+    double mixed_cost[2];      /* per period: how much longer than 1/L a phase takes on a
+                                  core shared by replicas (cache refills at each switch);
+                                  1 until calibrated */
     double overlap_efficiency; /* share of the overlappable TP all-reduce that overlap
                                   hides (parallel.overlap) */
 } plan_rates;
@@ -160,6 +165,8 @@ typedef struct {
     double share;      /* the time-sharing factor, >= 1 */
     int busy, running; /* the most ranks of the fullest node busy in one window, and the most
                           of its cores they occupy */
+    int mixed;         /* a core shared by busy ranks of two replicas, which the scheduler
+                          switches between inside their phases (plan_rates.mixed_cost) */
 } plan_ceilings;
 /* The ceilings of pipeline stage `stage` of s, whose replicas run `microbatches` micro-batches
  * (at most their sequences), on the fullest node (placed node by node). */

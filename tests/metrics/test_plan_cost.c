@@ -411,6 +411,8 @@ static void test_stage_ceilings(void **state) {
      * visits, (2 + 2 - 1) / 2 = 1.5, above the cores' own work (2 ranks per core over 2
      * windows: 1) */
     assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, PREFILL, 0).share, 2);
+    assert_true(stage_share(&c, 2, 1, 2, 1, 0, 4, PREFILL, 0).mixed); /* two replicas a core */
+    assert_false(stage_share(&c, 1, 3, 1, 1, 0, 4, PREFILL, 0).mixed); /* one replica's TP */
     assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, DECODE, 0).share, 1.5);
     assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, DECODE, 1).share, 1.5);
     /* dp=2 x tp=2 x pp=2 (rank = tp + 2 stage + 4 replica): core 0 holds TP rank 0 of every
@@ -482,6 +484,12 @@ static void test_predict_shared_node(void **state) {
     plan_predict(&m, &w, &c, &r, &s, &shared);
     assert_close(shared.ttft, 2 * alone.ttft);
     assert_close(shared.tpot, 2 * alone.tpot);
+    /* replicas 0 and 2 share core 0: a calibrated cost of switching between them applies */
+    r.mixed_cost[0] = 1.5, r.mixed_cost[1] = 1.25;
+    plan_predict(&m, &w, &c, &r, &s, &shared);
+    assert_close(shared.ttft, 3 * alone.ttft);
+    assert_close(shared.tpot, 2.5 * alone.tpot);
+    r.mixed_cost[0] = r.mixed_cost[1] = 1;
     /* pp=4 with one micro-batch on the same 4 ranks: one stage computes at a time, on a core
      * of its own: no time-sharing */
     s = (plan_strategy){.dp = 1, .tp = 1, .pp = 4, .microbatches = 1};
