@@ -16,7 +16,7 @@
 #      the orders that put TP groups or stage boundaries inside a node and across (19 runs);
 #   4. predicts each run from the others (leave one out) and prints predicted against measured.
 # The node has one virtual link (a veth with tbf), so its ranks share it: links_per_node: 1.
-# About 8 minutes on the 2-core box.
+# About 12 minutes on the 2-core box.
 #   jobs/validate-plan-nodes.sh [OUTDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +57,7 @@ backend: {kind: cpu, threads: 1}
 input:
   synthetic: {batch: 4, length: 64, seed: 1}
 generate: {new_tokens: 16}
-bench: {warmup: 1, iterations: 3}
+bench: {warmup: 1, iterations: 5}
 record:
   out: run.h5
   timings: layer

@@ -5,9 +5,10 @@
 # micro-batches), then at every dp x tp x pp of 3 to 8 ranks the shape allows (tp divides the
 # 12 heads, pp <= 12 layers, dp <= the batch of 4; one micro-batch, overlap off): 33 runs. The
 # box has 2 cores, so meshes of 3 and more ranks are oversubscribed; the cluster file says so
-# (cores_per_node: 2, docs/planner.md "Shared nodes"). Then it predicts each run from the
+# (cores_per_node: 2), and the ranks are bound round-robin to the cores as the planner assumes
+# (docs/planner.md "Shared nodes"). Then it predicts each run from the
 # calibration of the others (leave one out) and prints predicted against measured.
-# docs/planner.md "Validation" records the table. About 5 minutes on the 2-core box.
+# docs/planner.md "Validation" records the table. About 7 minutes on the 2-core box.
 #   jobs/validate-plan.sh [OUTDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ backend: {kind: cpu, threads: 1}
 input:
   synthetic: {batch: 4, length: 64, seed: 1}
 generate: {new_tokens: 16}
-bench: {warmup: 1, iterations: 3}
+bench: {warmup: 1, iterations: 5}
 record:
   out: run.h5
   timings: layer
