@@ -123,6 +123,19 @@ double plan_allreduce_rabenseifner(int p, int per_node, double bytes, const plan
     return t;
 }
 
+double plan_allreduce_binomial(int p, int per_node, double bytes, const plan_tier *intra,
+                               const plan_tier *outer) {
+    double t = 0;
+    for (int mask = 1; mask < p; mask <<= 1) { /* pairs (j, j + mask), j a multiple of 2 mask */
+        int crosses = 0;
+        for (int j = 0; j + mask < p && !crosses; j += 2 * mask)
+            crosses = j / per_node != (j + mask) / per_node;
+        const plan_tier *round = crosses ? outer : intra;
+        t += 2 * (round->alpha + bytes / link_rate(round)); /* up the tree, and down */
+    }
+    return t;
+}
+
 /* Open MPI 4.1's fixed decision for a commutative all-reduce (coll/tuned,
  * ompi_coll_tuned_allreduce_intra_dec_fixed), by communicator size and message bytes. */
 static plan_allreduce_algo mpi_allreduce_algo(int p, double bytes) {
@@ -169,6 +182,19 @@ static plan_tier tier_shared(const plan_cluster *c, plan_tier_kind kind, int flo
     const int links = t.links_per_node > 0 ? t.links_per_node : c->devices_per_node;
     if (kind != PLAN_TIER_INTRA && flows > links) t.beta *= (double)links / flows;
     return t;
+}
+
+plan_collective plan_iallreduce(const plan_cluster *c, const plan_group *g, double bytes,
+                                plan_collectives lib, int node_busy) {
+    if (lib != PLAN_COLL_MPI || g->size <= 1)
+        return plan_allreduce_best(c, g, bytes, lib, node_busy);
+    const plan_tier *intra = &c->tier[PLAN_TIER_INTRA];
+    const int groups = node_busy > g->per_node ? node_busy / g->per_node : 1;
+    const plan_tier per_group = tier_shared(c, g->outer, groups);
+    const int l = g->nodes <= 1 ? g->size : g->per_node;
+    const plan_tier *outer = g->nodes <= 1 ? intra : &per_group;
+    return (plan_collective){plan_allreduce_binomial(g->size, l, bytes, intra, outer),
+                             PLAN_AR_BINOMIAL};
 }
 
 plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes,
@@ -511,7 +537,7 @@ void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_st
 void plan_rates_default(plan_rates *r) {
     memset(r, 0, sizeof *r);
     r->mixed_cost[0] = r->mixed_cost[1] = 1.0;
-    r->overlap_efficiency = 0.5; /* assumption until calibrated: docs/planner.md */
+    r->overlap_efficiency = -1; /* not calibrated: by library (plan_rates, docs/planner.md) */
 }
 
 double plan_rate_efficiency(const plan_rates *r, int period, phase p, double intensity) {
@@ -587,11 +613,16 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                            : m->chunks > PLAN_MAX_CHUNKS ? PLAN_MAX_CHUNKS
                                                          : m->chunks;
         const int pieces = s->overlap ? (int)fmin(chunks, rows) : 1;
-        const plan_collective ar =
-            plan_allreduce_best(c, tp, rows * m->cfg.embd * F32 / pieces, m->collectives, k->busy);
+        const double bytes = rows * m->cfg.embd * F32 / pieces;
+        const plan_collective ar = pieces > 1
+                                       ? plan_iallreduce(c, tp, bytes, m->collectives, k->busy)
+                                       : plan_allreduce_best(c, tp, bytes, m->collectives, k->busy);
         out->tp_algo = ar.algo;
         out->tp_total = 2.0 * g.n_layers * pieces * ar.seconds;
-        if (s->overlap) out->tp_hidden = r->overlap_efficiency * fmin(out->tp_total, overlappable);
+        const double hides = r->overlap_efficiency >= 0         ? r->overlap_efficiency
+                             : m->collectives == PLAN_COLL_NCCL ? 0.5
+                                                                : 0.0;
+        if (s->overlap) out->tp_hidden = hides * fmin(out->tp_total, overlappable);
         if (g.last_stage)
             out->tp_total +=
                 plan_allreduce_best(c, tp, seqs * 8.0, m->collectives, k->busy).seconds;

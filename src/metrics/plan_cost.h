@@ -62,7 +62,8 @@ typedef enum {
     PLAN_AR_TREE,
     PLAN_AR_HIER,
     PLAN_AR_RECURSIVE_DOUBLING,
-    PLAN_AR_RABENSEIFNER
+    PLAN_AR_RABENSEIFNER,
+    PLAN_AR_BINOMIAL
 } plan_allreduce_algo;
 /* The library the collectives go through: NCCL on GPUs, MPI on CPUs (tripar's comm backends). */
 typedef enum { PLAN_COLL_NCCL = 0, PLAN_COLL_MPI } plan_collectives;
@@ -80,6 +81,12 @@ typedef struct {
  * message at doubling distances; a step is on `outer` when any pair it joins is on two nodes. */
 double plan_allreduce_recursive_doubling(int p, int per_node, double bytes, const plan_tier *intra,
                                          const plan_tier *outer);
+/* A binomial tree's all-reduce (libnbc's in-place MPI_Iallreduce): a reduce up the tree and a
+ * broadcast down it, ceil(log2 p) rounds each of the whole message, the round at distance
+ * 2^k on the tier of the pairs it joins (members placed per_node to a node, in order). */
+double plan_allreduce_binomial(int p, int per_node, double bytes, const plan_tier *intra,
+                               const plan_tier *outer);
+
 /* Rabenseifner's all-reduce (MPI's large-message one): a reduce-scatter by recursive halving
  * (distance p2/2 first, half the message), then an all-gather by recursive doubling, after the
  * same fold of the extra ranks; each step on its pairs' tier. */
@@ -94,6 +101,11 @@ double plan_allreduce_rabenseifner(int p, int per_node, double bytes, const plan
  * crosses, a recursive step on the tier of the pairs it joins. */
 plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes,
                                     plan_collectives lib, int node_busy);
+/* The non-blocking all-reduce of one piece under overlap: NCCL's is its blocking one; MPI's
+ * is libnbc's, a binomial tree whatever the size (tripar reduces in place), which moves only
+ * when the rank calls into MPI. */
+plan_collective plan_iallreduce(const plan_cluster *c, const plan_group *g, double bytes,
+                                plan_collectives lib, int node_busy);
 /* A node's links on an inter tier are shared by the flows that cross at once: a ring or tree
  * sends one per group on the node, recursive doubling and the hierarchical all-reduce one per
  * member. node_busy: the ranks of the fullest node communicating at once (0: not known, no
@@ -134,7 +146,10 @@ typedef struct {
                                   core shared by replicas (cache refills at each switch);
                                   1 until calibrated */
     double overlap_efficiency; /* share of the overlappable TP all-reduce that overlap
-                                  hides (parallel.overlap) */
+                                  hides (parallel.overlap); < 0 until calibrated: then NCCL,
+                                  which progresses on its own, is taken to hide half, and MPI,
+                                  which progresses a non-blocking collective only inside MPI
+                                  calls (Open MPI has no progress thread), nothing */
 } plan_rates;
 /* The efficiency of a phase of the given intensity (1 where the phase is not calibrated). */
 double plan_rate_efficiency(const plan_rates *r, int period, phase p, double intensity);

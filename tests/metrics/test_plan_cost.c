@@ -128,6 +128,18 @@ static void test_allreduce_mpi(void **state) {
     assert_close(r.seconds, plan_allreduce_ring(2, 5000, inter));
     assert_int_equal(plan_allreduce_best(&c, &pair, 12288, PLAN_COLL_MPI, 0).algo,
                      PLAN_AR_RECURSIVE_DOUBLING);
+    /* libnbc's in-place iallreduce: a binomial tree, up and down, whatever the size; 8 ranks
+     * 4 a node: distances 1 and 2 inside, 4 across */
+    const double binomial = 2 * (2 * hop_in + hop_out);
+    assert_close(plan_allreduce_binomial(8, 4, n, intra, inter), binomial);
+    /* 3 ranks, 2 then 1: the round at distance 1 joins 0-1 (inside), at 2 joins 0-2 (across) */
+    assert_close(plan_allreduce_binomial(3, 2, n, intra, inter), 2 * (hop_in + hop_out));
+    plan_collective nb = plan_iallreduce(&c, &spans, n, PLAN_COLL_MPI, 0);
+    assert_int_equal(nb.algo, PLAN_AR_BINOMIAL);
+    assert_close(nb.seconds, binomial);
+    /* NCCL's non-blocking all-reduce is its blocking one */
+    assert_close(plan_iallreduce(&c, &spans, n, PLAN_COLL_NCCL, 0).seconds,
+                 plan_allreduce_best(&c, &spans, n, PLAN_COLL_NCCL, 0).seconds);
     /* inside a node: the intra tier, one exchange for 2 ranks */
     plan_group in_node = {.size = 2, .nodes = 1, .per_node = 2, .outer = PLAN_TIER_INTRA};
     plan_collective d = plan_allreduce_best(&c, &in_node, 8, PLAN_COLL_MPI, 0);
@@ -411,7 +423,7 @@ static void test_stage_ceilings(void **state) {
      * visits, (2 + 2 - 1) / 2 = 1.5, above the cores' own work (2 ranks per core over 2
      * windows: 1) */
     assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, PREFILL, 0).share, 2);
-    assert_true(stage_share(&c, 2, 1, 2, 1, 0, 4, PREFILL, 0).mixed); /* two replicas a core */
+    assert_true(stage_share(&c, 2, 1, 2, 1, 0, 4, PREFILL, 0).mixed);  /* two replicas a core */
     assert_false(stage_share(&c, 1, 3, 1, 1, 0, 4, PREFILL, 0).mixed); /* one replica's TP */
     assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, DECODE, 0).share, 1.5);
     assert_close(stage_share(&c, 2, 1, 2, 1, 0, 4, DECODE, 1).share, 1.5);
