@@ -209,6 +209,11 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
         json_object_set_new(tier, "alpha_s", json_real(c->tier[k].alpha));
         json_object_set_new(tier, "beta_bytes_s", json_real(c->tier[k].beta));
         json_object_set_new(tier, "efficiency", json_real(c->tier[k].efficiency));
+        if (k != PLAN_TIER_INTRA) /* null: a link per device */
+            json_object_set_new(tier, "links_per_node",
+                                c->tier[k].links_per_node > 0
+                                    ? json_integer(c->tier[k].links_per_node)
+                                    : json_null());
         json_object_set_new(network, plan_tier_name((plan_tier_kind)k), tier);
     }
     json_object_set_new(root, "network", network);

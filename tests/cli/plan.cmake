@@ -25,7 +25,9 @@ set(plan_bad_clusters
   syntax             "syntax\\.yaml:3: YAML syntax error"
   tier_from_and_alpha "tier_from_and_alpha\\.yaml:6: network\\.intra\\.from gives alpha and beta. give them or from, not both"
   device_from_and_gflops "device_from_and_gflops\\.yaml:6: device\\.from gives gflops and gbs. give them or from, not both"
-  tier_from_missing  "tier_from_missing\\.yaml:5: network\\.intra\\.from: .*missing-commbench\\.h5 does not exist")
+  tier_from_missing  "tier_from_missing\\.yaml:5: network\\.intra\\.from: .*missing-commbench\\.h5 does not exist"
+  links_zero         "links_zero\\.yaml:8: network\\.inter\\.links_per_node: '0' must be a whole number from 1 to 10000000$"
+  links_intra        "links_intra\\.yaml:6: unknown key 'links_per_node' in network\\.intra. allowed: alpha, beta, efficiency, from$")
 list(LENGTH plan_bad_clusters plan_n)
 math(EXPR plan_last "${plan_n} - 1")
 foreach(i RANGE 0 ${plan_last} 2)

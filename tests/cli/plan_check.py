@@ -222,6 +222,29 @@ if len(sys.argv) > 2:
     assert r.returncode == 2 and "from-bare.yaml:3: device.from:" in r.stderr and \
         "records no ceilings" in r.stderr, r.stderr
 
+# links_per_node: 1 on the inter tier: the TP groups that cross it together share each node's
+# link (dp=2 x tp=2 in order dp-tp-pp: two pairs across, one member of each a node), so their
+# all-reduce costs more; TP inside the node (tp-pp-dp) does not cross and costs the same
+def links_plan(links):
+    path = os.path.join(WORK, f"links-{links}.yaml")
+    with open(path, "w") as f:
+        f.write("nodes: 2\ndevices_per_node: 2\ndevice: {memory: 16 GiB, gflops: 1000, gbs: 100}\n"
+                "network:\n  intra: {alpha: 1 us, beta: 100 GB/s}\n"
+                "  inter: {alpha: 20 us, beta: 1 GB/s" + (f", links_per_node: {links}" if links else "") + "}\n")
+    doc = plan("--preset", "gpt2-124m", "--cluster", path, "--batch", "4", "--prompt", "64")
+    rows = {r["tp_nodes"]: r for r in doc["strategies"]  # one order a placement, m=1, no overlap
+            if (r["dp"], r["tp"], r["pp"], r["microbatches"], r["overlap"]) == (2, 2, 1, 1, 0)}
+    return doc, rows
+
+
+doc_one, one = links_plan(1)
+doc_own, own = links_plan(0)
+assert doc_one["network"]["inter"]["links_per_node"] == 1, doc_one["network"]
+assert doc_own["network"]["inter"]["links_per_node"] is None, doc_own["network"]
+assert sorted(one) == [1, 2], one  # TP inside a node, and across
+assert one[2]["tp_allreduce_s"] > 1.2 * own[2]["tp_allreduce_s"], (one[2], own[2])
+assert one[1]["tp_allreduce_s"] == own[1]["tp_allreduce_s"]
+
 # network.TIER.from: COMMBENCH.h5 takes alpha and beta fitted by `tripar commbench --tiers`
 # (two ranks on this node: an intra tier, and no inter one, which is refused with the reason)
 cb = os.path.join(WORK, "tiers.h5")
