@@ -4,13 +4,13 @@
 # of jobs/validate-plan.sh's bar (docs/planner.md "Validation").
 #
 # The cluster: 2 nodes x 2 slots, each node pinned to one of the machine's 2 cores (a rank on
-# nodeK runs on core K-1), so each is a node of one core whose 2 ranks time-share it, and the
-# nodes do not take each other's cycles. For each link setting it
+# nodeK runs on core K-1: jobs/pin-node-core.sh), so each is a node of one core whose 2 ranks
+# time-share it, and the nodes do not take each other's cycles. For each link setting it
 #   1. measures both tiers with `tripar commbench --tiers`, pinned like the runs (the intra
 #      tier is two ranks of one core handing over, as the runs' own ranks do);
 #   2. writes the cluster file the planner reads: 2 nodes x 2 devices, cores_per_node 1, the
 #      device ceilings of data/clusters/this-machine.yaml, both tiers `from:` that commbench;
-#   3. runs jobs/validate-plan.sh's job (GPT-2 124M shape, batch 4, prompt 64, 16 new tokens,
+#   3. runs jobs/validate-plan.yaml (GPT-2 124M shape, batch 4, prompt 64, 16 new tokens,
 #      record.timings: layer) on one rank, at every strategy of 2 ranks one per node (mpirun
 #      --map-by node), and at every dp x tp x pp of 3 and 4 ranks filling node1 first, with
 #      the orders that put TP groups or stage boundaries inside a node and across (19 runs);
@@ -20,7 +20,6 @@
 #   jobs/validate-plan-nodes.sh [OUTDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 TRIPAR=$(cd "$(dirname "${TRIPAR_BIN:-build/tripar}")" && pwd)/$(basename "${TRIPAR_BIN:-build/tripar}")
 out=${1:-out/validate-plan-nodes-$(date +%Y%m%d-%H%M%S)}
 [ -x "$TRIPAR" ] || { echo "validate-plan-nodes: $TRIPAR not built (cmake --build build)" >&2; exit 2; }
@@ -32,36 +31,16 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export OMPI_MCA_mpi_yield_when_idle=1
-if [ -z "${TRIPAR_DELAYLINE:-}" ] && [ -x build/tests/cluster_delayline ]; then
-    export TRIPAR_DELAYLINE=$ROOT/build/tests/cluster_delayline
-fi
 
 cluster=tests/cluster/cluster.sh
 state=$out/cluster
 "$cluster" up "$state" 2 --slots 2
 trap '"$cluster" down "$state" >/dev/null 2>&1 || true' EXIT
 
-# Every rank of nodeK on core K-1: the node's own core (hostname is nodeK in its namespace).
-pin=$out/pin.sh
-cat >"$pin" <<'EOF'
-#!/bin/bash
-node=$(hostname)
-exec taskset -c $((${node#node} - 1)) "$@"
-EOF
-chmod +x "$pin"
+# Every rank of nodeK on core K-1: the node's own core.
+pin=$PWD/jobs/pin-node-core.sh
 
-cat >"$out/job.yaml" <<'JOB'
-model:
-  synthetic: {layers: 12, heads: 12, embd: 768, vocab: 50257, ctx: 1024, seed: 124}
-backend: {kind: cpu, threads: 1}
-input:
-  synthetic: {batch: 4, length: 64, seed: 1}
-generate: {new_tokens: 16}
-bench: {warmup: 1, iterations: 5}
-record:
-  out: run.h5
-  timings: layer
-JOB
+cp jobs/validate-plan.yaml "$out/job.yaml" # the job, kept beside its runs
 
 # The device ceilings are this machine's (one core each): the lines of this-machine.yaml.
 ceiling() { awk -v k="$1:" '$1 == k { print $2; exit }' data/clusters/this-machine.yaml; }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): `tripar plan --validate` against measured runs on this machine. Runs
-# the GPT-2 124M shape (synthetic weights, batch 4, prompt 64, 16 new tokens, timings: layer)
+# jobs/validate-plan.yaml (GPT-2 124M shape, synthetic weights, batch 4, prompt 64, 16 new
+# tokens, timings: layer)
 # at every strategy of 1 and 2 ranks (dp, tp with overlap off and on, pp with 1 and 2
 # micro-batches), then at every dp x tp x pp of 3 to 8 ranks the shape allows (tp divides the
 # 12 heads, pp <= 12 layers, dp <= the batch of 4; one micro-batch, overlap off): 33 runs. The
@@ -23,18 +24,7 @@ mkdir -p "$out"
 # time-sharing assumes, instead of spinning through its time slice
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export OMPI_MCA_mpi_yield_when_idle=1
-cat > "$out/job.yaml" <<'JOB'
-model:
-  synthetic: {layers: 12, heads: 12, embd: 768, vocab: 50257, ctx: 1024, seed: 124}
-backend: {kind: cpu, threads: 1}
-input:
-  synthetic: {batch: 4, length: 64, seed: 1}
-generate: {new_tokens: 16}
-bench: {warmup: 1, iterations: 5}
-record:
-  out: run.h5
-  timings: layer
-JOB
+cp jobs/validate-plan.yaml "$out/job.yaml" # the job, kept beside its runs
 runs=()
 strategy() { # NAME NP KEY=VALUE...
     local name=$1 np=$2
