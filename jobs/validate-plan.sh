@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): `tripar plan --validate` against measured runs on this machine. Runs
 # jobs/validate-plan.yaml (GPT-2 124M shape, synthetic weights, batch 4, prompt 64, 16 new
-# tokens, timings: layer)
-# at every strategy of 1 and 2 ranks (dp, tp with overlap off and on, pp with 1 and 2
-# micro-batches), then at every dp x tp x pp of 3 to 8 ranks the shape allows (tp divides the
-# 12 heads, pp <= 12 layers, dp <= the batch of 4; one micro-batch, overlap off): 33 runs. The
-# box has 2 cores, so meshes of 3 and more ranks are oversubscribed; the cluster file says so
-# (cores_per_node: 2), and the ranks are bound round-robin to the cores as the planner assumes
-# (docs/planner.md "Shared nodes"). Then it predicts each run from the
+# tokens, timings: layer) at every strategy of 1 and 2 ranks (dp, tp with overlap off and on,
+# pp with 1 and 2 micro-batches), then at every dp x tp x pp of 3 to 8 ranks the shape allows
+# (tp divides the 12 heads, pp <= 12 layers, dp <= the batch of 4; one micro-batch, overlap
+# off): 33 runs. The box has 2 cores, so meshes of 3 and more ranks are oversubscribed; the
+# cluster file says so (cores_per_node: 2), and the ranks are bound round-robin to the cores
+# as the planner assumes (docs/planner.md "Shared nodes"). Then it predicts each run from the
 # calibration of the others (leave one out) and prints predicted against measured.
 # docs/planner.md "Validation" records the table. About 7 minutes on the 2-core box.
 #   jobs/validate-plan.sh [OUTDIR]
