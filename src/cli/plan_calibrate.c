@@ -1,6 +1,7 @@
 /* Per-phase rates for `tripar plan` from runs recorded with record.timings: layer: the phase
- * times and analytic costs of cli/run_roofline.c, read against the cluster file's ceilings, so
- * the planner predicts what the code achieves rather than what the hardware peaks at. */
+ * times and analytic costs of cli/run_roofline.c, read against the cluster file's ceilings as
+ * curves over arithmetic intensity, so the planner predicts what the code achieves at each
+ * shape rather than what the hardware peaks at; and what time-sharing costs beyond its share. */
 #include "cli/plan_calibrate.h"
 
 #include <math.h>
@@ -81,8 +82,8 @@ static int ranks_on_host(const run_data *run, int r, const plan_cluster *c) {
     return n > 0 ? n : plan_node_ranks(c, run->world_size);
 }
 
-/* The ceilings rank r of the run reached where the run placed it: the cluster's, time-shared
- * (plan_stage_ceilings) among the ranks its host held. */
+/* The ceilings of rank r's stage where the run placed it: the cluster's, time-shared
+ * (plan_stage_ceilings) among the ranks its host held, placed in blocks of that many. */
 static plan_ceilings run_rank_ceilings(const run_data *run, int r, const plan_cluster *c,
                                        int period) {
     plan_cluster here = *c;

@@ -1,5 +1,6 @@
 /* Calibration of `tripar plan` from measured runs: each compute phase's time against its
- * roofline on the cluster's ceilings, and the overlap efficiency (docs/planner.md). */
+ * roofline on the cluster's ceilings, the cost of cores shared by replicas, and the overlap
+ * efficiency (docs/planner.md "Calibration"). */
 #pragma once
 #include "metrics/plan_cost.h"
 
@@ -7,12 +8,14 @@
 extern "C" {
 #endif
 
-/* Sets r's per-phase efficiencies from the slowest rank of each run (recorded with
- * record.timings: layer): efficiency = roofline time / measured time over every run together,
- * per period and phase, the roofline on the ceilings a rank reached where the run placed it
- * (plan_ceilings_shared: the busy ranks on the slowest rank's host); and the overlap efficiency 1 -
- * tp_wait / tp_allreduce from the runs with parallel.overlap and tp > 1. Returns STATUS_OK, or
- * STATUS_BAD_INPUT with error_message() naming the file and why. */
+/* Sets r from the slowest rank of each run (recorded with record.timings: layer): per period
+ * and phase a curve of efficiency (roofline time / measured time) over arithmetic intensity,
+ * the roofline on the ceilings of the rank's stage where the run placed it
+ * (plan_stage_ceilings), from the ranks with a core to themselves wherever they measured the
+ * phase; the cost of a core shared by replicas, from such runs' measured TTFT and TPOT against
+ * their prediction; and the overlap efficiency 1 - tp_wait / tp_allreduce from the runs with
+ * parallel.overlap and tp > 1. Returns STATUS_OK, or STATUS_BAD_INPUT with error_message()
+ * naming the file and why. */
 int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
                    const char *const *runs, int n);
 

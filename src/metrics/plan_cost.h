@@ -168,18 +168,21 @@ typedef struct {
  * (docs/planner.md "Shared nodes"). The node's ranks are bound round-robin to its cores, local
  * rank i on core i mod cores_per_node (mpirun --map-by core --bind-to core:overload-allowed).
  * A pipeline of pp stages and m micro-batches keeps a window of min(m, pp) consecutive stages
- * busy, the window turning round the stages; a waiting rank yields its core. A core holding L
- * busy ranks of a window runs each at 1/L, and the window waits on its most loaded core (TP
+ * busy, the window turning round the stages; a waiting rank yields its core. A core's load L
+ * is its busy ranks' work over the costed rank's (prefill: their replicas' sequences over the
+ * largest's; decode: 1 each), and the window waits on the most loaded core of any node (TP
  * groups, hand-offs and the replicas' lock-step tie them together). The cores busy at once
  * split node_bw:
- *   share = the mean, over the windows holding the stage, of the most busy ranks on one core
+ *   share = the mean, over the windows holding the stage, of max(1, L)
  *   flops = peak_flops / share,  bw = min(mem_bw, node_bw / cores busy) / share
- * Without cores_per_node every rank has a core of its own (share 1). */
+ * In decode with several micro-batches in flight the share is lower: one pipeline settles at
+ * the cores' own bound, and replicas drift apart as mean value analysis says. Without
+ * cores_per_node, node_gbs and shared links nothing is shared (share 1). */
 typedef struct {
     double flops, bw;  /* FLOP/s and bytes/s of one rank, time-sharing included */
     double share;      /* the time-sharing factor, >= 1 */
-    int busy, running; /* the most ranks of the fullest node busy in one window, and the most
-                          of its cores they occupy */
+    int busy, running; /* the most ranks of one node busy in one window, and the most of its
+                          cores they occupy (0 when nothing is shared) */
     int mixed;         /* a core shared by busy ranks of two replicas, which the scheduler
                           switches between inside their phases (plan_rates.mixed_cost) */
 } plan_ceilings;
