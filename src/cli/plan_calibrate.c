@@ -88,18 +88,18 @@ static plan_ceilings run_rank_ceilings(const run_data *run, int r, const plan_cl
                                        int period) {
     plan_cluster here = *c;
     here.devices_per_node = ranks_on_host(run, r, c);
-    plan_strategy s = {.dp = run->dp,
-                       .tp = run->tp,
-                       .pp = run->pp,
-                       .microbatches = run->microbatches > 0 ? run->microbatches : 1};
-    for (int i = 0; i < PLAN_ORDER_COUNT; i++)
-        if (!strcmp(run->order, plan_order_names[i])) s.order = i;
+    plan_strategy s = plan_run_strategy(run);
+    if (s.microbatches < 1) s.microbatches = 1;
     const int stage = run->ranks ? run->ranks[r].pp_rank : 0;
     /* equal replicas: whether the rank shared its core is all that is asked */
     return plan_stage_ceilings(&here, &s, s.dp, s.microbatches, period, stage);
 }
 
-static int calibration_add(calibration_sums *sum, const plan_cluster *c, const char *path) {
+/* Adds a run's phases to the sums; *measured gets what it ran and measured, for the cost of
+ * shared cores, and *has_measured whether it could be read (runs without /metrics or whose job
+ * no longer loads still calibrate the phases). */
+static int calibration_add(calibration_sums *sum, const plan_cluster *c, const char *path,
+                           plan_measured_run *measured, int *has_measured) {
     run_data run;
     if (run_data_load(&run, path) != STATUS_OK) return STATUS_BAD_INPUT;
     if (!run.complete) {
@@ -136,6 +136,8 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
             sum->tp_allreduce += table.phase[period][PHASE_TP_ALLREDUCE].seconds;
         }
     }
+    *has_measured = plan_measured_from(&run, c, measured) == STATUS_OK;
+    if (!*has_measured) error_clear();
     run_data_free(&run);
     if (!any) {
         error_set("%s has no timed compute phases; record it with record.timings: layer", path);
@@ -144,13 +146,16 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
     return STATUS_OK;
 }
 
-/* Whether a stage of the run's strategy shares a core between replicas in this period. */
+/* Whether the first or the last stage of the run's strategy shares a core between replicas in
+ * this period. */
 static int run_mixed(const plan_cluster *placed, const plan_measured_run *run, int period) {
     const plan_strategy *s = &run->s;
     const int batch_local = split_count(run->w.batch, s->dp, s->dp - 1);
     const int micro = s->microbatches < batch_local ? s->microbatches : batch_local;
-    for (int stage = 0; stage<s->pp; stage += s->pp> 1 ? s->pp - 1 : 1) {
-        const plan_ceilings k = plan_stage_ceilings(placed, s, run->w.batch, micro, period, stage);
+    const int ends[2] = {0, s->pp - 1};
+    for (int i = 0; i < 2; i++) {
+        const plan_ceilings k =
+            plan_stage_ceilings(placed, s, run->w.batch, micro, period, ends[i]);
         if (k.mixed && k.share > 1) return 1;
     }
     return 0;
@@ -160,21 +165,18 @@ static int run_mixed(const plan_cluster *placed, const plan_measured_run *run, i
  * it (a rank stopped inside a phase and one that waited at a collective look alike), so it is
  * read off the runs whole: measured TTFT (prefill) and TPOT (decode) of such runs against their
  * prediction from the curves, at least 1. Runs whose job no longer loads are left out. */
-static void mixed_cost_calibrate(plan_rates *r, const plan_cluster *c, const char *const *runs,
-                                 int n) {
+static void mixed_cost_calibrate(plan_rates *r, const plan_cluster *c,
+                                 const plan_measured_run *runs, const int *has_measured, int n) {
     double measured[2] = {0, 0}, predicted[2] = {0, 0};
     for (int i = 0; i < n; i++) {
-        plan_measured_run run;
-        if (plan_measured_read(runs[i], c, &run) != STATUS_OK) {
-            error_clear();
-            continue;
-        }
-        const plan_cluster placed = plan_measured_cluster(c, &run);
+        if (!has_measured[i]) continue;
+        const plan_measured_run *run = &runs[i];
+        const plan_cluster placed = plan_measured_cluster(c, run);
         plan_prediction p;
-        plan_predict(&run.m, &run.w, &placed, r, &run.s, &p);
-        if (run_mixed(&placed, &run, 0)) measured[0] += run.ttft, predicted[0] += p.ttft;
-        if (run_mixed(&placed, &run, 1) && run.tpot > 0)
-            measured[1] += run.tpot, predicted[1] += p.tpot;
+        plan_predict(&run->m, &run->w, &placed, r, &run->s, &p);
+        if (run_mixed(&placed, run, 0)) measured[0] += run->ttft, predicted[0] += p.ttft;
+        if (run_mixed(&placed, run, 1) && run->tpot > 0)
+            measured[1] += run->tpot, predicted[1] += p.tpot;
     }
     for (int period = 0; period < 2; period++)
         if (predicted[period] > 0 && measured[period] > 0)
@@ -185,18 +187,26 @@ int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
                    const char *const *runs, int n) {
     (void)m; /* the efficiencies carry over between shapes: docs/planner.md says where not */
     calibration_sums *sum = xcalloc(1, sizeof *sum);
-    for (int i = 0; i < n; i++)
-        if (calibration_add(sum, c, runs[i]) != STATUS_OK) {
-            free(sum);
-            return STATUS_BAD_INPUT;
-        }
+    plan_measured_run *measured = xcalloc((unsigned long)(n ? n : 1), sizeof *measured);
+    int *has_measured = xcalloc((unsigned long)(n ? n : 1), sizeof *has_measured);
+    int rc = STATUS_OK;
+    for (int i = 0; i < n && rc == STATUS_OK; i++)
+        rc = calibration_add(sum, c, runs[i], &measured[i], &has_measured[i]);
+    if (rc != STATUS_OK) {
+        free(has_measured);
+        free(measured);
+        free(sum);
+        return STATUS_BAD_INPUT;
+    }
     for (int period = 0; period < 2; period++)
         for (int p = 0; p < PHASE_COUNT; p++)
             for (int shared = 0; shared < 2 && r->curve[period][p].n == 0; shared++)
                 curve_set(&r->curve[period][p], &sum->phase[shared][period][p]);
-    mixed_cost_calibrate(r, c, runs, n);
+    mixed_cost_calibrate(r, c, measured, has_measured, n);
     if (sum->tp_allreduce > 0)
         r->overlap_efficiency = fmin(1.0, fmax(0.0, 1.0 - sum->tp_wait / sum->tp_allreduce));
+    free(has_measured);
+    free(measured);
     free(sum);
     return STATUS_OK;
 }

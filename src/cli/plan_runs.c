@@ -55,43 +55,54 @@ static int run_job_load(const run_data *run, job *j) {
     return rc;
 }
 
-int plan_measured_read(const char *path, const plan_cluster *c, plan_measured_run *out) {
-    run_data run;
+plan_strategy plan_run_strategy(const run_data *run) {
+    plan_strategy s = {.dp = run->dp,
+                       .tp = run->tp,
+                       .pp = run->pp,
+                       .microbatches = run->microbatches,
+                       .overlap = run->overlap};
+    for (int i = 0; i < PLAN_ORDER_COUNT; i++)
+        if (!strcmp(run->order, plan_order_names[i])) s.order = i;
+    return s;
+}
+
+int plan_measured_from(const run_data *run, const plan_cluster *c, plan_measured_run *out) {
     memset(out, 0, sizeof *out);
-    if (run_data_load(&run, path) != STATUS_OK) return STATUS_BAD_INPUT;
     int rc = STATUS_OK;
     job j;
-    if (!run.complete) {
+    if (!run->complete) {
         error_set("%s is an incomplete run file (complete=0); validate against finished runs",
-                  path);
+                  run->path);
         rc = STATUS_BAD_INPUT;
-    } else if (!run.metrics.present || !(run.metrics.ttft_p50 > 0)) {
-        error_set("%s has no measured TTFT (/metrics)", path);
+    } else if (!run->metrics.present || !(run->metrics.ttft_p50 > 0)) {
+        error_set("%s has no measured TTFT (/metrics)", run->path);
         rc = STATUS_BAD_INPUT;
-    } else if ((rc = run_job_load(&run, &j)) == STATUS_OK) {
+    } else if ((rc = run_job_load(run, &j)) == STATUS_OK) {
         rc = plan_model_from_job(&j, &out->m, &out->w);
         job_free(&j);
     }
     if (rc == STATUS_OK) {
-        out->s = (plan_strategy){.dp = run.dp,
-                                 .tp = run.tp,
-                                 .pp = run.pp,
-                                 .microbatches = run.microbatches,
-                                 .overlap = run.overlap};
-        for (int i = 0; i < PLAN_ORDER_COUNT; i++)
-            if (!strcmp(run.order, plan_order_names[i])) out->s.order = i;
-        out->ttft = run.metrics.ttft_p50;
-        out->tpot = run.metrics.tpot_p50;
-        out->tokens_per_s = run.metrics.tokens_per_s;
-        run_data_label(&run, out->label, sizeof out->label);
-        out->node_ranks = run_node_ranks(&run);
-        if (run.world_size > c->nodes * c->devices_per_node) {
+        out->s = plan_run_strategy(run);
+        out->ttft = run->metrics.ttft_p50;
+        out->tpot = run->metrics.tpot_p50;
+        out->tokens_per_s = run->metrics.tokens_per_s;
+        run_data_label(run, out->label, sizeof out->label);
+        out->node_ranks = run_node_ranks(run);
+        if (run->world_size > c->nodes * c->devices_per_node) {
             error_set("%s ran %d ranks, more than the cluster's %d devices (devices_per_node "
                       "is the ranks a node may hold; cores_per_node the cores they share)",
-                      path, run.world_size, c->nodes * c->devices_per_node);
+                      run->path, run->world_size, c->nodes * c->devices_per_node);
             rc = STATUS_BAD_INPUT;
         }
     }
+    return rc;
+}
+
+int plan_measured_read(const char *path, const plan_cluster *c, plan_measured_run *out) {
+    run_data run;
+    memset(out, 0, sizeof *out);
+    if (run_data_load(&run, path) != STATUS_OK) return STATUS_BAD_INPUT;
+    const int rc = plan_measured_from(&run, c, out);
     run_data_free(&run);
     return rc;
 }

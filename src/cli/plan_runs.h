@@ -22,8 +22,14 @@ typedef struct {
  * recorded none. */
 int plan_run_host_ranks(const run_data *run, int r);
 
-/* Reads a finished run file with /metrics and a job that still loads, on a cluster with room
- * for its ranks. Returns STATUS_OK, or STATUS_BAD_INPUT with error_message() saying why. */
+/* The strategy the run file records (its mesh, micro-batches, overlap and order). */
+plan_strategy plan_run_strategy(const run_data *run);
+
+/* What a loaded run file says was run and measured: a finished run with /metrics and a job
+ * that still loads, on a cluster with room for its ranks. Returns STATUS_OK, or
+ * STATUS_BAD_INPUT with error_message() saying why. */
+int plan_measured_from(const run_data *run, const plan_cluster *c, plan_measured_run *out);
+/* The same, from the file at path. */
 int plan_measured_read(const char *path, const plan_cluster *c, plan_measured_run *out);
 
 /* The cluster as the run placed its ranks: a run that filled its nodes less than block
