@@ -172,16 +172,27 @@ plan_tier plan_tier_shared(const plan_cluster *c, plan_tier_kind kind, int flows
     return t;
 }
 
+/* The outer tier of a group as its flows see it: a ring or a tree sends one flow a group on
+ * the node (node_busy / per_node groups), the recursive algorithms and the hierarchical one a
+ * flow a busy member. A group inside one node has the intra tier as its outer one, which no
+ * link sharing touches, and all its members on one node. */
+typedef struct {
+    plan_tier per_group, per_rank;
+} group_links;
+
+static group_links group_links_of(const plan_cluster *c, const plan_group *g, int node_busy) {
+    const int groups = node_busy > g->per_node ? node_busy / g->per_node : 1;
+    return (group_links){plan_tier_shared(c, g->outer, groups),
+                         plan_tier_shared(c, g->outer, node_busy)};
+}
+
 plan_collective plan_iallreduce(const plan_cluster *c, const plan_group *g, double bytes,
                                 plan_collectives lib, int node_busy) {
     if (lib != PLAN_COLL_MPI || g->size <= 1)
         return plan_allreduce_best(c, g, bytes, lib, node_busy);
-    const plan_tier *intra = &c->tier[PLAN_TIER_INTRA];
-    const int groups = node_busy > g->per_node ? node_busy / g->per_node : 1;
-    const plan_tier per_group = plan_tier_shared(c, g->outer, groups);
-    const int l = g->nodes <= 1 ? g->size : g->per_node;
-    const plan_tier *outer = g->nodes <= 1 ? intra : &per_group;
-    return (plan_collective){plan_allreduce_binomial(g->size, l, bytes, intra, outer),
+    const group_links links = group_links_of(c, g, node_busy);
+    return (plan_collective){plan_allreduce_binomial(g->size, g->per_node, bytes,
+                                                     &c->tier[PLAN_TIER_INTRA], &links.per_group),
                              PLAN_AR_BINOMIAL};
 }
 
@@ -190,21 +201,15 @@ plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, 
     plan_collective best = {0, PLAN_AR_NONE};
     if (g->size <= 1) return best;
     const plan_tier *intra = &c->tier[PLAN_TIER_INTRA];
-    const int groups = node_busy > g->per_node ? node_busy / g->per_node : 1;
-    const plan_tier per_group = plan_tier_shared(c, g->outer, groups);
-    const plan_tier per_rank = plan_tier_shared(c, g->outer, node_busy);
-    if (lib == PLAN_COLL_MPI) {
-        /* the algorithm Open MPI picks, not the cheapest: the ring has one flow a group leave
-         * a node per step, the recursive ones one per member */
-        const int l = g->nodes <= 1 ? g->size : g->per_node;
-        const plan_tier *ring_t = g->nodes <= 1 ? intra : &per_group;
-        const plan_tier *rank_t = g->nodes <= 1 ? intra : &per_rank;
+    const group_links links = group_links_of(c, g, node_busy);
+    if (lib == PLAN_COLL_MPI) { /* the algorithm Open MPI picks, not the cheapest */
         const plan_allreduce_algo algo = mpi_allreduce_algo(g->size, bytes);
+        const int p = g->size, l = g->per_node;
         const double seconds =
-            algo == PLAN_AR_RING ? plan_allreduce_ring(g->size, bytes, ring_t)
+            algo == PLAN_AR_RING ? plan_allreduce_ring(p, bytes, &links.per_group)
             : algo == PLAN_AR_RECURSIVE_DOUBLING
-                ? plan_allreduce_recursive_doubling(g->size, l, bytes, intra, rank_t)
-                : plan_allreduce_rabenseifner(g->size, l, bytes, intra, rank_t);
+                ? plan_allreduce_recursive_doubling(p, l, bytes, intra, &links.per_rank)
+                : plan_allreduce_rabenseifner(p, l, bytes, intra, &links.per_rank);
         return (plan_collective){seconds, algo};
     }
     if (g->nodes <= 1) {
@@ -213,7 +218,7 @@ plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, 
     }
     /* A flat ring crosses the network once per node and the node's own links elsewhere: its
      * latency mixes both tiers, its bandwidth is the slowest link's. */
-    const plan_tier *outer = &per_group;
+    const plan_tier *outer = &links.per_group;
     const int p = g->size, k = g->nodes;
     double ring = 2.0 * ((p - k) * intra->alpha + k * outer->alpha) +
                   2.0 * (p - 1) / p * bytes / link_rate(outer);
@@ -224,8 +229,8 @@ plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, 
     const int l = g->per_node;
     if (l > 1) {
         double inside = 2.0 * plan_allgather_ring(l, bytes, intra); /* RS and AG cost the same */
-        double across = fmin(plan_allreduce_ring(k, bytes / l, &per_rank),
-                             plan_allreduce_tree(k, bytes / l, &per_rank));
+        double across = fmin(plan_allreduce_ring(k, bytes / l, &links.per_rank),
+                             plan_allreduce_tree(k, bytes / l, &links.per_rank));
         best = collective_pick(best, inside + across, PLAN_AR_HIER);
     }
     return best;
