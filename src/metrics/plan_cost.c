@@ -206,6 +206,7 @@ typedef struct {
     stage_time first, last;
     double t_max, sum_stages, comp_max, tp_exposed_max, tp_total_max, tp_hidden_max;
     double share_last, share_max; /* the last stage's time-sharing, and the most of any stage */
+    int busy;                     /* the first stage's busy ranks on a node (plan_ceilings) */
     const stage_time *bottleneck;
 } period_time;
 
@@ -213,8 +214,7 @@ typedef struct {
  * has a core of its own (no need to look at each stage). */
 static double middle_share(const plan_cluster *c, const plan_strategy *s, int batch,
                            int microbatches, int period) {
-    const int node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
-    if (s->pp <= 2 || c->cores_per_node <= 0 || node_ranks <= c->cores_per_node) return 1;
+    if (s->pp <= 2 || !plan_node_time_shared(c, s->dp * s->tp * s->pp)) return 1;
     double sum = 0;
     for (int stage = 1; stage < s->pp - 1; stage++)
         sum += plan_stage_ceilings(c, s, batch, microbatches, period, stage).share;
@@ -227,6 +227,7 @@ static void period_cost(const plan_model *m, const plan_cluster *c, const plan_r
     const plan_ceilings k_first = plan_stage_ceilings(c, s, batch, microbatches, period, 0);
     stage_cost(m, c, &k_first, r, s, tp, period, 0, seqs, new_positions, past, &out->first);
     out->share_max = k_first.share;
+    out->busy = k_first.busy;
     if (s->pp > 1) {
         const plan_ceilings k_last =
             plan_stage_ceilings(c, s, batch, microbatches, period, s->pp - 1);
@@ -295,13 +296,13 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     const double C = m->cfg.embd;
     /* the fullest node's busy ranks time-share its cores, stage by stage (docs/planner.md) */
     out->node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
-    out->busy_ranks = plan_stage_ceilings(c, s, w->batch, n_micro, 0, 0).busy;
 
     /* prefill: every micro-batch through every stage; the last leaves after the fill, its
      * own stages and the chain of transfers: sum + (m-1) max + transfers */
     period_time pf;
     period_cost(m, c, r, s, &out->tp_group, w->batch, n_micro, 0, mb, w->prompt, 0, &pf);
     out->time_share = pf.share_max;
+    out->busy_ranks = pf.busy;
     const double pf_chain =
         pp_chain(c, &out->pp_group, (double)mb * w->prompt * C * F32, out->busy_ranks);
     out->ttft = pf.sum_stages + (n_micro - 1) * pf.t_max + pf_chain;
@@ -377,8 +378,7 @@ int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_clust
              * costs the same (the cost model sees only the groups): it is listed once; on a
              * node whose ranks time-share its cores an order also decides which ranks share a
              * core, and every order is listed */
-            const int node_ranks = plan_node_ranks(c, n);
-            const int time_shared = c->cores_per_node > 0 && node_ranks > c->cores_per_node;
+            const int time_shared = plan_node_time_shared(c, n);
             plan_group seen[PLAN_ORDER_COUNT][3];
             int n_seen = 0;
             for (int order = 0; order < PLAN_ORDER_COUNT; order++) {

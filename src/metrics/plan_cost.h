@@ -192,6 +192,9 @@ plan_ceilings plan_stage_ceilings(const plan_cluster *c, const plan_strategy *s,
                                   int microbatches, int period, int stage);
 /* The ranks of a world of `world` on its fullest node, placed node by node. */
 int plan_node_ranks(const plan_cluster *c, int world);
+/* Whether a world of `world` ranks puts more ranks on a node than it has cores (cores_per_node
+ * given), so that they time-share them. */
+int plan_node_time_shared(const plan_cluster *c, int world);
 
 typedef struct {
     plan_strategy s;

@@ -28,6 +28,10 @@ int plan_node_ranks(const plan_cluster *c, int world) {
     return world < c->devices_per_node ? world : c->devices_per_node;
 }
 
+int plan_node_time_shared(const plan_cluster *c, int world) {
+    return c->cores_per_node > 0 && plan_node_ranks(c, world) > c->cores_per_node;
+}
+
 /* The mesh axes, in the size[] and axes[] arrays below. */
 enum { AXIS_TP_ = 0, AXIS_PP_ = 1, AXIS_DP_ = 2 };
 
@@ -116,8 +120,7 @@ static int replica_cores(const plan_cluster *c, const plan_strategy *s, const in
 plan_ceilings plan_stage_ceilings(const plan_cluster *c, const plan_strategy *s, int batch,
                                   int microbatches, int period, int stage) {
     plan_ceilings k = {.flops = c->peak_flops, .bw = c->mem_bw, .share = 1};
-    const int node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
-    const int shared = c->cores_per_node > 0 && node_ranks > c->cores_per_node;
+    const int shared = plan_node_time_shared(c, s->dp * s->tp * s->pp);
     int links_shared = 0; /* a node's ranks share its links on an inter tier */
     for (int t = PLAN_TIER_INTER; t < PLAN_TIER_COUNT; t++)
         links_shared |=
