@@ -57,7 +57,7 @@ static void write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
     fprintf(out, "\nrates: %s",
             q->n_calibrations ? "calibrated from the measured runs"
                               : "the cluster's ceilings (a roofline; no --calibrate)");
-    if (n > 0 && c->cores_per_node > 0 && p[0].node_ranks > c->cores_per_node)
+    if (n > 0 && plan_node_time_shared(c, p[0].s.dp * p[0].s.tp * p[0].s.pp))
         fprintf(out, "; %d ranks on a node of %d cores, time-shared by those busy at once",
                 p[0].node_ranks, c->cores_per_node);
     fprintf(out, "\n\n");

@@ -12,6 +12,15 @@
 #include "base/check.h"
 #include "io/h5util.h"
 #include "metrics/phase_cost.h"
+#include "metrics/roofline.h"
+
+/* The reader keeps every probe name the writer records (metrics/roofline.h), whole. */
+#define PROBE_FITS(name, field) (sizeof(name) <= sizeof(((run_roofline *)0)->field))
+_Static_assert(PROBE_FITS(ROOFLINE_PROBE_SGEMM, gflops_probe) &&
+                   PROBE_FITS(ROOFLINE_PROBE_BACKEND_GEMM, gflops_probe) &&
+                   PROBE_FITS(ROOFLINE_PROBE_STREAM, gbs_probe) &&
+                   PROBE_FITS(ROOFLINE_PROBE_BACKEND_STREAM, gbs_probe),
+               "a probe name longer than run_roofline keeps");
 
 const char *roof_bound_name(roof_bound b) {
     switch (b) {

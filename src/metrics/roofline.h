@@ -53,7 +53,7 @@ static inline int roofline_backend_is_device(const backend *be) {
 
 /* The probes' names, as /metrics/roofline records them (docs/schema.md). */
 #define ROOFLINE_PROBE_SGEMM "cblas_sgemm on the model's shapes"
-/* at most 63 characters: the run file's reader keeps 64 (src/cli/run_roofline.h) */
+/* at most 63 characters: the run file's reader keeps 64 (a static assert in run_roofline.c) */
 #define ROOFLINE_PROBE_STREAM "best of sasum, OpenMP reads (also prefetching), huge pages"
 #define ROOFLINE_PROBE_BACKEND_GEMM "backend matmul on the model's shapes"
 #define ROOFLINE_PROBE_BACKEND_STREAM "backend argmax stream"
