@@ -82,6 +82,17 @@ static double rel_error(const float *a, const double *ref, long n) {
     return diff / (mag > 0 ? mag : 1);
 }
 
+/* The last decode step's logits, from the KV cache, against the reference's. int8w quantises
+ * attention's output per block, in float here and in double in the reference: an element on a
+ * rounding boundary may land on either side, and one such step moved these logits by 0.93%
+ * (head_dim 16, when the decode dot products changed their order of summation). The fp32 runs
+ * of each shape hold the cache to 1e-4. */
+static void check_cached_decode(int prompt, double err, int quantized) {
+    const double decode_tol = quantized ? 2e-2 : 1e-4;
+    if (err >= decode_tol)
+        fail_msg("prompt %d: cached decode logits rel error %.3g >= %g", prompt, err, decode_tol);
+}
+
 /* Prefill logits, greedy tokens and the last decode step against the reference. */
 static void check_against_reference(const char **overrides, int n, int quantize_ref) {
     harness h;
@@ -118,13 +129,7 @@ static void check_against_reference(const char **overrides, int n, int quantize_
         h.be.ops->copy_to_host(h.be.ctx, last, h.e.logits + (size_t)row * V,
                                (size_t)V * sizeof(float));
         err = rel_error(last, ref_logits + (size_t)(total - 2) * V, V);
-        /* int8w quantises attention's output per block, in float here and in double in the
-         * reference: an element on a rounding boundary may land on either side, and one such
-         * step moved these logits by 0.93% (head_dim 16, when the decode dot products changed
-         * their order of summation). The fp32 runs of each shape hold the cache to 1e-4. */
-        const double decode_tol = quantize_ref ? 2e-2 : 1e-4;
-        if (err >= decode_tol)
-            fail_msg("prompt %d: cached decode logits rel error %.3g >= %g", b, err, decode_tol);
+        check_cached_decode(b, err, quantize_ref);
     }
     free(last);
     free(ref_tokens);
@@ -355,13 +360,7 @@ static void check_llama(const char **overrides, int n, int quantize_ref) {
         h.be.ops->copy_to_host(h.be.ctx, last, h.e.logits + (size_t)row * V,
                                (size_t)V * sizeof(float));
         err = rel_error(last, ref_logits + (size_t)(total - 2) * V, V);
-        /* int8w quantises attention's output per block, in float here and in double in the
-         * reference: an element on a rounding boundary may land on either side, and one such
-         * step moved these logits by 0.93% (head_dim 16, when the decode dot products changed
-         * their order of summation). The fp32 runs of each shape hold the cache to 1e-4. */
-        const double decode_tol = quantize_ref ? 2e-2 : 1e-4;
-        if (err >= decode_tol)
-            fail_msg("prompt %d: cached decode logits rel error %.3g >= %g", b, err, decode_tol);
+        check_cached_decode(b, err, quantize_ref);
     }
     /* a model that repeats one token would not exercise the cache */
     if (distinct < h.j.batch) fail_msg("generated tokens barely change (%d changes)", distinct);
