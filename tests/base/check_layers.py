@@ -26,7 +26,8 @@ BELOW = {
     "metrics": {"base", "kernels", "parallel", "job", "model"},
     "engine": {"base", "kernels", "parallel", "job", "model", "metrics"},
     "io": {"base", "kernels", "parallel", "job", "model", "metrics"},
-    "cli": {"base", "kernels", "parallel", "job", "model", "metrics", "engine", "io"},
+    "analysis": {"base", "kernels", "parallel", "job", "model", "metrics", "engine", "io"},
+    "cli": {"base", "kernels", "parallel", "job", "model", "metrics", "engine", "io", "analysis"},
 }
 SOURCE_SUFFIXES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
