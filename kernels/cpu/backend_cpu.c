@@ -18,18 +18,6 @@
  * pages, 26-28 GB/s on 2 MiB pages. */
 enum { CPU_HUGE_PAGE = 2 << 20 };
 
-float *cpu_scratch_reserve(cpu_ctx *ctx, cpu_scratch *s, size_t floats) {
-    if (floats <= s->cap) return s->data;
-    free(s->data);
-    void *p = NULL;
-    CHECK(posix_memalign(&p, 64, floats * sizeof(float)) == 0,
-          "cpu backend: cannot allocate %zu bytes of scratch", floats * sizeof(float));
-    s->data = p;
-    s->cap = floats;
-    ctx->grow_count++;
-    return s->data;
-}
-
 long backend_cpu_grow_count(const backend *be) { return ((const cpu_ctx *)be->ctx)->grow_count; }
 
 static void *cpu_alloc(void *ctx, size_t bytes) {

@@ -19,52 +19,11 @@ static double host_monotonic_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void bytes_add(cuda_ctx *ctx, size_t bytes) {
-    ctx->bytes_now += bytes;
-    if (ctx->bytes_now > ctx->bytes_peak) ctx->bytes_peak = ctx->bytes_now;
-}
-
-static void *device_alloc(cuda_ctx *ctx, size_t bytes) {
-    void *ptr = NULL;
-    if (bytes == 0) bytes = 1;
-    cudaError_t rc = cudaMalloc(&ptr, bytes);
-    if (rc != cudaSuccess) {
-        size_t free_b = 0, total_b = 0;
-        (void)cudaGetLastError(); // clear the sticky-free error so MemGetInfo reports
-        cudaMemGetInfo(&free_b, &total_b);
-        tripar_dief(__FILE__, __LINE__,
-                    "backend: cuda: cudaMalloc of %zu bytes failed on device %d (%s); %zu of "
-                    "%zu bytes free, %zu allocated by tripar",
-                    bytes, ctx->device, cudaGetErrorString(rc), free_b, total_b, ctx->bytes_now);
-    }
-    bytes_add(ctx, bytes);
-    return ptr;
-}
-
-void *cuda_workspace_reserve(cuda_ctx *ctx, cuda_workspace *ws, size_t bytes) {
-    if (bytes <= ws->bytes) return ws->ptr;
-    CHECK(!ctx->capturing,
-          "backend: cuda: a workspace must grow to %zu bytes inside a CUDA-graph capture; run "
-          "the same shapes once before capturing",
-          bytes);
-    if (ws->ptr) {
-        // the old buffer may still be read by queued kernels
-        CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
-        CUDA_CHECK(cudaFree(ws->ptr));
-        ctx->bytes_now -= ws->bytes;
-    }
-    // round up so a slowly growing shape does not reallocate at every call
-    size_t rounded = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-    ws->ptr = device_alloc(ctx, rounded);
-    ws->bytes = rounded;
-    return ws->ptr;
-}
-
 /* --- memory ops --------------------------------------------------------------------------- */
 
 static void *cuda_alloc(void *vctx, size_t bytes) {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
-    void *ptr = device_alloc(ctx, bytes);
+    void *ptr = cuda_device_alloc(ctx, bytes);
     CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx->stream));
     CUDA_CHECK(cudaStreamSynchronize(ctx->stream));
     if (ctx->n_allocs == ctx->cap_allocs) {
@@ -396,7 +355,7 @@ extern "C" int backend_cuda_init(backend *be, const backend_options *opt) {
     CUBLAS_CHECK(cublasCreate(&ctx->cublas));
     CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream));
     ctx->cublas_ws_bytes = CUBLAS_WORKSPACE_BYTES;
-    ctx->cublas_ws = device_alloc(ctx, ctx->cublas_ws_bytes);
+    ctx->cublas_ws = cuda_device_alloc(ctx, ctx->cublas_ws_bytes);
     CUBLAS_CHECK(cublasSetWorkspace(ctx->cublas, ctx->cublas_ws, ctx->cublas_ws_bytes));
     // default math: TF32 is chosen per call through the compute type (matmul.cu), so fp32
     // products stay exact fp32 unless allow_tf32 was asked for

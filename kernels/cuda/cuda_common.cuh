@@ -53,6 +53,10 @@ typedef struct {
     int n_allocs, cap_allocs;
 } cuda_ctx;
 
+/* cudaMalloc of at least one byte, counted in the context's current and peak bytes; dies naming
+ * the device and its free memory when it fails. */
+void *cuda_device_alloc(cuda_ctx *ctx, size_t bytes);
+
 /* Makes ws at least bytes (synchronises the stream before freeing the old buffer). Refuses to
  * grow while a graph is being captured: the caller must warm up first. */
 void *cuda_workspace_reserve(cuda_ctx *ctx, cuda_workspace *ws, size_t bytes);

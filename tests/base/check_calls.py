@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""No circle of calls among the files of one src/ folder (docs/design.md, "House plan").
+"""No circle of calls among the files of one folder (docs/design.md, "House plan").
 
 The layering test (check_layers.py) keeps includes pointing down between folders; inside a
-folder, files may call each other, but never in a circle: when a.c calls b.c, nothing that b.c
+folder of src/, kernels/ or parallel/, files may call each other, but never in a circle: when a.c calls b.c, nothing that b.c
 calls (directly or through other files of the folder) may call back into a.c. A circle means
 two concerns were cut apart in the wrong place, and neither file can be read alone.
 
@@ -11,7 +11,7 @@ inline wrappers: a file calls another when its object's undefined symbols (nm's 
 the other defines (T, D, B, R). Only objects whose source still exists count, so an incremental
 build's leftovers from a moved file are ignored.
 
-  check_calls.py BUILD_DIR SOURCE_DIR   check the tripar_core and tripar_cli objects; exit 1
+  check_calls.py BUILD_DIR SOURCE_DIR   check the objects of src/, kernels/ and parallel/; exit 1
                                         naming every circle and one call on each of its edges
   check_calls.py --self-test            build a planted circle (and a clean chain) with cc and
                                         check that only the circle is reported
@@ -24,10 +24,11 @@ import tempfile
 
 LIBRARIES = ("tripar_core.dir", "tripar_cli.dir")
 DEFINED = set("TDBR")
+FOLDERS = ("src", "kernels", "parallel")  # the layers; tests and tools are not
 
 
 def objects(build, source):
-    """{source path relative to SOURCE_DIR: object path} for the src/ objects of the build."""
+    """{source path relative to SOURCE_DIR: object path} for the layers' objects of the build."""
     found = {}
     for lib in LIBRARIES:
         top = os.path.join(build, "CMakeFiles", lib)
@@ -36,7 +37,7 @@ def objects(build, source):
                 if not name.endswith(".o"):
                     continue
                 rel = os.path.relpath(os.path.join(dirpath, name), top)[:-len(".o")]
-                if rel.startswith("src" + os.sep) and os.path.exists(os.path.join(source, rel)):
+                if rel.split(os.sep)[0] in FOLDERS and os.path.exists(os.path.join(source, rel)):
                     found[rel] = os.path.join(dirpath, name)
     return found
 
