@@ -102,10 +102,6 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
     g->last_stage = pp_rank == pp - 1;
 }
 
-dim_slice slice_full(long n) { return (dim_slice){.start = {0}, .count = {n}, .nblocks = 1}; }
-dim_slice slice_one(long start, long count) {
-    return (dim_slice){.start = {start}, .count = {count}, .nblocks = 1};
-}
 /* This rank's heads inside each of the q, k and v row groups of a fused QKV tensor. */
 static dim_slice slice_qkv(const model_config *cfg, const shard_geom *g) {
     dim_slice s = {.nblocks = 3};
@@ -114,29 +110,6 @@ static dim_slice slice_qkv(const model_config *cfg, const shard_geom *g) {
         s.count[k] = g->attn_dim;
     }
     return s;
-}
-
-void model_add_row(model *m, table_row r) {
-    CHECK(m->n_tensors < MODEL_MAX_TENSORS, "size table overflow");
-    tensor_desc *t = &m->tensors[m->n_tensors++];
-    memset(t, 0, sizeof *t);
-    t->name = r.name;
-    t->ndims = r.ndims;
-    for (int d = 0; d < r.ndims; d++) {
-        t->global_shape[d] = r.shape[d];
-        t->local[d] = r.local[d];
-    }
-    t->is_matrix = r.scale_slot != NULL;
-    /* the row-parallel matrices, by their slots (both families reuse them) */
-    t->input = r.slot == &m->w.proj_w  ? MATRIX_INPUT_HEADS
-               : r.slot == &m->w.fc2_w ? MATRIX_INPUT_MLP
-                                       : MATRIX_INPUT_WHOLE;
-    t->scale_rows_dim = r.ndims - 1;
-    t->slot = r.slot;
-    t->scale_slot = r.scale_slot;
-    t->init = r.init;
-    t->init_std = r.std;
-    t->present = r.present;
 }
 
 void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, dtype wtype) {
@@ -198,18 +171,6 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         model_add_row(m, rows[i]);
     if (cfg->quantize_head) model_add_head_copy(m, g, emb_std);
-}
-
-void model_add_head_copy(model *m, const shard_geom *g, float wte_std) {
-    const long C = m->cfg.embd, V = m->cfg.vocab;
-    /* Named wte, so it reads the same checkpoint dataset and synthetic values as wte; the
-     * checkpoint code finds wte itself first (model_find_tensor) and stores the copy from
-     * the same shard (checkpoint.c). */
-    const table_row copy = {
-        "wte",       &m->w.head_w, &m->w.head_s,
-        INIT_NORMAL, wte_std,      g->last_stage,
-        2,           {V, C},       {slice_one(g->vocab_begin, g->vocab_local), slice_full(C)}};
-    model_add_row(m, copy);
 }
 
 static long slice_elems(const dim_slice *s) {

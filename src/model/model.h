@@ -171,6 +171,8 @@ typedef struct {
     long shape[3];
     dim_slice local[3];
 } table_row;
+/* The building blocks of both tables (model/table_row.c): a whole dimension, one block of it,
+ * and adding a row. */
 dim_slice slice_full(long n);
 dim_slice slice_one(long start, long count);
 
@@ -201,7 +203,7 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
 /* The Llama rows of the size table (model/llama.c). */
 void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geom *g);
 /* Adds the LM head of a tied model in the weight dtype (cfg.quantize_head): a copy of wte's
- * vocab shard on the last stage, in head_w / head_s. */
+ * vocab shard on the last stage, in head_w / head_s (model/table_row.c). */
 void model_add_head_copy(model *m, const shard_geom *g, float wte_std);
 /* Scales of an int8 matrix tensor: rows x groups (1 group when scaled per row). */
 long tensor_scale_count(const model *m, const tensor_desc *t);

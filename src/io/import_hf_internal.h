@@ -1,5 +1,6 @@
-/* Internal to `tripar import-hf`: the plan of one Hugging Face tensor, and the Llama-family
- * reader of config.json and tensor names (import_hf_llama.c); import_hf.c does the rest. */
+/* Inside the Hugging Face importer (import_hf.c, import_hf_llama.c): the plan of one Hugging
+ * Face tensor, and the Llama-family reader of config.json and tensor names (import_hf_llama.c);
+ * import_hf.c does the rest. */
 #pragma once
 #include <jansson.h>
 

@@ -1,4 +1,4 @@
-/* The Llama family in `tripar import-hf`: LlamaForCausalLM, MistralForCausalLM and
+/* The Llama family of the Hugging Face importer: LlamaForCausalLM, MistralForCausalLM and
  * Qwen2ForCausalLM share one layout (RMSNorm, RoPE, GQA, SwiGLU); config.json is read into a
  * Llama model_config, and everything tripar does not run is refused by key and value before
  * a byte is written (docs/checkpoint.md). */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "cli/import_hf.h"
+#include "io/import_hf_internal.h"
 
 static const char *const llama_archs[] = {"LlamaForCausalLM", "MistralForCausalLM",
                                           "Qwen2ForCausalLM"};

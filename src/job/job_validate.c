@@ -1,0 +1,101 @@
+/* The checks that need the job's final model shape, which may come from a checkpoint after
+ * loading: the mesh against heads, kv heads and layers, the prompt against ctx and vocab, the
+ * recorded activations against the layers. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "job/job.h"
+#include "job/job_internal.h"
+
+/* The keys to blame for a bad prompt, most specific first. Static: the caller keeps them. */
+static const char *const *job_input_keys(const job *j) {
+    static const char *const synthetic[] = {"input.synthetic.length", "input.synthetic", "input",
+                                            NULL};
+    static const char *const tokens_file[] = {"input.tokens_file", "input", NULL};
+    static const char *const text_file[] = {"input.text_file", "input", NULL};
+    static const char *const text[] = {"input.text", "input", NULL};
+    static const char *const tokens[] = {"input.tokens", "input", NULL};
+    if (j->synthetic_input) return synthetic;
+    if (j->tokens_file[0]) return tokens_file;
+    if (j->text_file[0]) return text_file;
+    if (j->text) return text;
+    return tokens;
+}
+
+int job_validate_model(const job *j) {
+    const char *const *model = KEYS("model.checkpoint", "model.synthetic", "model");
+    if (j->layers < 1 || j->heads < 1 || j->embd < 1 || j->vocab < 2 || j->ctx < 1)
+        return job_fail_at(j, model,
+                           "model shape unknown or invalid: layers %d, heads %d, "
+                           "embd %d, vocab %d, ctx %d",
+                           j->layers, j->heads, j->embd, j->vocab, j->ctx);
+    /* an explicit Llama head_dim frees the heads from splitting embd */
+    if (j->embd % j->heads && !(j->arch == ARCH_LLAMA && j->head_dim > 0))
+        return job_fail_at(j,
+                           KEYS("model.synthetic.heads", "model.synthetic.embd", "model.checkpoint",
+                                "model.synthetic", "model"),
+                           "model.heads = %d does not divide model.embd = %d", j->heads, j->embd);
+    if (j->heads % j->tp)
+        return job_fail_at(j, KEYS("parallel.tp", "parallel"),
+                           "parallel.tp = %d does not divide model.heads = %d (tensor parallelism "
+                           "splits attention by heads)",
+                           j->tp, j->heads);
+    if (j->arch == ARCH_LLAMA && j->head_dim > 0 && j->head_dim % 2)
+        return job_fail_at(j, KEYS("model.synthetic.head_dim", "model.checkpoint", "model"),
+                           "model.synthetic.head_dim = %d is odd; RoPE rotates pairs of a head's "
+                           "dimensions, so a Llama head dimension must be even",
+                           j->head_dim);
+    if (j->arch == ARCH_LLAMA && j->head_dim <= 0 && (j->embd / j->heads) % 2)
+        return job_fail_at(j,
+                           KEYS("model.synthetic.heads", "model.synthetic.embd", "model.checkpoint",
+                                "model.synthetic", "model"),
+                           "model.embd / model.heads = %d is odd; RoPE rotates pairs of a head's "
+                           "dimensions, so a Llama head dimension must be even (or set "
+                           "model.synthetic.head_dim)",
+                           j->embd / j->heads);
+    const int kv = j->kv_heads > 0 ? j->kv_heads : j->heads;
+    if (kv % j->tp && j->tp % kv) {
+        /* Megatron's rule: split the kv heads over tp, or replicate each over tp / kv ranks. */
+        char fits[256] = "";
+        for (int t = 1; t <= j->heads; t++)
+            if (j->heads % t == 0 && (kv % t == 0 || t % kv == 0)) {
+                size_t used = strlen(fits);
+                snprintf(fits + used, sizeof fits - used, "%s%d", used ? ", " : "", t);
+            }
+        return job_fail_at(j, KEYS("parallel.tp", "parallel"),
+                           "parallel.tp = %d does not fit model.kv_heads = %d: tp must divide "
+                           "the kv heads or be a multiple of them; tp values that work: %s",
+                           j->tp, kv, fits);
+    }
+    if (j->pp > j->layers)
+        return job_fail_at(j, KEYS("parallel.pp", "parallel"),
+                           "parallel.pp = %d is more than model.layers = %d (every pipeline stage "
+                           "needs a layer)",
+                           j->pp, j->layers);
+    if (j->top_k > j->vocab)
+        return job_fail_at(j, KEYS("generate.top_k", "generate"),
+                           "generate.top_k = %d is more than model.vocab = %d", j->top_k, j->vocab);
+    if (j->prompt_len > 0 && (long)j->prompt_len + j->new_tokens > j->ctx) {
+        const char *const *keys = job_key_find(j, "generate.new_tokens")
+                                      ? KEYS("generate.new_tokens")
+                                      : job_input_keys(j);
+        return job_fail_at(j, keys, "prompt of %d tokens plus %d new tokens exceeds model.ctx = %d",
+                           j->prompt_len, j->new_tokens, j->ctx);
+    }
+    for (long i = 0; j->tokens && i < (long)j->batch * j->prompt_len; i++)
+        if (j->tokens[i] < 0 || j->tokens[i] >= j->vocab)
+            return job_fail_at(j, job_input_keys(j),
+                               "input: prompt %ld position %ld: token id %d is not below "
+                               "model.vocab = %d",
+                               i / j->prompt_len, i % j->prompt_len, j->tokens[i], j->vocab);
+    for (int i = 0; i < j->n_activations; i++) {
+        long layer = job_activation_layer(j->activations[i]);
+        if (layer >= j->layers)
+            return job_fail_at(j, KEYS("record.activations", "record"),
+                               "record.activations: '%s' names layer %ld but the model has %d "
+                               "layers (0 to %d)",
+                               j->activations[i], layer, j->layers, j->layers - 1);
+    }
+    return STATUS_OK;
+}
