@@ -1,7 +1,10 @@
 /* Entry points of the tripar subcommands, one file each in src/cli/, dispatched by main.c.
  * Each returns an exit code of the CLI contract: 0 ok, 1 runtime failure (diff: outside
- * tolerance), 2 bad usage or input. argv[0] is the subcommand name. */
+ * tolerance), 2 bad usage or input. argv[0] is the subcommand name. Below them, what the
+ * subcommands' outputs share. */
 #pragma once
+#include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +21,12 @@ int diff_main(int argc, char **argv);
 int trace_main(int argc, char **argv);
 int plan_main(int argc, char **argv);
 int explain_main(int argc, char **argv);
+
+/* Writes a JSON document and releases it (cli_json.c): to the file at path, the JSON alone,
+ * or, when path is NULL, to out followed by a newline. flags are jansson's (JSON_INDENT(n)).
+ * Returns STATUS_OK, or STATUS_BAD_INPUT with error_message() saying what was not written. */
+struct json_t;
+int cli_json_write(struct json_t *root, const char *path, FILE *out, size_t flags);
 
 #ifdef __cplusplus
 }

@@ -332,10 +332,7 @@ static int json_write(FILE *f, const explain_run *runs, int n) {
     for (int i = 1; i < n; i++)
         json_array_append_new(others, other_json(&runs[0], &runs[i]));
     json_t *root = json_pack("{s:o, s:o}", "base", run_json(&runs[0]), "others", others);
-    int rc = json_dumpf(root, f, JSON_INDENT(1)) == 0 && fputc('\n', f) != EOF ? STATUS_OK
-                                                                               : STATUS_RUNTIME;
-    json_decref(root);
-    return rc;
+    return cli_json_write(root, NULL, f, JSON_INDENT(1)); /* any failure: exit 1 (explain_main) */
 }
 
 /* Loads every file (BASE first) up to the first refused; checks each OTHER is comparable. */

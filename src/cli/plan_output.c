@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "cli/plan.h"
+#include "cli/cli.h"
 
 #define GIB 1073741824.0
 
@@ -246,11 +247,7 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
         json_array_append_new(list, row);
     }
     json_object_set_new(root, "strategies", list);
-    int rc = json_dumpf(root, out, JSON_INDENT(1)) == 0 ? STATUS_OK : STATUS_BAD_INPUT;
-    fputc('\n', out);
-    json_decref(root);
-    if (rc != STATUS_OK) error_set("cannot write the JSON output");
-    return rc;
+    return cli_json_write(root, NULL, out, JSON_INDENT(1));
 }
 
 int plan_output_write(FILE *out, const char *format, const plan_summary *q, const plan_cluster *c,

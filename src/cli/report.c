@@ -470,10 +470,7 @@ static int write_json(const char *path, const run_summary *s, int n) {
     }
     json_t *root = json_object();
     json_object_set_new(root, "runs", runs);
-    int rc = json_dump_file(root, path, JSON_INDENT(2)) == 0 ? STATUS_OK : STATUS_BAD_INPUT;
-    if (rc != STATUS_OK) error_set("%s: cannot write", path);
-    json_decref(root);
-    return rc;
+    return cli_json_write(root, path, NULL, JSON_INDENT(2));
 }
 
 /* The prompt length of a run: input.synthetic.length or the tokens in the resolved job; we

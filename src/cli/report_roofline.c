@@ -161,10 +161,7 @@ static int write_roofline_json(const char *path, const run_data *runs, const run
     }
     json_t *root = json_object();
     json_object_set_new(root, "rooflines", list);
-    int rc = json_dump_file(root, path, JSON_INDENT(2)) == 0 ? STATUS_OK : STATUS_BAD_INPUT;
-    if (rc != STATUS_OK) error_set("%s: cannot write", path);
-    json_decref(root);
-    return rc;
+    return cli_json_write(root, path, NULL, JSON_INDENT(2));
 }
 
 int report_roofline(const char *const *files, int n, const char *csv, const char *json) {

@@ -72,19 +72,17 @@ static void row_parallel_allreduce(engine *e, float *out, const float *in, weigh
     int pieces = (e->cfg.overlap && e->tp->size > 1) ? e->chunks : 1;
     if (pieces > rows) pieces = rows;
     if (pieces <= 1) {
-        int ev = timer_begin(e->tm, gemm_phase, step, mb, layer);
-        ops->matmul(e->be->ctx, out, in, w, bias_once, rows, in_dim, out_dim);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, gemm_phase, step, mb, layer)
+            ops->matmul(e->be->ctx, out, in, w, bias_once, rows, in_dim, out_dim);
         tp_allreduce_blocking(e, out, (size_t)rows * out_dim, step, mb, layer);
         return;
     }
     double started[ENGINE_MAX_CHUNKS], finished[ENGINE_MAX_CHUNKS];
     for (int i = 0; i < pieces; i++) {
         int r0 = split_begin(rows, pieces, i), rn = split_count(rows, pieces, i);
-        int ev = timer_begin(e->tm, gemm_phase, step, mb, layer);
-        ops->matmul(e->be->ctx, out + (size_t)r0 * out_dim, in + (size_t)r0 * in_dim, w, bias_once,
-                    rn, in_dim, out_dim);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, gemm_phase, step, mb, layer)
+            ops->matmul(e->be->ctx, out + (size_t)r0 * out_dim, in + (size_t)r0 * in_dim, w,
+                        bias_once, rn, in_dim, out_dim);
         if (!e->tp->stream_ordered) ops->synchronize(e->be->ctx);
         started[i] = timer_host_seconds();
         comm_iallreduce_sum(e->tp, out + (size_t)r0 * out_dim, (size_t)rn * out_dim,
@@ -139,9 +137,6 @@ static weight_view head_view(const model *m) {
                          .act_block = q.act_block};
 }
 
-/* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,
- * all-reduced -> RMSNorm -> gate|up -> SwiGLU -> down, all-reduced. h holds the normed
- * input of the next block; each residual add is fused with the next norm. */
 /* The KV cache of this stage's layer l, contiguous or paged, holding kv_heads heads. */
 static kv_view layer_kv_cache(const engine *e, int l, int kv_heads) {
     const shard_geom *g = &e->m->geom;
@@ -156,6 +151,9 @@ static kv_view layer_kv_cache(const engine *e, int l, int kv_heads) {
                      .head_dim = g->head_dim};
 }
 
+/* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,
+ * all-reduced -> RMSNorm -> gate|up -> SwiGLU -> down, all-reduced. h holds the normed
+ * input of the next block; each residual add is fused with the next norm. */
 static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int pos0) {
     const model *m = e->m;
     const shard_geom *g = &m->geom;
@@ -165,13 +163,10 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
     const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local, nb = e->split.size[mb];
     const int QKV = A + 2 * g->n_kv_heads * g->head_dim, rows = nb * n_new;
     const float eps = m->cfg.ln_eps;
-    int ev;
 
-    if (g->n_layers > 0) {
-        ev = timer_begin(e->tm, PHASE_NORM, step, mb, g->layer_begin);
-        ops->rmsnorm(ctx, e->h, x, w->ln1_g, rows, C, eps);
-        timer_end(e->tm, ev);
-    }
+    if (g->n_layers > 0)
+        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, g->layer_begin)
+            ops->rmsnorm(ctx, e->h, x, w->ln1_g, rows, C, eps);
     for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
         const weight_view qkv_w =
@@ -180,41 +175,37 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         const weight_view gate_up_w =
             layer_matrix(m, w->fc1_w, w->fc1_s, l, 2 * M, C, MATRIX_INPUT_WHOLE);
         const weight_view down_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M, MATRIX_INPUT_MLP);
+        /* Qwen2's q/k/v biases, when the checkpoint has them (qkv_b, this rank's rows) */
+        const float *qkv_b = w->qkv_b ? w->qkv_b + (size_t)l * QKV : NULL;
         const float *ln2_g = w->ln2_g + (size_t)l * C;
         const float *next_ln1_g = l + 1 < g->n_layers ? w->ln1_g + (size_t)(l + 1) * C : NULL;
         const kv_view cache = layer_kv_cache(e, l, g->n_kv_heads);
 
-        ev = timer_begin(e->tm, PHASE_QKV_GEMM, step, mb, layer);
-        /* Qwen2's q/k/v biases, when the checkpoint has them (qkv_b, this rank's rows) */
-        const float *qkv_b = w->qkv_b ? w->qkv_b + (size_t)l * QKV : NULL;
-        ops->matmul(ctx, e->qkv, e->h, qkv_w, qkv_b, rows, C, QKV);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_QKV_GEMM, step, mb, layer)
+            ops->matmul(ctx, e->qkv, e->h, qkv_w, qkv_b, rows, C, QKV);
 
-        ev = timer_begin(e->tm, PHASE_ATTENTION, step, mb, layer); /* RoPE included */
-        ops->attention(ctx, e->att, e->qkv, cache, e->rope_inv_freq, e->split.begin[mb], nb, n_new,
-                       pos0);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_ATTENTION, step, mb, layer) /* RoPE included */
+            ops->attention(ctx, e->att, e->qkv, cache, e->rope_inv_freq, e->split.begin[mb], nb,
+                           n_new, pos0);
 
         row_parallel_allreduce(e, e->o, e->att, o_w, NULL, rows, A, C, PHASE_ATTN_OUT_GEMM, step,
                                mb, layer);
 
-        ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer); /* x += o; h = RMSNorm2(x) */
-        ops->residual_rmsnorm(ctx, x, e->h, e->o, ln2_g, rows, C, eps);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o; h = RMSNorm2(x) */
+            ops->residual_rmsnorm(ctx, x, e->h, e->o, ln2_g, rows, C, eps);
         capture_point(e, ACT_ATTN, layer, x, mb, C);
         check_finite(e, x, rows, engine_site_attn(layer));
 
-        ev = timer_begin(e->tm, PHASE_MLP_GEMM, step, mb, layer); /* SwiGLU included */
-        ops->matmul(ctx, e->f, e->h, gate_up_w, NULL, rows, C, 2 * M);
-        ops->swiglu(ctx, e->act, e->f, rows, M);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) { /* SwiGLU included */
+            ops->matmul(ctx, e->f, e->h, gate_up_w, NULL, rows, C, 2 * M);
+            ops->swiglu(ctx, e->act, e->f, rows, M);
+        }
 
         row_parallel_allreduce(e, e->o, e->act, down_w, NULL, rows, M, C, PHASE_MLP_GEMM, step, mb,
                                layer);
 
-        ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer); /* x += o; h = next RMSNorm1(x) */
-        ops->residual_rmsnorm(ctx, x, next_ln1_g ? e->h : NULL, e->o, next_ln1_g, rows, C, eps);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o; h = next RMSNorm1(x) */
+            ops->residual_rmsnorm(ctx, x, next_ln1_g ? e->h : NULL, e->o, next_ln1_g, rows, C, eps);
         capture_point(e, ACT_MLP, layer, x, mb, C);
         check_finite(e, x, rows, engine_site_mlp(layer));
     }
@@ -232,13 +223,10 @@ static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int po
     const int rows = nb * n_new;
     const float eps = m->cfg.ln_eps;
     const int pre_norm = m->cfg.norm == NORM_PRE;
-    int ev;
 
-    if (pre_norm && g->n_layers > 0) {
-        ev = timer_begin(e->tm, PHASE_NORM, step, mb, g->layer_begin);
-        ops->layernorm(ctx, e->h, x, w->ln1_g, w->ln1_b, rows, C, eps);
-        timer_end(e->tm, ev);
-    }
+    if (pre_norm && g->n_layers > 0)
+        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, g->layer_begin)
+            ops->layernorm(ctx, e->h, x, w->ln1_g, w->ln1_b, rows, C, eps);
 
     for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
@@ -255,44 +243,41 @@ static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int po
         const kv_view cache = layer_kv_cache(e, l, g->n_heads); /* one kv head per query head */
         /* Pre-LN reads h = LN1(x) prepared by the previous step; Post-LN feeds x itself. */
         const float *attn_in = pre_norm ? e->h : x;
+        const int next = l + 1 < g->n_layers; /* a layer after this one on this stage */
 
-        ev = timer_begin(e->tm, PHASE_QKV_GEMM, step, mb, layer);
-        ops->matmul(ctx, e->qkv, attn_in, qkv_w, qkv_b, rows, C, 3 * A);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_QKV_GEMM, step, mb, layer)
+            ops->matmul(ctx, e->qkv, attn_in, qkv_w, qkv_b, rows, C, 3 * A);
 
-        ev = timer_begin(e->tm, PHASE_ATTENTION, step, mb, layer);
-        ops->attention(ctx, e->att, e->qkv, cache, NULL, e->split.begin[mb], nb, n_new, pos0);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_ATTENTION, step, mb, layer)
+            ops->attention(ctx, e->att, e->qkv, cache, NULL, e->split.begin[mb], nb, n_new, pos0);
 
         row_parallel_allreduce(e, e->o, e->att, proj_w, proj_b, rows, A, C, PHASE_ATTN_OUT_GEMM,
                                step, mb, layer);
 
-        ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer);
-        if (pre_norm) /* x += o; h = LN2(x) */
-            ops->residual_layernorm(ctx, x, e->h, e->o, ln2_g, ln2_b, rows, C, eps);
-        else /* x = LN1(x + o), computed in o then normalised back into x */
-            ops->residual_layernorm(ctx, e->o, x, x, ln1_g, ln1_b, rows, C, eps);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) {
+            if (pre_norm) /* x += o; h = LN2(x) */
+                ops->residual_layernorm(ctx, x, e->h, e->o, ln2_g, ln2_b, rows, C, eps);
+            else /* x = LN1(x + o), computed in o then normalised back into x */
+                ops->residual_layernorm(ctx, e->o, x, x, ln1_g, ln1_b, rows, C, eps);
+        }
         capture_point(e, ACT_ATTN, layer, x, mb, C);
         check_finite(e, x, rows, engine_site_attn(layer));
 
-        ev = timer_begin(e->tm, PHASE_MLP_GEMM, step, mb, layer);
-        ops->matmul(ctx, e->f, pre_norm ? e->h : x, fc1_w, NULL, rows, C, M);
-        ops->bias_gelu(ctx, e->f, fc1_b, rows, M);
-        timer_end(e->tm, ev);
+        TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) {
+            ops->matmul(ctx, e->f, pre_norm ? e->h : x, fc1_w, NULL, rows, C, M);
+            ops->bias_gelu(ctx, e->f, fc1_b, rows, M);
+        }
 
         row_parallel_allreduce(e, e->o, e->f, fc2_w, fc2_b, rows, M, C, PHASE_MLP_GEMM, step, mb,
                                layer);
 
-        ev = timer_begin(e->tm, PHASE_NORM, step, mb, layer);
-        if (pre_norm) { /* x += o, fused with the next layer's LN1 when there is one */
-            int next = l + 1 < g->n_layers;
-            ops->residual_layernorm(ctx, x, next ? e->h : NULL, e->o, next ? ln1_g + C : NULL,
-                                    next ? ln1_b + C : NULL, rows, C, eps);
-        } else {
-            ops->residual_layernorm(ctx, e->o, x, x, ln2_g, ln2_b, rows, C, eps);
+        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) {
+            if (pre_norm) /* x += o, fused with the next layer's LN1 when there is one */
+                ops->residual_layernorm(ctx, x, next ? e->h : NULL, e->o, next ? ln1_g + C : NULL,
+                                        next ? ln1_b + C : NULL, rows, C, eps);
+            else
+                ops->residual_layernorm(ctx, e->o, x, x, ln2_g, ln2_b, rows, C, eps);
         }
-        timer_end(e->tm, ev);
         capture_point(e, ACT_MLP, layer, x, mb, C);
         check_finite(e, x, rows, engine_site_mlp(layer));
     }
@@ -331,8 +316,8 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
         }
     }
 
-    const int ev = timer_begin(e->tm, PHASE_HEAD, step, mb, TIMER_NO_LAYER);
-    final_norm_rows(e, e->head_in, x, nb, n_new);
-    ops->matmul(ctx, e->logits, e->head_in, head_view(m), NULL, nb, C, g->vocab_local);
-    timer_end(e->tm, ev);
+    TIMER_SCOPE(e->tm, PHASE_HEAD, step, mb, TIMER_NO_LAYER) {
+        final_norm_rows(e, e->head_in, x, nb, n_new);
+        ops->matmul(ctx, e->logits, e->head_in, head_view(m), NULL, nb, C, g->vocab_local);
+    }
 }

@@ -1,6 +1,7 @@
-/* Per-rank phase timings on a clock aligned to rank 0. The forward pass brackets each phase
- * with timer_begin/timer_end; events live in a preallocated table (nothing is allocated while
- * generating) and are written to /timings/rank_NNNNN/events by runfile_write_events. */
+/* Per-rank phase timings on a clock aligned to rank 0. The forward pass runs each phase in a
+ * TIMER_SCOPE (timer_begin and timer_end around it); events live in a preallocated table
+ * (nothing is allocated while generating) and are written to /timings/rank_NNNNN/events by
+ * runfile_write_events. */
 #pragma once
 #include <mpi.h>
 #include <stdint.h>
@@ -94,6 +95,30 @@ int timer_records(const timer *t, phase p, int layer);
 /* Brackets a phase; returns a handle for timer_end, or -1 when not recorded. */
 int timer_begin(timer *t, phase p, int step, int microbatch, int layer);
 void timer_end(timer *t, int handle);
+
+/* TIMER_SCOPE(t, p, step, microbatch, layer) { ... } runs the statement or block after it as
+ * one phase: timer_begin on entry, timer_end on leaving it. The end is a cleanup of the scope's
+ * variable, so every way out ends the phase (a return or goto too), never silently skips it.
+ * A break or continue inside leaves only this scope, not an enclosing loop: keep the body to
+ * the straight-line calls being timed. */
+typedef struct {
+    timer *t;
+    int handle;
+    int pending; /* the body has yet to run */
+} timer_scope;
+
+static inline timer_scope timer_scope_begin(timer *t, phase p, int step, int microbatch,
+                                            int layer) {
+    timer_scope s = {t, timer_begin(t, p, step, microbatch, layer), 1};
+    return s;
+}
+
+static inline void timer_scope_end(timer_scope *s) { timer_end(s->t, s->handle); }
+
+#define TIMER_SCOPE(t, p, step, microbatch, layer)                                                 \
+    for (timer_scope timer_scope_ __attribute__((cleanup(timer_scope_end))) =                      \
+             timer_scope_begin((t), (p), (step), (microbatch), (layer));                           \
+         timer_scope_.pending; timer_scope_.pending = 0)
 /* Adds an event measured by the caller on the host clock (timer_host_seconds()). */
 void timer_add_host(timer *t, phase p, int step, int microbatch, int layer, double t0, double t1);
 /* Converts pending backend marks into times (may synchronise the backend). */

@@ -1,6 +1,6 @@
 /* Phase timer and clock alignment under MPI (2-4 ranks): a planted clock skew is recovered
- * within the reported uncertainty, levels filter events, backend marks resolve in order, and
- * profiler ranges open and close with the events. */
+ * within the reported uncertainty, levels filter events, TIMER_SCOPE ends its phase on every
+ * way out, backend marks resolve in order, and profiler ranges open and close with the events. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -76,6 +76,46 @@ static void test_levels(void) {
     /* times are seconds since the run's start, so small and positive here (slack for skew) */
     EXPECT(t.events[0].t_start > -0.01 && t.events[0].t_start < 60, "t_start %g",
            t.events[0].t_start);
+    timer_free(&t);
+}
+
+/* Leaves a TIMER_SCOPE by return, as a later edit of a timed body might. */
+static int scope_returning(timer *t) {
+    TIMER_SCOPE(t, PHASE_HEAD, 0, 0, TIMER_NO_LAYER)
+        return 7;
+    return 0;
+}
+
+static void test_scope(void) {
+    timer t;
+    timer_init(&t, TIMINGS_LAYER, NULL, 16, MPI_COMM_WORLD);
+    int runs = 0;
+    TIMER_SCOPE(&t, PHASE_STEP, 1, 2, TIMER_NO_LAYER) {
+        TIMER_SCOPE(&t, PHASE_NORM, 1, 2, 4)
+            runs++;
+        EXPECT(timer_event_open(&t, 0) && !timer_event_open(&t, 1), "the inner scope ended");
+    }
+    EXPECT(runs == 1 && t.count == 2 && !timer_event_open(&t, 0), "runs %d count %ld", runs,
+           t.count);
+    EXPECT(t.events[1].phase == PHASE_NORM && t.events[1].layer == 4 && t.events[1].step == 1 &&
+               t.events[1].microbatch == 2,
+           "fields of the inner event");
+    EXPECT(t.events[0].t_start <= t.events[1].t_start && t.events[1].t_end <= t.events[0].t_end,
+           "the inner scope nests inside the outer");
+    EXPECT(scope_returning(&t) == 7 && t.count == 3 && !timer_event_open(&t, 2),
+           "a return ends the phase");
+    for (int i = 0; i < 2; i++)
+        TIMER_SCOPE(&t, PHASE_SAMPLE, 0, 0, TIMER_NO_LAYER)
+            break;
+    EXPECT(t.count == 5 && !timer_event_open(&t, 3) && !timer_event_open(&t, 4),
+           "a break leaves only the scope, and ends its phase");
+    timer_free(&t);
+
+    timer_init(&t, TIMINGS_OFF, NULL, 16, MPI_COMM_WORLD);
+    runs = 0;
+    TIMER_SCOPE(&t, PHASE_STEP, 0, 0, TIMER_NO_LAYER)
+        runs++;
+    EXPECT(runs == 1 && t.count == 0, "off still runs the body once (runs %d)", runs);
     timer_free(&t);
 }
 
@@ -187,6 +227,7 @@ int main(int argc, char **argv) {
     EXPECT(size >= 2, "run with 2-4 ranks");
     test_clock_align_recovers_injected_offset(rank);
     test_levels();
+    test_scope();
     test_capacity_drops();
     test_backend_marks();
     test_backend_ranges();
