@@ -3,7 +3,7 @@
  * gives each equation and assumption; collectives are plan_collectives.c, placement and shared
  * nodes plan_placement.c). Compute phases are costed with metrics/phase_cost.c, the same
  * analytic FLOPs and bytes `tripar report --roofline` reads measured runs against. */
-#include "metrics/plan_cost.h"
+#include "analysis/plan_cost.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "metrics/plan_internal.h"
+#include "analysis/plan_internal.h"
 
 enum { F32 = 4, I32 = 4 };
 /* engine.h's ENGINE_MAX_MICRO: the engine refuses more micro-batches (a layer above us);
