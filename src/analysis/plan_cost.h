@@ -98,18 +98,18 @@ double plan_allreduce_rabenseifner(int p, int per_node, double bytes, const plan
  * all-reduce over the nodes, all-gather inside), as NCCL picks by tuning per size. MPI: the
  * algorithm Open MPI 4.1's coll/tuned picks by group size and bytes (ring, recursive doubling
  * or Rabenseifner), flat over the group: a ring step as slow as the slowest tier the group
- * crosses, a recursive step on the tier of the pairs it joins. */
+ * crosses, a recursive step on the tier of the pairs it joins.
+ * A node's links on an inter tier are shared by the flows that cross at once: a ring or tree
+ * sends one per group on the node, recursive doubling and the hierarchical all-reduce one per
+ * member. node_busy: the ranks of the fullest node communicating at once (0: not known, no
+ * sharing); each flow gets beta x min(1, links_per_node / flows). */
 plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes,
                                     plan_collectives lib, int node_busy);
 /* The non-blocking all-reduce of one piece under overlap: NCCL's is its blocking one; MPI's
  * is libnbc's, a binomial tree whatever the size (tripar reduces in place), which moves only
- * when the rank calls into MPI. */
+ * when the rank calls into MPI. node_busy as for plan_allreduce_best. */
 plan_collective plan_iallreduce(const plan_cluster *c, const plan_group *g, double bytes,
                                 plan_collectives lib, int node_busy);
-/* A node's links on an inter tier are shared by the flows that cross at once: a ring or tree
- * sends one per group on the node, recursive doubling and the hierarchical all-reduce one per
- * member. node_busy: the ranks of the fullest node communicating at once (0: not known, no
- * sharing); each flow gets beta x min(1, links_per_node / flows). */
 
 /* The model as tripar runs it: its config and how weights and the KV cache are stored. */
 typedef struct {
