@@ -228,7 +228,8 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
                         const plan_strategy *s, char *why, int why_len);
 
 /* Memory of one rank at (tp_rank, pp_rank): its weights (the size table of src/model), its
- * activation arena and KV cache (the engine's arena table mirrored: engine_arena_plan). */
+ * activation arena and KV cache (the engine's own arena table, engine_arena_plan, for the
+ * largest replica with no activations captured). */
 void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_strategy *s,
                       int tp_rank, int pp_rank, double *weights, double *activations, double *kv);
 
@@ -241,8 +242,8 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
                   const plan_rates *r, const plan_strategy *s, plan_prediction *out);
 
 /* Every valid strategy on n ranks: dp x tp x pp = n, micro-batches 1, 2, 4, ... up to the
- * smallest replica's sequences (and 64), overlap off and on (when tp > 1), and each order
- * whose groups sit on the nodes otherwise than an earlier order's (auto first), since the
+ * smallest replica's sequences (and ENGINE_MAX_MICRO), overlap off and on (when tp > 1), and each
+ * order whose groups sit on the nodes otherwise than an earlier order's (auto first), since the
  * cost depends on the groups only; every order on a node whose ranks time-share its cores
  * (the order picks which ranks share a core). Returns the count and *out (caller frees). */
 int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_cluster *c,
