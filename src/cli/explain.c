@@ -1,6 +1,6 @@
 /* `tripar explain BASE.h5 OTHER.h5...`: the command line and the three output forms (a
  * table with the verdict, CSV rows, JSON with the structure section) of the attribution in
- * explain_attr.c. docs/cli.md has the contract, docs/explain.md the method. */
+ * analysis/explain_attr.c. docs/cli.md has the contract, docs/explain.md the method. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,8 +9,8 @@
 
 #include "base/check.h"
 #include "base/path.h"
+#include "analysis/explain.h"
 #include "cli/cli.h"
-#include "cli/explain.h"
 
 enum { VERDICT_LEN = 4096, WORDS_LEN = 512 };
 typedef enum { FORMAT_TEXT = 0, FORMAT_CSV, FORMAT_JSON } explain_format;

@@ -1,6 +1,7 @@
 /* `tripar plan`: predicts every strategy tripar could run a model with on a cluster (dp x tp x
  * pp, micro-batches, overlap, order), ranks them by latency, throughput or goodput under SLOs,
- * and says why each wins or loses (docs/planner.md). Serial and file-only: no MPI. */
+ * and says why each wins or loses (docs/planner.md). Serial and file-only: no MPI. This file
+ * reads the arguments and runs the planner of src/analysis/ (plan.h); plan_output.c prints. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +9,11 @@
 
 #include "base/check.h"
 #include "base/path.h"
-#include "io/checkpoint.h"
 #include "job/job.h"
 #include "job/presets.h"
+#include "analysis/plan_calibrate.h"
 #include "cli/cli.h"
 #include "cli/plan.h"
-#include "cli/plan_calibrate.h"
 
 #define PLAN_MAX_CALIBRATIONS 64
 
@@ -181,44 +181,10 @@ static int precision_parse(const char *s, precision_kind *out) {
     return STATUS_BAD_INPUT;
 }
 
-int plan_model_from_job(const job *j, plan_model *m, plan_workload *w) {
-    memset(m, 0, sizeof *m);
-    int rc = STATUS_OK;
-    char why[PATH_WHY_MAX];
-    if (j->checkpoint[0] && path_check_input(j->checkpoint, why, sizeof why) != 0) {
-        /* a FIFO would block the reader: refused before it is opened, as `run` refuses it */
-        error_set("model.checkpoint '%s' %s", j->checkpoint, why);
-        rc = STATUS_BAD_INPUT;
-    } else if (j->checkpoint[0])
-        rc = checkpoint_read_config(j->checkpoint, &m->cfg);
-    else
-        model_config_from_job(&m->cfg, j);
-    m->weight_dtype = j->precision, m->kv_cache = j->kv_cache, m->kv_block = j->kv_block;
-    /* tripar's comm backends: MPI on the CPU backend or when asked for, else NCCL */
-    m->collectives =
-        j->backend == BACKEND_CPU || j->comm == COMM_MPI ? PLAN_COLL_MPI : PLAN_COLL_NCCL;
-    m->chunks = j->chunks;
-    w->batch = j->batch > 0 ? j->batch : 1;
-    w->prompt = j->prompt_len > 0 ? j->prompt_len : 128;
-    w->new_tokens = j->new_tokens;
-    return rc;
-}
-
 /* The model and the default workload from the job file or the preset. */
 static int plan_model_resolve(const plan_args *a, plan_model *m, plan_workload *w) {
-    memset(m, 0, sizeof *m);
-    w->batch = 1, w->prompt = 128, w->new_tokens = 32;
-    m->kv_cache = KV_CONTIGUOUS, m->kv_block = 16, m->chunks = 2; /* job.c's default */
     if (a->preset) {
-        job j;
-        memset(&j, 0, sizeof j);
-        if (job_preset_apply(&j, a->preset) != 0) {
-            error_set("--preset %s is not a preset; presets: %s", a->preset, job_preset_list());
-            return STATUS_BAD_INPUT;
-        }
-        j.norm = NORM_PRE;
-        model_config_from_job(&m->cfg, &j);
-        m->weight_dtype = PRECISION_FP32;
+        if (plan_model_from_preset(a->preset, m, w) != STATUS_OK) return STATUS_BAD_INPUT;
     } else {
         job j;
         if (job_load(&j, a->job_path, NULL, 0) != STATUS_OK) return STATUS_BAD_INPUT;
@@ -234,77 +200,6 @@ static int plan_model_resolve(const plan_args *a, plan_model *m, plan_workload *
         error_set("a prompt of %d tokens plus %d new tokens exceeds the model's context of %d",
                   w->prompt, w->new_tokens, m->cfg.ctx);
         return STATUS_BAD_INPUT;
-    }
-    return STATUS_OK;
-}
-
-const char *plan_objective_name(plan_objective o) {
-    static const char *const names[] = {"latency", "throughput", "goodput"};
-    return names[o];
-}
-
-int plan_meets_slo(const plan_summary *q, const plan_prediction *p) {
-    return (q->ttft_slo == 0 || p->ttft <= q->ttft_slo) &&
-           (q->tpot_slo == 0 || p->tpot <= q->tpot_slo);
-}
-
-/* The sort needs the objective; qsort has no context argument. */
-static const plan_summary *rank_query;
-
-/* Fitting first; under goodput those meeting the SLOs first; then by the objective; ties by
- * the strategy, so the order is the same on every machine. */
-static int prediction_compare(const void *x, const void *y) {
-    const plan_prediction *a = x, *b = y;
-    if (a->fits != b->fits) return b->fits - a->fits;
-    if (!a->fits) return a->rank_bytes < b->rank_bytes ? -1 : a->rank_bytes > b->rank_bytes;
-    if (rank_query->objective == PLAN_OBJ_GOODPUT) {
-        int ma = plan_meets_slo(rank_query, a), mb = plan_meets_slo(rank_query, b);
-        if (ma != mb) return mb - ma;
-    }
-    double ka = rank_query->objective == PLAN_OBJ_LATENCY ? a->e2e : -a->tokens_per_s;
-    double kb = rank_query->objective == PLAN_OBJ_LATENCY ? b->e2e : -b->tokens_per_s;
-    if (ka != kb) return ka < kb ? -1 : 1;
-    const int sa[] = {a->s.dp, a->s.tp, a->s.pp, a->s.microbatches, a->s.overlap, a->s.order};
-    const int sb[] = {b->s.dp, b->s.tp, b->s.pp, b->s.microbatches, b->s.overlap, b->s.order};
-    for (int i = 0; i < 6; i++)
-        if (sa[i] != sb[i]) return sa[i] - sb[i];
-    return 0;
-}
-
-static void strategy_text(const plan_strategy *s, char *buf, size_t len) {
-    snprintf(buf, len, "dp%d-tp%d-pp%d m%d%s %s", s->dp, s->tp, s->pp, s->microbatches,
-             s->overlap ? " overlap" : "", plan_order_names[s->order]);
-}
-
-/* Exit 2 cases once ranked: nothing fits, or nothing meets the SLOs. */
-static int plan_ranked_check(const plan_summary *q, const plan_cluster *c,
-                             const plan_prediction *ranked, int n) {
-    char what[96];
-    if (!ranked[0].fits) {
-        strategy_text(&ranked[0].s, what, sizeof what);
-        error_set("the model fits nowhere on %d devices of %.1f GiB: the smallest rank needs "
-                  "%.1f GiB (%s: weights %.1f, KV cache %.1f, activations %.1f GiB)",
-                  q->gpus, c->device_memory / 1073741824.0, ranked[0].rank_bytes / 1073741824.0,
-                  what, ranked[0].weight_bytes / 1073741824.0, ranked[0].kv_bytes / 1073741824.0,
-                  ranked[0].act_bytes / 1073741824.0);
-        return STATUS_BAD_INPUT;
-    }
-    if ((q->ttft_slo > 0 || q->tpot_slo > 0) && !plan_meets_slo(q, &ranked[0])) {
-        double best_ttft = 0, best_tpot = 0;
-        for (int i = 0; i < n && ranked[i].fits; i++) {
-            if (!best_ttft || ranked[i].ttft < best_ttft) best_ttft = ranked[i].ttft;
-            if (!best_tpot || ranked[i].tpot < best_tpot) best_tpot = ranked[i].tpot;
-        }
-        /* only goodput ranks by the SLO; the others may still list a strategy that misses */
-        int any = 0;
-        for (int i = 0; i < n && ranked[i].fits; i++)
-            any |= plan_meets_slo(q, &ranked[i]);
-        if (!any) {
-            error_set("no strategy meets the SLO (TTFT <= %g s, TPOT <= %g s; 0 = none) on %d "
-                      "devices: the best TTFT is %.4g s and the best TPOT %.4g s",
-                      q->ttft_slo, q->tpot_slo, q->gpus, best_ttft, best_tpot);
-            return STATUS_BAD_INPUT;
-        }
     }
     return STATUS_OK;
 }
@@ -390,8 +285,7 @@ static int plan_run(const plan_args *a) {
                   gpus, m.cfg.heads, m.cfg.kv_heads, m.cfg.layers, w.batch);
         return STATUS_BAD_INPUT;
     }
-    rank_query = &q;
-    qsort(list, (size_t)n, sizeof *list, prediction_compare);
+    plan_rank(list, n, &q);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     q.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     int rc = plan_ranked_check(&q, &c, list, n);

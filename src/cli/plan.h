@@ -1,49 +1,13 @@
-/* `tripar plan`, shared between its files: the cluster file (plan_cluster.c), the ranking and
- * its reasons, and the table/CSV/JSON output (plan_output.c). The cost model itself is
- * metrics/plan_cost.h. */
+/* `tripar plan`'s output (plan_output.c): the ranked table, CSV and JSON. What the planner
+ * computes is analysis/plan.h, the cost model analysis/plan_cost.h. */
 #pragma once
 #include <stdio.h>
 
-#include "job/job.h"
-#include "metrics/plan_cost.h"
+#include "analysis/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Reads a cluster description (docs/planner.md "Cluster files"). Returns STATUS_OK, or
- * STATUS_BAD_INPUT with error_message() = "file:line: ..." naming the allowed keys or values. */
-int plan_cluster_load(plan_cluster *c, const char *path);
-
-/* The model and workload of a loaded job (its checkpoint's shape when it names one). */
-int plan_model_from_job(const job *j, plan_model *m, plan_workload *w);
-
-/* `tripar plan --validate RUN.h5...`: predicts each run's strategy from the cluster and the
- * calibration of the other runs (leave one out) and prints predicted against measured TTFT,
- * TPOT and tokens/s with their relative errors. Returns STATUS_OK or STATUS_BAD_INPUT. */
-int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int n);
-
-typedef enum { PLAN_OBJ_LATENCY = 0, PLAN_OBJ_THROUGHPUT, PLAN_OBJ_GOODPUT } plan_objective;
-const char *plan_objective_name(plan_objective o);
-
-/* What was asked, as the output names it. */
-typedef struct {
-    const char *model_name; /* the job file or the preset */
-    const char *cluster_path;
-    plan_workload w;
-    int gpus;
-    plan_objective objective;
-    double ttft_slo, tpot_slo; /* seconds; 0 = none */
-    int n_calibrations;
-    double seconds; /* how long planning took */
-} plan_summary;
-
-/* Whether a prediction meets the SLOs (1 when none is set). */
-int plan_meets_slo(const plan_summary *q, const plan_prediction *p);
-
-/* Why a strategy wins or loses, in a few words from its largest cost beyond compute:
- * "pp=8 bubble 47% at 4 micro-batches", "TP all-reduce crosses nodes: 38% exposed". */
-void plan_reason(const plan_prediction *p, const plan_cluster *c, char *buf, int len);
 
 /* The ranked strategies: the first top as a table on out, and every one to CSV or JSON
  * (format "csv" or "json") on out instead when format is not "text". */

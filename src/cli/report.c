@@ -14,7 +14,7 @@
 #include "metrics/score.h"
 #include "base/stats.h"
 #include "cli/cli.h"
-#include "cli/run_roofline.h"
+#include "cli/report_roofline.h"
 #include "cli/report_telemetry.h"
 
 typedef struct {

@@ -1,6 +1,6 @@
-/* `tripar report --roofline`: the per-phase roofline table (run_roofline.h) of each run file's
- * slowest rank, as text, CSV or JSON; the columns are docs/cli.md's and the label rule
- * docs/benchmarks.md "Per-phase rooflines". */
+/* `tripar report --roofline`: the per-phase roofline table (analysis/run_roofline.h) of each
+ * run file's slowest rank, as text, CSV or JSON; the columns are docs/cli.md's and the label
+ * rule docs/benchmarks.md "Per-phase rooflines". */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,8 +8,9 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "analysis/run_roofline.h"
 #include "cli/cli.h"
-#include "cli/run_roofline.h"
+#include "cli/report_roofline.h"
 
 static const char *const period_names[ROOF_PERIOD_COUNT] = {"prefill", "decode"};
 

@@ -1,4 +1,4 @@
-/* Private to job*.c (and cli/plan_cluster.c, which reads cluster files with it): the job file
+/* Private to job*.c (and analysis/plan_cluster.c, which reads cluster files with it): the job file
  * as a small tree of maps, sequences and scalars read with libyaml. Every node remembers where
  * it came from (file and line, or the --set text), so that validation can point at the exact
  * spot, and --set overrides can be grafted in. */

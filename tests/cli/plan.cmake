@@ -1,7 +1,6 @@
 # `tripar plan` (docs/planner.md). Included from tests/cli/tests.cmake.
-# The cost model's equations on hand-computed cases (tests/metrics/test_plan_cost.c); it lives
-# with the metrics tests but is registered here with the rest of the planner.
-tripar_unit_test(metrics_plan_cost SOURCES metrics/test_plan_cost.c LABELS metrics)
+# The cost model's equations on hand-computed cases: tests/analysis/test_plan_cost.c, registered
+# in tests/analysis/tests.cmake.
 
 set(PLAN_FIXTURES ${TRIPAR_AREA_DIR}/plan)
 set(PLAN_CLUSTERS ${PROJECT_SOURCE_DIR}/data/clusters)

@@ -84,7 +84,7 @@ def check_rows(doc, preset, n, objective):
     return rows
 
 
-# A: GPT-2 124M on 2 ranks of this machine: the 11 strategies of tests/metrics/test_plan_cost.c,
+# A: GPT-2 124M on 2 ranks of this machine: the 11 strategies of tests/analysis/test_plan_cost.c,
 # a core each; on its 8 (the default: every device), 4 ranks per core (cores_per_node: 2)
 doc = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
            "--batch", "4", "--prompt", "64", "--new-tokens", "16", "--gpus", "2")

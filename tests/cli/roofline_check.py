@@ -27,7 +27,7 @@ COMPUTE = ("embed", "norm", "qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm"
            "sample")
 COMM = ("tp_allreduce", "tp_wait", "pp_send", "pp_recv_wait", "dp_gather")
 BOUNDS = ("compute-bound", "memory-bound", "communication-bound", "overhead-bound", "-")
-# The label rule's thresholds (src/cli/run_roofline.h, docs/benchmarks.md)
+# The label rule's thresholds (src/analysis/run_roofline.h, docs/benchmarks.md)
 OVERHEAD_EFFICIENCY, OVERHEAD_EVENT_SECONDS = 0.10, 50e-6
 
 

@@ -2,7 +2,7 @@
  * the analytic cost of exactly the events timed (metrics/phase_cost.c, priced from the job the
  * run file records), the achieved rates and the label against the ceilings in
  * /metrics/roofline. The label rule is docs/benchmarks.md "Per-phase rooflines". */
-#include "cli/run_roofline.h"
+#include "analysis/run_roofline.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/explain.h"
+#include "analysis/explain.h"
 
 /* Clauses stop once they cover this share of the summed |contributions| ... */
 #define VERDICT_COVER 0.95

@@ -1,8 +1,8 @@
 /* Per-phase rates for `tripar plan` from runs recorded with record.timings: layer: the phase
- * times and analytic costs of cli/run_roofline.c, read against the cluster file's ceilings as
+ * times and analytic costs of analysis/run_roofline.c, read against the cluster file's ceilings as
  * curves over arithmetic intensity, so the planner predicts what the code achieves at each
  * shape rather than what the hardware peaks at; and what time-sharing costs beyond its share. */
-#include "cli/plan_calibrate.h"
+#include "analysis/plan_calibrate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,8 +11,8 @@
 
 #include "base/check.h"
 #include "io/runread.h"
-#include "cli/plan_runs.h"
-#include "cli/run_roofline.h"
+#include "analysis/plan_runs.h"
+#include "analysis/run_roofline.h"
 
 /* The measurements of one phase at one arithmetic intensity, summed over the runs, so that a
  * point measured in several runs is weighted by its time. */

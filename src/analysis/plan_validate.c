@@ -9,9 +9,9 @@
 
 #include "base/check.h"
 #include "io/runread.h"
-#include "cli/plan.h"
-#include "cli/plan_calibrate.h"
-#include "cli/plan_runs.h"
+#include "analysis/plan.h"
+#include "analysis/plan_calibrate.h"
+#include "analysis/plan_runs.h"
 
 static double rel_error(double predicted, double measured) {
     return measured > 0 ? (predicted - measured) / measured : NAN;

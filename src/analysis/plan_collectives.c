@@ -3,8 +3,8 @@
  * nodes a group spans (docs/planner.md "Collectives"). */
 #include <math.h>
 
-#include "metrics/plan_cost.h"
-#include "metrics/plan_internal.h"
+#include "analysis/plan_cost.h"
+#include "analysis/plan_internal.h"
 
 const char *plan_allreduce_algo_name(plan_allreduce_algo a) {
     static const char *const names[] = {

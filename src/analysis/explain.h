@@ -1,13 +1,13 @@
 /* `tripar explain BASE OTHER...`: attributes the difference in TTFT, TPOT and end-to-end
  * latency between run files to additive buckets (phases by layer, communication kinds, host
  * gaps) that sum exactly to it, plus a structure split and a verdict in words. The method is
- * docs/explain.md; explain_attr.c computes, explain_verdict.c words, explain.c prints. */
+ * docs/explain.md; explain_attr.c computes, explain_verdict.c words, cli/explain.c prints. */
 #pragma once
 #include <stddef.h>
 
-#include "cli/run_roofline.h"
 #include "io/runread.h"
 #include "metrics/timing.h"
+#include "analysis/run_roofline.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "cli/explain.h"
+#include "analysis/explain.h"
 
 const int explain_row_kinds[] = {
     PHASE_EMBED,    PHASE_NORM,      PHASE_QKV_GEMM,   PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM,

@@ -2,7 +2,7 @@
  * roofline on the cluster's ceilings, the cost of cores shared by replicas, and the overlap
  * efficiency (docs/planner.md "Calibration"). */
 #pragma once
-#include "metrics/plan_cost.h"
+#include "analysis/plan_cost.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-/* The planner's cost model (src/metrics/plan_cost.c) on hand-computed cases: the collective
+/* The planner's cost model (src/analysis/plan_cost.c) on hand-computed cases: the collective
  * equations of docs/planner.md, the bubble, rank placement on nodes, tripar's mesh rules, the
  * memory of a known shape (GPT-2 124M counted by hand; activations and KV cache equal to the
  * engine's own arena table), and a prediction whose parts add up to its latency. */
@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "engine/engine.h"
-#include "metrics/plan_cost.h"
+#include "analysis/plan_cost.h"
 
 static void assert_close(double got, double want) {
     if (fabs(got - want) > 1e-12 + 1e-9 * fabs(want)) fail_msg("got %.12g, want %.12g", got, want);

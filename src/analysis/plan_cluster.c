@@ -13,7 +13,7 @@
 #include "io/h5util.h"
 #include "io/runread.h"
 #include "job/job_tree.h"
-#include "cli/plan.h"
+#include "analysis/plan.h"
 
 static const char *const TOP_KEYS[] = {"name",     "nodes",  "devices_per_node", "cores_per_node",
                                        "node_gbs", "device", "network",          NULL};

@@ -3,7 +3,7 @@
  * gives each equation and assumption; collectives are plan_collectives.c, placement and shared
  * nodes plan_placement.c). Compute phases are costed with metrics/phase_cost.c, the same
  * analytic FLOPs and bytes `tripar report --roofline` reads measured runs against. */
-#include "metrics/plan_cost.h"
+#include "analysis/plan_cost.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,12 +11,10 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "metrics/plan_internal.h"
+#include "engine/engine.h"
+#include "analysis/plan_internal.h"
 
 enum { F32 = 4, I32 = 4 };
-/* engine.h's ENGINE_MAX_MICRO: the engine refuses more micro-batches (a layer above us);
- * ENGINE_MAX_CHUNKS: it cuts a product into at most this many pieces */
-enum { PLAN_MAX_MICRO = 64, PLAN_MAX_CHUNKS = 64 };
 
 /* ---- validity ------------------------------------------------------------------------- */
 
@@ -43,7 +41,7 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
         return 0;
     }
     const int smallest = w->batch / s->dp; /* balanced: the first replica has the fewest */
-    if (s->microbatches > smallest || s->microbatches > PLAN_MAX_MICRO) {
+    if (s->microbatches > smallest || s->microbatches > ENGINE_MAX_MICRO) {
         snprintf(why, (size_t)why_len, "%d micro-batches > %d sequences per replica",
                  s->microbatches, smallest);
         return 0;
@@ -61,14 +59,6 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
 
 /* ---- memory --------------------------------------------------------------------------- */
 
-static double align64(double bytes) { return ceil(bytes / 64.0) * 64.0; }
-
-/* The largest micro-batch of a replica of `sequences`, as microbatch_split_init splits it. */
-static int microbatch_max(int sequences, int microbatches) {
-    const int n = microbatches < sequences ? microbatches : sequences;
-    return split_count(sequences, n, n - 1);
-}
-
 void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_strategy *s,
                       int tp_rank, int pp_rank, double *weights, double *activations, double *kv) {
     shard_geom g;
@@ -76,28 +66,17 @@ void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_st
     model table;
     model_tensor_table(&table, &m->cfg, &g, model_weight_dtype(m->weight_dtype));
     *weights = (double)model_weight_bytes(&table);
-    /* engine.c's arena_table, for the largest replica (the last) and no captured logits */
-    const int batch_local = split_count(w->batch, s->dp, s->dp - 1);
-    const int n_micro = s->microbatches < batch_local ? s->microbatches : batch_local;
-    const int mb = microbatch_max(batch_local, s->microbatches);
-    const double R = (double)mb * w->prompt, C = m->cfg.embd, A = g.attn_dim;
-    const double KVA = (double)g.n_kv_heads * g.head_dim, M = g.mlp_local, V = g.vocab_local;
-    const int llama = m->cfg.arch == ARCH_LLAMA, cap = w->prompt + w->new_tokens;
-    double act = 2.0 * n_micro * align64(R * C * F32); /* ping-pong stage buffers */
-    act += align64(R * C * F32) + align64(R * (A + 2 * KVA) * F32) + align64(R * A * F32) +
-           align64(R * C * F32) + align64(R * (llama ? 2 : 1) * M * F32) +
-           align64(llama ? R * M * F32 : 0) + align64(llama ? g.head_dim / 2 * F32 : 0);
-    act += align64(mb * C * F32) + align64(mb * V * F32) + align64(mb * F32) + align64(mb * I32) +
-           align64(R * I32) + align64((double)batch_local * I32);
-    *activations = act;
-    double positions = cap, table_bytes = 0;
-    if (m->kv_cache == KV_PAGED) {
-        const int blocks = (cap + m->kv_block - 1) / m->kv_block;
-        positions = (double)blocks * m->kv_block;
-        table_bytes = align64((double)batch_local * blocks * I32);
-    }
-    /* keys and values: layers x sequences x positions x the rank's kv heads x head_dim */
-    *kv = 2 * align64((double)g.n_layers * batch_local * positions * KVA * F32) + table_bytes;
+    /* the engine's own arena table, for the largest replica (the last) and no captured
+     * activations (so the LM head runs on each sequence's last row only) */
+    engine_config ec;
+    memset(&ec, 0, sizeof ec);
+    ec.batch = w->batch, ec.prompt_len = w->prompt, ec.new_tokens = w->new_tokens;
+    ec.microbatches = s->microbatches;
+    ec.kv_cache = m->kv_cache, ec.kv_block = m->kv_block;
+    size_t act_bytes, kv_bytes;
+    engine_arena_plan(&ec, &g, &m->cfg, s->dp, s->dp - 1, &act_bytes, &kv_bytes);
+    *activations = (double)act_bytes;
+    *kv = (double)kv_bytes;
 }
 
 /* ---- latency -------------------------------------------------------------------------- */
@@ -177,9 +156,9 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         /* two all-reduces of the activations per layer, and the sampler's MAXLOC on the last;
          * with overlap each goes in pieces, one all-reduce of its rows per piece (forward.c) */
         const double rows = (double)seqs * new_positions;
-        const int chunks = m->chunks < 1                 ? 1
-                           : m->chunks > PLAN_MAX_CHUNKS ? PLAN_MAX_CHUNKS
-                                                         : m->chunks;
+        const int chunks = m->chunks < 1                   ? 1
+                           : m->chunks > ENGINE_MAX_CHUNKS ? ENGINE_MAX_CHUNKS
+                                                           : m->chunks;
         const int pieces = s->overlap ? (int)fmin(chunks, rows) : 1;
         const double bytes = rows * m->cfg.embd * F32 / pieces;
         const plan_collective ar = pieces > 1
@@ -290,9 +269,9 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     memset(out, 0, sizeof *out);
     out->s = *s;
     plan_groups(c, s, &out->tp_group, &out->pp_group, &out->dp_group);
-    const int batch_local = split_count(w->batch, s->dp, s->dp - 1); /* the slowest replica */
-    const int n_micro = s->microbatches < batch_local ? s->microbatches : batch_local;
-    const int mb = microbatch_max(batch_local, s->microbatches);
+    microbatch_split split; /* the slowest replica's (the largest), as the engine splits it */
+    microbatch_split_init(&split, replica_sequences_max(w->batch, s->dp), s->microbatches);
+    const int n_micro = split.n_micro, mb = split.max_size;
     const double C = m->cfg.embd;
     /* the fullest node's busy ranks time-share its cores, stage by stage (docs/planner.md) */
     out->node_ranks = plan_node_ranks(c, s->dp * s->tp * s->pp);
@@ -392,7 +371,7 @@ int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_clust
                     dup |= !memcmp(seen[i], g, sizeof seen[i]);
                 if (dup) continue;
                 n_seen++;
-                for (int mb = 1; mb <= PLAN_MAX_MICRO; mb *= 2) {
+                for (int mb = 1; mb <= ENGINE_MAX_MICRO; mb *= 2) {
                     for (int overlap = 0; overlap <= (tp > 1); overlap++) {
                         s.microbatches = mb, s.overlap = overlap;
                         if (!plan_strategy_valid(m, w, c, &s, why, sizeof why)) break;

@@ -58,11 +58,6 @@ const char *roof_bound_name(roof_bound b);
  * with phase_is_compute) in measured iterations. It sets the latency. */
 int run_roofline_slowest_rank(const run_data *run);
 
-/* `tripar report --roofline FILE...`: the table of each file's slowest rank, as text, and as
- * CSV / JSON rows when csv / json name files (NULL: none). Returns the exit code: 0, or 2 with
- * one "tripar report: ..." line on stderr. */
-int report_roofline(const char *const *files, int n, const char *csv, const char *json);
-
 #ifdef __cplusplus
 }
 #endif

@@ -98,18 +98,18 @@ double plan_allreduce_rabenseifner(int p, int per_node, double bytes, const plan
  * all-reduce over the nodes, all-gather inside), as NCCL picks by tuning per size. MPI: the
  * algorithm Open MPI 4.1's coll/tuned picks by group size and bytes (ring, recursive doubling
  * or Rabenseifner), flat over the group: a ring step as slow as the slowest tier the group
- * crosses, a recursive step on the tier of the pairs it joins. */
+ * crosses, a recursive step on the tier of the pairs it joins.
+ * A node's links on an inter tier are shared by the flows that cross at once: a ring or tree
+ * sends one per group on the node, recursive doubling and the hierarchical all-reduce one per
+ * member. node_busy: the ranks of the fullest node communicating at once (0: not known, no
+ * sharing); each flow gets beta x min(1, links_per_node / flows). */
 plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes,
                                     plan_collectives lib, int node_busy);
 /* The non-blocking all-reduce of one piece under overlap: NCCL's is its blocking one; MPI's
  * is libnbc's, a binomial tree whatever the size (tripar reduces in place), which moves only
- * when the rank calls into MPI. */
+ * when the rank calls into MPI. node_busy as for plan_allreduce_best. */
 plan_collective plan_iallreduce(const plan_cluster *c, const plan_group *g, double bytes,
                                 plan_collectives lib, int node_busy);
-/* A node's links on an inter tier are shared by the flows that cross at once: a ring or tree
- * sends one per group on the node, recursive doubling and the hierarchical all-reduce one per
- * member. node_busy: the ranks of the fullest node communicating at once (0: not known, no
- * sharing); each flow gets beta x min(1, links_per_node / flows). */
 
 /* The model as tripar runs it: its config and how weights and the KV cache are stored. */
 typedef struct {
@@ -228,7 +228,8 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
                         const plan_strategy *s, char *why, int why_len);
 
 /* Memory of one rank at (tp_rank, pp_rank): its weights (the size table of src/model), its
- * activation arena and KV cache (the engine's arena table mirrored: engine_arena_plan). */
+ * activation arena and KV cache (the engine's own arena table, engine_arena_plan, for the
+ * largest replica with no activations captured). */
 void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_strategy *s,
                       int tp_rank, int pp_rank, double *weights, double *activations, double *kv);
 
@@ -241,8 +242,8 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
                   const plan_rates *r, const plan_strategy *s, plan_prediction *out);
 
 /* Every valid strategy on n ranks: dp x tp x pp = n, micro-batches 1, 2, 4, ... up to the
- * smallest replica's sequences (and 64), overlap off and on (when tp > 1), and each order
- * whose groups sit on the nodes otherwise than an earlier order's (auto first), since the
+ * smallest replica's sequences (and ENGINE_MAX_MICRO), overlap off and on (when tp > 1), and each
+ * order whose groups sit on the nodes otherwise than an earlier order's (auto first), since the
  * cost depends on the groups only; every order on a node whose ranks time-share its cores
  * (the order picks which ranks share a core). Returns the count and *out (caller frees). */
 int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_cluster *c,

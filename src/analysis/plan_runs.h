@@ -3,7 +3,7 @@
  * `tripar plan --validate` and the calibration (docs/planner.md). */
 #pragma once
 #include "io/runread.h"
-#include "metrics/plan_cost.h"
+#include "analysis/plan_cost.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 /* Measured runs for the planner: the job a run file records, loaded as a job file, gives the
  * model, workload and strategy; /metrics the measured medians; the host names the placement. */
-#include "cli/plan_runs.h"
+#include "analysis/plan_runs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 
 #include "base/check.h"
 #include "io/h5util.h"
-#include "cli/plan.h"
+#include "analysis/plan.h"
 
 int plan_run_host_ranks(const run_data *run, int r) {
     if (!run->ranks || !run->ranks[r].host[0]) return 0;

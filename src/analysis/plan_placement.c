@@ -4,8 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "metrics/plan_cost.h"
 #include "model/model.h"
+#include "analysis/plan_cost.h"
 
 const char *const plan_order_names[PLAN_ORDER_COUNT] = {
     "auto", "tp-pp-dp", "tp-dp-pp", "pp-tp-dp", "pp-dp-tp", "dp-tp-pp", "dp-pp-tp"};

@@ -1,0 +1,4 @@
+# Analysis area: the planner's cost model (src/analysis/plan_cost.c) on hand-computed cases. The
+# test keeps the name it had under tests/metrics/ (docs and CI scripts name it); `tripar plan`
+# end to end is tests/cli/plan.cmake.
+tripar_unit_test(metrics_plan_cost SOURCES analysis/test_plan_cost.c LABELS metrics analysis)
