@@ -28,6 +28,10 @@ int explain_main(int argc, char **argv);
 struct json_t;
 int cli_json_write(struct json_t *root, const char *path, FILE *out, size_t flags);
 
+/* A JSON number, or null for a value that is not finite (JSON has no NaN or infinity: a phase
+ * a run never measured, a ratio over zero). */
+struct json_t *cli_json_number(double v);
+
 #ifdef __cplusplus
 }
 #endif

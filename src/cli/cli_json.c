@@ -1,6 +1,7 @@
-/* The tail the subcommands' JSON outputs share: write the document, release it, and say what
- * could not be written. */
+/* What the subcommands' JSON outputs share: numbers that may not be finite, and the tail that
+ * writes the document, releases it, and says what could not be written. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "base/check.h"
@@ -17,3 +18,5 @@ int cli_json_write(json_t *root, const char *path, FILE *out, size_t flags) {
         error_set("cannot write the JSON output");
     return STATUS_BAD_INPUT;
 }
+
+json_t *cli_json_number(double v) { return isfinite(v) ? json_real(v) : json_null(); }

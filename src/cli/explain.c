@@ -240,8 +240,6 @@ static void csv_write(FILE *f, const explain_run *runs, int n) {
 
 /* ---- json ---- */
 
-static json_t *number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 static json_t *run_json(const explain_run *x) {
     char words[WORDS_LEN];
     const run_rank *c = &x->run.ranks[x->critical_rank];
@@ -250,17 +248,17 @@ static json_t *run_json(const explain_run *x) {
     for (int q = 0; q < EXPLAIN_QTY_COUNT; q++) {
         char key[16];
         snprintf(key, sizeof key, "%s_s", explain_qty_name((explain_qty)q));
-        json_object_set_new(measured, key, number(x->measured[q]));
-        json_object_set_new(metrics, key, number(x->metrics[q]));
+        json_object_set_new(measured, key, cli_json_number(x->measured[q]));
+        json_object_set_new(metrics, key, cli_json_number(x->metrics[q]));
     }
     json_t *critical =
         json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:o, s:o, s:s?, s:o, s:s}", "rank",
                   x->critical_rank, "dp_rank", c->dp_rank, "tp_rank", c->tp_rank, "pp_rank",
                   c->pp_rank, "iterations", x->critical_iterations, "layers", x->critical_layers,
                   "busiest_bucket", explain_kind_name(x->busiest_kind), "busiest_share",
-                  number(x->busiest_share), "busiest_median_share", number(x->busiest_median_share),
+                  cli_json_number(x->busiest_share), "busiest_median_share", cli_json_number(x->busiest_median_share),
                   "excess_bucket", x->excess_kind >= 0 ? explain_kind_name(x->excess_kind) : NULL,
-                  "excess_s", number(x->excess_seconds), "words", words);
+                  "excess_s", cli_json_number(x->excess_seconds), "words", words);
     return json_pack(
         "{s:s, s:s, s:s, s:s, s:s?, s:{s:s, s:s, s:s, s:i}, s:i, s:i, s:o, s:o, s:o}", "file",
         x->run.path, "strategy", x->label, "backend", x->run.backend, "precision", x->run.precision,
@@ -272,9 +270,9 @@ static json_t *run_json(const explain_run *x) {
 static json_t *row_json(explain_qty q, const char *group, const char *bucket, int layer,
                         double base_s, double other_s, double total, const char *roof) {
     json_t *row = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "quantity", explain_qty_name(q),
-                            "kind", group, "bucket", bucket, "base_s", number(base_s), "other_s",
-                            number(other_s), "diff_s", number(other_s - base_s), "share",
-                            number(total != 0 ? (other_s - base_s) / total : NAN));
+                            "kind", group, "bucket", bucket, "base_s", cli_json_number(base_s), "other_s",
+                            cli_json_number(other_s), "diff_s", cli_json_number(other_s - base_s), "share",
+                            cli_json_number(total != 0 ? (other_s - base_s) / total : NAN));
     json_object_set_new(row, "layer", layer >= 0 ? json_integer(layer) : json_null());
     if (roof && roof[0]) json_object_set_new(row, "other_roofline", json_string(roof));
     return row;
@@ -312,12 +310,12 @@ static json_t *other_json(const explain_run *b, const explain_run *o) {
         explain_structure_compute(b, o, (explain_qty)q, &s);
         json_object_set_new(structure, explain_qty_name((explain_qty)q),
                             json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "layers_base",
-                                      number(s.layers_base), "layers_other", number(s.layers_other),
-                                      "per_layer_base_s", number(s.per_layer_base),
-                                      "per_layer_other_s", number(s.per_layer_other),
-                                      "layer_count_s", number(s.layer_count), "per_layer_cost_s",
-                                      number(s.per_layer_cost), "outside_layers_s",
-                                      number(s.outside_layers), "total_s", number(s.total)));
+                                      cli_json_number(s.layers_base), "layers_other", cli_json_number(s.layers_other),
+                                      "per_layer_base_s", cli_json_number(s.per_layer_base),
+                                      "per_layer_other_s", cli_json_number(s.per_layer_other),
+                                      "layer_count_s", cli_json_number(s.layer_count), "per_layer_cost_s",
+                                      cli_json_number(s.per_layer_cost), "outside_layers_s",
+                                      cli_json_number(s.outside_layers), "total_s", cli_json_number(s.total)));
     }
     char *verdict = xmalloc(VERDICT_LEN);
     explain_verdict(b, o, verdict, VERDICT_LEN);

@@ -438,8 +438,6 @@ static int write_csv(const char *path, const run_summary *s, int n) {
     return STATUS_OK;
 }
 
-static json_t *json_number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 static int write_json(const char *path, const run_summary *s, int n) {
     json_t *runs = json_array();
     for (int i = 0; i < n; i++) {
@@ -450,17 +448,17 @@ static int write_json(const char *path, const run_summary *s, int n) {
         named_value v[SUMMARY_VALUES_MAX];
         int nv = summary_values(&s[i], v);
         for (int k = 0; k < nv; k++)
-            json_object_set_new(o, v[k].name, json_number(v[k].value));
+            json_object_set_new(o, v[k].name, cli_json_number(v[k].value));
         json_t *phases = json_object();
         for (int p = 0; p < PHASE_COUNT; p++) {
             if (!s[i].phase_seen[p]) continue;
             json_t *ph = json_object();
-            json_object_set_new(ph, "min_s", json_number(s[i].phase_min[p]));
-            json_object_set_new(ph, "median_s", json_number(s[i].phase_median[p]));
-            json_object_set_new(ph, "max_s", json_number(s[i].phase_max[p]));
+            json_object_set_new(ph, "min_s", cli_json_number(s[i].phase_min[p]));
+            json_object_set_new(ph, "median_s", cli_json_number(s[i].phase_median[p]));
+            json_object_set_new(ph, "max_s", cli_json_number(s[i].phase_max[p]));
             json_t *per_rank = json_array();
             for (int r = 0; r < s[i].run.world_size; r++)
-                json_array_append_new(per_rank, json_number(phase_row((run_summary *)&s[i], r)[p]));
+                json_array_append_new(per_rank, cli_json_number(phase_row((run_summary *)&s[i], r)[p]));
             json_object_set_new(ph, "per_rank_s", per_rank);
             json_object_set_new(phases, phase_name((phase)p), ph);
         }

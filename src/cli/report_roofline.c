@@ -120,8 +120,6 @@ static int write_roofline_csv(const char *path, const run_data *runs, const run_
     return STATUS_OK;
 }
 
-static json_t *json_number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 static int write_roofline_json(const char *path, const run_data *runs, const run_roofline *t,
                                int n) {
     json_t *list = json_array();
@@ -132,8 +130,8 @@ static int write_roofline_json(const char *path, const run_data *runs, const run
         json_object_set_new(o, "weight_dtype", json_string(t[i].weight_dtype));
         json_object_set_new(o, "kv_cache", json_string(t[i].kv_cache));
         json_object_set_new(o, "has_ceilings", json_boolean(t[i].has_ceilings));
-        json_object_set_new(o, "peak_gflops", json_number(t[i].peak_gflops));
-        json_object_set_new(o, "peak_gbs", json_number(t[i].peak_gbs));
+        json_object_set_new(o, "peak_gflops", cli_json_number(t[i].peak_gflops));
+        json_object_set_new(o, "peak_gbs", cli_json_number(t[i].peak_gbs));
         json_object_set_new(o, "gflops_probe", json_string(t[i].gflops_probe));
         json_object_set_new(o, "gbs_probe", json_string(t[i].gbs_probe));
         json_t *rows = json_array();
@@ -144,17 +142,17 @@ static int write_roofline_json(const char *path, const run_data *runs, const run
                 json_t *r = json_object();
                 json_object_set_new(r, "period", json_string(period_names[period]));
                 json_object_set_new(r, "phase", json_string(phase_name((phase)p)));
-                json_object_set_new(r, "seconds", json_number(ph->seconds));
+                json_object_set_new(r, "seconds", cli_json_number(ph->seconds));
                 json_object_set_new(r, "events", json_integer(ph->events));
-                json_object_set_new(r, "flops", json_number(ph->flops));
-                json_object_set_new(r, "bytes", json_number(ph->bytes));
-                json_object_set_new(r, "weight_bytes", json_number(ph->weight_bytes));
-                json_object_set_new(r, "kv_bytes", json_number(ph->kv_bytes));
-                json_object_set_new(r, "act_bytes", json_number(ph->act_bytes));
-                json_object_set_new(r, "gflops", json_number(ph->gflops));
-                json_object_set_new(r, "gbs", json_number(ph->gbs));
+                json_object_set_new(r, "flops", cli_json_number(ph->flops));
+                json_object_set_new(r, "bytes", cli_json_number(ph->bytes));
+                json_object_set_new(r, "weight_bytes", cli_json_number(ph->weight_bytes));
+                json_object_set_new(r, "kv_bytes", cli_json_number(ph->kv_bytes));
+                json_object_set_new(r, "act_bytes", cli_json_number(ph->act_bytes));
+                json_object_set_new(r, "gflops", cli_json_number(ph->gflops));
+                json_object_set_new(r, "gbs", cli_json_number(ph->gbs));
                 json_object_set_new(r, "bound", json_string(roof_bound_name(ph->bound)));
-                json_object_set_new(r, "efficiency", json_number(ph->efficiency));
+                json_object_set_new(r, "efficiency", cli_json_number(ph->efficiency));
                 json_array_append_new(rows, r);
             }
         json_object_set_new(o, "phases", rows);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "cli/cli.h"
 #include "io/telemetry_read.h"
 
 /* The averaged fields, in table order; offsets into telemetry_sample. */
@@ -162,8 +163,6 @@ void report_telemetry_print(FILE *out, const run_data *run) {
     run_telemetry_free(&tel);
 }
 
-static json_t *number_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 void report_telemetry_json(json_t *run_object, const run_data *run) {
     run_telemetry tel;
     phase_telemetry pt;
@@ -179,7 +178,7 @@ void report_telemetry_json(json_t *run_object, const run_data *run) {
         json_t *row = json_object();
         json_object_set_new(row, "samples", json_integer(pt.samples[p]));
         for (int f = 0; f < N_FIELDS; f++)
-            json_object_set_new(row, FIELDS[f].name, number_or_null(phase_mean(&pt, p, f)));
+            json_object_set_new(row, FIELDS[f].name, cli_json_number(phase_mean(&pt, p, f)));
         json_object_set_new(phases, phase_name((phase)p), row);
     }
     json_object_set_new(o, "phases", phases);
