@@ -27,9 +27,7 @@ int agree_any_bad(MPI_Comm comm, int bad) {
     return any_bad;
 }
 
-void agree_root_int(MPI_Comm comm, int *value) {
-    MPI_CHECK(MPI_Bcast(value, 1, MPI_INT, 0, comm));
-}
+void agree_root_int(MPI_Comm comm, int *value) { MPI_CHECK(MPI_Bcast(value, 1, MPI_INT, 0, comm)); }
 
 void agree_root_long(MPI_Comm comm, long long *value) {
     MPI_CHECK(MPI_Bcast(value, 1, MPI_LONG_LONG, 0, comm));

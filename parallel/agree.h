@@ -50,7 +50,8 @@ typedef struct {
     MPI_Request req; /* the broadcast in flight; MPI_REQUEST_NULL when none */
     int verdict;     /* its buffer: stays put while it is in flight */
 } agree_vote;
-#define AGREE_VOTE_NONE {MPI_COMM_NULL, MPI_REQUEST_NULL, 0}
+#define AGREE_VOTE_NONE                                                                            \
+    { MPI_COMM_NULL, MPI_REQUEST_NULL, 0 }
 
 /* Collective over comm (it duplicates it). */
 void agree_vote_init(agree_vote *v, MPI_Comm comm);

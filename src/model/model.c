@@ -384,8 +384,7 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
         float *scale = xmalloc((size_t)rows * sizeof(float));
         int8_t *q = xmalloc((size_t)elems);
         quant_row_absmax(absmax, host_values, rows, cols);
-        if (tp && tp->size > 1 && splits_columns(t))
-            agree_max_floats(tp->mpi, absmax, (int)rows);
+        if (tp && tp->size > 1 && splits_columns(t)) agree_max_floats(tp->mpi, absmax, (int)rows);
         quant_rows_int8(q, scale, host_values, rows, cols, absmax);
         be->ops->copy_to_device(be->ctx, *t->slot, q, (size_t)elems);
         be->ops->copy_to_device(be->ctx, *t->scale_slot, scale, (size_t)rows * sizeof(float));

@@ -32,8 +32,8 @@ static void check_root(MPI_Comm c, int rank, const char *name) {
     EXPECT(l == (long long)1 << 40, "%s: root long %lld", name, l);
     double d[3] = {0.5 + rank, -1.0 * rank, 1e300};
     agree_root_doubles(c, d, 3);
-    EXPECT(d[0] == 0.5 && d[1] == 0 && d[2] == 1e300, "%s: root doubles %g %g %g", name, d[0],
-           d[1], d[2]);
+    EXPECT(d[0] == 0.5 && d[1] == 0 && d[2] == 1e300, "%s: root doubles %g %g %g", name, d[0], d[1],
+           d[2]);
     char text[2][16];
     snprintf(text[0], sizeof text[0], "rank %d", rank);
     snprintf(text[1], sizeof text[1], "second %d", rank);
@@ -69,8 +69,8 @@ static void check_gathers(MPI_Comm c, int rank, int size, const char *name) {
     for (int r = 0; r < size; r++) {
         char want[12];
         snprintf(want, sizeof want, "r%d", r);
-        EXPECT(la[2 * r] == r && la[2 * r + 1] == 1000LL * r, "%s: gathered longs of rank %d",
-               name, r);
+        EXPECT(la[2 * r] == r && la[2 * r + 1] == 1000LL * r, "%s: gathered longs of rank %d", name,
+               r);
         EXPECT(da[r] == 0.25 * r, "%s: gathered double of rank %d: %g", name, r, da[r]);
         EXPECT(ba[r].rank == r && !strcmp(ba[r].tag, want), "%s: gathered bytes of rank %d", name,
                r);
@@ -93,8 +93,8 @@ static void check_vote(MPI_Comm c, int rank, const char *name) {
         agree_root_int(c, &i);
         EXPECT(i == 0, "%s: a broadcast while a vote is in flight", name);
         got = -1;
-        EXPECT(agree_vote_wait(&v, &got) == 1 && got == 7 + round, "%s: round %d verdict %d",
-               name, round, got);
+        EXPECT(agree_vote_wait(&v, &got) == 1 && got == 7 + round, "%s: round %d verdict %d", name,
+               round, got);
     }
     agree_vote_start(&v, rank == 0 ? 1 : 0); /* left in flight: free waits for it */
     agree_vote_free(&v);
