@@ -57,8 +57,12 @@ static long cb_parse_size(const char *s) {
     return bytes > (double)(4L << 30) ? -1 : (long)bytes;
 }
 
-/* Parses a comma list of names into flags; returns -1 naming the bad item. */
-static int cb_parse_list(const char *text, const char *const *names, int n, int *flags,
+static const char *cb_op_name(int op) { return CB_COLLS[op].name; }
+static const char *cb_axis_name(int ax) { return CB_AXIS_NAMES[ax]; }
+
+/* Parses a comma list of names (name(0) .. name(n - 1)) into flags; returns -1 naming the bad
+ * item. */
+static int cb_parse_list(const char *text, const char *(*name)(int), int n, int *flags,
                          const char *option) {
     memset(flags, 0, (size_t)n * sizeof(int));
     char buf[256];
@@ -67,12 +71,12 @@ static int cb_parse_list(const char *text, const char *const *names, int n, int 
          tok = strtok_r(NULL, ",", &save)) {
         int found = -1;
         for (int i = 0; i < n; i++)
-            if (!strcmp(tok, names[i])) found = i;
+            if (!strcmp(tok, name(i))) found = i;
         if (found < 0) {
             char list[128] = "";
             for (int i = 0; i < n; i++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                         names[i]);
+                         name(i));
             error_set("tripar commbench: %s: '%s' is not allowed; allowed: %s", option, tok, list);
             return -1;
         }
@@ -152,11 +156,11 @@ static int cb_parse_args(cb_args *a, int argc, char **argv) {
             snprintf(a->order, sizeof a->order, "%s", val);
             i++;
         } else if (!strcmp(arg, "--ops")) {
-            if (cb_parse_list(val, CB_OP_NAMES, OP_COUNT, a->ops, "--ops")) return -1;
+            if (cb_parse_list(val, cb_op_name, OP_COUNT, a->ops, "--ops")) return -1;
             a->ops_given = 1;
             i++;
         } else if (!strcmp(arg, "--axes")) {
-            if (cb_parse_list(val, CB_AXIS_NAMES, CB_AXIS_COUNT, a->axes, "--axes")) return -1;
+            if (cb_parse_list(val, cb_axis_name, CB_AXIS_COUNT, a->axes, "--axes")) return -1;
             a->axes_given = 1;
             i++;
         } else if (!strcmp(arg, "--comm")) {

@@ -8,10 +8,31 @@
 #include "kernels/backend.h"
 #include "parallel/mesh.h"
 
+/* The collectives, in the order they run: indexes of CB_COLLS and of cb_args.ops. */
 enum { OP_ALLREDUCE = 0, OP_ALLGATHER, OP_SENDRECV, OP_BCAST, OP_COUNT };
 enum { CB_AXIS_TP = 0, CB_AXIS_PP, CB_AXIS_DP, CB_AXIS_WORLD, CB_AXIS_COUNT };
-extern const char *const CB_OP_NAMES[OP_COUNT];
 extern const char *const CB_AXIS_NAMES[CB_AXIS_COUNT];
+
+/* One collective of the sweep, as nccl-tests' struct testColl: how to size, fill, run, check
+ * and price it, so a new collective is one entry of CB_COLLS (commbench_ops.c) and its OP_
+ * index. Buffers are float; rank and ranks are the caller's place in its group and the group
+ * size. */
+typedef struct {
+    const char *name; /* --ops and the op column */
+    /* for an output buffer of total elements (size(B) / 4): the count each rank passes, and
+     * used, the elements of the output buffer that are uploaded and checked */
+    void (*counts)(long total, int ranks, long *count, long *used);
+    /* the host buffers before a run; send may stay untouched by an in-place op */
+    void (*fill)(float *send, float *recv, long count, int rank, int ranks);
+    void (*run)(comm *c, float *send, float *recv, long count);
+    /* elements of recv that differ from the exact result of one run */
+    long (*check)(const float *recv, long count, int rank, int ranks);
+    /* nccl-tests' bus bandwidth factor: busbw = algbw * bus_factor(ranks) */
+    double (*bus_factor)(int ranks);
+    /* why one rank of a stream-ordered comm cannot run it (skipped there), or NULL */
+    const char *solo_stream_skip;
+} cb_coll;
+extern const cb_coll CB_COLLS[OP_COUNT];
 
 /* The two link tiers of a cost model: ranks that share a node, and ranks that do not. */
 enum { CB_TIER_INTRA = 0, CB_TIER_INTER, CB_TIER_COUNT };

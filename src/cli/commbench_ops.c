@@ -1,5 +1,6 @@
-/* commbench's collective sweep: where each axis's groups sit on the nodes, then every op on
- * every group of an axis at once, filled with exactly predictable data, timed and verified. */
+/* commbench's collective sweep: where each axis's groups sit on the nodes, the collectives (one
+ * CB_COLLS entry each), then every op on every group of an axis at once, filled with exactly
+ * predictable data, timed and verified. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,7 +8,6 @@
 #include "cli/commbench.h"
 #include "metrics/timing.h"
 
-const char *const CB_OP_NAMES[OP_COUNT] = {"allreduce", "allgather", "sendrecv", "bcast"};
 const char *const CB_AXIS_NAMES[CB_AXIS_COUNT] = {"tp", "pp", "dp", "world"};
 
 float cb_value(int rank, long i) { return (float)((rank + 1) * (int)(1 + i % 13)); }
@@ -83,64 +83,82 @@ void cb_nodes_print(const cb_bench *b) {
     printf("#\n");
 }
 
-/* --- one operation ------------------------------------------------------------------------- */
+/* --- the collectives, one entry each ------------------------------------------------------ */
 
-static void cb_fill(int op, float *send, float *recv, long count, int rank, int size) {
-    switch (op) {
-    case OP_ALLREDUCE:
-        for (long i = 0; i < count; i++)
-            recv[i] = cb_value(rank, i);
-        break;
-    case OP_ALLGATHER: /* count elements per rank */
-        for (long i = 0; i < count; i++)
-            send[i] = cb_value(rank, i);
-        for (long i = 0; i < count * size; i++)
-            recv[i] = -1.0f;
-        break;
-    case OP_SENDRECV:
-        for (long i = 0; i < count; i++)
-            send[i] = cb_value(rank, i), recv[i] = -1.0f;
-        break;
-    case OP_BCAST:
-        for (long i = 0; i < count; i++)
-            recv[i] = rank == 0 ? cb_value(0, i) : -1.0f;
-        break;
-    }
+/* Output buffers of total elements: all-reduce, send/recv and broadcast pass all of it. */
+static void cb_counts_whole(long total, int ranks, long *count, long *used) {
+    (void)ranks;
+    *count = *used = total;
 }
 
-static long cb_check(int op, const float *recv, long count, int rank, int size) {
+/* All-gather's count is per rank: the output holds count elements of every rank. */
+static void cb_counts_per_rank(long total, int ranks, long *count, long *used) {
+    *count = total / ranks;
+    *used = *count * ranks;
+}
+
+/* nccl-tests' bus bandwidth factors: what each link carries relative to the buffer size. */
+static double cb_bus_allreduce(int n) { return 2.0 * (n - 1) / n; }
+static double cb_bus_allgather(int n) { return (double)(n - 1) / n; }
+static double cb_bus_one(int n) {
+    (void)n;
+    return 1.0;
+}
+
+/* All-reduce: in place in recv; every element sums (r + 1) * (1 + i % 13) over the ranks. */
+static void cb_fill_allreduce(float *send, float *recv, long count, int rank, int size) {
+    (void)send, (void)size;
+    for (long i = 0; i < count; i++)
+        recv[i] = cb_value(rank, i);
+}
+
+static void cb_run_allreduce(comm *c, float *send, float *recv, long count) {
+    (void)send;
+    c->ops->allreduce_sum(c->ctx, recv, (size_t)count);
+}
+
+static long cb_check_allreduce(const float *recv, long count, int rank, int size) {
+    (void)rank;
     long wrong = 0;
-    switch (op) {
-    case OP_ALLREDUCE: {
-        float ranks_sum = (float)(size * (size + 1) / 2);
-        for (long i = 0; i < count; i++)
-            wrong += recv[i] != ranks_sum * (float)(1 + i % 13);
-        break;
-    }
-    case OP_ALLGATHER:
-        for (int r = 0; r < size; r++)
-            for (long i = 0; i < count; i++)
-                wrong += recv[(long)r * count + i] != cb_value(r, i);
-        break;
-    case OP_SENDRECV: {
-        int from = (rank - 1 + size) % size;
-        for (long i = 0; i < count; i++)
-            wrong += recv[i] != cb_value(from, i);
-        break;
-    }
-    case OP_BCAST:
-        for (long i = 0; i < count; i++)
-            wrong += recv[i] != cb_value(0, i);
-        break;
-    }
+    float ranks_sum = (float)(size * (size + 1) / 2);
+    for (long i = 0; i < count; i++)
+        wrong += recv[i] != ranks_sum * (float)(1 + i % 13);
     return wrong;
 }
 
-/* Send/recv is a ring shift: each rank sends to the next and receives from the previous. Over
- * MPI both are posted at once. A stream-ordered comm (NCCL) runs them in queue order and a
- * receive holds its stream until matched, so receive-first everywhere would deadlock: rank 0
- * sends first and every other rank receives first, which unwinds the ring from rank 0. */
-static void cb_sendrecv(comm *c, const float *send, float *recv, long count) {
+/* All-gather: count elements per rank, rank r's block at r * count. */
+static void cb_fill_allgather(float *send, float *recv, long count, int rank, int size) {
+    for (long i = 0; i < count; i++)
+        send[i] = cb_value(rank, i);
+    for (long i = 0; i < count * size; i++)
+        recv[i] = -1.0f;
+}
+
+static void cb_run_allgather(comm *c, float *send, float *recv, long count) {
+    c->ops->allgather(c->ctx, recv, send, (size_t)count, COMM_FLOAT);
+}
+
+static long cb_check_allgather(const float *recv, long count, int rank, int size) {
+    (void)rank;
+    long wrong = 0;
+    for (int r = 0; r < size; r++)
+        for (long i = 0; i < count; i++)
+            wrong += recv[(long)r * count + i] != cb_value(r, i);
+    return wrong;
+}
+
+/* Send/recv: a ring shift, each rank receives the previous rank's data. */
+static void cb_fill_sendrecv(float *send, float *recv, long count, int rank, int size) {
+    (void)size;
+    for (long i = 0; i < count; i++)
+        send[i] = cb_value(rank, i), recv[i] = -1.0f;
+}
+
+/* Each rank sends to the next and receives from the previous. Over MPI both are posted at
+ * once. A stream-ordered comm (NCCL) runs them in queue order and a receive holds its stream
+ * until matched, so receive-first everywhere would deadlock: rank 0 sends first and every
+ * other rank receives first, which unwinds the ring from rank 0. */
+static void cb_run_sendrecv(comm *c, float *send, float *recv, long count) {
     comm_req rs = {0}, rr = {0};
     int next = (c->rank + 1) % c->size, prev = (c->rank - 1 + c->size) % c->size;
     if (c->stream_ordered && c->rank == 0) {
@@ -154,38 +172,79 @@ static void cb_sendrecv(comm *c, const float *send, float *recv, long count) {
     comm_wait(c, &rs);
 }
 
-/* One operation of count elements (allgather: count per rank) on comm c. */
-static void cb_run_op(comm *c, int op, float *send, float *recv, long count) {
-    switch (op) {
-    case OP_ALLREDUCE: c->ops->allreduce_sum(c->ctx, recv, (size_t)count); break;
-    case OP_ALLGATHER: c->ops->allgather(c->ctx, recv, send, (size_t)count, COMM_FLOAT); break;
-    case OP_SENDRECV: cb_sendrecv(c, send, recv, count); break;
-    case OP_BCAST: c->ops->bcast(c->ctx, recv, (size_t)count, COMM_FLOAT, 0); break;
-    }
+static long cb_check_sendrecv(const float *recv, long count, int rank, int size) {
+    long wrong = 0;
+    int from = (rank - 1 + size) % size;
+    for (long i = 0; i < count; i++)
+        wrong += recv[i] != cb_value(from, i);
+    return wrong;
 }
 
-/* nccl-tests' bus bandwidth factors: what each link carries relative to the buffer size. */
-static double cb_bus_factor(int op, int n) {
-    switch (op) {
-    case OP_ALLREDUCE: return 2.0 * (n - 1) / n;
-    case OP_ALLGATHER: return (double)(n - 1) / n;
-    default: return 1.0;
-    }
+/* Broadcast: in place in recv, from rank 0. */
+static void cb_fill_bcast(float *send, float *recv, long count, int rank, int size) {
+    (void)send, (void)size;
+    for (long i = 0; i < count; i++)
+        recv[i] = rank == 0 ? cb_value(0, i) : -1.0f;
 }
+
+static void cb_run_bcast(comm *c, float *send, float *recv, long count) {
+    (void)send;
+    c->ops->bcast(c->ctx, recv, (size_t)count, COMM_FLOAT, 0);
+}
+
+static long cb_check_bcast(const float *recv, long count, int rank, int size) {
+    (void)rank, (void)size;
+    long wrong = 0;
+    for (long i = 0; i < count; i++)
+        wrong += recv[i] != cb_value(0, i);
+    return wrong;
+}
+
+/* A stream-ordered send to oneself would need the send and the receive in one NCCL group,
+ * which comm_ops does not express, so a one-rank send/recv is skipped there. */
+const cb_coll CB_COLLS[OP_COUNT] = {
+    [OP_ALLREDUCE] = {.name = "allreduce",
+                      .counts = cb_counts_whole,
+                      .fill = cb_fill_allreduce,
+                      .run = cb_run_allreduce,
+                      .check = cb_check_allreduce,
+                      .bus_factor = cb_bus_allreduce},
+    [OP_ALLGATHER] = {.name = "allgather",
+                      .counts = cb_counts_per_rank,
+                      .fill = cb_fill_allgather,
+                      .run = cb_run_allgather,
+                      .check = cb_check_allgather,
+                      .bus_factor = cb_bus_allgather},
+    [OP_SENDRECV] = {.name = "sendrecv",
+                     .counts = cb_counts_whole,
+                     .fill = cb_fill_sendrecv,
+                     .run = cb_run_sendrecv,
+                     .check = cb_check_sendrecv,
+                     .bus_factor = cb_bus_one,
+                     .solo_stream_skip = "a ring of one rank"},
+    [OP_BCAST] = {.name = "bcast",
+                  .counts = cb_counts_whole,
+                  .fill = cb_fill_bcast,
+                  .run = cb_run_bcast,
+                  .check = cb_check_bcast,
+                  .bus_factor = cb_bus_one},
+};
+
+/* --- one operation ------------------------------------------------------------------------- */
 
 /* Seconds per operation of the slowest rank, over iters after warmup. used: elements of the
  * output buffer (what is uploaded). */
-static double cb_time_op(const cb_bench *b, const cb_args *a, comm *c, int op, long count,
-                         long used) {
-    cb_fill(op, b->hsend, b->hrecv, count, c->rank, c->size);
+static double cb_time_op(const cb_bench *b, const cb_args *a, comm *c, const cb_coll *coll,
+                         long count, long used) {
+    coll->fill(b->hsend, b->hrecv, count, c->rank, c->size);
     cb_upload(b, used);
     for (int it = 0; it < a->warmup; it++)
-        cb_run_op(c, op, b->send, b->recv, count);
+        coll->run(c, b->send, b->recv, count);
     cb_drain(b);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = timer_host_seconds();
     for (int it = 0; it < a->iters; it++)
-        cb_run_op(c, op, b->send, b->recv, count);
+        coll->run(c, b->send, b->recv, count);
     cb_drain(b);
     double mine = (timer_host_seconds() - t0) / a->iters, slowest = 0;
     MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
@@ -194,22 +253,22 @@ static double cb_time_op(const cb_bench *b, const cb_args *a, comm *c, int op, l
 
 /* Wrong elements over all ranks of one more run. Repeated all-reduces grow the data, so the
  * checked run starts from fresh data. used: elements of the output buffer. */
-static long cb_verify_op(const cb_bench *b, const cb_args *a, comm *c, int op, long count,
-                         long used) {
-    cb_fill(op, b->hsend, b->hrecv, count, c->rank, c->size);
+static long cb_verify_op(const cb_bench *b, const cb_args *a, comm *c, const cb_coll *coll,
+                         long count, long used) {
+    coll->fill(b->hsend, b->hrecv, count, c->rank, c->size);
     cb_upload(b, used);
-    cb_run_op(c, op, b->send, b->recv, count);
+    coll->run(c, b->send, b->recv, count);
     cb_drain(b);
     cb_download(b, used);
     if (a->plant_error && b->rank == 0) b->hrecv[used / 2] += 1.0f;
-    long wrong = cb_check(op, b->hrecv, count, c->rank, c->size), all_wrong = 0;
+    long wrong = coll->check(b->hrecv, count, c->rank, c->size), all_wrong = 0;
     MPI_CHECK(MPI_Allreduce(&wrong, &all_wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
     return all_wrong;
 }
 
-static void cb_row_fill(cb_row *r, int op, const cb_axis_nodes *nodes, long used, long count,
-                        double slowest, long wrong) {
-    snprintf(r->op, sizeof r->op, "%s", CB_OP_NAMES[op]);
+static void cb_row_fill(cb_row *r, const cb_coll *coll, const cb_axis_nodes *nodes, long used,
+                        long count, double slowest, long wrong) {
+    snprintf(r->op, sizeof r->op, "%s", coll->name);
     snprintf(r->axis, sizeof r->axis, "%s", nodes->axis);
     snprintf(r->type, sizeof r->type, "float");
     snprintf(r->tier, sizeof r->tier, "%s", nodes->tier);
@@ -220,7 +279,7 @@ static void cb_row_fill(cb_row *r, int op, const cb_axis_nodes *nodes, long used
     r->count = count;
     r->time_us = slowest * 1e6;
     r->algbw_gbs = slowest > 0 ? (double)r->size_bytes / slowest / 1e9 : 0;
-    r->busbw_gbs = r->algbw_gbs * cb_bus_factor(op, nodes->ranks);
+    r->busbw_gbs = r->algbw_gbs * coll->bus_factor(nodes->ranks);
     r->wrong = wrong;
 }
 
@@ -231,13 +290,13 @@ static void cb_row_print(const cb_row *r) {
 }
 
 /* One operation on every group of axis ax at once, sizes doubling: fill, time, verify. */
-static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, int op) {
+static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, const cb_coll *coll) {
     comm *c = b->axes[ax];
     const cb_axis_nodes *nodes = &b->nodes[ax];
     if (b->rank == 0) {
         printf("# %s over %s: %d groups of %d ranks, running at once; %d of %d cross nodes "
                "(%s-node)\n",
-               CB_OP_NAMES[op], CB_AXIS_NAMES[ax], nodes->groups, c->size, nodes->groups_crossing,
+               coll->name, CB_AXIS_NAMES[ax], nodes->groups, c->size, nodes->groups_crossing,
                nodes->groups, nodes->tier);
         printf("%12s %12s %6s %10s %10s %10s %8s\n", "size(B)", "count", "type", "time(us)",
                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
@@ -246,24 +305,22 @@ static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, int op) {
         long bytes = a->sizes[k];
         /* size is the whole output buffer, as in nccl-tests; all-gather's count is per rank,
          * so sizes below one element per rank are skipped */
-        long total = bytes / 4;
-        long count = op == OP_ALLGATHER ? total / c->size : total;
+        long count = 0, used = 0;
+        coll->counts(bytes / 4, c->size, &count, &used);
         if (count < 1) continue;
-        long used = op == OP_ALLGATHER ? count * c->size : count;
-        double slowest = cb_time_op(b, a, c, op, count, used);
-        long wrong = cb_verify_op(b, a, c, op, count, used);
+        double slowest = cb_time_op(b, a, c, coll, count, used);
+        long wrong = cb_verify_op(b, a, c, coll, count, used);
         b->wrong_total += wrong;
         cb_row *r = &b->rows[b->n_rows++];
-        cb_row_fill(r, op, nodes, used, count, slowest, wrong);
+        cb_row_fill(r, coll, nodes, used, count, slowest, wrong);
         if (b->rank == 0) cb_row_print(r);
     }
 }
 
 /* Every asked op over axis ax. An axis of one rank per group moves nothing and is skipped,
  * except the world of a one-rank run: like nccl-tests on one GPU, it times the local path
- * (and proves a communicator of one works). A stream-ordered send to oneself would need the
- * send and the receive in one NCCL group, which comm_ops does not express, so that one op is
- * skipped there. */
+ * (and proves a communicator of one works), less the ops that cannot run on one rank of a
+ * stream-ordered comm (cb_coll.solo_stream_skip). */
 void cb_run_axis(cb_bench *b, const cb_args *a, int ax) {
     comm *c = b->axes[ax];
     const int solo_world = ax == CB_AXIS_WORLD && b->world_size == 1;
@@ -272,13 +329,14 @@ void cb_run_axis(cb_bench *b, const cb_args *a, int ax) {
         return;
     }
     for (int op = 0; op < OP_COUNT; op++) {
+        const cb_coll *coll = &CB_COLLS[op];
         if (!a->ops[op]) continue;
-        if (op == OP_SENDRECV && c->size < 2 && c->stream_ordered) {
+        if (coll->solo_stream_skip && c->size < 2 && c->stream_ordered) {
             if (b->rank == 0)
-                printf("# sendrecv over %s: a ring of one rank over %s, skipped\n",
-                       CB_AXIS_NAMES[ax], c->ops->name);
+                printf("# %s over %s: %s over %s, skipped\n", coll->name, CB_AXIS_NAMES[ax],
+                       coll->solo_stream_skip, c->ops->name);
             continue;
         }
-        cb_run_sizes(b, a, ax, op);
+        cb_run_sizes(b, a, ax, coll);
     }
 }

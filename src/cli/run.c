@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "cli/cli.h"
 #include "cli/run_context.h"
+#include "parallel/agree.h"
 #include "parallel/mesh.h"
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -125,8 +126,7 @@ static int run_plan(run_context *rc, const run_args *a, long point, run_files *f
     if (run_job_resolve(a, point, &rc->j, &rc->tok) != STATUS_OK) return run_user_error();
     model_config_from_job(&rc->cfg, &rc->j);
     if (a->dry_run) return TRIPAR_EXIT_OK; /* plans any mesh, whatever the world size */
-    int world_size = 1;
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+    const int world_size = agree_comm_size(MPI_COMM_WORLD);
     const job *j = &rc->j;
     if (mesh_validate(world_size, j->dp, j->tp, j->pp, j->order) != 0) {
         char reason[1024], where[256];
@@ -228,8 +228,7 @@ static int sweep_check_paths(const sweep *spec, const run_point *results, long p
 
 int run_main(int argc, char **argv, double process_start) {
     run_args args;
-    int world_rank = 0;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    const int world_rank = agree_comm_rank(MPI_COMM_WORLD);
     int rc = parse_args(&args, argc, argv);
     if (rc != 0) {
         sweep_free(&args.sweep);

@@ -11,6 +11,7 @@
 #include "base/path.h"
 #include "io/checkpoint.h"
 #include "io/prompt.h"
+#include "parallel/agree.h"
 #include "parallel/comm_setup.h"
 #include "parallel/device.h"
 
@@ -171,7 +172,7 @@ static int run_files_refuse(const run_args *a, const run_files *runs, long n) {
 
 int run_files_check(const run_args *a, const run_files *runs, long n) {
     int bad = tripar_world_rank() == 0 ? run_files_refuse(a, runs, n) != 0 : 0;
-    MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    agree_root_int(MPI_COMM_WORLD, &bad);
     return bad ? run_user_error() : TRIPAR_EXIT_OK;
 }
 
@@ -249,8 +250,7 @@ static int backend_start(run_context *rc, long capacity) {
                             .max_marks = (int)(2 * capacity)};
     rc->threads = bopt.threads;
     int bad = backend_init(&rc->be, name, &bopt);
-    int any_bad = 0;
-    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    const int any_bad = agree_any_bad(MPI_COMM_WORLD, bad);
     rc->have_backend = !bad;
     if (!any_bad) {
         if (devices) device_record(&rc->mesh, bopt.device); /* /mesh; warns if shared */

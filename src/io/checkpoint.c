@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "io/h5util.h"
+#include "parallel/agree.h"
 
 const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS] = {
     "wte",   "wpe",   "ln1_g", "ln1_b", "qkv_w", "qkv_b", "proj_w", "proj_b",
@@ -468,8 +469,7 @@ static hid_t file_open_mpio(const char *path, MPI_Comm world, int create) {
     }
     H5E_END_TRY;
     H5Pclose(fapl);
-    int bad = file < 0, any_bad = 0;
-    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world));
+    const int any_bad = agree_any_bad(world, file < 0);
     if (any_bad && file >= 0) H5Fclose(file);
     return any_bad ? -1 : file;
 }
@@ -490,7 +490,7 @@ static hid_t shard_file_space(hid_t dset, const tensor_desc *t, long n) {
  * and the largest local shard; otherwise closes what it opened and returns STATUS_BAD_INPUT. */
 static int weights_open_checked(hid_t file, const model *m, const char *path, MPI_Comm world,
                                 hid_t dsets[CHECKPOINT_N_TENSORS], long *max_local) {
-    int bad = 0, any_bad = 0;
+    int bad = 0;
     *max_local = 1;
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
@@ -525,8 +525,7 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
         if (tensor_held(t) && tensor_local_elems(t) > *max_local)
             *max_local = tensor_local_elems(t);
     }
-    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world));
-    if (!any_bad) return STATUS_OK;
+    if (!agree_any_bad(world, bad)) return STATUS_OK;
     if (!bad) error_set("%s: the checkpoint does not match the model (see rank 0)", path);
     for (int i = 0; i < n_names; i++)
         if (dsets[i] >= 0) H5Dclose(dsets[i]);
@@ -676,8 +675,7 @@ int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh 
         /* Replicated over TP when every TP rank holds the same slice (norms, output biases):
          * then tp_rank 0 alone writes it. */
         uint64_t mine = slice_fingerprint(t);
-        MPI_CHECK(MPI_Allgather(&mine, 1, MPI_UINT64_T, prints, 1, MPI_UINT64_T,
-                                mesh->axis_mpi[AXIS_TP]));
+        agree_gather_bytes(mesh->axis_mpi[AXIS_TP], &mine, (int)sizeof mine, prints);
         int replicated = 1;
         for (int r = 1; r < tp_size; r++)
             replicated &= prints[r] == prints[0];

@@ -19,6 +19,7 @@
 #include "io/mpiio_guard.h"
 #include "io/runfile_internal.h"
 #include "base/stats.h"
+#include "parallel/agree.h"
 
 enum { RUNFILE_FORMAT_VERSION = 1, EVENT_CHUNK_ROWS = 1024 };
 
@@ -46,9 +47,7 @@ struct runfile {
     int failed;
     char error[JOB_PATH_MAX + 256];
     /* the time-based flush decision (runfile_flush_due): rank 0's answer in flight */
-    MPI_Comm vote;
-    MPI_Request vote_req;
-    int vote_due;
+    agree_vote vote;
     double last_flush;     /* rank 0's clock */
     mesh_row *rows;        /* (size), identical on every rank */
     long long *event_rows; /* (size) rows in each rank's events table so far */
@@ -162,10 +161,10 @@ static void root_attrs_write(runfile *rf, const job *j, const mesh *m) {
 
     /* the job text and clock come from rank 0 so every rank writes the same metadata */
     long long len = (rf->rank == 0 && j->yaml) ? (long long)strlen(j->yaml) : 0;
-    MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, rf->comm));
+    agree_root_long(rf->comm, &len);
     char *yaml = xcalloc((unsigned long)len + 1, 1);
     if (rf->rank == 0 && len) memcpy(yaml, j->yaml, (size_t)len);
-    MPI_CHECK(MPI_Bcast(yaml, (int)len + 1, MPI_CHAR, 0, rf->comm));
+    agree_root_text(rf->comm, yaml, (int)len + 1);
     h5_attr_write_string(root, "job", yaml);
     free(yaml);
 
@@ -176,7 +175,7 @@ static void root_attrs_write(runfile *rf, const job *j, const mesh *m) {
         gmtime_r(&now, &tm);
         strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
     }
-    MPI_CHECK(MPI_Bcast(created, sizeof created, MPI_CHAR, 0, rf->comm));
+    agree_root_text(rf->comm, created, (int)sizeof created);
     h5_attr_write_string(root, "created", created);
 
     h5_attr_write_int(root, "world_size", rf->size);
@@ -236,7 +235,7 @@ static int space_agree(runfile *rf, double bytes, const char *what) {
         if (statvfs(rf->partial, &sv) == 0) /* root may use the blocks reserved for root */
             v[0] = (double)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) * (double)sv.f_frsize;
     }
-    MPI_CHECK(MPI_Bcast(v, 2, MPI_DOUBLE, 0, rf->comm));
+    agree_root_doubles(rf->comm, v, 2);
     const double avail = v[0], need = v[1];
     if (avail < 0 || avail >= need) return 1;
     fail_set(rf, "no space left on device writing %s (%.2f MiB free, %.2f MiB needed for %s)",
@@ -266,8 +265,8 @@ static int partial_claim(runfile *rf) {
             if (fd >= 0) close(fd);
         }
     }
-    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, rf->comm));
-    MPI_CHECK(MPI_Bcast(rf->partial, (int)sizeof rf->partial, MPI_CHAR, 0, rf->comm));
+    agree_root_int(rf->comm, &err);
+    agree_root_text(rf->comm, rf->partial, (int)sizeof rf->partial);
     if (err == 0) return 0;
     error_set("%s: cannot create the run file: %s (does the directory exist and is it "
               "writable?)",
@@ -284,10 +283,9 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     MPI_Comm comm = m->world != MPI_COMM_NULL && m->world ? m->world : MPI_COMM_WORLD;
     runfile *rf = xcalloc(1, sizeof *rf);
     rf->comm = comm;
-    rf->vote = MPI_COMM_NULL;
-    rf->vote_req = MPI_REQUEST_NULL;
-    MPI_CHECK(MPI_Comm_rank(comm, &rf->rank));
-    MPI_CHECK(MPI_Comm_size(comm, &rf->size));
+    rf->vote = (agree_vote)AGREE_VOTE_NONE;
+    rf->rank = agree_comm_rank(comm);
+    rf->size = agree_comm_size(comm);
     snprintf(rf->path, sizeof rf->path, "%s", path);
     if (partial_claim(rf) != 0) {
         free(rf);
@@ -316,9 +314,7 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     H5E_END_TRY;
     H5Pclose(fcpl);
     H5Pclose(fapl);
-    int ok = file >= 0, all_ok = 0;
-    MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
-    if (!all_ok) {
+    if (!agree_all_ok(comm, file >= 0)) {
         if (file >= 0) H5Fclose(file);
         error_set("%s: cannot create the run file (does the directory exist and is it "
                   "writable?)",
@@ -346,18 +342,18 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
     mine.pp_rank = m->coord[AXIS_PP];
     mine.tp_rank = m->coord[AXIS_TP];
     rf->rows = xcalloc((unsigned long)rf->size, sizeof(mesh_row));
-    MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, rf->rows, sizeof mine, MPI_BYTE, comm));
+    agree_gather_bytes(comm, &mine, (int)sizeof mine, rf->rows);
     rf->event_rows = xcalloc((unsigned long)rf->size, sizeof(long long));
     rf->dp = MESH_DP(m);
 
-    MPI_CHECK(MPI_Comm_dup(comm, &rf->vote));
+    agree_vote_init(&rf->vote, comm);
 
     root_attrs_write(rf, j, m);
     mesh_write(rf);
     /* On disk from the first second: a job killed before its first timing flush (SIGKILL, a
      * lost node) still leaves a file that opens, with the job, the mesh and complete=0. */
     H5_CHECK(H5Fflush(rf->file, H5F_SCOPE_GLOBAL));
-    rf->last_flush = MPI_Wtime();
+    rf->last_flush = agree_wtime();
     return rf;
 }
 
@@ -368,18 +364,16 @@ int runfile_failed(const runfile *rf) { return rf && rf->failed; }
 int runfile_flush_due(runfile *rf, double interval_seconds) {
     if (!rf || rf->file < 0 || interval_seconds <= 0) return 0;
     int due = 0;
-    if (rf->vote_req != MPI_REQUEST_NULL) { /* rank 0's answer of the previous call */
-        MPI_CHECK(MPI_Wait(&rf->vote_req, MPI_STATUS_IGNORE));
-        due = rf->vote_due;
-    }
+    agree_vote_wait(&rf->vote, &due); /* rank 0's answer of the previous call, if any */
+    int due_next = 0;
     if (rf->rank == 0) {
-        const double now = MPI_Wtime();
-        rf->vote_due = now - rf->last_flush >= interval_seconds;
-        if (rf->vote_due) rf->last_flush = now; /* the flush it announces starts the interval */
+        const double now = agree_wtime();
+        due_next = now - rf->last_flush >= interval_seconds;
+        if (due_next) rf->last_flush = now; /* the flush it announces starts the interval */
     }
     /* In flight until the next call: the ranks wait on rank 0 no more than the step's stop
      * vote already makes them. */
-    MPI_CHECK(MPI_Ibcast(&rf->vote_due, 1, MPI_INT, 0, rf->vote, &rf->vote_req));
+    agree_vote_start(&rf->vote, due_next);
     return due && !rf->failed;
 }
 
@@ -412,12 +406,12 @@ void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, l
                         long total_rows) {
     if (!rf || rf->file < 0 || rf->failed) return;
     /* fixed-length strings: parallel HDF5 cannot write variable-length data collectively */
-    long long width = 1, mine = 1;
+    long long mine = 1;
     for (long i = 0; i < rows; i++) {
         long long len = (long long)strlen(texts[i] ? texts[i] : "") + 1;
         if (len > mine) mine = len;
     }
-    MPI_CHECK(MPI_Allreduce(&mine, &width, 1, MPI_LONG_LONG, MPI_MAX, rf->comm));
+    const long long width = agree_max_long(rf->comm, mine);
     if (!space_agree(rf, (double)width * (double)total_rows, "output/text")) return;
     char *packed = xcalloc((unsigned long)(rows > 0 ? rows : 1), (unsigned long)width);
     for (long i = 0; i < rows; i++)
@@ -534,7 +528,7 @@ void runfile_write_events(runfile *rf, timer *t) {
     timing_event *staged = NULL;
     const timing_event *rows = t ? events_collect(rf, t, &fresh, &staged) : NULL;
     long long *counts = xcalloc((unsigned long)rf->size, sizeof(long long));
-    MPI_CHECK(MPI_Allgather(&fresh, 1, MPI_LONG_LONG, counts, 1, MPI_LONG_LONG, rf->comm));
+    agree_gather_longs(rf->comm, &fresh, 1, counts);
 
     hid_t mtype = h5_timing_event_type();
     hid_t ftype = packed_copy(mtype);
@@ -585,7 +579,7 @@ void runfile_write_events(runfile *rf, timer *t) {
     double mine[3] = {t ? t->clock_offset : 0, t ? t->clock_uncertainty : 0,
                       t ? (double)t->dropped : 0};
     double *all = xcalloc((unsigned long)rf->size * 3, sizeof(double));
-    MPI_CHECK(MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, rf->comm));
+    agree_gather_doubles(rf->comm, mine, 3, all);
     double *offsets = xcalloc((unsigned long)rf->size, sizeof(double));
     double *uncert = xcalloc((unsigned long)rf->size, sizeof(double));
     long long *dropped = xcalloc((unsigned long)rf->size, sizeof(long long));
@@ -595,7 +589,7 @@ void runfile_write_events(runfile *rf, timer *t) {
         dropped[r] = (long long)all[3 * r + 2];
     }
     int level = t ? (int)t->level : 0, level0 = level;
-    MPI_CHECK(MPI_Bcast(&level0, 1, MPI_INT, 0, rf->comm));
+    agree_root_int(rf->comm, &level0);
     hid_t timings = h5_group_open_or_create(rf->file, "timings");
     h5_attr_write_doubles(timings, "clock_offset", offsets, rf->size);
     h5_attr_write_doubles(timings, "clock_uncertainty", uncert, rf->size);
@@ -606,7 +600,7 @@ void runfile_write_events(runfile *rf, timer *t) {
     /* Without a flush the superblock and the metadata stay in memory, and a job killed
      * (SIGKILL, node loss) leaves a file no reader can open: flush_every would keep nothing. */
     H5_CHECK(H5Fflush(rf->file, H5F_SCOPE_GLOBAL));
-    rf->last_flush = MPI_Wtime();
+    rf->last_flush = agree_wtime();
     free(all);
     free(offsets);
     free(uncert);
@@ -636,7 +630,7 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     if (!rf || rf->file < 0 || rf->failed) return;
     /* rank 0's values are the run's; broadcast them so every rank writes identical metadata */
     int n = rf->rank == 0 ? metrics->iterations : 0;
-    MPI_CHECK(MPI_Bcast(&n, 1, MPI_INT, 0, rf->comm));
+    agree_root_int(rf->comm, &n);
     if (n < 0) n = 0;
     double *series = xcalloc((unsigned long)(3 * n + 1), sizeof(double));
     if (rf->rank == 0 && n > 0) {
@@ -644,14 +638,13 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
         memcpy(series + n, metrics->ttft, (size_t)n * sizeof(double));
         memcpy(series + 2 * n, metrics->tpot, (size_t)n * sizeof(double));
     }
-    MPI_CHECK(MPI_Bcast(series, 3 * n, MPI_DOUBLE, 0, rf->comm));
+    agree_root_doubles(rf->comm, series, 3 * n);
     double scalars[6] = {metrics->prefill_seconds,          metrics->decode_seconds,
                          metrics->cold_start_seconds,       (double)metrics->prompt_tokens,
                          (double)metrics->generated_tokens, (double)metrics->requests};
-    MPI_CHECK(MPI_Bcast(scalars, 6, MPI_DOUBLE, 0, rf->comm));
+    agree_root_doubles(rf->comm, scalars, 6);
     double *peak = xcalloc((unsigned long)rf->size, sizeof(double));
-    MPI_CHECK(
-        MPI_Allgather(&metrics->peak_memory_bytes, 1, MPI_DOUBLE, peak, 1, MPI_DOUBLE, rf->comm));
+    agree_gather_doubles(rf->comm, &metrics->peak_memory_bytes, 1, peak);
     if (!space_agree(rf, 8.0 * (3.0 * n + rf->size), "/metrics")) {
         free(series);
         free(peak);
@@ -727,7 +720,7 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
 void runfile_write_series(runfile *rf, const char *path, const double *values, long n) {
     if (!rf || rf->file < 0 || rf->failed) return;
     long long count = rf->rank == 0 ? n : 0;
-    MPI_CHECK(MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, rf->comm));
+    agree_root_long(rf->comm, &count);
     if (!space_agree(rf, 8.0 * (double)count, path)) return;
     write_rank0_1d(rf, path, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, (long)count,
                    rf->rank == 0 ? values : NULL);
@@ -735,7 +728,7 @@ void runfile_write_series(runfile *rf, const char *path, const double *values, l
 
 void runfile_write_scalar(runfile *rf, const char *group_path, const char *name, double value) {
     if (!rf || rf->file < 0 || rf->failed) return;
-    MPI_CHECK(MPI_Bcast(&value, 1, MPI_DOUBLE, 0, rf->comm));
+    agree_root_doubles(rf->comm, &value, 1);
     if (!space_agree(rf, 0, group_path)) return;
     hid_t g = h5_group_open_or_create(rf->file, group_path);
     h5_attr_write_double(g, name, value);
@@ -747,7 +740,7 @@ void runfile_write_text_attr(runfile *rf, const char *group_path, const char *na
     if (!rf || rf->file < 0 || rf->failed) return;
     char text[256] = "";
     if (value) snprintf(text, sizeof text, "%s", value);
-    MPI_CHECK(MPI_Bcast(text, (int)sizeof text, MPI_CHAR, 0, rf->comm)); /* rank 0's value */
+    agree_root_text(rf->comm, text, (int)sizeof text); /* rank 0's value */
     if (!space_agree(rf, 0, group_path)) return;
     hid_t g = h5_group_open_or_create(rf->file, group_path);
     h5_attr_write_string(g, name, text);
@@ -762,8 +755,7 @@ int runfile_room(runfile *rf, double bytes, const char *what) {
 }
 
 static void runfile_release(runfile *rf) {
-    if (rf->vote_req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&rf->vote_req, MPI_STATUS_IGNORE));
-    if (rf->vote != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&rf->vote));
+    agree_vote_free(&rf->vote);
     if (rf->dxpl_coll > 0) H5Pclose(rf->dxpl_coll);
     if (rf->dxpl_indep > 0) H5Pclose(rf->dxpl_indep);
     free(rf->rows);
@@ -798,8 +790,8 @@ status runfile_finish(runfile *rf) {
      * one that renamed last, and each run's own partial never mixes with the other's. */
     int err = 0;
     if (rf->rank == 0 && rename(rf->partial, rf->path) != 0) err = errno;
-    MPI_CHECK(MPI_Bcast(&err, 1, MPI_INT, 0, rf->comm));
-    MPI_CHECK(MPI_Barrier(rf->comm));
+    agree_root_int(rf->comm, &err);
+    agree_barrier(rf->comm);
     if (err) error_set("cannot rename %s to %s: %s", rf->partial, rf->path, strerror(err));
     runfile_release(rf);
     return err ? STATUS_RUNTIME : STATUS_OK;

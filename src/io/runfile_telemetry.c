@@ -11,6 +11,7 @@
 #include "io/runfile.h"
 #include "io/runfile_internal.h"
 #include "io/telemetry_read.h"
+#include "parallel/agree.h"
 
 enum { TELEMETRY_CHUNK_ROWS = 512 };
 
@@ -71,11 +72,11 @@ static void attrs_write(hid_t file, MPI_Comm comm, int size, const telemetry *t,
         snprintf(text[0], sizeof text[0], "%s", t->nvml.status);
         snprintf(text[1], sizeof text[1], "%s", t->mem_bw_status);
     }
-    MPI_CHECK(MPI_Bcast(text, (int)sizeof text, MPI_CHAR, 0, comm));
+    agree_root_text(comm, &text[0][0], (int)sizeof text);
     long long mine[2] = {t ? __atomic_load_n(&t->dropped, __ATOMIC_RELAXED) : 0,
                          t ? t->capacity : 0};
     long long *all = xcalloc((unsigned long)size * 2, sizeof(long long));
-    MPI_CHECK(MPI_Allgather(mine, 2, MPI_LONG_LONG, all, 2, MPI_LONG_LONG, comm));
+    agree_gather_longs(comm, mine, 2, all);
     long long *dropped = xcalloc((unsigned long)size, sizeof(long long));
     for (int r = 0; r < size; r++)
         dropped[r] = all[2 * r];
@@ -95,16 +96,14 @@ void runfile_write_telemetry(runfile *rf, telemetry *t) {
     if (!rf || runfile_failed(rf) || runfile_hdf5(rf) < 0) return;
     const MPI_Comm comm = runfile_comm(rf);
     const hid_t file = runfile_hdf5(rf);
-    int rank, size;
-    MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    MPI_CHECK(MPI_Comm_size(comm, &size));
+    const int rank = agree_comm_rank(comm), size = agree_comm_size(comm);
     int rate = t ? t->rate_hz : 0;
-    MPI_CHECK(MPI_Bcast(&rate, 1, MPI_INT, 0, comm)); /* the job's, the same on every rank */
+    agree_root_int(comm, &rate); /* the job's, the same on every rank */
     if (rate <= 0) return;
 
     long long fresh = t ? telemetry_count(t) - t->flushed : 0;
     long long *counts = xcalloc((unsigned long)size, sizeof(long long));
-    MPI_CHECK(MPI_Allgather(&fresh, 1, MPI_LONG_LONG, counts, 1, MPI_LONG_LONG, comm));
+    agree_gather_longs(comm, &fresh, 1, counts);
     double bytes = 0;
     for (int r = 0; r < size; r++)
         bytes += (double)counts[r] * (double)sizeof(telemetry_sample);

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "kernels/quant.h"
+#include "parallel/agree.h"
 
 /* MLP columns move between TP ranks in units of this many. For int8 with activation blocks
  * the down projection's input must split on block (and weight group) boundaries in every
@@ -297,8 +298,7 @@ static void nonfinite_scan(model *m, const tensor_desc *t, const float *values, 
 }
 
 int model_weights_finite(const model *m, MPI_Comm world, const char *source) {
-    long long key = m->nonfinite_key;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_LONG_LONG, MPI_MIN, world));
+    const long long key = agree_min_long(world, m->nonfinite_key);
     if (key == MODEL_FINITE) return STATUS_OK;
     const tensor_desc *t = &m->tensors[key >> 46];
     long index = (long)((key >> 2) & ((1LL << 44) - 1)), rest = index;
@@ -345,8 +345,7 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
         float *scale = xmalloc((size_t)rows * sizeof(float));
         int8_t *q = xmalloc((size_t)elems);
         quant_row_absmax(absmax, host_values, rows, cols);
-        if (tp && tp->size > 1 && splits_columns(t))
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, absmax, (int)rows, MPI_FLOAT, MPI_MAX, tp->mpi));
+        if (tp && tp->size > 1 && splits_columns(t)) agree_max_floats(tp->mpi, absmax, (int)rows);
         quant_rows_int8(q, scale, host_values, rows, cols, absmax);
         be->ops->copy_to_device(be->ctx, *t->slot, q, (size_t)elems);
         be->ops->copy_to_device(be->ctx, *t->scale_slot, scale, (size_t)rows * sizeof(float));

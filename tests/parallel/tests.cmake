@@ -103,6 +103,17 @@ foreach(np 2 3)
   set_property(TEST parallel_comm_np${np} APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
 endforeach()
 
+# The agreements of parallel/agree.c (what the run file and the checkpoint agree on), each on
+# 1, 2 and 3 ranks with inputs that differ by rank.
+add_executable(parallel_test_agree parallel/test_agree.c)
+target_link_libraries(parallel_test_agree PRIVATE tripar_core)
+foreach(np 1 2 3)
+  tripar_mpi_test(parallel_agree_np${np} ${np} $<TARGET_FILE:parallel_test_agree>)
+  set_tests_properties(parallel_agree_np${np} PROPERTIES
+                       PASS_REGULAR_EXPRESSION "test_agree: 0 failure\\(s\\) over ${np} ranks")
+  set_property(TEST parallel_agree_np${np} APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+endforeach()
+
 # Which environment variable picks a rank's GPU under mpirun, srun and mpirun inside Slurm.
 tripar_unit_test(parallel_test_device SOURCES parallel/test_device.c LABELS parallel)
 # The NCCL comm's host-wait decision (parallel/comm_poll.c), which needs no GPU.
