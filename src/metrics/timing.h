@@ -119,6 +119,7 @@ static inline void timer_scope_end(timer_scope *s) { timer_end(s->t, s->handle);
     for (timer_scope timer_scope_ __attribute__((cleanup(timer_scope_end))) =                      \
              timer_scope_begin((t), (p), (step), (microbatch), (layer));                           \
          timer_scope_.pending; timer_scope_.pending = 0)
+
 /* Adds an event measured by the caller on the host clock (timer_host_seconds()). */
 void timer_add_host(timer *t, phase p, int step, int microbatch, int layer, double t0, double t1);
 /* Converts pending backend marks into times (may synchronise the backend). */
