@@ -1,0 +1,43 @@
+# GGUF reading (label real): tripar's reader against gguf-py (the `gguf` package, installed in a
+# venv the test makes; skipped only when it cannot be downloaded), and the refusals of broken
+# files crafted without it (tests/io/make_gguf_bad.py).
+add_executable(gguf_dump ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_dump.c)
+target_link_libraries(gguf_dump PRIVATE tripar_core)
+set(GGUF_WORK ${CMAKE_CURRENT_BINARY_DIR}/gguf)
+
+add_test(NAME gguf_vs_gguf_py
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_check.py
+                 $<TARGET_FILE:gguf_dump> ${GGUF_WORK}/check)
+set_tests_properties(gguf_vs_gguf_py PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
+                     TIMEOUT 600)
+
+add_test(NAME gguf_make_bad
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/make_gguf_bad.py ${GGUF_WORK}/bad)
+set_tests_properties(gguf_make_bad PROPERTIES FIXTURES_SETUP gguf_bad LABELS "real;checkpoint"
+                     TIMEOUT 60)
+# name, then the message each broken file must give (exit 2)
+set(GGUF_REFUSALS
+    "truncated|tensor 'w\\.q8': offset 0 \\+ 68 bytes runs past the end of the data section"
+    "offset_out_of_range|tensor 'w\\.q8': offset 4096 \\+ 68 bytes runs past the end"
+    "unknown_type|tensor 'w\\.q8': type id 99 is unknown or not supported"
+    "bad_magic|magic 47 47 55 58 is not 'GGUF'"
+    "huge_string|key 'general\\.name': string length 1152921504606846976 runs past the end"
+    "version1|GGUF version 1 is not supported"
+    "misaligned|tensor 'w\\.q8': offset 8 is not a multiple of the alignment 32"
+    "bad_alignment|key 'general\\.alignment' = 24 is not a power of two"
+    "huge_count|1000000000000 metadata entries and 1 tensors cannot fit"
+    "unknown_value_type|key 'general\\.name': value type 13 is unknown"
+    "nested_array|key 'general\\.tags': arrays of arrays are not supported"
+    "bad_row|tensor 'w\\.q8': row length 40 is not a multiple of the Q8_0 block \\(32\\)"
+    "dims_overflow|tensor 'w\\.q8': dims\\[1\\] = 4611686018427387904 makes more than 2\\^63")
+foreach(case ${GGUF_REFUSALS})
+  string(FIND "${case}" "|" bar)
+  string(SUBSTRING "${case}" 0 ${bar} name)
+  math(EXPR bar "${bar} + 1")
+  string(SUBSTRING "${case}" ${bar} -1 regex)
+  add_test(NAME gguf_refuse_${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 "${regex}" --
+                   $<TARGET_FILE:gguf_dump> ${GGUF_WORK}/bad/${name}.gguf ${GGUF_WORK}/bad)
+  set_tests_properties(gguf_refuse_${name} PROPERTIES LABELS "real;checkpoint"
+                       FIXTURES_REQUIRED gguf_bad TIMEOUT 60)
+endforeach()
