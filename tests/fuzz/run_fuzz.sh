@@ -2,8 +2,9 @@
 # Builds one libFuzzer target with clang (libFuzzer + ASan + UBSan) straight from its sources
 # and runs it for a bounded time over a copy of its seed corpus.
 # Usage: run_fuzz.sh SOURCE_DIR WORK_DIR [SECONDS] [TARGET]. TARGET is safetensors (the
-# default: src/io/safetensors.c, corpus tests/fuzz/corpus) or job (the job parser of src/job,
-# corpus tests/fuzz/corpus_job plus the deep and large seeds made below). Exits 77 (skipped)
+# default: src/io/safetensors.c, corpus tests/fuzz/corpus), job (the job parser of src/job,
+# corpus tests/fuzz/corpus_job plus the deep and large seeds made below) or gguf (the GGUF
+# reader of src/io, corpus tests/fuzz/corpus_gguf). Exits 77 (skipped)
 # without clang/libFuzzer.
 set -u
 src=$1
@@ -44,6 +45,17 @@ job)
     libs="$(pkg-config --cflags --libs yaml-0.1 2>/dev/null || echo -lyaml) $mpi -lm"
     corpus=$src/tests/fuzz/corpus_job
     dict=$src/tests/fuzz/job.dict
+    ;;
+gguf)
+    # the reader, its dequantizers, safetensors.c for the f16/bf16 conversions, and src/base
+    # (error_set), which names MPI, so the MPI headers and library come too (as for job)
+    defines=
+    sources="$src/src/io/gguf.c $src/src/io/gguf_meta.c $src/src/io/gguf_dequant.c $src/src/io/safetensors.c $(echo "$src"/src/base/*.c)"
+    mpi=$(pkg-config --cflags --libs ompi-c 2>/dev/null || pkg-config --cflags --libs mpich 2>/dev/null ||
+        echo "$(mpicc --showme:compile 2>/dev/null) $(mpicc --showme:link 2>/dev/null)")
+    libs="$(pkg-config --cflags --libs jansson 2>/dev/null || echo -ljansson) $mpi -lm"
+    corpus=$src/tests/fuzz/corpus_gguf
+    dict=$src/tests/fuzz/gguf.dict
     ;;
 *)
     echo "run_fuzz: unknown target '$target'" >&2

@@ -1,5 +1,5 @@
-# Fuzzing with libFuzzer (label fuzz): the safetensors parser, and the job parser (job files and
-# --set values, with deep and large seeds). tests/fuzz/run_fuzz.sh builds each target with
+# Fuzzing with libFuzzer (label fuzz): the safetensors parser, the job parser (job files and
+# --set values, with deep and large seeds), and the GGUF reader. tests/fuzz/run_fuzz.sh builds each target with
 # clang itself, so the main build keeps its own compiler; skipped without clang.
 add_test(NAME fuzz_safetensors
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzz.sh ${PROJECT_SOURCE_DIR}
@@ -7,5 +7,8 @@ add_test(NAME fuzz_safetensors
 add_test(NAME fuzz_job
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzz.sh ${PROJECT_SOURCE_DIR}
                  ${CMAKE_CURRENT_BINARY_DIR}/fuzz_job 20 job)
-set_tests_properties(fuzz_safetensors fuzz_job PROPERTIES LABELS fuzz SKIP_RETURN_CODE 77
+add_test(NAME fuzz_gguf
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzz.sh ${PROJECT_SOURCE_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/fuzz_gguf 20 gguf)
+set_tests_properties(fuzz_safetensors fuzz_job fuzz_gguf PROPERTIES LABELS fuzz SKIP_RETURN_CODE 77
                      TIMEOUT 300)
