@@ -103,19 +103,31 @@ static status kv_values_read(reader *r, gguf_kv *kv, const char *what) {
     return STATUS_OK;
 }
 
-/* One metadata entry: key, type (an array's element type and length), values. */
-static status kv_read(reader *r, gguf_kv *kv, uint64_t index) {
-    char what[320];
-    snprintf(what, sizeof what, "metadata entry %" PRIu64 " key", index);
-    status s = rd_string(r, &kv->key, NULL, what);
-    if (s != STATUS_OK) return s;
-    snprintf(what, sizeof what, "key '%.256s'", kv->key);
-    for (uint64_t j = 0; j < index; j++) {
-        if (strcmp(r->g->kv[j].key, kv->key) == 0) {
-            error_set("%s: %s appears twice", r->g->path, what);
-            return STATUS_BAD_INPUT;
+static const char *kv_key_at(const gguf *g, uint64_t i) { return g->kv[i].key; }
+static const char *tensor_name_at(const gguf *g, uint64_t i) { return g->tensors[i].name; }
+
+/* The name of entry index (a key, kind "key", or a tensor's, kind "tensor"), refused when
+ * one of the entries before it, name_at(g, j < index), has it already. */
+static status unique_name_read(reader *r, char **out, uint64_t index, const char *kind,
+                               const char *(*name_at)(const gguf *, uint64_t)) {
+    char what[64];
+    snprintf(what, sizeof what, "%s %" PRIu64 " name", kind, index);
+    status s = rd_string(r, out, NULL, what);
+    for (uint64_t j = 0; s == STATUS_OK && j < index; j++) {
+        if (strcmp(name_at(r->g, j), *out) == 0) {
+            error_set("%s: %s '%s' appears twice", r->g->path, kind, *out);
+            s = STATUS_BAD_INPUT;
         }
     }
+    return s;
+}
+
+/* One metadata entry: key, type (an array's element type and length), values. */
+static status kv_read(reader *r, gguf_kv *kv, uint64_t index) {
+    status s = unique_name_read(r, &kv->key, index, "key", kv_key_at);
+    if (s != STATUS_OK) return s;
+    char what[320];
+    snprintf(what, sizeof what, "key '%.256s'", kv->key);
     uint32_t type;
     if ((s = rd_u32(r, &type, what)) != STATUS_OK) return s;
     kv->n = 1;
@@ -203,16 +215,8 @@ static status tensor_shape_read(reader *r, gguf_tensor *t) {
 }
 
 static status tensor_info_read(reader *r, gguf_tensor *t, uint64_t index) {
-    char what[64];
-    snprintf(what, sizeof what, "tensor %" PRIu64 " name", index);
-    status s = rd_string(r, &t->name, NULL, what);
+    status s = unique_name_read(r, &t->name, index, "tensor", tensor_name_at);
     if (s != STATUS_OK) return s;
-    for (uint64_t j = 0; j < index; j++) {
-        if (strcmp(r->g->tensors[j].name, t->name) == 0) {
-            error_set("%s: tensor '%s' appears twice", r->g->path, t->name);
-            return STATUS_BAD_INPUT;
-        }
-    }
     if ((s = tensor_shape_read(r, t)) != STATUS_OK || (s = rd_u64(r, &t->offset, t->name)) != STATUS_OK)
         return s;
     if (t->offset % r->g->alignment != 0) {

@@ -33,19 +33,12 @@ static void nibbles32(const uint8_t *qs, int q[QK]) {
     }
 }
 
-/* Q4_0: f16 d, 16 bytes of nibbles; y = d * (q - 8). */
-static void dq_q4_0(const uint8_t *b, float *y) {
-    float d = f16_at(b);
-    int q[QK];
-    nibbles32(b + 2, q);
-    for (int j = 0; j < QK; j++) y[j] = d * (float)(q[j] - 8);
+/* The two ways a 32-value block scales its integers: y = d * (q - zero), and y = d * q + m. */
+static void scaled32(const int q[QK], float d, int zero, float *y) {
+    for (int j = 0; j < QK; j++) y[j] = d * (float)(q[j] - zero);
 }
 
-/* Q4_1: f16 d, f16 m, 16 bytes of nibbles; y = d * q + m. */
-static void dq_q4_1(const uint8_t *b, float *y) {
-    float d = f16_at(b), m = f16_at(b + 2);
-    int q[QK];
-    nibbles32(b + 4, q);
+static void affine32(const int q[QK], float d, float m, float *y) {
     for (int j = 0; j < QK; j++) y[j] = d * (float)q[j] + m;
 }
 
@@ -56,22 +49,34 @@ static void fifth_bits(const uint8_t *qh, int q[QK]) {
     for (int j = 0; j < QK; j++) q[j] |= (int)((h >> j) & 1u) << 4;
 }
 
+/* Q4_0: f16 d, 16 bytes of nibbles; y = d * (q - 8). */
+static void dq_q4_0(const uint8_t *b, float *y) {
+    int q[QK];
+    nibbles32(b + 2, q);
+    scaled32(q, f16_at(b), 8, y);
+}
+
+/* Q4_1: f16 d, f16 m, 16 bytes of nibbles; y = d * q + m. */
+static void dq_q4_1(const uint8_t *b, float *y) {
+    int q[QK];
+    nibbles32(b + 4, q);
+    affine32(q, f16_at(b), f16_at(b + 2), y);
+}
+
 /* Q5_0: f16 d, 4 bytes of fifth bits, 16 bytes of nibbles; y = d * (q - 16). */
 static void dq_q5_0(const uint8_t *b, float *y) {
-    float d = f16_at(b);
     int q[QK];
     nibbles32(b + 6, q);
     fifth_bits(b + 2, q);
-    for (int j = 0; j < QK; j++) y[j] = d * (float)(q[j] - 16);
+    scaled32(q, f16_at(b), 16, y);
 }
 
 /* Q5_1: f16 d, f16 m, 4 bytes of fifth bits, 16 bytes of nibbles; y = d * q + m. */
 static void dq_q5_1(const uint8_t *b, float *y) {
-    float d = f16_at(b), m = f16_at(b + 2);
     int q[QK];
     nibbles32(b + 8, q);
     fifth_bits(b + 4, q);
-    for (int j = 0; j < QK; j++) y[j] = d * (float)q[j] + m;
+    affine32(q, f16_at(b), f16_at(b + 2), y);
 }
 
 /* Q8_0: f16 d, 32 signed bytes; y = q * d. */

@@ -31,10 +31,7 @@ set(GGUF_REFUSALS
     "bad_row|tensor 'w\\.q8': row length 40 is not a multiple of the Q8_0 block \\(32\\)"
     "dims_overflow|tensor 'w\\.q8': dims\\[1\\] = 4611686018427387904 makes more than 2\\^63")
 foreach(case ${GGUF_REFUSALS})
-  string(FIND "${case}" "|" bar)
-  string(SUBSTRING "${case}" 0 ${bar} name)
-  math(EXPR bar "${bar} + 1")
-  string(SUBSTRING "${case}" ${bar} -1 regex)
+  ckpt_case_split("${case}" name regex)
   add_test(NAME gguf_refuse_${name}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2 "${regex}" --
                    $<TARGET_FILE:gguf_dump> ${GGUF_WORK}/bad/${name}.gguf ${GGUF_WORK}/bad)

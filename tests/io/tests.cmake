@@ -3,6 +3,16 @@
 set(CKPT_FIXTURES ${CMAKE_CURRENT_BINARY_DIR}/ckpt_fixtures)
 set(CKPT_PYTHON /usr/bin/python3)
 
+# ckpt_case_split("NAME|REGEX" name_var regex_var): one entry of a refusal list.
+function(ckpt_case_split entry name_var regex_var)
+  string(FIND "${entry}" "|" bar)
+  string(SUBSTRING "${entry}" 0 ${bar} name)
+  math(EXPR after "${bar} + 1")
+  string(SUBSTRING "${entry}" ${after} -1 regex)
+  set(${name_var} "${name}" PARENT_SCOPE)
+  set(${regex_var} "${regex}" PARENT_SCOPE)
+endfunction()
+
 add_test(NAME ckpt_make_fixtures
          COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/io/make_hf_dir.py --all ${CKPT_FIXTURES})
 set_tests_properties(ckpt_make_fixtures PROPERTIES FIXTURES_SETUP ckpt_hf LABELS "unit;checkpoint"
@@ -160,10 +170,7 @@ set(LLAMA_HF_REFUSALS
     "missing-k|tensor 'model\\.layers\\.1\\.self_attn\\.k_proj\\.bias' is missing")
 set(llama_hf_tests llama_hf_import_summary)
 foreach(refusal ${LLAMA_HF_REFUSALS})
-  string(FIND "${refusal}" "|" bar)
-  string(SUBSTRING "${refusal}" 0 ${bar} case)
-  math(EXPR after "${bar} + 1")
-  string(SUBSTRING "${refusal}" ${after} -1 regex)
+  ckpt_case_split("${refusal}" case regex)
   add_test(NAME llama_hf_refuse_${case}
            COMMAND ${CKPT_EXPECT} 2 "${regex}" -- $<TARGET_FILE:tripar> import-hf
                    ${LLAMA_HF_FIXTURES}/refuse-${case} --out ${LLAMA_HF_FIXTURES}/never-${case}.h5)
