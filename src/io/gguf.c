@@ -217,7 +217,8 @@ static status tensor_shape_read(reader *r, gguf_tensor *t) {
 static status tensor_info_read(reader *r, gguf_tensor *t, uint64_t index) {
     status s = unique_name_read(r, &t->name, index, "tensor", tensor_name_at);
     if (s != STATUS_OK) return s;
-    if ((s = tensor_shape_read(r, t)) != STATUS_OK || (s = rd_u64(r, &t->offset, t->name)) != STATUS_OK)
+    if ((s = tensor_shape_read(r, t)) != STATUS_OK ||
+        (s = rd_u64(r, &t->offset, t->name)) != STATUS_OK)
         return s;
     if (t->offset % r->g->alignment != 0) {
         error_set("%s: tensor '%s': offset %" PRIu64 " is not a multiple of the alignment %u",

@@ -11,7 +11,9 @@
 #define QK 32   /* elements per block of the 32-element types */
 #define QK_K 256 /* elements per super-block of the k-quants */
 
-static float f16_at(const uint8_t *p) { return safetensors_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static float f16_at(const uint8_t *p) {
+    return safetensors_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
 
 static void dq_f32(const uint8_t *b, float *y) {
     uint32_t bits = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |

@@ -38,3 +38,7 @@ foreach(case ${GGUF_REFUSALS})
   set_tests_properties(gguf_refuse_${name} PROPERTIES LABELS "real;checkpoint"
                        FIXTURES_REQUIRED gguf_bad TIMEOUT 60)
 endforeach()
+
+# The getters, element access, a tensor read and further refusals, on files built in memory.
+tripar_unit_test(test_gguf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/io/test_gguf.c
+                 LABELS "real;checkpoint")

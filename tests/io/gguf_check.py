@@ -16,8 +16,8 @@ import sys
 
 SKIP = 77
 # what pip prints when it cannot reach the index (and only then is the test skipped)
-NETWORK_MARKS = ("NewConnectionError", "Max retries exceeded", "Temporary failure in name resolution",
-                 "Network is unreachable", "ConnectionError", "ProxyError", "timed out")
+NETWORK_MARKS = ("NewConnectionError", "Max retries exceeded", "ConnectionError", "ProxyError",
+                 "Temporary failure in name resolution", "Network is unreachable", "timed out")
 
 
 def venv_make(work):

@@ -24,7 +24,8 @@ def build(version=3, magic=b"GGUF", n_kv=None, kvs=None, dims=(32, 2), ttype=8, 
         kvs = [kv_string("general.architecture", "llama"), kv_string("general.name", "bad")]
     head = magic + struct.pack("<IQQ", version, 1, len(kvs) if n_kv is None else n_kv)
     head += b"".join(kvs)
-    head += gstr("w.q8") + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+    head += gstr("w.q8") + struct.pack("<I", len(dims))
+    head += b"".join(struct.pack("<Q", d) for d in dims)
     head += struct.pack("<IQ", ttype, offset)
     head += b"\0" * (-len(head) % 32)
     data = b""
