@@ -106,27 +106,36 @@ static status kv_values_read(reader *r, gguf_kv *kv, const char *what) {
 static const char *kv_key_at(const gguf *g, uint64_t i) { return g->kv[i].key; }
 static const char *tensor_name_at(const gguf *g, uint64_t i) { return g->tensors[i].name; }
 
-/* The name of entry index (a key, kind "key", or a tensor's, kind "tensor"), refused when
- * one of the entries before it, name_at(g, j < index), has it already. */
-static status unique_name_read(reader *r, char **out, uint64_t index, const char *kind,
-                               const char *(*name_at)(const gguf *, uint64_t)) {
-    char what[64];
-    snprintf(what, sizeof what, "%s %" PRIu64 " name", kind, index);
-    status s = rd_string(r, out, NULL, what);
-    for (uint64_t j = 0; s == STATUS_OK && j < index; j++) {
-        if (strcmp(name_at(r->g, j), *out) == 0) {
-            error_set("%s: %s '%s' appears twice", r->g->path, kind, *out);
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* No two of the n names name_at(g, i) (keys, kind "key", or tensors, kind "tensor") are the
+ * same. Sorted rather than compared pairwise: a hostile file may hold millions of entries. */
+static status names_unique_check(const gguf *g, uint64_t n, const char *kind,
+                                 const char *(*name_at)(const gguf *, uint64_t)) {
+    if (n < 2) return STATUS_OK;
+    const char **names = malloc((size_t)n * sizeof *names);
+    if (!names) return STATUS_RUNTIME;
+    for (uint64_t i = 0; i < n; i++) names[i] = name_at(g, i);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    status s = STATUS_OK;
+    for (uint64_t i = 1; i < n && s == STATUS_OK; i++) {
+        if (strcmp(names[i - 1], names[i]) == 0) {
+            error_set("%s: %s '%s' appears twice", g->path, kind, names[i]);
             s = STATUS_BAD_INPUT;
         }
     }
+    free(names);
     return s;
 }
 
 /* One metadata entry: key, type (an array's element type and length), values. */
 static status kv_read(reader *r, gguf_kv *kv, uint64_t index) {
-    status s = unique_name_read(r, &kv->key, index, "key", kv_key_at);
-    if (s != STATUS_OK) return s;
     char what[320];
+    snprintf(what, sizeof what, "metadata entry %" PRIu64 " key", index);
+    status s = rd_string(r, &kv->key, NULL, what);
+    if (s != STATUS_OK) return s;
     snprintf(what, sizeof what, "key '%.256s'", kv->key);
     uint32_t type;
     if ((s = rd_u32(r, &type, what)) != STATUS_OK) return s;
@@ -215,7 +224,9 @@ static status tensor_shape_read(reader *r, gguf_tensor *t) {
 }
 
 static status tensor_info_read(reader *r, gguf_tensor *t, uint64_t index) {
-    status s = unique_name_read(r, &t->name, index, "tensor", tensor_name_at);
+    char what[64];
+    snprintf(what, sizeof what, "tensor %" PRIu64 " name", index);
+    status s = rd_string(r, &t->name, NULL, what);
     if (s != STATUS_OK) return s;
     if ((s = tensor_shape_read(r, t)) != STATUS_OK ||
         (s = rd_u64(r, &t->offset, t->name)) != STATUS_OK)
@@ -289,11 +300,15 @@ static status gguf_parse(gguf *g) {
         uint64_t i = g->n_kv++;
         if ((s = kv_read(&r, &g->kv[i], i)) != STATUS_OK) return s;
     }
-    if ((s = alignment_read(g)) != STATUS_OK) return s;
+    if ((s = names_unique_check(g, g->n_kv, "key", kv_key_at)) != STATUS_OK ||
+        (s = alignment_read(g)) != STATUS_OK)
+        return s;
     while (g->n_tensors < n_tensors) {
         uint64_t i = g->n_tensors++;
         if ((s = tensor_info_read(&r, &g->tensors[i], i)) != STATUS_OK) return s;
     }
+    if ((s = names_unique_check(g, g->n_tensors, "tensor", tensor_name_at)) != STATUS_OK)
+        return s;
     g->data_start = r.pos + (g->alignment - r.pos % g->alignment) % g->alignment;
     return tensors_range_check(g);
 }

@@ -29,7 +29,8 @@ set(GGUF_REFUSALS
     "unknown_value_type|key 'general\\.name': value type 13 is unknown"
     "nested_array|key 'general\\.tags': arrays of arrays are not supported"
     "bad_row|tensor 'w\\.q8': row length 40 is not a multiple of the Q8_0 block \\(32\\)"
-    "dims_overflow|tensor 'w\\.q8': dims\\[1\\] = 4611686018427387904 makes more than 2\\^63")
+    "dims_overflow|tensor 'w\\.q8': dims\\[1\\] = 4611686018427387904 makes more than 2\\^63"
+    "many_keys_repeat|key 'k000000' appears twice")
 foreach(case ${GGUF_REFUSALS})
   ckpt_case_split("${case}" name regex)
   add_test(NAME gguf_refuse_${name}

@@ -56,6 +56,9 @@ def main():
                                    struct.pack("<IQ", 4, 1) + struct.pack("<I", 7)]),
         "bad_row": build(dims=(40, 2)),
         "dims_overflow": build(dims=(32, 1 << 62)),
+        # 200000 keys, the last one repeating the first: found in well under a second
+        "many_keys_repeat": build(kvs=[gstr("k%06d" % (i % 200000)) + struct.pack("<IB", 0, 1)
+                                       for i in range(200001)]),
     }
     for name, data in cases.items():
         with open(os.path.join(out, name + ".gguf"), "wb") as f:
