@@ -1,6 +1,7 @@
 /* GGUF reader on files built here in memory (read through fmemopen): the typed getters and
- * their messages, element access, a tensor read, and the refusals the crafted files of
- * tests/io/make_gguf_bad.py do not reach (big-endian, repeats, bad bools, dimensions). */
+ * their messages, element access, a tensor read (and one from a file cut after opening), and
+ * the refusals the crafted files of tests/io/make_gguf_bad.py do not reach (big-endian,
+ * repeats, bad bools, dimensions). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -16,7 +18,7 @@
 
 /* A growing byte buffer the tests write GGUF fields into. */
 typedef struct {
-    uint8_t buf[4096];
+    uint8_t buf[40000];
     size_t len;
 } blob;
 
@@ -176,6 +178,34 @@ static void test_tensor_read(void **state) {
     gguf_close(&g);
 }
 
+/* A file that shrinks after it was opened: the tensor read says so instead of reading junk.
+ * The tensor (32 KB of F32) is larger than stdio's buffer, so the cut is really read. */
+static void test_truncated_after_open(void **state) {
+    (void)state;
+    static blob b;
+    head(&b, 3, 1, 0);
+    put_str(&b, "w");
+    put_u32(&b, 1);
+    put_u64(&b, 8192);
+    put_u32(&b, GGML_TYPE_F32);
+    put_u64(&b, 0);
+    while (b.len % 32) put(&b, "", 1);
+    for (int j = 0; j < 8192; j++) put_u32(&b, 0x3F800000u);
+    char path[] = "/tmp/test_gguf.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, b.buf, b.len), (ssize_t)b.len);
+    gguf g;
+    assert_int_equal(gguf_open(&g, path), STATUS_OK);
+    assert_int_equal(ftruncate(fd, (off_t)(b.len - 10)), 0);
+    static float out[8192];
+    expect_get_error(gguf_tensor_read_f32(&g, gguf_tensor_find(&g, "w"), out),
+                     "tensor 'w': cannot read 32768 bytes at offset");
+    gguf_close(&g);
+    close(fd);
+    unlink(path);
+}
+
 static void test_refusals(void **state) {
     (void)state;
     blob b;
@@ -248,6 +278,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_getters),
         cmocka_unit_test(test_tensor_read),
+        cmocka_unit_test(test_truncated_after_open),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_type_table),
     };
