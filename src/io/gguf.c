@@ -130,12 +130,19 @@ static status names_unique_check(const gguf *g, uint64_t n, const char *kind,
     return s;
 }
 
+/* The name of entry index of a kind ("metadata entry", "tensor"), which messages give until
+ * the name itself is known. */
+static status name_read(reader *r, char **out, const char *kind, uint64_t index) {
+    char what[64];
+    snprintf(what, sizeof what, "%s %" PRIu64 " name", kind, index);
+    return rd_string(r, out, NULL, what);
+}
+
 /* One metadata entry: key, type (an array's element type and length), values. */
 static status kv_read(reader *r, gguf_kv *kv, uint64_t index) {
-    char what[320];
-    snprintf(what, sizeof what, "metadata entry %" PRIu64 " key", index);
-    status s = rd_string(r, &kv->key, NULL, what);
+    status s = name_read(r, &kv->key, "metadata entry", index);
     if (s != STATUS_OK) return s;
+    char what[320];
     snprintf(what, sizeof what, "key '%.256s'", kv->key);
     uint32_t type;
     if ((s = rd_u32(r, &type, what)) != STATUS_OK) return s;
@@ -224,9 +231,7 @@ static status tensor_shape_read(reader *r, gguf_tensor *t) {
 }
 
 static status tensor_info_read(reader *r, gguf_tensor *t, uint64_t index) {
-    char what[64];
-    snprintf(what, sizeof what, "tensor %" PRIu64 " name", index);
-    status s = rd_string(r, &t->name, NULL, what);
+    status s = name_read(r, &t->name, "tensor", index);
     if (s != STATUS_OK) return s;
     if ((s = tensor_shape_read(r, t)) != STATUS_OK ||
         (s = rd_u64(r, &t->offset, t->name)) != STATUS_OK)

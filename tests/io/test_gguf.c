@@ -116,12 +116,17 @@ static void good_file(blob *b) {
     }
 }
 
+/* good_file, opened. */
+static void good_open(gguf *g) {
+    static blob b;
+    good_file(&b);
+    assert_int_equal(blob_open(g, &b), STATUS_OK);
+}
+
 static void test_getters(void **state) {
     (void)state;
-    blob b;
-    good_file(&b);
     gguf g;
-    assert_int_equal(blob_open(&g, &b), STATUS_OK);
+    good_open(&g);
     assert_int_equal(g.version, 3);
     assert_int_equal(g.alignment, GGUF_DEFAULT_ALIGNMENT);
     int64_t i;
@@ -162,10 +167,8 @@ static void test_getters(void **state) {
 
 static void test_tensor_read(void **state) {
     (void)state;
-    blob b;
-    good_file(&b);
     gguf g;
-    assert_int_equal(blob_open(&g, &b), STATUS_OK);
+    good_open(&g);
     const gguf_tensor *t = gguf_tensor_find(&g, "w");
     assert_non_null(t);
     assert_null(gguf_tensor_find(&g, "v"));
