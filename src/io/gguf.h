@@ -86,8 +86,9 @@ const gguf_kv *gguf_kv_find(const gguf *g, const char *key);
 const char *gguf_type_name(gguf_type type);
 uint64_t gguf_type_size(gguf_type type); /* 0 for strings and arrays */
 
-/* Element i of kv as a signed integer (any integer or bool type; a uint64 above INT64_MAX
- * is returned as INT64_MAX and *exact set to 0), as a double (any number) or a string. */
+/* Element i (< kv->n) of kv as a signed integer (any integer or bool type; a uint64 above
+ * INT64_MAX is returned as INT64_MAX and *exact set to 0), as a double (any number), or, for
+ * GGUF_TYPE_STRING only, as a string. The numeric accessors give 0 for a string. */
 int64_t gguf_kv_int(const gguf_kv *kv, uint64_t i, int *exact);
 uint64_t gguf_kv_uint(const gguf_kv *kv, uint64_t i); /* integer types, read as unsigned */
 double gguf_kv_float(const gguf_kv *kv, uint64_t i);

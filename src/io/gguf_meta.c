@@ -37,9 +37,10 @@ const gguf_kv *gguf_kv_find(const gguf *g, const char *key) {
     return NULL;
 }
 
-/* The little-endian bytes of element i, zero-extended. */
+/* The little-endian bytes of element i, zero-extended (0 for a string: it has no number). */
 static uint64_t raw_at(const gguf_kv *kv, uint64_t i) {
     uint64_t size = gguf_type_size(kv->type), v = 0;
+    if (size == 0) return 0;
     const uint8_t *p = kv->data + i * size;
     for (uint64_t b = size; b-- > 0;) v = v << 8 | p[b];
     return v;

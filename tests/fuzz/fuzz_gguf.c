@@ -25,9 +25,10 @@ static void getters_try(const gguf *g) {
         (void)gguf_kv_str(kv, kv->n - 1, NULL);
     for (uint64_t k = 0; k < g->n_kv; k++) {
         const gguf_kv *e = &g->kv[k];
-        if (e->n == 0 || e->type == GGUF_TYPE_STRING) continue;
+        if (e->n == 0) continue;
         (void)gguf_kv_float(e, e->n - 1);
         (void)gguf_kv_int(e, e->n - 1, &b);
+        if (e->type == GGUF_TYPE_STRING) (void)gguf_kv_str(e, e->n - 1, NULL);
     }
 }
 
