@@ -102,7 +102,8 @@ plan_refuses(no_strategy "no strategy of tripar runs this model on 13 ranks"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/a100-cluster.yaml --gpus 13 --batch 1)
 
 # The ranking: calibrate on two real runs of plan_rank.yaml, plan 2 ranks, run the predicted
-# top 3 and bottom 3; the measured order between the groups must match (plan_ranking.py).
+# top 3 and bottom 3 three times each; pairs predicted 3x apart must measure in that order, and
+# under ASan (TRIPAR_SANITIZE in TRIPAR_TEST_ENV) no order is asserted (plan_ranking.py).
 add_test(NAME cli_plan_ranking
          COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_ranking.py ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_ranking)
 # RUN_SERIAL: the runs it compares are timed, so no other test shares the cores meanwhile.

@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """The ranking test of `tripar plan` (issue 13): calibrate on two measured runs of
 plan_rank.yaml (one rank, and tp=2), plan every strategy of 2 ranks on this machine, then run
-the predicted top 3 and bottom 3 for real. Passes when the measured latencies (each run's
-/metrics median) keep the plan's order between the groups: the top 3 measure lower on average
-than the bottom 3, and the predicted best measures lower than the predicted worst. Within a
-group the strategies may swap (they are predicted within a few percent, closer than a shared
-machine's noise). It asserts the ranking, never a time.
-Usage: plan_ranking.py WORKDIR   (env: TRIPAR_BIN, TRIPAR_SOURCE_DIR, MPIEXEC)"""
+the predicted top 3 and bottom 3 for real, each REPEATS times (its latency: the median of the
+runs' /metrics medians). It asserts an order only where the plan predicts a gap far larger
+than a busy machine's noise (issue 28): for every top/bottom pair predicted at least GAP times
+apart, the top one measures lower. The workload is chosen so such pairs exist (8 micro-batches
+re-reading 120 MB of weights against 1: predicted about 4x), and the test fails if the plan
+stops predicting one. Within a group, and between pairs predicted closer, strategies may swap.
+Under a sanitizer (TRIPAR_SANITIZE=1) the times say nothing about the plan: every strategy
+still runs, once, and no order is asserted. It asserts the ranking, never a time.
+Usage: plan_ranking.py WORKDIR   (env: TRIPAR_BIN, TRIPAR_SOURCE_DIR, MPIEXEC, TRIPAR_SANITIZE)"""
 import json
 import os
 import shutil
@@ -21,6 +24,9 @@ MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
 JOB = os.path.join(SRC, "tests", "cli", "plan_rank.yaml")
 CLUSTER = os.path.join(SRC, "data", "clusters", "this-machine.yaml")
 WORK = sys.argv[1]
+SANITIZED = os.environ.get("TRIPAR_SANITIZE", "0") == "1"
+GAP = 3.0  # the smallest predicted ratio whose measured order is asserted
+REPEATS = 1 if SANITIZED else 3
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 
@@ -53,17 +59,26 @@ assert top[-1]["e2e_s"] < bottom[0]["e2e_s"], "the plan does not separate top fr
 def measure(rows, tag):
     out = []
     for i, s in enumerate(rows):
-        _, latency = run(f"{tag}{i}", 2, s["dp"], s["tp"], s["pp"], s["microbatches"], s["overlap"], s["order"])
+        runs = sorted(run(f"{tag}{i}-{k}", 2, s["dp"], s["tp"], s["pp"], s["microbatches"], s["overlap"],
+                          s["order"])[1] for k in range(REPEATS))
+        latency = runs[len(runs) // 2]
         label = f"dp{s['dp']}-tp{s['tp']}-pp{s['pp']} m{s['microbatches']}{' overlap' if s['overlap'] else ''} {s['order']}"
-        print(f"{tag} {i + 1}: {label}: predicted {1e3 * s['e2e_s']:.2f} ms, measured {1e3 * latency:.2f} ms")
+        print(f"{tag} {i + 1}: {label}: predicted {1e3 * s['e2e_s']:.2f} ms, measured "
+              f"{1e3 * latency:.2f} ms (median of {' '.join(f'{1e3 * x:.2f}' for x in runs)})")
         out.append(latency)
     return out
 
 
 measured_top, measured_bottom = measure(top, "top"), measure(bottom, "bottom")
-mean = lambda v: sum(v) / len(v)  # noqa: E731
-assert mean(measured_top) < mean(measured_bottom), \
-    f"measured order differs from the plan: top {measured_top}, bottom {measured_bottom}"
-assert measured_top[0] < measured_bottom[-1], \
-    f"the predicted best measured slower than the predicted worst: {measured_top[0]} vs {measured_bottom[-1]}"
-print("plan_ranking: OK")
+if SANITIZED:
+    print("plan_ranking: OK (sanitizer build: every strategy ran; no order asserted)")
+    sys.exit(0)
+pairs = [(i, j) for i in range(len(top)) for j in range(len(bottom))
+         if bottom[j]["e2e_s"] >= GAP * top[i]["e2e_s"]]
+assert pairs, (f"no top/bottom pair is predicted {GAP:g}x apart (best {top[0]['e2e_s']:.4f} s, "
+               f"worst {bottom[-1]['e2e_s']:.4f} s): choose a workload the plan separates more")
+for i, j in pairs:
+    assert measured_top[i] < measured_bottom[j], (
+        f"top {i + 1} measured slower than bottom {j + 1}, predicted "
+        f"{bottom[j]['e2e_s'] / top[i]['e2e_s']:.1f}x apart: {measured_top[i]:.4f} s vs {measured_bottom[j]:.4f} s")
+print(f"plan_ranking: OK ({len(pairs)} pairs predicted >= {GAP:g}x apart keep their order)")

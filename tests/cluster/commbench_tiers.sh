@@ -2,11 +2,13 @@
 # `tripar commbench --tiers` across emulated nodes measures the link it is given: on 2 nodes x
 # SLOTS ranks both tiers are measured (intra: ranks 0 and 1 on node1; inter: rank 0 and rank
 # SLOTS, the first of node2), and with --delay DELAY the inter tier's latency (alpha from the
-# fit, and the half round trip at 8 B) rises by DELAY plus the measured floor to within 30%,
+# fit, and the half round trip at 8 B) rises by DELAY plus the measured floor to within 50%,
 # the floor being what --delay 1 adds beyond its 1 us (one pass through NFQUEUE and the delay
 # line per hop). The intra tier, which never leaves node1, rises by under half the delay
 # (compared with its own unshaped figure, so that a loaded machine's scheduling noise, which
-# both runs see, does not count). Every
+# both runs see, does not count). 50%, not tighter: a busy machine's scheduling adds to one
+# run and not the other, and the defects this catches are a delay not seen (0x) or seen
+# twice, a round trip taken for one way (2x); each figure is a mean over many round trips. Every
 # round trip is verified (#wrong 0). First, unshaped, the collective sweep's node placement:
 # tp=SLOTS x dp=2 in order tp-pp-dp keeps every TP group inside a node and every DP group
 # across, and order dp-tp-pp the reverse; --order auto with tp = the world is refused (exit 2).
@@ -98,8 +100,8 @@ for field, what in (("alpha_small_s", "half round trip at 8 B"), ("alpha_s", "fi
     print(f"inter {what}: {b:.1f} us unshaped, {o:.1f} us with --delay 1 (floor {floor:+.1f} us), "
           f"{s:.1f} us with --delay {delay:.0f}: adds {added:.1f} us, expected {want:.1f} us "
           f"({(added - want) / want:+.1%})")
-    if abs(added - want) > 0.3 * want:
-        fail.append(f"{what} rose by {added:.1f} us, not within 30% of {want:.1f} us")
+    if abs(added - want) > 0.5 * want:
+        fail.append(f"{what} rose by {added:.1f} us, not within 50% of {want:.1f} us")
 intra0, intra = (t["intra"]["alpha_small_s"] * 1e6 for t in (base, slow))
 print(f"intra half round trip at 8 B: {intra0:.1f} us unshaped, {intra:.1f} us with "
       f"--delay {delay:.0f}")

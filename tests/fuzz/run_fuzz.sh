@@ -3,9 +3,10 @@
 # and runs it for a bounded time over a copy of its seed corpus.
 # Usage: run_fuzz.sh SOURCE_DIR WORK_DIR [SECONDS] [TARGET]. TARGET is safetensors (the
 # default: src/io/safetensors.c, corpus tests/fuzz/corpus), job (the job parser of src/job,
-# corpus tests/fuzz/corpus_job plus the deep and large seeds made below) or gguf (the GGUF
-# reader of src/io, corpus tests/fuzz/corpus_gguf). Exits 77 (skipped)
-# without clang/libFuzzer.
+# corpus tests/fuzz/corpus_job plus the deep and large seeds made below), gguf (the GGUF reader
+# of src/io, corpus tests/fuzz/corpus_gguf), tokenizer_json (tokenizer.json, corpus
+# tests/fuzz/corpus_tokenizer) or cluster (the cluster files of `tripar plan`, corpus
+# tests/fuzz/corpus_cluster). Exits 77 (skipped) without clang/libFuzzer.
 set -u
 src=$1
 work=$2
@@ -24,6 +25,9 @@ if ! "$cc" -fsanitize=fuzzer,address,undefined "$work/probe.c" -o "$work/probe" 
     echo "run_fuzz: clang cannot link -fsanitize=fuzzer,address,undefined (libclang-rt missing?), skipping"
     exit 77
 fi
+# the MPI headers and library, for the targets whose base/check.c names MPI
+mpi=$(pkg-config --cflags --libs ompi-c 2>/dev/null || pkg-config --cflags --libs mpich 2>/dev/null ||
+    echo "$(mpicc --showme:compile 2>/dev/null) $(mpicc --showme:link 2>/dev/null)")
 case $target in
 safetensors)
     defines=
@@ -40,22 +44,39 @@ job)
     # seconds, under ASan.
     defines=-DJTREE_MAX_NODES=100000L
     sources="$(echo "$src"/src/job/*.c "$src"/src/base/*.c)"
-    mpi=$(pkg-config --cflags --libs ompi-c 2>/dev/null || pkg-config --cflags --libs mpich 2>/dev/null ||
-        echo "$(mpicc --showme:compile 2>/dev/null) $(mpicc --showme:link 2>/dev/null)")
     libs="$(pkg-config --cflags --libs yaml-0.1 2>/dev/null || echo -lyaml) $mpi -lm"
     corpus=$src/tests/fuzz/corpus_job
     dict=$src/tests/fuzz/job.dict
     ;;
 gguf)
     # the reader, its dequantizers, safetensors.c for the f16/bf16 conversions, and src/base
-    # (error_set), which names MPI, so the MPI headers and library come too (as for job)
+    # (error_set; check.c names MPI, as for job)
     defines=
-    sources="$src/src/io/gguf.c $src/src/io/gguf_meta.c $src/src/io/gguf_dequant.c $src/src/io/safetensors.c $(echo "$src"/src/base/*.c)"
-    mpi=$(pkg-config --cflags --libs ompi-c 2>/dev/null || pkg-config --cflags --libs mpich 2>/dev/null ||
-        echo "$(mpicc --showme:compile 2>/dev/null) $(mpicc --showme:link 2>/dev/null)")
+    sources="$(echo "$src"/src/io/gguf*.c "$src"/src/io/safetensors.c "$src"/src/base/*.c)"
     libs="$(pkg-config --cflags --libs jansson 2>/dev/null || echo -ljansson) $mpi -lm"
     corpus=$src/tests/fuzz/corpus_gguf
     dict=$src/tests/fuzz/gguf.dict
+    ;;
+tokenizer_json)
+    # the tokenizer files of src/io (tokenizer.json, its BPE, regexes and normalizers) and
+    # src/base; check.c names MPI, as for job.
+    defines=
+    sources="$(echo "$src"/src/io/tokenizer*.c "$src"/src/base/*.c)"
+    libs="$(pkg-config --cflags --libs jansson libpcre2-8 icu-uc 2>/dev/null ||
+        echo -ljansson -lpcre2-8 -licuuc) $mpi -lm"
+    corpus=$src/tests/fuzz/corpus_tokenizer
+    dict=$src/tests/fuzz/tokenizer_json.dict
+    ;;
+cluster)
+    # the cluster file of `tripar plan`: plan_cluster.c on the job layer's YAML tree and src/base,
+    # with the run and commbench readers its `from:` keys use (HDF5).
+    defines='-DTRIPAR_VERSION="fuzz" -DH5_USE_110_API'
+    sources="$(echo "$src"/src/analysis/plan_cluster.c "$src"/src/analysis/plan_collectives.c \
+        "$src"/src/io/runread.c "$src"/src/io/h5util.c \
+        "$src"/src/metrics/timing.c "$src"/src/job/*.c "$src"/src/base/*.c)"
+    libs="$(pkg-config --cflags --libs yaml-0.1 hdf5-openmpi 2>/dev/null || echo -lyaml -lhdf5) $mpi -lm"
+    corpus=$src/tests/fuzz/corpus_cluster
+    dict=$src/tests/fuzz/cluster.dict
     ;;
 *)
     echo "run_fuzz: unknown target '$target'" >&2
@@ -64,7 +85,7 @@ gguf)
 esac
 # shellcheck disable=SC2086
 "$cc" -g -O1 -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src/src" \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$src" -I"$src/src" \
     $defines $sources "$src/tests/fuzz/fuzz_$target.c" $libs \
     -o "$work/fuzz_$target" || exit 1
 rm -rf "$work/corpus"

@@ -72,8 +72,15 @@ with h5py.File(os.path.join(out, "tel50.h5"), "r") as f:
         # stops before the file is finished, so every t lies in [0, the command's wall time]
         check(t.min() >= 0 and t.max() <= wall, "rank %d times in [0, %.2f]: [%g, %g]" % (r, wall, t.min(), t.max()))
         u = s["cpu_util"]
-        # 10% over the core count allows for CPU time accounted at scheduler ticks
-        check(bool(np.all((u >= 0) & (u <= 1.1 * cores))), "rank %d cpu_util in [0, %d]: [%g, %g]" % (r, cores, u.min(), u.max()))
+        # One sample may show more than the cores (CPU time accounted at scheduler ticks, a
+        # sampler preempted between its clock and getrusage: 2.35 of 2 cores seen on a busy
+        # machine); 4x the cores still catches a unit slip (percent: 100x). Over the run those
+        # errors cancel, the CPU deltas adding up to the run's own: at most the cores, with a
+        # quarter for the two ends of the span.
+        check(bool(np.all((u >= 0) & (u <= 4 * cores))), "rank %d cpu_util in [0, %d]: [%g, %g]" % (r, 4 * cores, u.min(), u.max()))
+        if len(s) > 1:
+            mean = float(np.sum(u[1:] * np.diff(t)) / (t[-1] - t[0]))
+            check(mean <= 1.25 * cores, "rank %d mean cpu_util %.2f <= 1.25 x %d cores" % (r, mean, cores))
         check(bool(np.all(s["rss_bytes"] > 0)), "rank %d rss_bytes > 0" % r)
         for field in ("gpu_sm_util", "gpu_power_w", "gpu_sm_clock_mhz"):
             check(bool(np.all(np.isnan(s[field]))), "rank %d %s is NaN on the cpu backend" % (r, field))

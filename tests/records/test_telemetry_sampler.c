@@ -46,16 +46,27 @@ int main(int argc, char **argv) {
     long n = telemetry_count(&t);
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     EXPECT(n >= 5, "only %ld samples in 0.3 s at 200 Hz", n);
+    double busy = 0, span = 0; /* cpu_util weighted by the interval it covers */
     for (long i = 0; i < n; i++) {
         const telemetry_sample *s = &t.samples[i];
+        if (i) {
+            busy += s->cpu_util * (s->t - t.samples[i - 1].t);
+            span += s->t - t.samples[i - 1].t;
+        }
         EXPECT(s->t >= t0 && s->t <= t1, "sample %ld at %g outside [%g, %g]", i, s->t, t0, t1);
         if (i) EXPECT(s->t > t.samples[i - 1].t, "sample %ld not after the one before", i);
         EXPECT(s->rss_bytes > 0, "sample %ld rss %g", i, s->rss_bytes);
-        /* 10% over the core count: CPU time may be accounted at scheduler ticks */
-        EXPECT(s->cpu_util >= 0 && s->cpu_util <= 1.1 * cores, "sample %ld cpu %g of %ld cores", i,
+        /* One 5 ms interval may show more than the cores: CPU time accounted at scheduler
+         * ticks, and a sampler preempted between its clock and getrusage on a busy machine
+         * (2.35 of 2 cores seen). 4x the cores still catches a unit slip (percent: 100x). */
+        EXPECT(s->cpu_util >= 0 && s->cpu_util <= 4.0 * cores, "sample %ld cpu %g of %ld cores", i,
                s->cpu_util, cores);
         EXPECT(isnan(s->gpu_sm_util) && isnan(s->gpu_power_w), "GPU fields without NVML");
     }
+    /* over the whole run those errors cancel (the CPU deltas add up to the run's own): no
+     * more than the cores, with a quarter for the two ends of a 0.3 s span */
+    EXPECT(span <= 0 || busy / span <= 1.25 * cores, "mean cpu %g of %ld cores", busy / span,
+           cores);
     EXPECT(t.dropped == 0, "%ld dropped", t.dropped);
     telemetry_free(&t);
 
