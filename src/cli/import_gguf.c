@@ -1,0 +1,43 @@
+/* `tripar import-gguf FILE.gguf --out CKPT.h5`: the command line of the GGUF importer
+ * (src/io/import_gguf.c): its arguments, usage, summary and exit codes. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/check.h"
+#include "cli/cli.h"
+#include "io/import_gguf.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: tripar import-gguf FILE.gguf --out CKPT.h5\n"
+            "  Converts a llama.cpp GGUF file into a tripar checkpoint (fp32, as import-hf).\n"
+            "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama; the Q/K\n"
+            "  row order llama.cpp uses is undone) or qwen2 (with its q/k/v biases). Tensor\n"
+            "  types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (dequantized).\n"
+            "  Refused with exit 2, naming the key or tensor: another architecture, rope\n"
+            "  scaling, a missing tensor or one whose dims disagree with the metadata, a\n"
+            "  truncated file.\n");
+}
+
+int import_gguf_main(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    int rc = cli_import_args(argc, argv, usage, &in, &out);
+    if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
+    import_gguf_summary s = {0};
+    if (import_gguf_convert(in, out, &s) != STATUS_OK) {
+        fprintf(stderr, "import-gguf: %s\n", error_message());
+        return TRIPAR_EXIT_USAGE;
+    }
+    const model_config *cfg = &s.cfg;
+    struct stat st;
+    long long bytes = stat(out, &st) == 0 ? (long long)st.st_size : 0;
+    printf("import-gguf: %s -> %s\n  %s: layers %d, heads %d, kv_heads %d, embd %d, mlp %d, "
+           "vocab %d, ctx %d, rms_eps %g, rope_theta %g\n  %d tensors (%d quantized), %s head, "
+           "q/k/v biases %s; %.1f MB\n",
+           in, out, s.arch, cfg->layers, cfg->heads, cfg->kv_heads, cfg->embd, cfg->mlp,
+           cfg->vocab, cfg->ctx, (double)cfg->ln_eps, cfg->rope_theta, s.n_tensors, s.n_quantized,
+           cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no",
+           (double)bytes / 1e6);
+    return TRIPAR_EXIT_OK;
+}

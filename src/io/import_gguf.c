@@ -1,0 +1,138 @@
+/* The GGUF importer (`tripar import-gguf`, src/cli/import_gguf.c): a llama or qwen2 GGUF file
+ * into a tripar checkpoint, as import-hf writes it. Serial; streams one GGUF tensor at a time
+ * (dequantized to fp32), so memory stays near the largest single tensor. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/check.h"
+#include "io/checkpoint.h"
+#include "io/gguf_dequant.h"
+#include "io/h5util.h"
+#include "io/import_gguf.h"
+#include "io/import_gguf_internal.h"
+#include "io/import_write.h"
+
+static void dims_format(char *out, size_t len, int n, const uint64_t *dims) {
+    size_t used = (size_t)snprintf(out, len, "[");
+    for (int d = 0; d < n && used < len; d++)
+        used += (size_t)snprintf(out + used, len - used, "%s%llu", d ? ", " : "",
+                                 (unsigned long long)dims[d]);
+    if (used < len) snprintf(out + used, len - used, "]");
+}
+
+/* Every planned tensor present with the shape the metadata implies; no block past
+ * block_count. */
+static int gguf_plan_validate(const gguf *g, const gguf_plan_tensor *list, int n,
+                              const model_config *cfg, const char *arch) {
+    for (int k = 0; k < n; k++) {
+        const gguf_tensor *t = gguf_tensor_find(g, list[k].name);
+        if (!t) {
+            error_set("%s: tensor '%s' is missing", g->path, list[k].name);
+            return STATUS_BAD_INPUT;
+        }
+        /* ggml order: dims[0] is the row length (the input dimension) */
+        uint64_t want[2] = {(uint64_t)list[k].cols, (uint64_t)list[k].rows};
+        int same = t->n_dims == list[k].ndims;
+        for (int d = 0; same && d < t->n_dims; d++)
+            same = t->dims[d] == want[d];
+        if (!same) {
+            char have[128], w[128];
+            dims_format(have, sizeof have, t->n_dims, t->dims);
+            dims_format(w, sizeof w, list[k].ndims, want);
+            error_set("%s: tensor '%s' has dims %s, but the %s.* metadata implies %s", g->path,
+                      t->name, have, arch, w);
+            return STATUS_BAD_INPUT;
+        }
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        int layer = -1;
+        if (sscanf(g->tensors[i].name, "blk.%d.", &layer) == 1 &&
+            (layer < 0 || layer >= cfg->layers)) {
+            error_set("%s: tensor '%s' is for block %d, but %s.block_count = %d", g->path,
+                      g->tensors[i].name, layer, arch, cfg->layers);
+            return STATUS_BAD_INPUT;
+        }
+    }
+    return STATUS_OK;
+}
+
+/* Reads, dequantizes and un-permutes one tensor into its slice of dset. */
+static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_config *cfg,
+                               hid_t dset) {
+    const gguf_tensor *t = gguf_tensor_find(g, p->name);
+    float *a = xmalloc(t->elems * sizeof(float));
+    int rc = gguf_tensor_read_f32(g, t, a);
+    for (uint64_t i = 0; rc == STATUS_OK && i < t->elems; i++)
+        if (!isfinite(a[i])) {
+            error_set("%s: tensor '%s' holds %s at element %llu; tripar refuses NaN and Inf "
+                      "weights",
+                      g->path, p->name, isnan(a[i]) ? "NaN" : "Inf", (unsigned long long)i);
+            rc = STATUS_BAD_INPUT;
+        }
+    if (rc == STATUS_OK && p->unpermute_heads > 0) {
+        const long hd = model_head_dim(cfg);
+        float *tmp = xmalloc((size_t)(hd * p->cols) * sizeof(float));
+        gguf_rows_unpermute(a, tmp, p->unpermute_heads, hd, p->cols);
+        free(tmp);
+    }
+    if (rc == STATUS_OK)
+        import_slice_write(dset, p->layer, p->row_offset, p->ndims, p->rows, p->cols, a);
+    free(a);
+    return rc;
+}
+
+static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n,
+                              const model_config *cfg, hid_t file) {
+    hid_t group = h5_group_open_or_create(file, "weights");
+    const char *const *names;
+    const int nd = checkpoint_tensor_list(cfg, &names);
+    hid_t dsets[CHECKPOINT_N_TENSORS];
+    for (int d = 0; d < nd; d++)
+        dsets[d] = checkpoint_dataset_create(group, cfg, names[d]);
+    int rc = STATUS_OK;
+    for (int k = 0; k < n && rc == STATUS_OK; k++)
+        rc = gguf_tensor_convert(g, &list[k], cfg, dsets[import_dataset_index(names, list[k].dst)]);
+    for (int d = 0; d < nd; d++)
+        H5Dclose(dsets[d]);
+    H5Gclose(group);
+    return rc;
+}
+
+int import_gguf_convert(const char *path, const char *out, import_gguf_summary *summary) {
+    gguf g;
+    int rc = gguf_open(&g, path);
+    if (rc != STATUS_OK) return rc;
+    import_gguf_summary s = {0};
+    gguf_plan_tensor *list = NULL;
+    int n = 0;
+    rc = gguf_llama_config(&g, &s.cfg, s.arch, sizeof s.arch);
+    if (rc == STATUS_OK) {
+        list = xcalloc((size_t)(12 * s.cfg.layers + 4), sizeof *list);
+        n = gguf_llama_tensor_list(&s.cfg, s.arch, list);
+        rc = gguf_plan_validate(&g, list, n, &s.cfg, s.arch);
+    }
+    if (rc == STATUS_OK) rc = import_out_check(out, &path, 1);
+    hid_t file = -1;
+    if (rc == STATUS_OK) rc = import_checkpoint_create(out, &file);
+    if (rc == STATUS_OK) {
+        checkpoint_write_config_attrs(file, &s.cfg);
+        rc = gguf_weights_write(&g, list, n, &s.cfg, file);
+        H5_CHECK(H5Fclose(file));
+        if (rc != STATUS_OK) unlink(out); /* no half-written checkpoint is left behind */
+    }
+    if (rc == STATUS_OK) {
+        s.n_tensors = n;
+        for (int k = 0; k < n; k++) {
+            uint32_t type = gguf_tensor_find(&g, list[k].name)->type;
+            s.n_quantized +=
+                type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16;
+        }
+        *summary = s;
+    }
+    free(list);
+    gguf_close(&g);
+    return rc;
+}

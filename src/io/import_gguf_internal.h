@@ -1,0 +1,33 @@
+/* Inside the GGUF importer (import_gguf.c, import_gguf_llama.c): the plan of one GGUF tensor,
+ * and the llama/qwen2 reader of the metadata and tensor names (import_gguf_llama.c). */
+#pragma once
+
+#include "io/gguf.h"
+#include "model/model.h"
+
+/* One GGUF tensor and where it lands: layer slice `layer` of /weights/<dst> (-1: unstacked),
+ * starting at row_offset of its row dimension, with rows x cols values (ndims 2; a GGUF
+ * tensor's dims are [cols, rows], ggml's innermost first) or cols values (ndims 1).
+ * unpermute_heads > 0 undoes llama.cpp's reordering of the rows of each of that many heads. */
+typedef struct {
+    char name[64];
+    const char *dst;
+    int layer;
+    int ndims;
+    long rows, cols;
+    long row_offset;
+    int unpermute_heads;
+} gguf_plan_tensor;
+
+/* Reads general.architecture and the {arch}.* hyperparameters into cfg, refusing what tripar
+ * does not run by key and value. STATUS_OK or STATUS_BAD_INPUT. */
+int gguf_llama_config(const gguf *g, model_config *cfg, char *arch, size_t arch_len);
+
+/* The GGUF tensors of cfg's model, in checkpoint order; returns the count (at most
+ * 12 * layers + 4). */
+int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_tensor *out);
+
+/* Undoes convert_hf_to_gguf.py's permute() on rows (n_heads * hd rows of cols values): within
+ * each head llama.cpp stores HF row j * hd/2 + k at row 2k + j; in gets the HF order back
+ * through tmp (the same size). */
+void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long cols);

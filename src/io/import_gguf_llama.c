@@ -1,0 +1,177 @@
+/* The llama and qwen2 architectures of the GGUF importer: the {arch}.* metadata into a Llama
+ * model_config, the llama.cpp tensor names (token_embd, blk.N.attn_q, ...) mapped onto the
+ * checkpoint's fused tensors as import-hf writes them, and the undoing of llama.cpp's Q/K row
+ * permutation. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/check.h"
+#include "io/import_gguf_internal.h"
+
+/* An integer key {arch}.suffix in [1, 2^30]; absent gives dflt when dflt > 0. */
+static int meta_int(const gguf *g, const char *arch, const char *suffix, int dflt, int *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (dflt > 0 && !gguf_kv_find(g, key)) {
+        *out = dflt;
+        return STATUS_OK;
+    }
+    int64_t v = 0;
+    if (gguf_get_int(g, key, 1, 1 << 30, &v) != STATUS_OK) return STATUS_BAD_INPUT;
+    *out = (int)v;
+    return STATUS_OK;
+}
+
+/* A positive number key {arch}.suffix; absent gives dflt when dflt > 0. */
+static int meta_float(const gguf *g, const char *arch, const char *suffix, double dflt,
+                      double *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (dflt > 0 && !gguf_kv_find(g, key)) {
+        *out = dflt;
+        return STATUS_OK;
+    }
+    if (gguf_get_float(g, key, out) != STATUS_OK) return STATUS_BAD_INPUT;
+    if (!(*out > 0)) {
+        error_set("%s: key '%s' = %g must be positive", g->path, key, *out);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
+/* What tripar does not run, refused by key: rope scaling (llama.cpp keeps Llama 3.1's as the
+ * rope_freqs tensor, not as parameters), mixture of experts, sliding windows. */
+static int meta_refusals(const gguf *g, const char *arch) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    const char *type = NULL;
+    if (gguf_kv_find(g, key)) {
+        if (gguf_get_string(g, key, &type) != STATUS_OK) return STATUS_BAD_INPUT;
+        if (strcmp(type, "none") != 0) {
+            error_set("%s: key '%s' = \"%s\" is not supported; tripar imports GGUF models "
+                      "without rope scaling",
+                      g->path, key, type);
+            return STATUS_BAD_INPUT;
+        }
+    }
+    if (gguf_tensor_find(g, "rope_freqs.weight")) {
+        error_set("%s: tensor 'rope_freqs.weight' (Llama 3.1 rope scaling) is not supported by "
+                  "import-gguf yet; import the Hugging Face directory with import-hf",
+                  g->path);
+        return STATUS_BAD_INPUT;
+    }
+    static const char *const refused[] = {"expert_count", "attention.sliding_window"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, refused[i]);
+        const gguf_kv *kv = gguf_kv_find(g, key);
+        if (kv && !(gguf_type_is_int(kv->type) && !kv->is_array && gguf_kv_int(kv, 0, NULL) == 0)) {
+            error_set("%s: key '%s' is present: %s is not supported", g->path, key,
+                      i == 0 ? "mixture of experts" : "sliding-window attention");
+            return STATUS_BAD_INPUT;
+        }
+    }
+    return STATUS_OK;
+}
+
+int gguf_llama_config(const gguf *g, model_config *cfg, char *arch, size_t arch_len) {
+    memset(cfg, 0, sizeof *cfg);
+    const char *a = NULL;
+    if (gguf_get_string(g, "general.architecture", &a) != STATUS_OK) return STATUS_BAD_INPUT;
+    snprintf(arch, arch_len, "%s", a);
+    if (strcmp(a, "llama") != 0 && strcmp(a, "qwen2") != 0) {
+        error_set("%s: key 'general.architecture' = \"%s\" is not supported; tripar imports "
+                  "llama and qwen2 from GGUF (gpt2 not yet)",
+                  g->path, a);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->arch = ARCH_LLAMA;
+    cfg->norm = NORM_PRE;
+    double eps = 0;
+    if (meta_int(g, a, "block_count", 0, &cfg->layers) ||
+        meta_int(g, a, "embedding_length", 0, &cfg->embd) ||
+        meta_int(g, a, "feed_forward_length", 0, &cfg->mlp) ||
+        meta_int(g, a, "attention.head_count", 0, &cfg->heads) ||
+        meta_int(g, a, "attention.head_count_kv", cfg->heads, &cfg->kv_heads) ||
+        meta_int(g, a, "context_length", 0, &cfg->ctx) ||
+        meta_float(g, a, "attention.layer_norm_rms_epsilon", 0, &eps) ||
+        meta_float(g, a, "rope.freq_base", 10000.0, &cfg->rope_theta) || meta_refusals(g, a))
+        return STATUS_BAD_INPUT;
+    if (!(eps < 1)) {
+        error_set("%s: key '%s.attention.layer_norm_rms_epsilon' = %g must be in (0, 1)", g->path,
+                  a, eps);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->ln_eps = (float)eps;
+    if (cfg->heads % cfg->kv_heads != 0) {
+        error_set("%s: key '%s.attention.head_count_kv' = %d does not divide head_count = %d",
+                  g->path, a, cfg->kv_heads, cfg->heads);
+        return STATUS_BAD_INPUT;
+    }
+    /* key_length is llama.cpp's head_dim when it differs from embd / heads */
+    int usual = cfg->embd % cfg->heads == 0 ? cfg->embd / cfg->heads : 0, hd = 0;
+    if (meta_int(g, a, "attention.key_length", usual, &hd)) return STATUS_BAD_INPUT;
+    if (hd % 2) {
+        error_set("%s: the head dimension %d is odd (RoPE rotates pairs)", g->path, hd);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->head_dim = hd == usual ? 0 : hd;
+    /* the vocabulary is token_embd's row count; its shape is checked with the others */
+    const gguf_tensor *emb = gguf_tensor_find(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2 || emb->dims[1] < 1 || emb->dims[1] > (1u << 30)) {
+        error_set("%s: tensor 'token_embd.weight' is %s", g->path,
+                  emb ? "not a matrix of at most 2^30 rows" : "missing");
+        return STATUS_BAD_INPUT;
+    }
+    cfg->vocab = (int)emb->dims[1];
+    cfg->tie_embeddings = gguf_tensor_find(g, "output.weight") == NULL;
+    cfg->attention_bias = strcmp(a, "qwen2") == 0; /* q/k/v biases, as Qwen2ForCausalLM */
+    return STATUS_OK;
+}
+
+int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_tensor *out) {
+    const long C = cfg->embd, M = cfg->mlp, hd = model_head_dim(cfg);
+    const long Q = cfg->heads * hd, KV = cfg->kv_heads * hd;
+    /* llama.cpp permutes llama's q and k rows for its rotary kernel, not qwen2's */
+    const int perm = strcmp(arch, "llama") == 0;
+    int n = 0;
+#define ADD(dst_, layer_, off_, nd_, rows_, cols_, perm_, ...)                                     \
+    do {                                                                                           \
+        gguf_plan_tensor *t = &out[n++];                                                           \
+        *t = (gguf_plan_tensor){.dst = dst_, .layer = layer_, .ndims = nd_, .rows = rows_,         \
+                                .cols = cols_, .row_offset = off_, .unpermute_heads = perm_};      \
+        snprintf(t->name, sizeof t->name, __VA_ARGS__);                                            \
+    } while (0)
+    ADD("wte", -1, 0, 2, cfg->vocab, C, 0, "token_embd.weight");
+    for (int i = 0; i < cfg->layers; i++) {
+        ADD("ln1_g", i, 0, 1, 1, C, 0, "blk.%d.attn_norm.weight", i);
+        ADD("qkv_w", i, 0, 2, Q, C, perm ? cfg->heads : 0, "blk.%d.attn_q.weight", i);
+        ADD("qkv_w", i, Q, 2, KV, C, perm ? cfg->kv_heads : 0, "blk.%d.attn_k.weight", i);
+        ADD("qkv_w", i, Q + KV, 2, KV, C, 0, "blk.%d.attn_v.weight", i);
+        if (cfg->attention_bias) {
+            ADD("qkv_b", i, 0, 1, 1, Q, 0, "blk.%d.attn_q.bias", i);
+            ADD("qkv_b", i, Q, 1, 1, KV, 0, "blk.%d.attn_k.bias", i);
+            ADD("qkv_b", i, Q + KV, 1, 1, KV, 0, "blk.%d.attn_v.bias", i);
+        }
+        ADD("proj_w", i, 0, 2, C, Q, 0, "blk.%d.attn_output.weight", i);
+        ADD("ln2_g", i, 0, 1, 1, C, 0, "blk.%d.ffn_norm.weight", i);
+        ADD("gate_up_w", i, 0, 2, M, C, 0, "blk.%d.ffn_gate.weight", i);
+        ADD("gate_up_w", i, M, 2, M, C, 0, "blk.%d.ffn_up.weight", i);
+        ADD("down_w", i, 0, 2, C, M, 0, "blk.%d.ffn_down.weight", i);
+    }
+    ADD("lnf_g", -1, 0, 1, 1, C, 0, "output_norm.weight");
+    if (!cfg->tie_embeddings) ADD("head_w", -1, 0, 2, cfg->vocab, C, 0, "output.weight");
+#undef ADD
+    return n;
+}
+
+void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long cols) {
+    const long half = hd / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *head = rows + (size_t)h * (size_t)(hd * cols);
+        for (long j = 0; j < 2; j++)
+            for (long k = 0; k < half; k++)
+                memcpy(tmp + (size_t)((j * half + k) * cols), head + (size_t)((2 * k + j) * cols),
+                       (size_t)cols * sizeof(float));
+        memcpy(head, tmp, (size_t)(hd * cols) * sizeof(float));
+    }
+}
