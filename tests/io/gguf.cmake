@@ -43,3 +43,12 @@ endforeach()
 # The getters, element access, a tensor read and further refusals, on files built in memory.
 tripar_unit_test(test_gguf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/io/test_gguf.c
                  LABELS "real;checkpoint")
+
+# import-gguf against import-hf: the same random Llama (GQA, tied) and Qwen2 models as an HF
+# directory and as a GGUF file (Q/K permuted as llama.cpp does) give identical checkpoints and
+# tokens; a Q8_0 file imports as gguf-py dequantizes it; refusals name the key or tensor.
+add_test(NAME gguf_import_vs_hf
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_import_check.py
+                 $<TARGET_FILE:tripar> ${GGUF_WORK}/import)
+set_tests_properties(gguf_import_vs_hf PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 600)
