@@ -34,10 +34,10 @@ int import_gguf_main(int argc, char **argv) {
     long long bytes = stat(out, &st) == 0 ? (long long)st.st_size : 0;
     printf("import-gguf: %s -> %s\n  %s: layers %d, heads %d, kv_heads %d, embd %d, mlp %d, "
            "vocab %d, ctx %d, rms_eps %g, rope_theta %g\n  %d tensors (%d quantized), %s head, "
-           "q/k/v biases %s; %.1f MB\n",
-           in, out, s.arch, cfg->layers, cfg->heads, cfg->kv_heads, cfg->embd, cfg->mlp,
-           cfg->vocab, cfg->ctx, (double)cfg->ln_eps, cfg->rope_theta, s.n_tensors, s.n_quantized,
+           "q/k/v biases %s; tokenizer: %s; %.1f MB\n",
+           in, out, s.arch, cfg->layers, cfg->heads, cfg->kv_heads, cfg->embd, cfg->mlp, cfg->vocab,
+           cfg->ctx, (double)cfg->ln_eps, cfg->rope_theta, s.n_tensors, s.n_quantized,
            cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no",
-           (double)bytes / 1e6);
+           s.has_tokenizer ? "yes" : "no", (double)bytes / 1e6);
     return TRIPAR_EXIT_OK;
 }

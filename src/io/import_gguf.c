@@ -14,6 +14,7 @@
 #include "io/import_gguf.h"
 #include "io/import_gguf_internal.h"
 #include "io/import_write.h"
+#include "io/tokenizer.h"
 
 static void dims_format(char *out, size_t len, int n, const uint64_t *dims) {
     size_t used = (size_t)snprintf(out, len, "[");
@@ -84,8 +85,8 @@ static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_c
     return rc;
 }
 
-static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n,
-                              const model_config *cfg, hid_t file) {
+static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n, const model_config *cfg,
+                              hid_t file) {
     hid_t group = h5_group_open_or_create(file, "weights");
     const char *const *names;
     const int nd = checkpoint_tensor_list(cfg, &names);
@@ -101,6 +102,54 @@ static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n,
     return rc;
 }
 
+/* The tokenizer from the metadata, checked to load and to fit the vocabulary; 1 when there is
+ * one (*json set), 0 when there is none, -1 on a refusal. */
+static int gguf_tokenizer_plan(const gguf *g, const model_config *cfg, char **json) {
+    int rc = gguf_tokenizer_json(g, cfg->vocab, json);
+    if (rc <= 0) return rc;
+    tokenizer *tok = NULL;
+    char name[1100];
+    snprintf(name, sizeof name, "%s: tokenizer.ggml.*", g->path);
+    if (tokenizer_load_json(&tok, *json, name) != STATUS_OK) return -1;
+    tokenizer_free(tok);
+    static const char *const ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
+    int64_t id = 0;
+    for (int i = 0; i < 2; i++)
+        if (gguf_kv_find(g, ids[i]) && gguf_get_int(g, ids[i], 0, cfg->vocab - 1, &id)) return -1;
+    int flag = 0;
+    if (gguf_kv_find(g, "tokenizer.ggml.add_bos_token") &&
+        gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag))
+        return -1;
+    const char *text = NULL;
+    if (gguf_kv_find(g, "tokenizer.chat_template") &&
+        gguf_get_string(g, "tokenizer.chat_template", &text))
+        return -1;
+    return 1;
+}
+
+/* /tokenizer/json, and the special ids, add_bos_token and the chat template as attributes of
+ * /tokenizer where the file has them (checked by gguf_tokenizer_plan). */
+static void gguf_tokenizer_write(const gguf *g, hid_t file, const char *json) {
+    checkpoint_write_tokenizer(file, NULL, NULL, json);
+    hid_t group = h5_group_open_or_create(file, "tokenizer");
+    static const char *const keys[] = {"tokenizer.ggml.bos_token_id",
+                                       "tokenizer.ggml.eos_token_id"};
+    static const char *const attrs[] = {"bos_token_id", "eos_token_id"};
+    int64_t id = 0;
+    for (int i = 0; i < 2; i++)
+        if (gguf_kv_find(g, keys[i]) && gguf_get_int(g, keys[i], 0, INT32_MAX, &id) == STATUS_OK)
+            h5_attr_write_int(group, attrs[i], id);
+    int flag = 0;
+    if (gguf_kv_find(g, "tokenizer.ggml.add_bos_token") &&
+        gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag) == STATUS_OK)
+        h5_attr_write_int(group, "add_bos_token", flag);
+    const char *text = NULL;
+    if (gguf_kv_find(g, "tokenizer.chat_template") &&
+        gguf_get_string(g, "tokenizer.chat_template", &text) == STATUS_OK)
+        h5_attr_write_string(group, "chat_template", text);
+    H5Gclose(group);
+}
+
 int import_gguf_convert(const char *path, const char *out, import_gguf_summary *summary) {
     gguf g;
     int rc = gguf_open(&g, path);
@@ -114,12 +163,16 @@ int import_gguf_convert(const char *path, const char *out, import_gguf_summary *
         n = gguf_llama_tensor_list(&s.cfg, s.arch, list);
         rc = gguf_plan_validate(&g, list, n, &s.cfg, s.arch);
     }
+    char *tok_json = NULL;
+    if (rc == STATUS_OK && (s.has_tokenizer = gguf_tokenizer_plan(&g, &s.cfg, &tok_json)) < 0)
+        rc = STATUS_BAD_INPUT;
     if (rc == STATUS_OK) rc = import_out_check(out, &path, 1);
     hid_t file = -1;
     if (rc == STATUS_OK) rc = import_checkpoint_create(out, &file);
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &s.cfg);
         rc = gguf_weights_write(&g, list, n, &s.cfg, file);
+        if (rc == STATUS_OK && tok_json) gguf_tokenizer_write(&g, file, tok_json);
         H5_CHECK(H5Fclose(file));
         if (rc != STATUS_OK) unlink(out); /* no half-written checkpoint is left behind */
     }
@@ -133,6 +186,7 @@ int import_gguf_convert(const char *path, const char *out, import_gguf_summary *
         *summary = s;
     }
     free(list);
+    free(tok_json);
     gguf_close(&g);
     return rc;
 }

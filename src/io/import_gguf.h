@@ -8,9 +8,10 @@
 /* What an import read and wrote, for the command's summary. */
 typedef struct {
     model_config cfg;
-    char arch[32];      /* general.architecture */
-    int n_tensors;      /* GGUF tensors converted */
-    int n_quantized;    /* of them, stored in a type other than F32, F16, BF16 */
+    char arch[32];     /* general.architecture */
+    int n_tensors;     /* GGUF tensors converted */
+    int n_quantized;   /* of them, stored in a type other than F32, F16, BF16 */
+    int has_tokenizer; /* tokenizer.ggml.* stored as /tokenizer/json */
 } import_gguf_summary;
 
 /* Converts the GGUF file path into the checkpoint out. The metadata, every tensor's presence,

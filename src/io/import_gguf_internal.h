@@ -31,3 +31,9 @@ int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_
  * each head llama.cpp stores HF row j * hd/2 + k at row 2k + j; in gets the HF order back
  * through tmp (the same size). */
 void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long cols);
+
+/* The GGUF file's tokenizer as the text of a Hugging Face tokenizer.json (malloc'ed), for
+ * tokenizer.ggml.model = "gpt2" and tokenizer.ggml.pre in {default, gpt2, llama-bpe, qwen2,
+ * smollm}. Returns 1, 0 when the file has no tokenizer.ggml.model (*json_text NULL), or -1
+ * with error_message() naming the key and value it refuses. vocab: token_embd's rows. */
+int gguf_tokenizer_json(const gguf *g, int vocab, char **json_text);

@@ -137,8 +137,13 @@ int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_
 #define ADD(dst_, layer_, off_, nd_, rows_, cols_, perm_, ...)                                     \
     do {                                                                                           \
         gguf_plan_tensor *t = &out[n++];                                                           \
-        *t = (gguf_plan_tensor){.dst = dst_, .layer = layer_, .ndims = nd_, .rows = rows_,         \
-                                .cols = cols_, .row_offset = off_, .unpermute_heads = perm_};      \
+        *t = (gguf_plan_tensor){.dst = dst_,                                                       \
+                                .layer = layer_,                                                   \
+                                .ndims = nd_,                                                      \
+                                .rows = rows_,                                                     \
+                                .cols = cols_,                                                     \
+                                .row_offset = off_,                                                \
+                                .unpermute_heads = perm_};                                         \
         snprintf(t->name, sizeof t->name, __VA_ARGS__);                                            \
     } while (0)
     ADD("wte", -1, 0, 2, cfg->vocab, C, 0, "token_embd.weight");

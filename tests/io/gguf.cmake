@@ -52,3 +52,13 @@ add_test(NAME gguf_import_vs_hf
                  $<TARGET_FILE:tripar> ${GGUF_WORK}/import)
 set_tests_properties(gguf_import_vs_hf PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 600)
+
+# The tokenizer from tokenizer.ggml.* for every known tokenizer.ggml.pre, against Hugging
+# Face's tokenizers (round trips only where it cannot be installed); attributes kept; refusals.
+add_executable(tok_encode ${CMAKE_CURRENT_SOURCE_DIR}/io/tok_encode.c)
+target_link_libraries(tok_encode PRIVATE tripar_core)
+add_test(NAME gguf_import_tokenizer
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_tokenizer_check.py
+                 $<TARGET_FILE:tripar> $<TARGET_FILE:tok_encode> ${GGUF_WORK}/tokenizer)
+set_tests_properties(gguf_import_tokenizer PROPERTIES LABELS "real;checkpoint"
+                     SKIP_RETURN_CODE 77 TIMEOUT 600)
