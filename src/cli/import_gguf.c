@@ -15,9 +15,12 @@ static void usage(FILE *out) {
             "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama; the Q/K\n"
             "  row order llama.cpp uses is undone) or qwen2 (with its q/k/v biases). Tensor\n"
             "  types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (dequantized).\n"
-            "  Refused with exit 2, naming the key or tensor: another architecture, rope\n"
-            "  scaling, a missing tensor or one whose dims disagree with the metadata, a\n"
-            "  truncated file.\n");
+            "  Llama 3.1's rope scaling (rope_freqs) is read back as llama3 parameters.\n"
+            "  Tokenizer: tokenizer.ggml.model gpt2 with tokenizer.ggml.pre default, gpt2,\n"
+            "  llama-bpe, qwen2 or smollm, stored as tokenizer.json with bos/eos ids,\n"
+            "  add_bos_token and the chat template. Refused with exit 2, naming the key or\n"
+            "  tensor: another architecture, tokenizer or rope scaling, a missing tensor or one\n"
+            "  whose dims disagree with the metadata, a truncated file.\n");
 }
 
 int import_gguf_main(int argc, char **argv) {
@@ -33,10 +36,11 @@ int import_gguf_main(int argc, char **argv) {
     struct stat st;
     long long bytes = stat(out, &st) == 0 ? (long long)st.st_size : 0;
     printf("import-gguf: %s -> %s\n  %s: layers %d, heads %d, kv_heads %d, embd %d, mlp %d, "
-           "vocab %d, ctx %d, rms_eps %g, rope_theta %g\n  %d tensors (%d quantized), %s head, "
+           "vocab %d, ctx %d, rms_eps %g, rope_theta %g%s\n  %d tensors (%d quantized), %s head, "
            "q/k/v biases %s; tokenizer: %s; %.1f MB\n",
            in, out, s.arch, cfg->layers, cfg->heads, cfg->kv_heads, cfg->embd, cfg->mlp, cfg->vocab,
-           cfg->ctx, (double)cfg->ln_eps, cfg->rope_theta, s.n_tensors, s.n_quantized,
+           cfg->ctx, (double)cfg->ln_eps, cfg->rope_theta,
+           cfg->rope_scaled ? " (llama3 scaling)" : "", s.n_tensors, s.n_quantized,
            cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no",
            s.has_tokenizer ? "yes" : "no", (double)bytes / 1e6);
     return TRIPAR_EXIT_OK;

@@ -19,9 +19,10 @@ typedef struct {
     int unpermute_heads;
 } gguf_plan_tensor;
 
-/* Reads general.architecture and the {arch}.* hyperparameters into cfg, refusing what tripar
- * does not run by key and value. STATUS_OK or STATUS_BAD_INPUT. */
-int gguf_llama_config(const gguf *g, model_config *cfg, char *arch, size_t arch_len);
+/* Reads general.architecture and the {arch}.* hyperparameters (and Llama 3.1's rope_freqs
+ * tensor) into cfg, refusing what tripar does not run by key and value. STATUS_OK or
+ * STATUS_BAD_INPUT. */
+int gguf_llama_config(gguf *g, model_config *cfg, char *arch, size_t arch_len);
 
 /* The GGUF tensors of cfg's model, in checkpoint order; returns the count (at most
  * 12 * layers + 4). */

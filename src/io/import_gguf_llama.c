@@ -2,11 +2,14 @@
  * model_config, the llama.cpp tensor names (token_embd, blk.N.attn_q, ...) mapped onto the
  * checkpoint's fused tensors as import-hf writes them, and the undoing of llama.cpp's Q/K row
  * permutation. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
 #include "io/import_gguf_internal.h"
+#include "kernels/rope.h"
 
 /* An integer key {arch}.suffix in [1, 2^30]; absent gives dflt when dflt > 0. */
 static int meta_int(const gguf *g, const char *arch, const char *suffix, int dflt, int *out) {
@@ -39,8 +42,9 @@ static int meta_float(const gguf *g, const char *arch, const char *suffix, doubl
     return STATUS_OK;
 }
 
-/* What tripar does not run, refused by key: rope scaling (llama.cpp keeps Llama 3.1's as the
- * rope_freqs tensor, not as parameters), mixture of experts, sliding windows. */
+/* What tripar does not run, refused by key: rope scaling other than Llama 3.1's (which
+ * llama.cpp keeps as the rope_freqs tensor, gguf_rope_freqs), mixture of experts, sliding
+ * windows. */
 static int meta_refusals(const gguf *g, const char *arch) {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
@@ -53,12 +57,6 @@ static int meta_refusals(const gguf *g, const char *arch) {
                       g->path, key, type);
             return STATUS_BAD_INPUT;
         }
-    }
-    if (gguf_tensor_find(g, "rope_freqs.weight")) {
-        error_set("%s: tensor 'rope_freqs.weight' (Llama 3.1 rope scaling) is not supported by "
-                  "import-gguf yet; import the Hugging Face directory with import-hf",
-                  g->path);
-        return STATUS_BAD_INPUT;
     }
     static const char *const refused[] = {"expert_count", "attention.sliding_window"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
@@ -73,7 +71,57 @@ static int meta_refusals(const gguf *g, const char *arch) {
     return STATUS_OK;
 }
 
-int gguf_llama_config(const gguf *g, model_config *cfg, char *arch, size_t arch_len) {
+/* Llama 3.1's rope scaling, which llama.cpp's converter stores as rope_freqs.weight: the
+ * factor (head_dim / 2 of them) that divides each frequency. Recovered as the llama3
+ * parameters tripar runs with: factor = the largest, low_freq_factor 1 and high_freq_factor 4
+ * (every Llama 3.1 and 3.2), original_max_position_embeddings from a frequency of the blended
+ * band (8192 when none is there); then every factor recomputed from them must match, or the
+ * tensor is refused. */
+static int gguf_rope_freqs(gguf *g, model_config *cfg) {
+    const gguf_tensor *t = gguf_tensor_find(g, "rope_freqs.weight");
+    if (!t) return STATUS_OK;
+    const int hd = model_head_dim(cfg), n = hd / 2;
+    if (t->n_dims != 1 || t->dims[0] != (uint64_t)n) {
+        error_set("%s: tensor 'rope_freqs.weight' must have dims [%d] (head_dim / 2)", g->path, n);
+        return STATUS_BAD_INPUT;
+    }
+    float *fac = xmalloc((size_t)n * sizeof(float) * 3), *inv = fac + n, *scaled = inv + n;
+    int rc = gguf_tensor_read_f32(g, t, fac);
+    double f = 1;
+    for (int i = 0; rc == STATUS_OK && i < n; i++)
+        if (fac[i] > f) f = fac[i];
+    if (rc != STATUS_OK || f == 1) { /* all 1: no scaling */
+        free(fac);
+        return rc;
+    }
+    rope_inv_freq_fill(inv, hd, cfg->rope_theta, NULL);
+    double orig = 8192;
+    for (int i = 0; i < n; i++)
+        if (fac[i] > 1.0001 && fac[i] < f / 1.0001) { /* blended: 1/fac = (1-s)/f + s */
+            const double s = (1.0 / fac[i] - 1.0 / f) / (1.0 - 1.0 / f);
+            orig = round(2.0 * M_PI / inv[i] * (1.0 + 3.0 * s)); /* s = (orig/wavelen - 1)/3 */
+            break;
+        }
+    cfg->rope_scaling = (rope_llama3){.factor = f,
+                                      .low_freq_factor = 1,
+                                      .high_freq_factor = 4,
+                                      .original_max_position_embeddings = (int)orig};
+    int same = orig >= 1 && orig < 1e9 && !rope_llama3_problem(&cfg->rope_scaling);
+    if (same) rope_inv_freq_fill(scaled, hd, cfg->rope_theta, &cfg->rope_scaling);
+    for (int i = 0; same && i < n; i++)
+        same = fabs((double)inv[i] / scaled[i] - fac[i]) <= 1e-4 * fac[i];
+    free(fac);
+    if (!same) {
+        error_set("%s: tensor 'rope_freqs.weight' holds factors that are not Llama 3.1's rope "
+                  "scaling (llama3 with low_freq_factor 1, high_freq_factor 4); not supported",
+                  g->path);
+        return STATUS_BAD_INPUT;
+    }
+    cfg->rope_scaled = 1;
+    return STATUS_OK;
+}
+
+int gguf_llama_config(gguf *g, model_config *cfg, char *arch, size_t arch_len) {
     memset(cfg, 0, sizeof *cfg);
     const char *a = NULL;
     if (gguf_get_string(g, "general.architecture", &a) != STATUS_OK) return STATUS_BAD_INPUT;
@@ -115,6 +163,7 @@ int gguf_llama_config(const gguf *g, model_config *cfg, char *arch, size_t arch_
         return STATUS_BAD_INPUT;
     }
     cfg->head_dim = hd == usual ? 0 : hd;
+    if (gguf_rope_freqs(g, cfg) != STATUS_OK) return STATUS_BAD_INPUT;
     /* the vocabulary is token_embd's row count; its shape is checked with the others */
     const gguf_tensor *emb = gguf_tensor_find(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->dims[1] < 1 || emb->dims[1] > (1u << 30)) {

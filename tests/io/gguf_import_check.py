@@ -22,6 +22,11 @@ CASES = {  # name -> (HF architecture, config overrides)
     "llama-gqa": ("LlamaForCausalLM", {"num_key_value_heads": 2}),
     "llama-tied": ("LlamaForCausalLM", {"num_key_value_heads": 4, "tie_word_embeddings": True}),
     "qwen2": ("Qwen2ForCausalLM", {"use_sliding_window": False, "rope_theta": 1000000.0}),
+    # Llama 3.1's rope scaling, which llama.cpp stores as the rope_freqs tensor; head dim 8
+    # and original_max_position_embeddings 64 put one frequency in each band
+    "llama31": ("LlamaForCausalLM", {"rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64}}),
 }
 PROMPT = [1, 5, 17, 100, 200, 3, 42]
 
@@ -32,7 +37,7 @@ def permute(w, n_head):
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None):
+def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_freqs=None):
     """Writes the HF tensors w (float32) of config cfg as llama.cpp names and lays them out;
     qtype quantizes the matrices whose rows are whole blocks. Runs inside the venv."""
     import numpy as np
@@ -74,6 +79,24 @@ def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None):
         else:
             wr.add_tensor(name, a)
             dequant[name] = a
+    rs = cfg.get("rope_scaling")
+    if rs:  # convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors
+        import math
+        dim = cfg["hidden_size"] // H
+        freqs = 1.0 / (cfg["rope_theta"] ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+        orig, lo, hi = (rs["original_max_position_embeddings"], rs["low_freq_factor"],
+                        rs["high_freq_factor"])
+        factors = []
+        for freq in freqs:
+            wavelen = 2 * math.pi / freq
+            if wavelen < orig / hi:
+                factors.append(1)
+            elif wavelen > orig / lo:
+                factors.append(rs["factor"])
+            else:
+                smooth = (orig / wavelen - lo) / (hi - lo)
+                factors.append(1 / ((1 - smooth) / rs["factor"] + smooth))
+        wr.add_tensor("rope_freqs.weight", np.array(rope_freqs or factors, dtype=np.float32))
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
@@ -101,6 +124,9 @@ def inner(work):
                        meta_over={"feed_forward_length": cfg["intermediate_size"] + 16})
             gguf_write(os.path.join(d, "missing.gguf"), arch, cfg, w,
                        drop="blk.1.attn_k.weight")
+        if case == "llama31":  # factors no llama3 parameters give
+            gguf_write(os.path.join(d, "bad-rope.gguf"), arch, cfg, w,
+                       rope_freqs=[1.0, 3.0, 2.0, 8.0])
 
 
 def tripar(args, want_rc=0, pattern=None, env=None):
@@ -195,6 +221,9 @@ def outer(tripar_bin, work):
         tripar([tripar_bin, "import-gguf", d + f"/{name}.gguf", "--out", out], 2, pattern)
         assert not os.path.exists(out), f"{name}: a refused import left {out}"
         print(f"{name}: refused as it should be")
+    tripar([tripar_bin, "import-gguf", os.path.join(work, "llama31", "bad-rope.gguf"), "--out",
+            d + "/never-rope.h5"], 2, r"tensor 'rope_freqs\.weight' holds factors that are not")
+    print("bad-rope: refused as it should be")
     # an output may not replace its input
     tripar([tripar_bin, "import-gguf", d + "/model.gguf", "--out", d + "/model.gguf"], 2,
            "same file as the input")
