@@ -13,7 +13,7 @@ static void usage(FILE *out) {
             "usage: tripar import-gguf FILE.gguf --out CKPT.h5\n"
             "  Converts a llama.cpp GGUF file into a tripar checkpoint (fp32, as import-hf).\n"
             "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama; the Q/K\n"
-            "  row order llama.cpp uses is undone) or qwen2 (with its q/k/v biases). Tensor\n"
+            "  row order llama.cpp uses is undone), qwen2 (with its q/k/v biases) or gpt2. Tensor\n"
             "  types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (dequantized).\n"
             "  Llama 3.1's rope scaling (rope_freqs) is read back as llama3 parameters.\n"
             "  Tokenizer: tokenizer.ggml.model gpt2 with tokenizer.ggml.pre default, gpt2,\n"
@@ -35,13 +35,14 @@ int import_gguf_main(int argc, char **argv) {
     const model_config *cfg = &s.cfg;
     struct stat st;
     long long bytes = stat(out, &st) == 0 ? (long long)st.st_size : 0;
-    printf("import-gguf: %s -> %s\n  %s: layers %d, heads %d, kv_heads %d, embd %d, mlp %d, "
-           "vocab %d, ctx %d, rms_eps %g, rope_theta %g%s\n  %d tensors (%d quantized), %s head, "
-           "q/k/v biases %s; tokenizer: %s; %.1f MB\n",
-           in, out, s.arch, cfg->layers, cfg->heads, cfg->kv_heads, cfg->embd, cfg->mlp, cfg->vocab,
-           cfg->ctx, (double)cfg->ln_eps, cfg->rope_theta,
-           cfg->rope_scaled ? " (llama3 scaling)" : "", s.n_tensors, s.n_quantized,
-           cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no",
-           s.has_tokenizer ? "yes" : "no", (double)bytes / 1e6);
+    printf("import-gguf: %s -> %s\n  %s: layers %d, heads %d, embd %d, mlp %d, vocab %d, ctx %d, "
+           "norm eps %g\n  %d tensors (%d quantized); tokenizer: %s; %.1f MB\n",
+           in, out, s.arch, cfg->layers, cfg->heads, cfg->embd, cfg->mlp, cfg->vocab, cfg->ctx,
+           (double)cfg->ln_eps, s.n_tensors, s.n_quantized, s.has_tokenizer ? "yes" : "no",
+           (double)bytes / 1e6);
+    if (cfg->arch == ARCH_LLAMA)
+        printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
+               cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",
+               cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no");
     return TRIPAR_EXIT_OK;
 }

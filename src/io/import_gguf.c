@@ -102,6 +102,19 @@ static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n, cons
     return rc;
 }
 
+/* general.architecture picks the reader of the hyperparameters. */
+static int gguf_arch_config(gguf *g, import_gguf_summary *s) {
+    const char *a = NULL;
+    if (gguf_get_string(g, "general.architecture", &a) != STATUS_OK) return STATUS_BAD_INPUT;
+    snprintf(s->arch, sizeof s->arch, "%s", a);
+    if (strcmp(a, "llama") == 0 || strcmp(a, "qwen2") == 0) return gguf_llama_config(g, a, &s->cfg);
+    if (strcmp(a, "gpt2") == 0) return gguf_gpt2_config(g, &s->cfg);
+    error_set("%s: key 'general.architecture' = \"%s\" is not supported; tripar imports llama, "
+              "qwen2 and gpt2 from GGUF",
+              g->path, a);
+    return STATUS_BAD_INPUT;
+}
+
 /* The tokenizer from the metadata, checked to load and to fit the vocabulary; 1 when there is
  * one (*json set), 0 when there is none, -1 on a refusal. */
 static int gguf_tokenizer_plan(const gguf *g, const model_config *cfg, char **json) {
@@ -157,10 +170,11 @@ int import_gguf_convert(const char *path, const char *out, import_gguf_summary *
     import_gguf_summary s = {0};
     gguf_plan_tensor *list = NULL;
     int n = 0;
-    rc = gguf_llama_config(&g, &s.cfg, s.arch, sizeof s.arch);
+    rc = gguf_arch_config(&g, &s);
     if (rc == STATUS_OK) {
         list = xcalloc((size_t)(12 * s.cfg.layers + 4), sizeof *list);
-        n = gguf_llama_tensor_list(&s.cfg, s.arch, list);
+        n = strcmp(s.arch, "gpt2") == 0 ? gguf_gpt2_tensor_list(&s.cfg, list)
+                                        : gguf_llama_tensor_list(&s.cfg, s.arch, list);
         rc = gguf_plan_validate(&g, list, n, &s.cfg, s.arch);
     }
     char *tok_json = NULL;

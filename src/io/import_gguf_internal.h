@@ -19,10 +19,24 @@ typedef struct {
     int unpermute_heads;
 } gguf_plan_tensor;
 
-/* Reads general.architecture and the {arch}.* hyperparameters (and Llama 3.1's rope_freqs
+/* Reads the {arch}.* hyperparameters of arch "llama" or "qwen2" (and Llama 3.1's rope_freqs
  * tensor) into cfg, refusing what tripar does not run by key and value. STATUS_OK or
  * STATUS_BAD_INPUT. */
-int gguf_llama_config(gguf *g, model_config *cfg, char *arch, size_t arch_len);
+int gguf_llama_config(gguf *g, const char *arch, model_config *cfg);
+/* The same for arch "gpt2" (import_gguf_gpt2.c), and its tensors in checkpoint order. */
+int gguf_gpt2_config(const gguf *g, model_config *cfg);
+int gguf_gpt2_tensor_list(const model_config *cfg, gguf_plan_tensor *out);
+
+/* Metadata helpers of both: an integer key {arch}.suffix in [1, 2^30], or a positive number
+ * one; absent gives dflt when dflt > 0, else a refusal naming the key. The vocabulary is
+ * token_embd.weight's row count. */
+int gguf_meta_int(const gguf *g, const char *arch, const char *suffix, int dflt, int *out);
+int gguf_meta_float(const gguf *g, const char *arch, const char *suffix, double dflt, double *out);
+int gguf_vocab_rows(const gguf *g, int *vocab);
+/* Appends one planned tensor, its name printed from fmt, to out[*n]. */
+void gguf_plan_add(gguf_plan_tensor *out, int *n, const char *dst, int layer, long row_offset,
+                   int ndims, long rows, long cols, int unpermute_heads, const char *fmt, ...)
+    __attribute__((format(printf, 10, 11)));
 
 /* The GGUF tensors of cfg's model, in checkpoint order; returns the count (at most
  * 12 * layers + 4). */

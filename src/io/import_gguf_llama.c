@@ -3,6 +3,7 @@
  * checkpoint's fused tensors as import-hf writes them, and the undoing of llama.cpp's Q/K row
  * permutation. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,7 @@
 #include "io/import_gguf_internal.h"
 #include "kernels/rope.h"
 
-/* An integer key {arch}.suffix in [1, 2^30]; absent gives dflt when dflt > 0. */
-static int meta_int(const gguf *g, const char *arch, const char *suffix, int dflt, int *out) {
+int gguf_meta_int(const gguf *g, const char *arch, const char *suffix, int dflt, int *out) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     if (dflt > 0 && !gguf_kv_find(g, key)) {
@@ -25,9 +25,7 @@ static int meta_int(const gguf *g, const char *arch, const char *suffix, int dfl
     return STATUS_OK;
 }
 
-/* A positive number key {arch}.suffix; absent gives dflt when dflt > 0. */
-static int meta_float(const gguf *g, const char *arch, const char *suffix, double dflt,
-                      double *out) {
+int gguf_meta_float(const gguf *g, const char *arch, const char *suffix, double dflt, double *out) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     if (dflt > 0 && !gguf_kv_find(g, key)) {
@@ -121,28 +119,30 @@ static int gguf_rope_freqs(gguf *g, model_config *cfg) {
     return STATUS_OK;
 }
 
-int gguf_llama_config(gguf *g, model_config *cfg, char *arch, size_t arch_len) {
-    memset(cfg, 0, sizeof *cfg);
-    const char *a = NULL;
-    if (gguf_get_string(g, "general.architecture", &a) != STATUS_OK) return STATUS_BAD_INPUT;
-    snprintf(arch, arch_len, "%s", a);
-    if (strcmp(a, "llama") != 0 && strcmp(a, "qwen2") != 0) {
-        error_set("%s: key 'general.architecture' = \"%s\" is not supported; tripar imports "
-                  "llama and qwen2 from GGUF (gpt2 not yet)",
-                  g->path, a);
+int gguf_vocab_rows(const gguf *g, int *vocab) {
+    const gguf_tensor *emb = gguf_tensor_find(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2 || emb->dims[1] < 1 || emb->dims[1] > (1u << 30)) {
+        error_set("%s: tensor 'token_embd.weight' is %s", g->path,
+                  emb ? "not a matrix of at most 2^30 rows" : "missing");
         return STATUS_BAD_INPUT;
     }
+    *vocab = (int)emb->dims[1];
+    return STATUS_OK;
+}
+
+int gguf_llama_config(gguf *g, const char *a, model_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
     cfg->arch = ARCH_LLAMA;
     cfg->norm = NORM_PRE;
     double eps = 0;
-    if (meta_int(g, a, "block_count", 0, &cfg->layers) ||
-        meta_int(g, a, "embedding_length", 0, &cfg->embd) ||
-        meta_int(g, a, "feed_forward_length", 0, &cfg->mlp) ||
-        meta_int(g, a, "attention.head_count", 0, &cfg->heads) ||
-        meta_int(g, a, "attention.head_count_kv", cfg->heads, &cfg->kv_heads) ||
-        meta_int(g, a, "context_length", 0, &cfg->ctx) ||
-        meta_float(g, a, "attention.layer_norm_rms_epsilon", 0, &eps) ||
-        meta_float(g, a, "rope.freq_base", 10000.0, &cfg->rope_theta) || meta_refusals(g, a))
+    if (gguf_meta_int(g, a, "block_count", 0, &cfg->layers) ||
+        gguf_meta_int(g, a, "embedding_length", 0, &cfg->embd) ||
+        gguf_meta_int(g, a, "feed_forward_length", 0, &cfg->mlp) ||
+        gguf_meta_int(g, a, "attention.head_count", 0, &cfg->heads) ||
+        gguf_meta_int(g, a, "attention.head_count_kv", cfg->heads, &cfg->kv_heads) ||
+        gguf_meta_int(g, a, "context_length", 0, &cfg->ctx) ||
+        gguf_meta_float(g, a, "attention.layer_norm_rms_epsilon", 0, &eps) ||
+        gguf_meta_float(g, a, "rope.freq_base", 10000.0, &cfg->rope_theta) || meta_refusals(g, a))
         return STATUS_BAD_INPUT;
     if (!(eps < 1)) {
         error_set("%s: key '%s.attention.layer_norm_rms_epsilon' = %g must be in (0, 1)", g->path,
@@ -157,21 +157,14 @@ int gguf_llama_config(gguf *g, model_config *cfg, char *arch, size_t arch_len) {
     }
     /* key_length is llama.cpp's head_dim when it differs from embd / heads */
     int usual = cfg->embd % cfg->heads == 0 ? cfg->embd / cfg->heads : 0, hd = 0;
-    if (meta_int(g, a, "attention.key_length", usual, &hd)) return STATUS_BAD_INPUT;
+    if (gguf_meta_int(g, a, "attention.key_length", usual, &hd)) return STATUS_BAD_INPUT;
     if (hd % 2) {
         error_set("%s: the head dimension %d is odd (RoPE rotates pairs)", g->path, hd);
         return STATUS_BAD_INPUT;
     }
     cfg->head_dim = hd == usual ? 0 : hd;
     if (gguf_rope_freqs(g, cfg) != STATUS_OK) return STATUS_BAD_INPUT;
-    /* the vocabulary is token_embd's row count; its shape is checked with the others */
-    const gguf_tensor *emb = gguf_tensor_find(g, "token_embd.weight");
-    if (!emb || emb->n_dims != 2 || emb->dims[1] < 1 || emb->dims[1] > (1u << 30)) {
-        error_set("%s: tensor 'token_embd.weight' is %s", g->path,
-                  emb ? "not a matrix of at most 2^30 rows" : "missing");
-        return STATUS_BAD_INPUT;
-    }
-    cfg->vocab = (int)emb->dims[1];
+    if (gguf_vocab_rows(g, &cfg->vocab) != STATUS_OK) return STATUS_BAD_INPUT;
     cfg->tie_embeddings = gguf_tensor_find(g, "output.weight") == NULL;
     cfg->attention_bias = strcmp(a, "qwen2") == 0; /* q/k/v biases, as Qwen2ForCausalLM */
     return STATUS_OK;
@@ -183,18 +176,7 @@ int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_
     /* llama.cpp permutes llama's q and k rows for its rotary kernel, not qwen2's */
     const int perm = strcmp(arch, "llama") == 0;
     int n = 0;
-#define ADD(dst_, layer_, off_, nd_, rows_, cols_, perm_, ...)                                     \
-    do {                                                                                           \
-        gguf_plan_tensor *t = &out[n++];                                                           \
-        *t = (gguf_plan_tensor){.dst = dst_,                                                       \
-                                .layer = layer_,                                                   \
-                                .ndims = nd_,                                                      \
-                                .rows = rows_,                                                     \
-                                .cols = cols_,                                                     \
-                                .row_offset = off_,                                                \
-                                .unpermute_heads = perm_};                                         \
-        snprintf(t->name, sizeof t->name, __VA_ARGS__);                                            \
-    } while (0)
+#define ADD(...) gguf_plan_add(out, &n, __VA_ARGS__)
     ADD("wte", -1, 0, 2, cfg->vocab, C, 0, "token_embd.weight");
     for (int i = 0; i < cfg->layers; i++) {
         ADD("ln1_g", i, 0, 1, 1, C, 0, "blk.%d.attn_norm.weight", i);
@@ -216,6 +198,22 @@ int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_
     if (!cfg->tie_embeddings) ADD("head_w", -1, 0, 2, cfg->vocab, C, 0, "output.weight");
 #undef ADD
     return n;
+}
+
+void gguf_plan_add(gguf_plan_tensor *out, int *n, const char *dst, int layer, long row_offset,
+                   int ndims, long rows, long cols, int unpermute_heads, const char *fmt, ...) {
+    gguf_plan_tensor *t = &out[(*n)++];
+    *t = (gguf_plan_tensor){.dst = dst,
+                            .layer = layer,
+                            .ndims = ndims,
+                            .rows = rows,
+                            .cols = cols,
+                            .row_offset = row_offset,
+                            .unpermute_heads = unpermute_heads};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
 }
 
 void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long cols) {

@@ -27,6 +27,8 @@ CASES = {  # name -> (HF architecture, config overrides)
     "llama31": ("LlamaForCausalLM", {"rope_scaling": {
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 64}}),
+    # GPT-2 (tests/io/make_hf_dir.py's writer): Conv1D weights, biases, learned positions
+    "gpt2": ("GPT2LMHeadModel", {}),
 }
 PROMPT = [1, 5, 17, 100, 200, 3, 42]
 
@@ -104,6 +106,37 @@ def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_f
     return dequant
 
 
+def gguf_write_gpt2(path, cfg, w):
+    """A GPT-2 as llama.cpp's converter writes it: Conv1D weights transposed to (out, in), the
+    causal-mask buffers left out. Runs inside the venv."""
+    import numpy as np
+    import gguf
+    wr = gguf.GGUFWriter(path, "gpt2")
+    C = cfg["n_embd"]
+    for k, v in (("block_count", cfg["n_layer"]), ("context_length", cfg["n_ctx"]),
+                 ("embedding_length", C), ("feed_forward_length", 4 * C),
+                 ("attention.head_count", cfg["n_head"])):
+        wr.add_uint32(f"gpt2.{k}", v)
+    wr.add_float32("gpt2.attention.layer_norm_epsilon", cfg["layer_norm_epsilon"])
+    sub = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output",
+           "ln_2": "ffn_norm", "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+    top = {"wte.weight": "token_embd.weight", "wpe.weight": "position_embd.weight",
+           "ln_f.weight": "output_norm.weight", "ln_f.bias": "output_norm.bias"}
+    for hf in sorted(w):
+        m = re.match(r"h\.(\d+)\.(.*)\.(weight|bias)$", hf)
+        if hf.endswith("attn.bias") and m and m[2] == "attn":
+            continue
+        a = w[hf].astype(np.float32)
+        if m and m[3] == "weight" and m[2] in ("attn.c_attn", "attn.c_proj", "mlp.c_fc",
+                                               "mlp.c_proj"):
+            a = np.ascontiguousarray(a.T)
+        wr.add_tensor(f"blk.{m[1]}.{sub[m[2]]}.{m[3]}" if m else top[hf], a)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+
+
 def inner(work):
     """In the venv: write the GGUF files from the HF tensors saved in work/<case>/hf.npz."""
     import numpy as np
@@ -114,7 +147,8 @@ def inner(work):
         cfg = json.load(open(os.path.join(d, "hf", "config.json")))
         w = dict(np.load(os.path.join(d, "hf.npz")))
         arch = "qwen2" if hf_arch.startswith("Qwen2") else "llama"
-        gguf_write(os.path.join(d, "model.gguf"), arch, cfg, w)
+        if hf_arch != "GPT2LMHeadModel":
+            gguf_write(os.path.join(d, "model.gguf"), arch, cfg, w)
         if case == "llama-gqa":
             deq = gguf_write(os.path.join(d, "q8_0.gguf"), arch, cfg, w,
                              qtype=gguf.GGMLQuantizationType.Q8_0)
@@ -124,6 +158,8 @@ def inner(work):
                        meta_over={"feed_forward_length": cfg["intermediate_size"] + 16})
             gguf_write(os.path.join(d, "missing.gguf"), arch, cfg, w,
                        drop="blk.1.attn_k.weight")
+        if case == "gpt2":
+            gguf_write_gpt2(os.path.join(d, "model.gguf"), cfg, w)
         if case == "llama31":  # factors no llama3 parameters give
             gguf_write(os.path.join(d, "bad-rope.gguf"), arch, cfg, w,
                        rope_freqs=[1.0, 3.0, 2.0, 8.0])
@@ -168,10 +204,15 @@ def outer(tripar_bin, work):
     import numpy as np
     from gguf_check import venv_make
     from make_hf_llama import make, read_safetensors
+    import make_hf_dir
     os.makedirs(work, exist_ok=True)
     for seed, (case, (arch, over)) in enumerate(CASES.items()):
         d = os.path.join(work, case)
-        make(os.path.join(d, "hf"), arch, "F32", 1, over, 40 + seed, reference=False)
+        if arch == "GPT2LMHeadModel":
+            make_hf_dir.main([os.path.join(d, "hf"), "--layers", "2", "--heads", "2", "--embd",
+                              "32", "--ctx", "32", "--no-tokenizer", "--seed", str(40 + seed)])
+        else:
+            make(os.path.join(d, "hf"), arch, "F32", 1, over, 40 + seed, reference=False)
         w = read_safetensors(os.path.join(d, "hf", "model.safetensors"))
         np.savez(os.path.join(d, "hf.npz"), **{k: v.astype(np.float32) for k, v in w.items()})
     py = venv_make(work)
