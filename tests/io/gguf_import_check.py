@@ -265,6 +265,15 @@ def outer(tripar_bin, work):
     tripar([tripar_bin, "import-gguf", os.path.join(work, "llama31", "bad-rope.gguf"), "--out",
             d + "/never-rope.h5"], 2, r"tensor 'rope_freqs\.weight' holds factors that are not")
     print("bad-rope: refused as it should be")
+    # a truncated file: its last tensors run past the end (checked at open, before writing)
+    with open(d + "/model.gguf", "rb") as f:
+        data = f.read()
+    with open(d + "/truncated.gguf", "wb") as f:
+        f.write(data[:len(data) - 1000])
+    tripar([tripar_bin, "import-gguf", d + "/truncated.gguf", "--out", d + "/never-trunc.h5"], 2,
+           r"tensor '[^']+': offset \d+ \+ \d+ bytes runs past the end")
+    assert not os.path.exists(d + "/never-trunc.h5")
+    print("truncated: refused as it should be")
     # an output may not replace its input
     tripar([tripar_bin, "import-gguf", d + "/model.gguf", "--out", d + "/model.gguf"], 2,
            "same file as the input")
