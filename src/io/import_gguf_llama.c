@@ -86,9 +86,12 @@ static int gguf_rope_freqs(gguf *g, model_config *cfg) {
     float *fac = xmalloc((size_t)n * sizeof(float) * 3), *inv = fac + n, *scaled = inv + n;
     int rc = gguf_tensor_read_f32(g, t, fac);
     double f = 1;
-    for (int i = 0; rc == STATUS_OK && i < n; i++)
+    int all_one = 1;
+    for (int i = 0; rc == STATUS_OK && i < n; i++) {
         if (fac[i] > f) f = fac[i];
-    if (rc != STATUS_OK || f == 1) { /* all 1: no scaling */
+        all_one &= fac[i] == 1.0f;
+    }
+    if (rc != STATUS_OK || all_one) { /* all 1: no scaling */
         free(fac);
         return rc;
     }

@@ -163,6 +163,8 @@ def inner(work):
         if case == "llama31":  # factors no llama3 parameters give
             gguf_write(os.path.join(d, "bad-rope.gguf"), arch, cfg, w,
                        rope_freqs=[1.0, 3.0, 2.0, 8.0])
+            gguf_write(os.path.join(d, "bad-rope-low.gguf"), arch, cfg, w,
+                       rope_freqs=[1.0, 0.5, 1.0, 1.0])
 
 
 def tripar(args, want_rc=0, pattern=None, env=None):
@@ -262,9 +264,10 @@ def outer(tripar_bin, work):
         tripar([tripar_bin, "import-gguf", d + f"/{name}.gguf", "--out", out], 2, pattern)
         assert not os.path.exists(out), f"{name}: a refused import left {out}"
         print(f"{name}: refused as it should be")
-    tripar([tripar_bin, "import-gguf", os.path.join(work, "llama31", "bad-rope.gguf"), "--out",
-            d + "/never-rope.h5"], 2, r"tensor 'rope_freqs\.weight' holds factors that are not")
-    print("bad-rope: refused as it should be")
+    for bad in ("bad-rope", "bad-rope-low"):
+        tripar([tripar_bin, "import-gguf", os.path.join(work, "llama31", bad + ".gguf"), "--out",
+                d + "/never-rope.h5"], 2, r"tensor 'rope_freqs\.weight' holds factors that are not")
+        print(f"{bad}: refused as it should be")
     # a truncated file: its last tensors run past the end (checked at open, before writing)
     with open(d + "/model.gguf", "rb") as f:
         data = f.read()
