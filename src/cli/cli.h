@@ -16,6 +16,11 @@ int commbench_main(int argc, char **argv);
 
 /* Serial file tools: no mpirun needed. */
 int import_hf_main(int argc, char **argv);
+int import_gguf_main(int argc, char **argv);
+/* The importers' arguments (cli_import.c): one input and --out (-o); argv[0] names the command
+ * in messages. Returns 0 to go on, 1 after --help, or -1 on bad usage (already reported). */
+int cli_import_args(int argc, char **argv, void (*usage)(FILE *), const char **in,
+                    const char **out);
 int report_main(int argc, char **argv);
 int diff_main(int argc, char **argv);
 int trace_main(int argc, char **argv);

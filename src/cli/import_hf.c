@@ -21,36 +21,6 @@ static void usage(FILE *out) {
             "  the tokenizer.\n");
 }
 
-/* Returns 0 to go on, 1 after --help, or -1 on bad usage (already reported). */
-static int import_parse_args(int argc, char **argv, const char **dir, const char **out) {
-    *dir = *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else if (strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "-o") == 0) {
-            if (i + 1 == argc) {
-                fprintf(stderr, "import-hf: --out needs a file name\n");
-                return -1;
-            }
-            *out = argv[++i];
-        } else if (strncmp(argv[i], "--out=", 6) == 0) {
-            *out = argv[i] + 6;
-        } else if (argv[i][0] == '-' || *dir) {
-            fprintf(stderr, "import-hf: unexpected argument '%s'\n", argv[i]);
-            usage(stderr);
-            return -1;
-        } else {
-            *dir = argv[i];
-        }
-    }
-    if (!*dir || !*out) {
-        usage(stderr);
-        return -1;
-    }
-    return 0;
-}
-
 static void import_summary_print(const char *dir, const char *out, const import_hf_summary *s) {
     const model_config *cfg = &s->cfg;
     struct stat st;
@@ -70,7 +40,7 @@ static void import_summary_print(const char *dir, const char *out, const import_
 
 int import_hf_main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL;
-    int rc = import_parse_args(argc, argv, &dir, &out);
+    int rc = cli_import_args(argc, argv, usage, &dir, &out);
     if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
     import_hf_summary summary = {0};
     rc = import_hf_convert(dir, out, &summary);

@@ -14,6 +14,7 @@ static void usage(FILE *f) {
             "usage: tripar COMMAND [ARGS]   (tripar COMMAND --help for details)\n"
             "  run JOB.yaml [--set K=V]... [--out RUN.h5]   generate under mpirun/srun\n"
             "  import-hf DIR --out CKPT.h5                   import a Hugging Face GPT-2\n"
+            "  import-gguf FILE.gguf --out CKPT.h5           import a llama.cpp GGUF model\n"
             "  report RUN.h5...                              tables from run files\n"
             "  diff A.h5 B.h5                                compare tokens and activations\n"
             "  trace RUN.h5 -o trace.json                    Chrome/Perfetto trace\n"
@@ -50,6 +51,7 @@ int main(int argc, char **argv) {
         {"trace", trace_main},
         {"explain", explain_main},
         {"import-hf", import_hf_main},
+        {"import-gguf", import_gguf_main},
         {"plan", plan_main},
     };
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++)

@@ -18,6 +18,7 @@
 #include "io/h5util.h"
 #include "io/import_hf.h"
 #include "io/import_hf_internal.h"
+#include "io/import_write.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 
@@ -406,26 +407,7 @@ static void hf_tensor_write(hid_t dset, const hf_tensor *h, const safetensors_te
         rows = cols;
         cols = tmp;
     }
-    hid_t fspace = H5Dget_space(dset);
-    hsize_t start[3] = {0, 0, 0}, count[3];
-    int nd = 0;
-    if (h->layer >= 0) {
-        start[nd] = (hsize_t)h->layer;
-        count[nd++] = 1;
-    }
-    /* row_offset: a row block of qkv_w/gate_up_w, or a block of qkv_b */
-    if (h->ndims == 2) {
-        start[nd] = (hsize_t)h->row_offset;
-        count[nd++] = (hsize_t)rows;
-    } else {
-        start[nd] = (hsize_t)h->row_offset;
-    }
-    count[nd++] = (hsize_t)cols;
-    H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
-    hid_t mspace = H5Screate_simple(nd, count, NULL);
-    H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, src));
-    H5Sclose(mspace);
-    H5Sclose(fspace);
+    import_slice_write(dset, h->layer, h->row_offset, h->ndims, rows, cols, src);
 }
 
 /* lm_head.weight is tied to wte in tripar; say so when the file's differs. */
@@ -532,46 +514,22 @@ static int hf_import_plan(hf_import *im) {
  * DIR/./model.safetensors is caught too: creating it would truncate a mapped shard. Made after
  * the plan (which knows the shards) and before the first byte is written. */
 static int hf_out_check(const hf_import *im) {
-    char why[PATH_WHY_MAX];
-    if (path_check_output(im->out, why, sizeof why) != 0) {
-        error_set("--out '%s' %s", im->out, why);
-        return STATUS_BAD_INPUT;
-    }
     static const char *const side_files[] = {"config.json", "model.safetensors.index.json",
                                              "vocab.json", "merges.txt", "tokenizer.json"};
     const int n_side = (int)(sizeof side_files / sizeof side_files[0]);
-    char input[JOB_PATH_MAX + 64];
+    char(*paths)[JOB_PATH_MAX + 64] = xcalloc((size_t)(n_side + im->hf->n_shards), sizeof *paths);
+    const char **inputs = xcalloc((size_t)(n_side + im->hf->n_shards), sizeof *inputs);
     for (int i = 0; i < n_side + im->hf->n_shards; i++) {
         if (i < n_side)
-            snprintf(input, sizeof input, "%s/%s", im->dir, side_files[i]);
+            snprintf(paths[i], sizeof paths[i], "%s/%s", im->dir, side_files[i]);
         else
-            snprintf(input, sizeof input, "%s", im->hf->shards[i - n_side].path);
-        if (path_same_file(im->out, input)) {
-            error_set("--out '%s' is the same file as the input '%s'; an output may not replace "
-                      "an input, so give it another path",
-                      im->out, input);
-            return STATUS_BAD_INPUT;
-        }
+            snprintf(paths[i], sizeof paths[i], "%s", im->hf->shards[i - n_side].path);
+        inputs[i] = paths[i];
     }
-    return STATUS_OK;
-}
-
-static int hf_checkpoint_create(const char *out, hid_t *file) {
-    H5E_BEGIN_TRY { *file = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
-    H5E_END_TRY;
-    if (*file < 0) {
-        error_set("%s: cannot create the checkpoint", out);
-        return STATUS_BAD_INPUT;
-    }
-    return STATUS_OK;
-}
-
-/* Index of /weights/<name> in names (name is one of them). */
-static int weights_dataset_index(const char *const *names, const char *name) {
-    int d = 0;
-    while (strcmp(names[d], name) != 0)
-        d++;
-    return d;
+    int rc = import_out_check(im->out, inputs, n_side + im->hf->n_shards);
+    free(inputs);
+    free(paths);
+    return rc;
 }
 
 /* Converts one HF tensor into its slice of dset; only it is in memory (twice when it is
@@ -599,7 +557,7 @@ static void hf_weights_write(hf_import *im, hid_t file) {
     for (int d = 0; d < n; d++)
         dsets[d] = checkpoint_dataset_create(group, &im->cfg, names[d]);
     for (int k = 0; k < im->n_tensors; k++)
-        hf_tensor_convert(im, &im->list[k], dsets[weights_dataset_index(names, im->list[k].dst)]);
+        hf_tensor_convert(im, &im->list[k], dsets[import_dataset_index(names, im->list[k].dst)]);
     for (int d = 0; d < n; d++)
         H5Dclose(dsets[d]);
     H5Gclose(group);
@@ -611,7 +569,7 @@ int import_hf_convert(const char *dir, const char *out, import_hf_summary *summa
     hid_t file = -1;
     int rc = hf_import_plan(&im);
     if (rc == STATUS_OK) rc = hf_out_check(&im);
-    if (rc == STATUS_OK) rc = hf_checkpoint_create(im.out, &file);
+    if (rc == STATUS_OK) rc = import_checkpoint_create(im.out, &file);
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &im.cfg);
         hf_weights_write(&im, file);

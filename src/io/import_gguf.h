@@ -1,0 +1,22 @@
+/* The GGUF importer: a llama.cpp model file (architectures llama and qwen2) into a tripar
+ * checkpoint (docs/checkpoint.md, "GGUF import"). `tripar import-gguf` (src/cli/import_gguf.c)
+ * is its command line. */
+#pragma once
+
+#include "model/model.h"
+
+/* What an import read and wrote, for the command's summary. */
+typedef struct {
+    model_config cfg;
+    char arch[32];     /* general.architecture */
+    int n_tensors;     /* GGUF tensors converted */
+    int n_quantized;   /* of them, stored in a type other than F32, F16, BF16 */
+    int has_tokenizer; /* tokenizer.ggml.* stored as /tokenizer/json */
+} import_gguf_summary;
+
+/* Converts the GGUF file path into the checkpoint out. The metadata, every tensor's presence,
+ * type and shape, and the output path are checked before the first byte is written; tensors
+ * are then read, dequantized and written one at a time. Returns STATUS_OK with *summary
+ * filled, or STATUS_BAD_INPUT with error_message() naming the key or tensor and its value (a
+ * tensor found truncated or non-finite while writing removes the partial checkpoint). */
+int import_gguf_convert(const char *path, const char *out, import_gguf_summary *summary);

@@ -1,0 +1,54 @@
+/* Inside the GGUF importer (import_gguf.c, import_gguf_llama.c): the plan of one GGUF tensor,
+ * and the llama/qwen2 reader of the metadata and tensor names (import_gguf_llama.c). */
+#pragma once
+
+#include "io/gguf.h"
+#include "model/model.h"
+
+/* One GGUF tensor and where it lands: layer slice `layer` of /weights/<dst> (-1: unstacked),
+ * starting at row_offset of its row dimension, with rows x cols values (ndims 2; a GGUF
+ * tensor's dims are [cols, rows], ggml's innermost first) or cols values (ndims 1).
+ * unpermute_heads > 0 undoes llama.cpp's reordering of the rows of each of that many heads. */
+typedef struct {
+    char name[64];
+    const char *dst;
+    int layer;
+    int ndims;
+    long rows, cols;
+    long row_offset;
+    int unpermute_heads;
+} gguf_plan_tensor;
+
+/* Reads the {arch}.* hyperparameters of arch "llama" or "qwen2" (and Llama 3.1's rope_freqs
+ * tensor) into cfg, refusing what tripar does not run by key and value. STATUS_OK or
+ * STATUS_BAD_INPUT. */
+int gguf_llama_config(gguf *g, const char *arch, model_config *cfg);
+/* The same for arch "gpt2" (import_gguf_gpt2.c), and its tensors in checkpoint order. */
+int gguf_gpt2_config(const gguf *g, model_config *cfg);
+int gguf_gpt2_tensor_list(const model_config *cfg, gguf_plan_tensor *out);
+
+/* Metadata helpers of both: an integer key {arch}.suffix in [1, 2^30], or a positive number
+ * one; absent gives dflt when dflt > 0, else a refusal naming the key. The vocabulary is
+ * token_embd.weight's row count. */
+int gguf_meta_int(const gguf *g, const char *arch, const char *suffix, int dflt, int *out);
+int gguf_meta_float(const gguf *g, const char *arch, const char *suffix, double dflt, double *out);
+int gguf_vocab_rows(const gguf *g, int *vocab);
+/* Appends one planned tensor, its name printed from fmt, to out[*n]. */
+void gguf_plan_add(gguf_plan_tensor *out, int *n, const char *dst, int layer, long row_offset,
+                   int ndims, long rows, long cols, int unpermute_heads, const char *fmt, ...)
+    __attribute__((format(printf, 10, 11)));
+
+/* The GGUF tensors of cfg's model, in checkpoint order; returns the count (at most
+ * 12 * layers + 4). */
+int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_tensor *out);
+
+/* Undoes convert_hf_to_gguf.py's permute() on rows (n_heads * hd rows of cols values): within
+ * each head llama.cpp stores HF row j * hd/2 + k at row 2k + j; in gets the HF order back
+ * through tmp (the same size). */
+void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long cols);
+
+/* The GGUF file's tokenizer as the text of a Hugging Face tokenizer.json (malloc'ed), for
+ * tokenizer.ggml.model = "gpt2" and tokenizer.ggml.pre in {default, gpt2, llama-bpe, qwen2,
+ * smollm}. Returns 1, 0 when the file has no tokenizer.ggml.model (*json_text NULL), or -1
+ * with error_message() naming the key and value it refuses. vocab: token_embd's rows. */
+int gguf_tokenizer_json(const gguf *g, int vocab, char **json_text);

