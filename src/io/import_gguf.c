@@ -115,9 +115,18 @@ static int gguf_arch_config(gguf *g, import_gguf_summary *s) {
     return STATUS_BAD_INPUT;
 }
 
-/* The tokenizer from the metadata, checked to load and to fit the vocabulary; 1 when there is
- * one (*json set), 0 when there is none, -1 on a refusal. */
-static int gguf_tokenizer_plan(const gguf *g, const model_config *cfg, char **json) {
+/* What /tokenizer keeps besides the vocabulary, read once from the metadata. */
+typedef struct {
+    int has_bos, has_eos, has_add_bos;
+    int64_t bos, eos;
+    int add_bos;
+    const char *chat_template; /* NULL when the file has none; points into the gguf */
+} gguf_tokenizer_attrs;
+
+/* The tokenizer from the metadata, checked to load and to fit the vocabulary, and its
+ * attributes; 1 when there is one (*json and *a set), 0 when there is none, -1 on a refusal. */
+static int gguf_tokenizer_plan(const gguf *g, const model_config *cfg, char **json,
+                               gguf_tokenizer_attrs *a) {
     int rc = gguf_tokenizer_json(g, cfg->vocab, json);
     if (rc <= 0) return rc;
     tokenizer *tok = NULL;
@@ -125,41 +134,31 @@ static int gguf_tokenizer_plan(const gguf *g, const model_config *cfg, char **js
     snprintf(name, sizeof name, "%s: tokenizer.ggml.*", g->path);
     if (tokenizer_load_json(&tok, *json, name) != STATUS_OK) return -1;
     tokenizer_free(tok);
-    static const char *const ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
-    int64_t id = 0;
-    for (int i = 0; i < 2; i++)
-        if (gguf_kv_find(g, ids[i]) && gguf_get_int(g, ids[i], 0, cfg->vocab - 1, &id)) return -1;
-    int flag = 0;
-    if (gguf_kv_find(g, "tokenizer.ggml.add_bos_token") &&
-        gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag))
+    memset(a, 0, sizeof *a);
+    if ((a->has_bos = gguf_kv_find(g, "tokenizer.ggml.bos_token_id") != NULL) &&
+        gguf_get_int(g, "tokenizer.ggml.bos_token_id", 0, cfg->vocab - 1, &a->bos))
         return -1;
-    const char *text = NULL;
+    if ((a->has_eos = gguf_kv_find(g, "tokenizer.ggml.eos_token_id") != NULL) &&
+        gguf_get_int(g, "tokenizer.ggml.eos_token_id", 0, cfg->vocab - 1, &a->eos))
+        return -1;
+    if ((a->has_add_bos = gguf_kv_find(g, "tokenizer.ggml.add_bos_token") != NULL) &&
+        gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &a->add_bos))
+        return -1;
     if (gguf_kv_find(g, "tokenizer.chat_template") &&
-        gguf_get_string(g, "tokenizer.chat_template", &text))
+        gguf_get_string(g, "tokenizer.chat_template", &a->chat_template))
         return -1;
     return 1;
 }
 
 /* /tokenizer/json, and the special ids, add_bos_token and the chat template as attributes of
- * /tokenizer where the file has them (checked by gguf_tokenizer_plan). */
-static void gguf_tokenizer_write(const gguf *g, hid_t file, const char *json) {
+ * /tokenizer where the file has them. */
+static void gguf_tokenizer_write(hid_t file, const char *json, const gguf_tokenizer_attrs *a) {
     checkpoint_write_tokenizer(file, NULL, NULL, json);
     hid_t group = h5_group_open_or_create(file, "tokenizer");
-    static const char *const keys[] = {"tokenizer.ggml.bos_token_id",
-                                       "tokenizer.ggml.eos_token_id"};
-    static const char *const attrs[] = {"bos_token_id", "eos_token_id"};
-    int64_t id = 0;
-    for (int i = 0; i < 2; i++)
-        if (gguf_kv_find(g, keys[i]) && gguf_get_int(g, keys[i], 0, INT32_MAX, &id) == STATUS_OK)
-            h5_attr_write_int(group, attrs[i], id);
-    int flag = 0;
-    if (gguf_kv_find(g, "tokenizer.ggml.add_bos_token") &&
-        gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &flag) == STATUS_OK)
-        h5_attr_write_int(group, "add_bos_token", flag);
-    const char *text = NULL;
-    if (gguf_kv_find(g, "tokenizer.chat_template") &&
-        gguf_get_string(g, "tokenizer.chat_template", &text) == STATUS_OK)
-        h5_attr_write_string(group, "chat_template", text);
+    if (a->has_bos) h5_attr_write_int(group, "bos_token_id", a->bos);
+    if (a->has_eos) h5_attr_write_int(group, "eos_token_id", a->eos);
+    if (a->has_add_bos) h5_attr_write_int(group, "add_bos_token", a->add_bos);
+    if (a->chat_template) h5_attr_write_string(group, "chat_template", a->chat_template);
     H5Gclose(group);
 }
 
@@ -178,7 +177,9 @@ int import_gguf_convert(const char *path, const char *out, import_gguf_summary *
         rc = gguf_plan_validate(&g, list, n, &s.cfg, s.arch);
     }
     char *tok_json = NULL;
-    if (rc == STATUS_OK && (s.has_tokenizer = gguf_tokenizer_plan(&g, &s.cfg, &tok_json)) < 0)
+    gguf_tokenizer_attrs tok_attrs;
+    if (rc == STATUS_OK &&
+        (s.has_tokenizer = gguf_tokenizer_plan(&g, &s.cfg, &tok_json, &tok_attrs)) < 0)
         rc = STATUS_BAD_INPUT;
     if (rc == STATUS_OK) rc = import_out_check(out, &path, 1);
     hid_t file = -1;
@@ -186,7 +187,7 @@ int import_gguf_convert(const char *path, const char *out, import_gguf_summary *
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &s.cfg);
         rc = gguf_weights_write(&g, list, n, &s.cfg, file);
-        if (rc == STATUS_OK && tok_json) gguf_tokenizer_write(&g, file, tok_json);
+        if (rc == STATUS_OK && tok_json) gguf_tokenizer_write(file, tok_json, &tok_attrs);
         H5_CHECK(H5Fclose(file));
         if (rc != STATUS_OK) unlink(out); /* no half-written checkpoint is left behind */
     }
