@@ -77,3 +77,13 @@ add_test(NAME gguf_smollm2_real
                  $<TARGET_FILE:tripar> ${GGUF_WORK}/smollm2 ${SMOLLM2_RSS})
 set_tests_properties(gguf_smollm2_real PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+
+# SmolLM2 against an independent float64 numpy Llama reading the same GGUF with gguf-py:
+# prefill logits within 1e-4 relative and identical greedy tokens, on 1 rank, tp=3, pp=2 and
+# dp=2 x pp=2. About 30 s; skipped only when the model or gguf-py cannot be downloaded.
+add_test(NAME gguf_smollm2_reference
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/smollm2_reference.py
+                 $<TARGET_FILE:tripar> ${GGUF_WORK}/reference)
+set_tests_properties(gguf_smollm2_reference PROPERTIES LABELS "real;checkpoint"
+                     SKIP_RETURN_CODE 77 TIMEOUT 900
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}")
