@@ -5,7 +5,7 @@ The one-rank run records the logits of every position (record.activations: logit
 /output/nll. From those float32 logits, numpy recomputes in float64 the NLL of every scored token
 under llama-perplexity's windowing (chunk c is tokens [c*W, (c+1)*W) of the text; tokens
 W/2 + 1 .. W - 1 of each are scored against the logits one position before) and the perplexity,
-which must match tripar's: each token within NLL_ATOL, the perplexity within 1e-6 relative. With
+which must match tripar's: each token within NUMPY_ATOL, the perplexity within 1e-6 relative. With
 --bytes (a synthetic model, which reads text as bytes) the windows themselves are checked
 against the text's bytes. Then every dp x tp x pp of each world size must give the one-rank NLL
 within NLL_ATOL per token, NaN at the same places, and the perplexity within PPL_RTOL.
@@ -21,13 +21,19 @@ import sys
 import h5py
 import numpy as np
 
-# Per-token NLL across factorizations. The logits differ in float32 rounding only: TP sums the
-# row-parallel partial products in another order (and splits the head's columns), PP and DP not
-# at all. A logit moved by a few ulps (about 1e-6 relative of values of order 10) moves a
-# log-softmax by as much, so 1e-4 absolute is a wide margin over what a sum-order change does,
-# yet far below any windowing or reduction error (a wrong target or shard costs order 1). The
-# TP combination of (max, sum of exp) is in double and adds nothing visible.
-NLL_ATOL = 1e-4
+# Per-token NLL across factorizations, absolute (--nll-atol changes it). The logits differ in
+# float32 rounding only: TP sums the row-parallel partial products in another order (and splits
+# the head's columns), and a micro-batch or replica of another size runs products of another
+# shape; PP alone changes nothing (bit-identical). A logit moved by a few ulps moves its
+# log-softmax by about as much: the synthetic models measure at most 1.6e-6, so 2e-5 is a
+# tenfold margin, yet far below any windowing or reduction error (a wrong target, shard or
+# window costs order 1). The TP combination of (max, sum of exp) is in double and adds nothing
+# visible (1e-14 against numpy).
+NLL_ATOL = 2e-5
+# One rank against numpy: the same float32 logits (the recorded ones come from a head product
+# over every position, the scored ones from one over a window's scored rows: equal unless the
+# BLAS rounds by the row count), reduced in double both sides: 1e-14 measured.
+NUMPY_ATOL = 1e-6
 # The perplexity is exp of the mean of a few hundred such values, whose errors average out.
 PPL_RTOL = 1e-5
 
@@ -75,7 +81,7 @@ def check_base(nll, ppl, count, first, tokens, logits, text):
     ref_ppl = float(np.exp(ref[scored].mean()))
     print(f"one rank: {chunks} windows of {W}, {count} tokens; perplexity {ppl:.6f}, numpy "
           f"{ref_ppl:.6f}; NLL max |diff| {err:.2e}")
-    assert err <= NLL_ATOL, f"NLL differs from numpy's by {err}"
+    assert err <= NUMPY_ATOL, f"NLL differs from numpy's by {err}"
     assert abs(ppl - ref_ppl) <= 1e-6 * ref_ppl, f"perplexity {ppl} vs numpy {ref_ppl}"
     assert abs(ppl - float(np.exp(nll[scored].mean()))) <= 1e-12 * ppl, \
         "the perplexity attribute is not exp(mean of /output/nll)"
@@ -113,7 +119,7 @@ def meshes(specs):
     return out
 
 
-def check(tripar, work, job, mesh_list, text=None, extra=()):
+def check(tripar, work, job, mesh_list, text=None, extra=(), nll_atol=NLL_ATOL):
     """The one-rank run against numpy, then each (dp, tp, pp) of mesh_list against one rank."""
     os.makedirs(work, exist_ok=True)
     mpiexec = os.environ.get("MPIEXEC", "mpiexec")
@@ -141,9 +147,9 @@ def check(tripar, work, job, mesh_list, text=None, extra=()):
         ok = ~np.isnan(nll0)
         err = np.abs(nll[ok] - nll0[ok]).max()
         rel = abs(ppl - ppl0) / ppl0
-        print(f"{'ok  ' if err <= NLL_ATOL and rel <= PPL_RTOL else 'FAIL'} {name}: "
+        print(f"{'ok  ' if err <= nll_atol and rel <= PPL_RTOL else 'FAIL'} {name}: "
               f"perplexity {ppl:.6f} (rel {rel:.1e}), NLL max |diff| {err:.1e}")
-        assert err <= NLL_ATOL and rel <= PPL_RTOL, f"{name} differs from one rank"
+        assert err <= nll_atol and rel <= PPL_RTOL, f"{name} differs from one rank"
     print(f"check_perplexity: {len(mesh_list)} factorizations agree with one rank")
 
 

@@ -31,8 +31,11 @@ def main(tripar, work, text):
         f.write(f"model: {{checkpoint: \"{ckpt}\"}}\nbackend: {{kind: cpu, threads: 1}}\n"
                 f"input: {{text_file: \"{text}\"}}\nperplexity: {{window: 128, chunks: 4}}\n"
                 "record: {timings: \"off\"}\n")
-    # 9 heads and 3 kv heads: tp 3; 30 layers: pp 2; 4 windows: dp 2
-    check(tripar, os.path.join(work, "runs"), job, [(1, 3, 1), (1, 1, 2), (2, 1, 1)])
+    # 9 heads and 3 kv heads: tp 3; 30 layers: pp 2; 4 windows: dp 2. Thirty layers carry a
+    # reordered TP sum further than the synthetic models' four, onto logits of order 20: tp=3
+    # measures 3.8e-5 per token at most, so 2e-4 (a fivefold margin; pp and dp measure 0)
+    check(tripar, os.path.join(work, "runs"), job, [(1, 3, 1), (1, 1, 2), (2, 1, 1)],
+          nll_atol=2e-4)
 
 
 if __name__ == "__main__":
