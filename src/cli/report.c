@@ -14,6 +14,7 @@
 #include "metrics/score.h"
 #include "base/stats.h"
 #include "cli/cli.h"
+#include "cli/report_perplexity.h"
 #include "cli/report_roofline.h"
 #include "cli/report_telemetry.h"
 
@@ -291,6 +292,7 @@ static void print_single(FILE *out, const run_summary *s) {
             run->n_hosts == 1 ? "" : "s", run->version, run->created,
             run->complete ? "" : " (incomplete)");
     if (s->model[0]) fprintf(out, "  model: %s\n", s->model);
+    report_perplexity_print(out, run); /* nothing for a generation run */
     if (s->nodes > 0) {
         char per_node[64];
         if (s->per_node_min == s->per_node_max)

@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "base/path.h"
 #include "io/checkpoint.h"
+#include "io/perplexity_input.h"
 #include "io/prompt.h"
 #include "parallel/agree.h"
 #include "parallel/comm_setup.h"
@@ -96,6 +97,7 @@ int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
         !j->checkpoint[0] || (checkpoint_is_regular(j) && adopt_checkpoint_shape(j) == STATUS_OK);
     if (ok && j->synthetic_input) job_fill_synthetic_tokens(j, j->vocab);
     ok = ok && prompt_tokenize(j, tok) == STATUS_OK;
+    ok = ok && perplexity_windows(j) == STATUS_OK; /* the text as windows, when scoring it */
     ok = ok && job_validate_model(j) == STATUS_OK && mesh_fits_model(j) == 0;
     if (ok) return STATUS_OK;
     tokenizer_free(*tok);
@@ -194,6 +196,7 @@ void engine_config_from_job(engine_config *cfg, const job *j) {
     cfg->sample_seed = j->sample_seed;
     cfg->activations = (const char *const *)j->activations;
     cfg->n_activations = j->n_activations;
+    cfg->nll_first = j->perplexity_window > 0 ? perplexity_first(j->prompt_len) : 0;
 }
 
 /* Memory of one rank at every (pp, tp) coordinate of the largest replica: the weights' size

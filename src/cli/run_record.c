@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "base/stats.h"
 #include "cli/run_context.h"
+#include "cli/run_perplexity.h"
 #include "io/prompt.h"
 
 double run_percentile(const double *values, int n, double q) {
@@ -55,6 +56,7 @@ static void record_outputs(run_context *rc) {
         const activation_point *pt = &e->points[p];
         runfile_write_activation(rc->rf, pt->name, 3, pt->dims, pt->start, pt->count, pt->host);
     }
+    run_perplexity_record(rc);
 }
 
 /* Mean and percentiles of one per-request series as attributes of /metrics/arrival. */
@@ -349,6 +351,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
     } else {
         if (rank0) {
             print_table(rc, rm, first_row, peak);
+            run_perplexity_print(rc);
             if (j->arrival_rate > 0) stream_print(stream, j->new_tokens);
             if (point) point_fill(point, rc, rm, peak);
             if (j->roofline && measured)

@@ -162,6 +162,12 @@ static void arena_shape_init(arena_shape *s, const engine_config *cfg, const sha
     s->n_layers = g->n_layers;
     const size_t R = (size_t)s->mb_max * s->prompt_len;
     s->head_rows_max = wants_full_head(cfg, g) ? (int)R : s->mb_max;
+    /* perplexity scores one sequence's rows at a time, after the sampler's mb_max rows, which
+     * it leaves as they are (nll.c) */
+    if (cfg->nll_first > 0 && g->last_stage) {
+        const int scored = s->mb_max + cfg->prompt_len - 1 - cfg->nll_first;
+        if (scored > s->head_rows_max) s->head_rows_max = scored;
+    }
     const size_t kv_width = s->KVA; /* the cache holds kv heads only (GQA) */
     if (cfg->kv_cache == KV_PAGED) {
         s->blocks_per_seq = (s->kv_capacity + cfg->kv_block - 1) / cfg->kv_block;
@@ -336,10 +342,12 @@ void engine_init(engine *e, const engine_config *cfg) {
     points_init(e);
     arena_init(e);
     host_buffers_init(e);
+    engine_nll_init(e);
 }
 
 void engine_free(engine *e) {
     engine_graphs_free(e);
+    engine_nll_free(e);
     if (e->arena) e->be->ops->release(e->be->ctx, e->arena);
     for (int p = 0; p < e->n_points; p++)
         free(e->points[p].host);

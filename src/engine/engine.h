@@ -54,6 +54,11 @@ typedef struct {
     const char *const *activations;
     int n_activations;
 
+    /* perplexity (engine/nll.c): 0 = off; else, at prefill, the teacher-forced negative
+     * log-likelihood of every prompt's token at position j + 1 under the logits at position j,
+     * for j in [nll_first, prompt_len - 1), as llama-perplexity scores a window */
+    int nll_first;
+
     /* the caller's hooks */
     engine_step_fn on_step;
     void *on_step_user;
@@ -161,6 +166,20 @@ typedef struct {
     int diagnose;           /* the forward checks its outputs (the non-finite diagnosis) */
     int diagnose_site;      /* the first non-finite site this rank saw while diagnosing */
 
+    /* perplexity (engine/nll.c), when cfg.nll_first > 0; host buffers made at set-up */
+    double *nll;            /* (batch_local, prompt_len) last stage: [s][t] the NLL of token t
+                               given tokens 0..t-1, for t in (nll_first, prompt_len); NaN
+                               elsewhere */
+    float *nll_rows_host;   /* (nll_rows, V_local) one sequence's scored logit rows */
+    double *nll_part;       /* (nll_rows, 3) this TP rank's (max, sum of exp, target logit) */
+    double *nll_parts;      /* (tp, nll_rows, 3) every TP rank's, gathered */
+    int *nll_counts, *nll_displs; /* (tp) of the gather */
+    double *nll_seq_sum;    /* (batch) per global sequence, summed over the world */
+    /* after each generation, the same on every rank: the sum of every scored NLL, how many,
+     * and exp(sum / count) */
+    double nll_sum, perplexity;
+    long nll_count;
+
     /* CUDA-graph executables of decode steps (graph_replay.c); NULL until the first capture */
     struct graph_cache *graphs;
 
@@ -223,6 +242,18 @@ void engine_set_active(engine *e, int global_active);
  * backend can capture graphs and the run asks for them, a decode step replayed from a captured
  * graph (graph_replay.c). */
 void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int pos0);
+/* The final norm and the LM head of this rank's vocab shard over rows of the residual stream x:
+ * head_in (rows, C) then logits (rows, V_local). */
+void engine_head_rows(engine *e, float *logits, float *head_in, const float *x, int rows);
+
+/* Perplexity (nll.c): the host buffers (engine_init), their release (engine_free), the scoring
+ * of micro-batch mb's prompts from the last stage's residual stream x at prefill, and the sum
+ * over the world after a generation (collective; every rank calls it). */
+void engine_nll_init(engine *e);
+void engine_nll_free(engine *e);
+void engine_nll_score(engine *e, const float *x, int mb);
+void engine_nll_finish(engine *e);
+
 /* Destroys the captured graphs (engine_free calls it). */
 void engine_graphs_free(engine *e);
 

@@ -137,6 +137,12 @@ static weight_view head_view(const model *m) {
                          .act_block = q.act_block};
 }
 
+void engine_head_rows(engine *e, float *logits, float *head_in, const float *x, int rows) {
+    final_norm(e, head_in, x, rows);
+    e->be->ops->matmul(e->be->ctx, logits, head_in, head_view(e->m), NULL, rows, e->m->cfg.embd,
+                       e->m->geom.vocab_local);
+}
+
 /* The KV cache of this stage's layer l, contiguous or paged, holding kv_heads heads. */
 static kv_view layer_kv_cache(const engine *e, int l, int kv_heads) {
     const shard_geom *g = &e->m->geom;

@@ -335,6 +335,8 @@ int engine_generate(engine *e, int iteration, int capture) {
             stage_input(e, x, mb, step, n_new, pos0);
             engine_step_forward(e, x, mb, step, n_new, pos0);
             if (!g->last_stage) stage_send(e, x, mb, step, n_new);
+            /* before the next receive may land in x; its own head rows leave the sampler's */
+            if (g->last_stage && step == 0 && e->cfg.nll_first > 0) engine_nll_score(e, x, mb);
             if (step + 1 < steps) post_next_receives(e, mb, step);
             if (g->last_stage) sample_tokens(e, mb, step, steps);
             timer_end(e->tm, ev_step);
@@ -348,5 +350,6 @@ int engine_generate(engine *e, int iteration, int capture) {
     e->end_time = timer_host_seconds();
     if (e->nonfinite_step >= 0) diagnose_step(e, e->nonfinite_step);
     if (g->last_stage) mark_not_generated(e);
+    if (e->cfg.nll_first > 0) engine_nll_finish(e);
     return stopped;
 }

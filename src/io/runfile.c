@@ -747,6 +747,24 @@ void runfile_write_text_attr(runfile *rf, const char *group_path, const char *na
     H5Gclose(g);
 }
 
+void runfile_write_nll(runfile *rf, const double *nll, long row_begin, long rows, long total_rows,
+                       long cols, double perplexity, long count, int first) {
+    if (!rf || rf->file < 0 || rf->failed) return;
+    hsize_t dims[2] = {(hsize_t)total_rows, (hsize_t)cols};
+    hsize_t start[2] = {(hsize_t)row_begin, 0}, count2[2] = {(hsize_t)rows, (hsize_t)cols};
+    CHECK(rows == 0 || (row_begin >= 0 && row_begin + rows <= total_rows),
+          "nll rows [%ld, %ld) outside [0, %ld)", row_begin, row_begin + rows, total_rows);
+    if (!space_agree(rf, 8.0 * (double)total_rows * (double)cols, "output/nll")) return;
+    double values[2] = {perplexity, (double)count};
+    agree_root_doubles(rf->comm, values, 2); /* rank 0's */
+    hid_t d = dataset_open_or_create(rf->file, "output/nll", H5T_IEEE_F64LE, 2, dims);
+    dataset_write_block(rf, d, H5T_NATIVE_DOUBLE, 2, start, count2, nll);
+    h5_attr_write_double(d, "perplexity", values[0]);
+    h5_attr_write_int(d, "count", (long long)values[1]);
+    h5_attr_write_int(d, "first", first);
+    H5Dclose(d);
+}
+
 /* For the writers of other groups in src/io (runfile_internal.h). */
 hid_t runfile_hdf5(const runfile *rf) { return rf->file; }
 MPI_Comm runfile_comm(const runfile *rf) { return rf->comm; }

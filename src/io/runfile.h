@@ -56,6 +56,13 @@ void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, l
 void runfile_write_activation(runfile *rf, const char *name, int ndims, const long *dims,
                               const long *start, const long *count, const float *data);
 
+/* /output/nll float64 (total_rows, cols): each prompt position's negative log-likelihood of
+ * the next token (NaN where not scored), and the attributes of /output/nll: perplexity,
+ * count (the tokens scored) and first (the first scored position of a window). This rank
+ * writes rows [row_begin, row_begin+rows); the attributes are rank 0's. */
+void runfile_write_nll(runfile *rf, const double *nll, long row_begin, long rows, long total_rows,
+                       long cols, double perplexity, long count, int first);
+
 /* /timings/rank_NNNNN/events for every rank, plus clock offset attributes. Appends the events
  * not yet flushed, so it can be called every N steps and at the end. */
 void runfile_write_events(runfile *rf, timer *t);

@@ -343,7 +343,7 @@ static int job_walk(job_loader *L) {
     typedef int (*walk_fn)(job_loader *, const jnode *, const jnode *);
     static const walk_fn walks[] = {job_walk_model, job_walk_backend,  job_walk_parallel,
                                     job_walk_input, job_walk_generate, job_walk_bench,
-                                    job_walk_record};
+                                    job_walk_record, job_walk_perplexity};
     for (int i = 0; JOB_SECTION_KEYS[i]; i++) {
         const jnode *key = NULL;
         const jnode *m = jnode_get(root, JOB_SECTION_KEYS[i], &key);

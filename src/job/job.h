@@ -92,6 +92,10 @@ typedef struct {
     int top_k;                     /* 0 = whole vocab */
     uint64_t sample_seed;
 
+    /* perplexity: score the text instead of generating (docs/jobs.md); window 0 = off */
+    int perplexity_window;         /* tokens per chunk, llama-perplexity's -c */
+    int perplexity_chunks;         /* at most this many chunks, 0 = every whole one (--chunks) */
+
     /* bench */
     int warmup, iterations;
     int roofline;                  /* also measure sgemm and memory-bandwidth ceilings */

@@ -168,6 +168,9 @@ void job_dump(const job *j, FILE *out) {
             "  stop_grace_seconds: %d\n  telemetry: %d\n",
             timings_level_name(j->timings), j->flush_every, j->flush_seconds, j->stop_grace_seconds,
             j->telemetry_hz);
+    if (j->perplexity_window > 0) /* only when on: the section's presence turns it on */
+        fprintf(out, "perplexity:\n  window: %d\n  chunks: %d\n", j->perplexity_window,
+                j->perplexity_chunks);
 }
 
 char *job_dump_string(const job *j) {

@@ -47,7 +47,8 @@ extern const char *const JOB_SECTION_KEYS[],
                                                      *const JOB_INPUT_SYNTHETIC_KEYS[],
                                                          *const JOB_GENERATE_KEYS[],
                                                              *const JOB_BENCH_KEYS[],
-                                                                 *const JOB_RECORD_KEYS[];
+                                                                 *const JOB_RECORD_KEYS[],
+    *const JOB_PERPLEXITY_KEYS[];
 /* Dotted keys whose --set value is taken verbatim. */
 extern const char *const JOB_RAW_KEYS[];
 
@@ -106,3 +107,9 @@ int job_get_path(job_loader *L, const jnode *m, const char *section, const char 
 
 /* Resolves the one prompt source of section m into tokens or a text. */
 int job_walk_input(job_loader *L, const jnode *m, const jnode *m_key);
+
+/* ---- the perplexity section (job_perplexity.c) ---------------------------------------- */
+
+/* perplexity.window and perplexity.chunks, and what scoring a text rules out: new tokens, an
+ * input other than one text, an arrival stream. Walked after every other section. */
+int job_walk_perplexity(job_loader *L, const jnode *m, const jnode *m_key);

@@ -22,8 +22,8 @@ const char *const JOB_TIMINGS_NAMES[] = {"off", "step", "layer", NULL};
 const char *const JOB_CPU_ISA_NAMES[] = {"auto",        "scalar",      "avx2",     "avx512",
                                          "avx512_vnni", "avx512_bf16", "amx_bf16", NULL};
 
-const char *const JOB_SECTION_KEYS[] = {"model",    "backend", "parallel", "input",
-                                        "generate", "bench",   "record",   NULL};
+const char *const JOB_SECTION_KEYS[] = {"model", "backend", "parallel", "input",      "generate",
+                                        "bench", "record",  "perplexity", NULL};
 const char *const JOB_MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer",     "norm",
                                       "precision", "int8_group", "quantize_head", "kv_cache",
                                       "kv_block",  "ln_eps",     "arch",          NULL};
@@ -49,6 +49,8 @@ const char *const JOB_BENCH_KEYS[] = {"warmup",   "iterations",   "roofline", "a
 const char *const JOB_RECORD_KEYS[] = {
     "out",           "activations",        "timings",   "flush_every",
     "flush_seconds", "stop_grace_seconds", "telemetry", NULL};
+
+const char *const JOB_PERPLEXITY_KEYS[] = {"window", "chunks", NULL};
 
 /* Values of these keys are strings taken verbatim from --set (a text may hold ": "). */
 const char *const JOB_RAW_KEYS[] = {

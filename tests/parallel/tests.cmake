@@ -128,3 +128,5 @@ tripar_parallel_test(parallel_order_auto_one_node
 # columns, a file without the column).
 tripar_parallel_test(parallel_report_nodes
   ${PAR}/check_report_nodes.sh ${CMAKE_CURRENT_BINARY_DIR}/report_nodes ${TRIPAR_FIXTURES}/factor.yaml)
+# Perplexity: every factorization, the refusals, SmolLM2 (label real).
+include(${TRIPAR_AREA_DIR}/perplexity.cmake)
