@@ -163,7 +163,7 @@ static void test_demo_synthetic_input(void **state) {
     assert_int_equal(a.dp, 1);
     assert_int_equal(a.tp * a.pp * a.dp, 4);
     assert_int_equal(a.synthetic_input, 1);
-    assert_int_equal(a.batch, 2);
+    assert_int_equal(a.batch, 4); /* the README's dp=4 line splits it one prompt per replica */
     assert_int_equal(a.prompt_len, 16);
     assert_int_equal(a.timings, TIMINGS_LAYER);
     assert_string_equal(a.out, "demo.h5");
@@ -176,11 +176,11 @@ static void test_demo_synthetic_input(void **state) {
     assert_true(distinct > 0);
     /* the same seed gives the same tokens; another seed others */
     load_ok(&b, src_path("jobs/demo.yaml"), NULL, 0);
-    assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * 32);
+    assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * a.batch * a.prompt_len);
     job_free(&b);
     const char *sets[] = {"input.synthetic.seed=8"};
     load_ok(&b, src_path("jobs/demo.yaml"), sets, 1);
-    assert_memory_not_equal(a.tokens, b.tokens, sizeof(int32_t) * 32);
+    assert_memory_not_equal(a.tokens, b.tokens, sizeof(int32_t) * a.batch * a.prompt_len);
     /* the hash of docs/jobs.md, recomputed here independently */
     job_fill_synthetic_tokens(&b, 1000);
     uint64_t z = 8 + 0x9E3779B97F4A7C15ull * 1;
