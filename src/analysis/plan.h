@@ -40,7 +40,9 @@ typedef struct {
     plan_objective objective;
     double ttft_slo, tpot_slo; /* seconds; 0 = none */
     int n_calibrations;
-    double seconds; /* how long planning took */
+    double seconds;            /* how long planning took */
+    precision_kind precision;  /* the weights' */
+    const char *precision_why; /* where it came from, in words */
 } plan_summary;
 
 /* Whether a prediction meets the SLOs (1 when none is set). */
