@@ -52,7 +52,7 @@ tripar_mpi_test(bench_commbench_llama_sizes 2 $<TARGET_FILE:tripar> commbench
                 ${BENCH_DIR}/llama_small.yaml --sizes model --iters 2 --warmup 1 --axes tp,world)
 set_property(TEST bench_commbench_llama_sizes APPEND PROPERTY LABELS bench)
 set_tests_properties(bench_commbench_llama_sizes PROPERTIES
-  PASS_REGULAR_EXPRESSION "sizes from the job's model \\(llama, embd 64\\): decode step 512 B = 2 x 64 x 4, prefill 4096 B = 2 x 8 x 64 x 4\n#\n# allreduce over tp[^\n]*\n[^\n]*\n +512 +128 +float[^\n]*\n +4096 +1024 +float[^\n]*\n# allgather.*#wrong total: 0\n"
+  PASS_REGULAR_EXPRESSION "sizes from the job's model \\(llama, embd 64\\): decode step 512 B = 2 x 64 x 4, prefill 4096 B = 2 x 8 x 64 x 4\n#\n# allreduce over tp[^\n]*\n[^\n]*\n +512 +128 +float[^\n]*\n +4096 +1024 +float[^\n]*\n# allreduce over tp: avg busbw [0-9.e+-]+ GB/s over 2 sizes \\(in place\\)\n# allgather.*#wrong total: 0\n# Avg bus bandwidth : [0-9.e+-]+ GB/s, the mean busbw of the [0-9]+ rows above\n"
   FAIL_REGULAR_EXPRESSION "#wrong total: [1-9]")
 add_test(NAME bench_commbench_model_sizes_no_job
          COMMAND ${BENCH_EXPECT_EXIT} 2 "--sizes model needs a job file" --

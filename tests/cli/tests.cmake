@@ -113,3 +113,7 @@ add_test(NAME cli_jobs_dry_run COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_D
          ${PROJECT_SOURCE_DIR}/jobs)
 set_tests_properties(cli_jobs_dry_run PROPERTIES LABELS "unit;cli" TIMEOUT 120
                      ENVIRONMENT "${TRIPAR_TEST_ENV}")
+
+# The JSON writer every output shares (src/cli/cli_json.c): reals at their precision.
+tripar_unit_test(cli_json SOURCES cli/test_cli_json.c LABELS cli)
+target_link_libraries(cli_json PRIVATE tripar_cli)
