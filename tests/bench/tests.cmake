@@ -39,7 +39,7 @@ add_test(NAME bench_sweep_bad_point
 set_tests_properties(bench_commbench_planted bench_commbench_bad_mesh bench_sweep_bad_point
                      PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}" TIMEOUT 300)
 
-foreach(check paged sweep prompts prompts_clash arrival baseline)
+foreach(check paged sweep sweep_peak prompts prompts_clash arrival baseline)
   add_test(NAME bench_${check} COMMAND ${BENCH_DIR}/run_checks.sh ${check}
            ${CMAKE_CURRENT_BINARY_DIR}/bench_${check})
   set_tests_properties(bench_${check} PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}"
