@@ -94,6 +94,14 @@ foreach(form report report_baseline report_roofline diff trace explain)
     tools_test(tools_${form}_${name} 2 "^tripar ${tool}: .*/${shown}: ${regex}" 1 ${args})
   endforeach()
 endforeach()
+# report says what it cannot know: shares not measured at record.timings: step, percentiles of
+# fewer than 3 iterations, no telemetry samples (one line, no empty table), a run cut inside its
+# last iteration (step no longer exceeds iteration); times in ms with the mean and ITL (issue 32).
+add_test(NAME tools_report_says_what_it_cannot_know
+         COMMAND /usr/bin/python3 ${TOOLS_DIR}/report_check.py $<TARGET_FILE:tripar>
+                 ${CMAKE_CURRENT_BINARY_DIR}/report_check)
+set_tests_properties(tools_report_says_what_it_cannot_know PROPERTIES LABELS "unit;cli"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};ASAN_OPTIONS=detect_leaks=0" TIMEOUT 120)
 # A run file whose string attributes h5py rewrote as variable-length reads as before.
 tools_test(tools_report_vl_strings 0 "." 0 report @W@/run_vl.h5)
 
