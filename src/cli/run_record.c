@@ -183,20 +183,32 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
     if (j->new_tokens > 1)
         printf("  %-13s %9.3f ms/token %7.1f tokens/s\n", "decode", tpot * 1e3,
                tpot > 0 ? j->batch / tpot : 0.0);
-    printf("  %-13s TTFT p50 %.3f ms | TPOT p50 %.3f ms | latency p50 %.3f ms p99 %.3f ms\n",
-           "latency", ttft * 1e3, tpot * 1e3, lat * 1e3, run_percentile(rm->latency, n, 99) * 1e3);
+    printf("  %-13s TTFT p50 %.3f ms | TPOT p50 %.3f ms | ITL p50 %.3f ms | latency p50 %.3f ms "
+           "p99 %.3f ms\n",
+           "latency", ttft * 1e3, tpot * 1e3,
+           stats_percentile_of(rm->itl, rm->n_itl, 50) * 1e3, lat * 1e3,
+           run_percentile(rm->latency, n, 99) * 1e3);
     int world = m->world_size, replicas = MESH_DP(m);
     double toks = lat > 0 ? (double)rm->generated_tokens / lat : 0.0;
     double reqs = lat > 0 ? (double)rm->requests / lat : 0.0;
     printf("  %-13s %.1f tokens/s, %.3f requests/s at latency p50 | per rank (/%d) %.1f "
            "tokens/s %.3f req/s | per replica (/%d) %.1f tokens/s\n",
            "throughput", toks, reqs, world, toks / world, reqs / world, replicas, toks / replicas);
-    static const char *const names[] = {"TTFT", "TPOT", "latency"};
-    const double *series[] = {rm->ttft, rm->tpot, rm->latency};
-    for (int k = 0; k < 3; k++)
-        printf("  %-13s %-7s p50 %9.3f  p90 %9.3f  p99 %9.3f ms\n", k ? "" : "percentiles",
-               names[k], run_percentile(series[k], n, 50) * 1e3,
-               run_percentile(series[k], n, 90) * 1e3, run_percentile(series[k], n, 99) * 1e3);
+    /* ITL pools every decode gap of every iteration (docs/benchmarks.md), the others one
+     * value per iteration */
+    static const char *const names[] = {"TTFT", "TPOT", "ITL", "latency"};
+    const double *series[] = {rm->ttft, rm->tpot, rm->itl, rm->latency};
+    const long counts[] = {n, n, rm->n_itl, n};
+    for (int k = 0; k < 4; k++)
+        printf("  %-13s %-7s mean %9.3f  p50 %9.3f  p90 %9.3f  p99 %9.3f ms\n",
+               k ? "" : "percentiles", names[k], stats_mean(series[k], counts[k]) * 1e3,
+               stats_percentile_of(series[k], counts[k], 50) * 1e3,
+               stats_percentile_of(series[k], counts[k], 90) * 1e3,
+               stats_percentile_of(series[k], counts[k], 99) * 1e3);
+    if (n < STATS_TAIL_MIN_SAMPLES)
+        printf("  %-13s percentiles of %d measured iteration%s: p90 and p99 need %d or more "
+               "(bench.iterations)\n",
+               "warning", n, n == 1 ? "" : "s", STATS_TAIL_MIN_SAMPLES);
     double pmin = peak[0], pmax = peak[0];
     for (int r = 1; r < world; r++)
         pmin = fmin(pmin, peak[r]), pmax = fmax(pmax, peak[r]);

@@ -185,6 +185,10 @@ typedef struct {
 
     /* per-iteration results on this rank */
     double first_token_time, end_time;
+    /* (max(new_tokens, 1)) when this rank, a last stage, had step s's tokens of its last
+     * micro-batch on the host: the gaps between steps are the inter-token latency (ITL) of
+     * its sequences, which in lockstep batches all receive a step's token together */
+    double *token_time;
     /* (batch_local) new tokens each sequence produced in the last generation, on the last
      * stage: a stop ends them early, and a sequence stops counting at its first step with
      * non-finite logits. Its tokens past prompt_len + generated[s] are -1 in `tokens`. */

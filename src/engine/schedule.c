@@ -243,7 +243,10 @@ static void sample_tokens(engine *e, int mb, int step, int steps) {
         tokc->ops->isend(tokc->ctx, e->tok_send[mb], (size_t)nb, COMM_INT32, 0, TAG_TOKENS + mb,
                          &e->tok_send_req[mb]);
     }
-    if (step == 0 && mb == e->split.n_micro - 1) e->first_token_time = timer_host_seconds();
+    if (mb == e->split.n_micro - 1) {
+        e->token_time[step] = timer_host_seconds();
+        if (step == 0) e->first_token_time = e->token_time[step];
+    }
 }
 
 /* Clears the requests of the previous generation and posts the prefill's receives before any

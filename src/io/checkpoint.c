@@ -94,17 +94,6 @@ static void shape_format(char *out, size_t len, int ndims, const long *dims) {
     if (used < len) snprintf(out + used, len - used, ")");
 }
 
-/* The first bytes of every HDF5 file without a user block. */
-static int file_has_hdf5_signature(const char *path) {
-    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    unsigned char head[8];
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    return n == sizeof head && memcmp(head, sig, sizeof sig) == 0;
-}
-
 /* The architecture (absent: gpt2, as every checkpoint before Llama) and Llama's attributes. */
 static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     char arch[16] = "gpt2";
@@ -379,7 +368,7 @@ int checkpoint_read_config(const char *path, model_config *cfg) {
     H5E_END_TRY;
     if (file < 0) {
         /* HDF5 refuses a file shorter than the end address in its superblock */
-        if (file_has_hdf5_signature(path))
+        if (h5_file_has_signature(path))
             error_set("%s: HDF5 cannot open the checkpoint (truncated or damaged file?)", path);
         else
             error_set("%s: not an HDF5 file", path);

@@ -626,6 +626,16 @@ static void series_summary_write(hid_t g, const char *name, const double *values
     free(sorted);
 }
 
+/* /metrics/itl and its mean and percentiles: rank 0's n gaps (n agreed), as the other series. */
+static void itl_write(runfile *rf, hid_t g, const run_metrics *metrics, long long n) {
+    double *itl = xcalloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (rf->rank == 0 && n > 0) memcpy(itl, metrics->itl, (size_t)n * sizeof(double));
+    agree_root_doubles(rf->comm, itl, (int)n);
+    write_rank0_1d(rf, "metrics/itl", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, (long)n, itl);
+    series_summary_write(g, "itl", itl, (long)n);
+    free(itl);
+}
+
 void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     if (!rf || rf->file < 0 || rf->failed) return;
     /* rank 0's values are the run's; broadcast them so every rank writes identical metadata */
@@ -645,7 +655,10 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     agree_root_doubles(rf->comm, scalars, 6);
     double *peak = xcalloc((unsigned long)rf->size, sizeof(double));
     agree_gather_doubles(rf->comm, &metrics->peak_memory_bytes, 1, peak);
-    if (!space_agree(rf, 8.0 * (3.0 * n + rf->size), "/metrics")) {
+    long long n_itl = rf->rank == 0 ? metrics->n_itl : 0;
+    agree_root_long(rf->comm, &n_itl);
+    if (n_itl < 0) n_itl = 0;
+    if (!space_agree(rf, 8.0 * (3.0 * n + rf->size + (double)n_itl), "/metrics")) {
         free(series);
         free(peak);
         return;
@@ -668,6 +681,7 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     series_summary_write(g, "latency", series, n);
     series_summary_write(g, "ttft", series + n, n);
     series_summary_write(g, "tpot", series + 2 * n, n);
+    itl_write(rf, g, metrics, n_itl);
     double mean_latency = stats_mean(series, n);
     double tokens_per_s = n > 0 && mean_latency > 0 ? scalars[4] / mean_latency : 0;
     double requests_per_s = n > 0 && mean_latency > 0 ? scalars[5] / mean_latency : 0;

@@ -32,14 +32,14 @@ add_test(NAME bench_commbench_bad_mesh
                  ${MPIEXEC_EXECUTABLE} -n 2 ${TRIPAR_MPI_PREFLAGS} $<TARGET_FILE:tripar> commbench
                  --tp 3)
 add_test(NAME bench_sweep_bad_point
-         COMMAND ${BENCH_EXPECT_EXIT} 2 "exceeds model.ctx" --
+         COMMAND ${BENCH_EXPECT_EXIT} 2 "--sweep input.synthetic.length=100: prompt of 100 tokens .*exceeds model.ctx" --
                  ${MPIEXEC_EXECUTABLE} -n 1 ${TRIPAR_MPI_PREFLAGS} $<TARGET_FILE:tripar> run
                  ${BENCH_DIR}/small.yaml --out ${CMAKE_CURRENT_BINARY_DIR}/never.h5
                  --sweep input.synthetic.length=8,100)
 set_tests_properties(bench_commbench_planted bench_commbench_bad_mesh bench_sweep_bad_point
                      PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}" TIMEOUT 300)
 
-foreach(check paged sweep prompts prompts_clash arrival baseline)
+foreach(check paged sweep sweep_peak prompts prompts_clash arrival baseline)
   add_test(NAME bench_${check} COMMAND ${BENCH_DIR}/run_checks.sh ${check}
            ${CMAKE_CURRENT_BINARY_DIR}/bench_${check})
   set_tests_properties(bench_${check} PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}"
