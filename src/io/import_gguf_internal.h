@@ -49,8 +49,9 @@ void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long col
 
 /* The GGUF file's tokenizer as the text of a Hugging Face tokenizer.json (malloc'ed), for
  * tokenizer.ggml.model = "gpt2" with tokenizer.ggml.pre in {default, gpt2, llama-bpe, qwen2,
- * smollm}, and "llama" (SentencePiece BPE). Returns 1, 0 when the file has no tokenizer.ggml.model (*json_text NULL), or -1
- * with error_message() naming the key and value it refuses. vocab: token_embd's rows. */
+ * smollm}, and "llama" (SentencePiece BPE). Returns 1, 0 when the file has no tokenizer.ggml.model
+ * (*json_text NULL), or -1 with error_message() naming the key and value it refuses. vocab:
+ * token_embd's rows. */
 int gguf_tokenizer_json(const gguf *g, int vocab, char **json_text);
 
 /* llama.cpp's token types (tokenizer.ggml.token_type) */

@@ -128,7 +128,9 @@ static int byte_token_value(const char *s, size_t len) {
     int v = 0;
     for (int i = 3; i < 5; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : (c | 32) >= 'a' && (c | 32) <= 'f' ? (c | 32) - 'a' + 10 : -1;
+        int d = c >= '0' && c <= '9'                 ? c - '0'
+                : (c | 32) >= 'a' && (c | 32) <= 'f' ? (c | 32) - 'a' + 10
+                                                     : -1;
         if (d < 0) return -1;
         v = 16 * v + d;
     }
@@ -350,14 +352,18 @@ static void ids_push(encode_ctx *c, int32_t id) {
  * stepping never jumps over the start of a valid character, even in invalid UTF-8. */
 static size_t utf8_step(const unsigned char *s, size_t n) {
     size_t i = 1;
-    while (i < n && i < 4 && (s[i] & 0xC0) == 0x80) i++;
+    while (i < n && i < 4 && (s[i] & 0xC0) == 0x80)
+        i++;
     return i;
 }
 
 /* Code point of the valid UTF-8 character at s[0..n), with its length in *len; -1 if invalid. */
 static long utf8_decode(const unsigned char *s, size_t n, size_t *len) {
-    size_t l = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-             : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    size_t l = s[0] < 0x80             ? 1
+               : (s[0] & 0xE0) == 0xC0 ? 2
+               : (s[0] & 0xF0) == 0xE0 ? 3
+               : (s[0] & 0xF8) == 0xF0 ? 4
+                                       : 0;
     if (l == 0 || l > n) return -1;
     long cp = l == 1 ? s[0] : s[0] & (0x7F >> l);
     for (size_t i = 1; i < l; i++) {
@@ -383,16 +389,19 @@ static int char_symbols(encode_ctx *c, const unsigned char *s, size_t n) {
             prev_unk = 0;
             continue;
         }
-        for (size_t k = 0; k < len && fallback; k++) fallback = t->fallback_id[s[i + k]] >= 0;
+        for (size_t k = 0; k < len && fallback; k++)
+            fallback = t->fallback_id[s[i + k]] >= 0;
         if (fallback) {
-            for (size_t k = 0; k < len; k++) c->sym[m++] = t->fallback_id[s[i + k]];
+            for (size_t k = 0; k < len; k++)
+                c->sym[m++] = t->fallback_id[s[i + k]];
             prev_unk = 0;
         } else if (t->unk_id >= 0) {
             if (!(t->fuse_unk && prev_unk)) c->sym[m++] = t->unk_id;
             prev_unk = 1;
         } else {
             error_set("tokenizer: character '%.*s' is not in %s, which has no byte fallback for "
-                      "it and no unk_token", (int)len, (const char *)s + i, t->vocab_name);
+                      "it and no unk_token",
+                      (int)len, (const char *)s + i, t->vocab_name);
             return -1;
         }
     }

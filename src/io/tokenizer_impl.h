@@ -88,8 +88,7 @@ typedef struct {
 
 /* s[0..n) after every step of t's normalizer (malloc'ed, NUL-terminated, *out_len bytes); bytes
  * that are not UTF-8 are kept. tokenizer_norm.c. */
-unsigned char *tok_normalize(const tokenizer *t, const unsigned char *s, size_t n,
-                             size_t *out_len);
+unsigned char *tok_normalize(const tokenizer *t, const unsigned char *s, size_t n, size_t *out_len);
 /* s[0..n) with every occurrence of from (left to right, not overlapping) replaced by to;
  * malloc'ed, NUL-terminated, *out_len bytes. tokenizer_norm.c. */
 char *tok_replace(const char *from, const char *to, const char *s, size_t n, size_t *out_len);
@@ -127,8 +126,8 @@ struct tokenizer {
      * not in the vocab becomes the <0xXX> tokens of its bytes (byte_fallback) or unk_id. */
     int char_level;
     int byte_fallback;
-    int fuse_unk;                 /* a run of unknown characters is one unk_id */
-    int fallback_id[256];         /* id of "<0xXX>" for each byte, -1 when missing */
+    int fuse_unk;         /* a run of unknown characters is one unk_id */
+    int fallback_id[256]; /* id of "<0xXX>" for each byte, -1 when missing */
     /* The decoder of a character vocab: "<0xXX>" tokens give their byte (ByteFallback), the
      * Replace steps run on each token, and the fused text loses up to strip_left leading
      * strip_char (Strip after Fuse: the dummy prefix's space). */

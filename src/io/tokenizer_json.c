@@ -177,7 +177,8 @@ int tok_json_unsupported(const char *name, const char *key, const json_t *value,
 
 /* model: a BPE whose options this encoder implements; its vocab (merges come later). */
 static int json_model_read(tokenizer *t, const json_t *model, const char *name) {
-    if (!json_is_object(model)) return tok_json_unsupported(name, "model", model, "a BPE model object");
+    if (!json_is_object(model))
+        return tok_json_unsupported(name, "model", model, "a BPE model object");
     json_t *type = json_object_get(model, "type");
     /* files written before models were tagged have no type; a merges list makes it a BPE */
     if (type ? !json_is_string(type) || strcmp(json_string_value(type), "BPE") != 0
@@ -202,7 +203,8 @@ static int json_model_read(tokenizer *t, const json_t *model, const char *name) 
     if (json_bool_get(model, "ignore_merges", &t->ignore_merges, name, "model") != STATUS_OK)
         return STATUS_BAD_INPUT;
     json_t *vocab = json_object_get(model, "vocab");
-    if (!json_is_object(vocab)) return tok_json_unsupported(name, "model.vocab", vocab, "an object");
+    if (!json_is_object(vocab))
+        return tok_json_unsupported(name, "model.vocab", vocab, "an object");
     char where[1100];
     snprintf(where, sizeof where, "%s: model.vocab", name);
     if (vocab_fill(t, vocab, where) != STATUS_OK) return STATUS_BAD_INPUT;
@@ -211,11 +213,13 @@ static int json_model_read(tokenizer *t, const json_t *model, const char *name) 
         if (!json_is_string(v) ||
             !tok_str_map_get(&t->vocab, json_string_value(v), strlen(json_string_value(v)),
                              &t->unk_id))
-            return tok_json_unsupported(name, "model.unk_token", v, "null or a token of model.vocab");
+            return tok_json_unsupported(name, "model.unk_token", v,
+                                        "null or a token of model.vocab");
     }
     json_t *merges = json_object_get(model, "merges");
     if (!json_is_array(merges))
-        return tok_json_unsupported(name, "model.merges", merges, "a list of \"a b\" or [\"a\", \"b\"]");
+        return tok_json_unsupported(name, "model.merges", merges,
+                                    "a list of \"a b\" or [\"a\", \"b\"]");
     return STATUS_OK;
 }
 
@@ -388,7 +392,8 @@ static int json_pre_tokenizer_read(tokenizer *t, const json_t *p, const char *wh
         json_t *regex = json_object_get(pattern, "Regex"), *literal = json_object_get(pattern, "String");
         if (!json_is_string(regex) && !json_is_string(literal)) {
             snprintf(key, sizeof key, "%s.pattern", where);
-            return tok_json_unsupported(name, key, pattern, "{\"Regex\": \"...\"} or {\"String\": \"...\"}");
+            return tok_json_unsupported(name, key, pattern,
+                                        "{\"Regex\": \"...\"} or {\"String\": \"...\"}");
         }
         char what[1300];
         snprintf(what, sizeof what, "%s: %s.pattern", name, where);
@@ -415,11 +420,13 @@ static int json_pre_and_decoder_read(tokenizer *t, const json_t *root, const cha
     }
     t->char_level = !byte_level;
     json_t *dec = json_object_get(root, "decoder"), *dtype = json_object_get(dec, "type");
-    const int dec_byte_level = json_is_string(dtype) && !strcmp(json_string_value(dtype), "ByteLevel");
+    const int dec_byte_level =
+        json_is_string(dtype) && !strcmp(json_string_value(dtype), "ByteLevel");
     if (t->char_level && dec_byte_level) {
         error_set("%s: pre_tokenizer has no ByteLevel step, so model.vocab is read as "
                   "characters, but the decoder is ByteLevel; allowed: a ByteLevel pre-tokenizer "
-                  "step (byte-level BPE), or no ByteLevel at all (a vocab of characters)", name);
+                  "step (byte-level BPE), or no ByteLevel at all (a vocab of characters)",
+                  name);
         return STATUS_BAD_INPUT;
     }
     if (t->char_level) return tok_json_decoder_read(t, dec, name);
@@ -428,11 +435,11 @@ static int json_pre_and_decoder_read(tokenizer *t, const json_t *root, const cha
     /* every byte has a symbol: Hugging Face would fall back on the bytes of a missing symbol's
      * own UTF-8, which no byte-level file needs */
     if (t->byte_fallback)
-        return tok_json_unsupported(name, "model.byte_fallback",
-                                    json_object_get(json_object_get(root, "model"),
-                                                    "byte_fallback"),
-                                    "false with a ByteLevel pre-tokenizer (byte-level BPE needs "
-                                    "no fallback)");
+        return tok_json_unsupported(
+            name, "model.byte_fallback",
+            json_object_get(json_object_get(root, "model"), "byte_fallback"),
+            "false with a ByteLevel pre-tokenizer (byte-level BPE needs "
+            "no fallback)");
     if (t->fuse_unk && t->unk_id >= 0)
         return tok_json_unsupported(name, "model.fuse_unk",
                                     json_object_get(json_object_get(root, "model"), "fuse_unk"),
@@ -444,7 +451,8 @@ static int json_build(tokenizer *t, const json_t *root, const char *name) {
     const json_t *model = json_object_get(root, "model");
     int rc = json_model_read(t, model, name);
     if (rc == STATUS_OK) rc = json_added_read(t, json_object_get(root, "added_tokens"), name);
-    if (rc == STATUS_OK) rc = tok_json_normalizer_read(t, json_object_get(root, "normalizer"), name);
+    if (rc == STATUS_OK)
+        rc = tok_json_normalizer_read(t, json_object_get(root, "normalizer"), name);
     if (rc == STATUS_OK) rc = json_pre_and_decoder_read(t, root, name);
     if (rc != STATUS_OK) return rc;
     tok_decode_table_build(t);

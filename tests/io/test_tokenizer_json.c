@@ -286,7 +286,8 @@ static void expect_text(const tokenizer *t, const int32_t *ids, int n, unsigned 
     size_t len = 0;
     char *s = tokenizer_decode_text(t, ids, n, flags, &len);
     assert_non_null(s);
-    if (len != strlen(want) || strcmp(s, want) != 0) fail_msg("decoded '%s', expected '%s'", s, want);
+    if (len != strlen(want) || strcmp(s, want) != 0)
+        fail_msg("decoded '%s', expected '%s'", s, want);
     free(s);
 }
 
@@ -298,24 +299,28 @@ static void expect_text(const tokenizer *t, const int32_t *ids, int n, unsigned 
 static void test_llama2_style(void **state) {
     (void)state;
     tokenizer *t = load("llama2-style/tokenizer.json");
-    EXPECT(t, "ab", 1, 266);                /* ▁ a b -> ▁ ab (rank 0) -> ▁ab (rank 3) */
-    EXPECT(t, "abc ab", 3, 266, 262, 266);  /* ▁ab (rank 3) wins over abc (rank 4) */
-    EXPECT(t, "\xc3\xa9", 2, 259, 263);      /* é is in the vocab */
+    EXPECT(t, "ab", 1, 266);               /* ▁ a b -> ▁ ab (rank 0) -> ▁ab (rank 3) */
+    EXPECT(t, "abc ab", 3, 266, 262, 266); /* ▁ab (rank 3) wins over abc (rank 4) */
+    EXPECT(t, "\xc3\xa9", 2, 259, 263);    /* é is in the vocab */
     EXPECT(t, "\xc3\xbc", 3, 259, 3 + 0xC3, 3 + 0xBC); /* ü is not: its bytes */
-    EXPECT(t, "<s>a", 2, 1, 265);            /* the text after <s> gets its own ▁ */
+    EXPECT(t, "<s>a", 2, 1, 265);                      /* the text after <s> gets its own ▁ */
     EXPECT(t, "a  b ", 5, 265, 259, 259, 261, 259);
     EXPECT(t, " ", 2, 259, 259);
     EXPECT(t, "", 0);
-    const int32_t abc_ab[] = {266, 262, 266}, u[] = {259, 3 + 0xC3, 3 + 0xBC},
-                  s_a[] = {1, 265}, spaces[] = {265, 259, 259, 261, 259};
+    const int32_t abc_ab[] = {266, 262, 266}, u[] = {259, 3 + 0xC3, 3 + 0xBC}, s_a[] = {1, 265},
+                  spaces[] = {265, 259, 259, 261, 259};
     expect_text(t, abc_ab, 3, 0, "abc ab"); /* ▁ -> space, the first one stripped */
-    expect_text(t, u, 3, 0, "\xc3\xbc");   /* byte tokens fused back into UTF-8 */
-    expect_text(t, s_a, 2, 0, "<s> a");      /* as Hugging Face: <s> comes first, no strip */
+    expect_text(t, u, 3, 0, "\xc3\xbc");    /* byte tokens fused back into UTF-8 */
+    expect_text(t, s_a, 2, 0, "<s> a");     /* as Hugging Face: <s> comes first, no strip */
     expect_text(t, s_a, 2, TOKENIZER_SKIP_SPECIAL, "a");
     expect_text(t, spaces, 5, 0, "a  b ");
-    static const char *texts[] = {"Hello, world!", "  two leading", "trailing  ", "\n\tx\r\n",
+    static const char *texts[] = {"Hello, world!",
+                                  "  two leading",
+                                  "trailing  ",
+                                  "\n\tx\r\n",
                                   "na\xc3\xafve \xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x9a\x80",
-                                  "abcabc ab c", "\xff\xfe invalid"};
+                                  "abcabc ab c",
+                                  "\xff\xfe invalid"};
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
         round_trip(t, texts[i], strlen(texts[i]));
     tokenizer_free(t);
@@ -323,7 +328,10 @@ static void test_llama2_style(void **state) {
     t = load("llama2-unk/tokenizer.json"); /* no byte fallback: <unk>, one per run (fuse_unk) */
     EXPECT(t, "\xc3\xbc", 2, 259, 0);
     EXPECT(t, "\xc3\xbc\xc3\xbc", 2, 259, 0);
-    EXPECT(t, "\xc3\xbc" "a\xc3\xbc", 4, 259, 0, 260, 0);
+    EXPECT(t,
+           "\xc3\xbc"
+           "a\xc3\xbc",
+           4, 259, 0, 260, 0);
     tokenizer_free(t);
 }
 
