@@ -159,6 +159,8 @@ void tok_decode_table_build(tokenizer *t);
 
 /* ---- reading a tokenizer.json (tokenizer_json.c, tokenizer_json_steps.c) ---------------- */
 struct json_t;
+/* A JSON value as compact text, for messages ("(absent)" for NULL). */
+void tok_json_describe(const struct json_t *v, char *buf, size_t len);
 /* Sets "name: key VALUE is not supported; allowed: allowed" and returns STATUS_BAD_INPUT. */
 int tok_json_unsupported(const char *name, const char *key, const struct json_t *value,
                          const char *allowed);

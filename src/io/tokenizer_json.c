@@ -22,13 +22,6 @@ static tokenizer *tokenizer_new(const char *vocab_name) {
     return t;
 }
 
-/* A JSON value as compact text, for messages. */
-static void json_describe(const json_t *v, char *buf, size_t len) {
-    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    snprintf(buf, len, "%s", s ? s : "(absent)");
-    free(s);
-}
-
 /* token -> id of a vocab object into t->vocab; n_ids becomes the largest id + 1. where names the
  * object for messages ("vocab.json", "x/tokenizer.json: model.vocab"). */
 static int vocab_fill(tokenizer *t, const json_t *obj, const char *where) {
@@ -159,20 +152,12 @@ static int json_bool_get(const json_t *obj, const char *key, int *out, const cha
     if (!v || json_is_null(v)) return STATUS_OK;
     if (!json_is_boolean(v)) {
         char buf[64];
-        json_describe(v, buf, sizeof buf);
+        tok_json_describe(v, buf, sizeof buf);
         error_set("%s: %s.%s: expected true or false, got %s", name, where, key, buf);
         return STATUS_BAD_INPUT;
     }
     *out = json_is_true(v);
     return STATUS_OK;
-}
-
-int tok_json_unsupported(const char *name, const char *key, const json_t *value,
-                         const char *allowed) {
-    char buf[128];
-    json_describe(value, buf, sizeof buf);
-    error_set("%s: %s %s is not supported; allowed: %s", name, key, buf, allowed);
-    return STATUS_BAD_INPUT;
 }
 
 /* model: a BPE whose options this encoder implements; its vocab (merges come later). */
@@ -245,7 +230,7 @@ static int json_merges_read(tokenizer *t, const json_t *merges, const char *name
         }
         if (!a || !alen || !blen) {
             char buf[128];
-            json_describe(m, buf, sizeof buf);
+            tok_json_describe(m, buf, sizeof buf);
             error_set("%s: model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"], got %s", name,
                       i, buf);
             return STATUS_BAD_INPUT;

@@ -1,13 +1,29 @@
 /* The normalizer and, for a vocab of characters, the decoder of a tokenizer.json: the Unicode
  * forms (Qwen2's NFC) and the steps SentencePiece models are written with (Llama 2, TinyLlama,
  * Mistral: Prepend "▁" and Replace " " -> "▁"; decoding Replace "▁" -> " ", ByteFallback, Fuse,
- * Strip). Any other step would change the ids or the text in ways not done here: refused. */
+ * Strip). Any other step would change the ids or the text in ways not done here: refused. Also
+ * the wording of every refusal of a tokenizer.json (tok_json_unsupported). */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
 #include "io/tokenizer_impl.h"
+
+void tok_json_describe(const json_t *v, char *buf, size_t len) {
+    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    snprintf(buf, len, "%s", s ? s : "(absent)");
+    free(s);
+}
+
+int tok_json_unsupported(const char *name, const char *key, const json_t *value,
+                         const char *allowed) {
+    char buf[128];
+    tok_json_describe(value, buf, sizeof buf);
+    error_set("%s: %s %s is not supported; allowed: %s", name, key, buf, allowed);
+    return STATUS_BAD_INPUT;
+}
 
 static char *xstrdup(const char *s) {
     char *d = strdup(s);
@@ -15,7 +31,7 @@ static char *xstrdup(const char *s) {
     return d;
 }
 
-/* Replace's String pattern and content; NULL pattern when it is not one (a Regex). */
+/* Replace's String pattern and content (malloc'ed); a Regex pattern is refused. */
 static int replace_read(const json_t *step, const char *where, const char *name, char **from,
                         char **to) {
     json_t *pattern = json_object_get(step, "pattern");
