@@ -286,6 +286,7 @@ static void host_buffers_init(engine *e) {
     e->row_finite = xmalloc((size_t)e->mb_max);
     e->check_host = xmalloc((size_t)e->mb_max * e->m->cfg.embd * sizeof(float));
     e->generated = xcalloc((size_t)e->batch_local, sizeof(int32_t));
+    e->finished = xcalloc((size_t)(e->batch_local > 0 ? e->batch_local : 1), 1);
     e->vocab_counts = xmalloc((size_t)g->tp * sizeof(int));
     e->vocab_displs = xmalloc((size_t)g->tp * sizeof(int));
     for (int r = 0; r < g->tp; r++) {
@@ -353,6 +354,7 @@ void engine_free(engine *e) {
     free(e->row_finite);
     free(e->check_host);
     free(e->generated);
+    free(e->finished);
     free(e->vocab_counts);
     free(e->vocab_displs);
     for (int i = 0; i < ENGINE_MAX_MICRO; i++) {
