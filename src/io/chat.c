@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/utf8.h"
 
 const char *chat_family_name(chat_family f) {
     static const char *const names[] = {"ChatML", "Llama 3", "Llama 2/Mistral [INST]"};
@@ -126,20 +127,6 @@ static const char *lit_containing(const chat_scan *s, const char *part) {
 
 /* ---- Python's str.strip(), which Jinja's trim and .strip() run --------------------------- */
 
-/* Code point and length of the UTF-8 character at s (n bytes left); -1 when invalid. */
-static long utf8_at(const unsigned char *s, size_t n, size_t *len) {
-    size_t l = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-             : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (l == 0 || l > n) return -1;
-    long cp = l == 1 ? s[0] : s[0] & (0x7F >> l);
-    for (size_t i = 1; i < l; i++) {
-        if ((s[i] & 0xC0) != 0x80) return -1;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    *len = l;
-    return cp;
-}
-
 /* Python's str.isspace: Unicode White_Space plus the separators U+001C..U+001F. */
 static int py_space(long c) {
     return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
@@ -152,13 +139,13 @@ static void py_strip(const char *s, size_t *begin, size_t *end) {
     const unsigned char *u = (const unsigned char *)s;
     size_t b = 0, e = strlen(s), len;
     while (b < e) {
-        long c = utf8_at(u + b, e - b, &len);
+        long c = utf8_decode(u + b, e - b, &len);
         if (c < 0 || !py_space(c)) break;
         b += len;
     }
     size_t last_end = b; /* end of the last character that is not whitespace */
     for (size_t i = b; i < e;) {
-        long c = utf8_at(u + i, e - i, &len);
+        long c = utf8_decode(u + i, e - i, &len);
         if (c < 0) len = 1;
         i += len;
         if (c < 0 || !py_space(c)) last_end = i;
