@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "io/h5util.h"
+#include "io/run_text.h"
 #include "io/runread.h"
 #include "metrics/score.h"
 #include "base/stats.h"
@@ -345,6 +346,7 @@ static void print_single(FILE *out, const run_summary *s) {
         print_headline(out, m);
     else
         fprintf(out, "  no /metrics in this file\n");
+    run_text_print(out, run->file); /* the generated text, when the run had a tokenizer */
     if (s->events == 0) {
         fprintf(out, "  no timing events (record.timings: off?)\n");
         return;

@@ -194,6 +194,9 @@ void engine_config_from_job(engine_config *cfg, const job *j) {
     cfg->temperature = j->temperature;
     cfg->top_k = j->top_k;
     cfg->sample_seed = j->sample_seed;
+    /* prompt_tokenize resolved generate.stop_at_eos into eos_id; a zeroed job leaves it off */
+    cfg->stop_at_eos = j->stop_at_eos != 0 && j->eos_id >= 0;
+    cfg->eos_id = j->eos_id;
     cfg->activations = (const char *const *)j->activations;
     cfg->n_activations = j->n_activations;
     cfg->nll_first = j->perplexity_window > 0 ? perplexity_first(j->prompt_len) : 0;

@@ -111,7 +111,9 @@ int run_measure(run_context *rc, run_metrics *rm, serve_result *stream, double p
         if (measured >= 0 && !stopped) {
             rm->latency[measured] = latency;
             rm->ttft[measured] = ttft;
-            rm->tpot[measured] = j->new_tokens > 1 ? (latency - ttft) / (j->new_tokens - 1) : 0.0;
+            /* per decode step that ran: fewer than new_tokens - 1 when every sequence met eos */
+            const int decode_steps = rc->e.steps_run - 1;
+            rm->tpot[measured] = decode_steps > 0 ? (latency - ttft) / decode_steps : 0.0;
             rm->iterations = measured + 1;
             measure_itl(rc, rm); /* collective: every rank agreed on stopped */
         }

@@ -11,6 +11,7 @@
 #include "cli/run_context.h"
 #include "cli/run_perplexity.h"
 #include "io/prompt.h"
+#include "io/run_text.h"
 
 double run_percentile(const double *values, int n, double q) {
     return stats_percentile_of(values, n, q);
@@ -48,10 +49,19 @@ static void record_outputs(run_context *rc) {
                                e->prompt_len + e->generated[r], texts + r);
         runfile_write_text(rc->rf, (const char *const *)texts, e->seq_global_begin, rows,
                            rc->j.batch);
+        for (long r = 0; r < rows; r++) { /* the generated part alone, without its eos */
+            free(texts[r]);
+            texts[r] = prompt_decode_generated(rc->tok, e->tokens + r * e->total_len +
+                                                            e->prompt_len,
+                                               e->generated[r], rc->j.eos_id);
+        }
+        runfile_write_strings(rc->rf, "generated_text", (const char *const *)texts,
+                              e->seq_global_begin, rows, rc->j.batch);
         for (long r = 0; r < rows; r++)
             free(texts[r]);
         free(texts);
     }
+    runfile_write_scalar(rc->rf, "output", "eos_id", e->cfg.stop_at_eos ? e->cfg.eos_id : -1);
     for (int p = 0; p < e->n_points; p++) {
         const activation_point *pt = &e->points[p];
         runfile_write_activation(rc->rf, pt->name, 3, pt->dims, pt->start, pt->count, pt->host);
@@ -232,6 +242,19 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
     }
 }
 
+/* New tokens of the whole batch in the last generation: batch * new_tokens, or fewer when
+ * sequences stopped at eos (the sum of /output/generated; collective). */
+static long generated_total(run_context *rc) {
+    const engine *e = &rc->e;
+    if (!e->cfg.stop_at_eos) return (long)rc->j.batch * rc->j.new_tokens;
+    long long mine = 0;
+    if (e->m->geom.last_stage && e->m->geom.tp_rank == 0)
+        for (int s = 0; s < e->batch_local; s++) mine += e->generated[s];
+    comm *world = &rc->mesh.world_host;
+    world->ops->allreduce(world->ctx, &mine, 1, COMM_INT64, COMM_OP_SUM);
+    return (long)mine;
+}
+
 /* The first prompt's tokens on every rank, for the table (timed as dp_gather). */
 static void gather_first_row(run_context *rc, int32_t *first_row) {
     comm *world = &rc->mesh.world_host;
@@ -320,7 +343,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
      * claims tokens, and no latency of a step that never ran is written (docs/schema.md) */
     const int measured = rm->iterations > 0;
     rm->prompt_tokens = measured ? (long)j->batch * j->prompt_len : 0;
-    rm->generated_tokens = measured ? (long)j->batch * j->new_tokens : 0;
+    rm->generated_tokens = measured ? generated_total(rc) : 0;
     rm->requests = measured ? j->batch : 0;
     rm->peak_memory_bytes = (double)rc->be.ops->peak_memory(rc->be.ctx);
     double *peak = xcalloc((size_t)rc->mesh.world_size, sizeof(double));
@@ -364,6 +387,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
         if (rank0) {
             print_table(rc, rm, first_row, peak);
             run_perplexity_print(rc);
+            run_text_print_path(stdout, rc->out_path); /* the answers, read back */
             if (j->arrival_rate > 0) stream_print(stream, j->new_tokens);
             if (point) point_fill(point, rc, rm, peak);
             if (j->roofline && measured)

@@ -756,3 +756,50 @@ int checkpoint_load_tokenizer(tokenizer **t, const char *path) {
     }
     return rc;
 }
+
+/* One optional integer attribute of /tokenizer into *out (left -1 when absent); -1 when it is
+ * there but not an integer in [lo, hi]. */
+static int tokenizer_attr_int(hid_t group, const char *path, const char *name, long long lo,
+                              long long hi, long long *out) {
+    if (!h5_attr_exists(group, name)) return 0;
+    long long v;
+    if (h5_attr_read_long(group, name, &v) != 0 || v < lo || v > hi) {
+        error_set("%s: /tokenizer attribute %s must be an integer from %lld to %lld", path, name,
+                  lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int checkpoint_read_tokenizer_meta(const char *path, tokenizer_meta *m) {
+    m->bos_id = m->eos_id = -1;
+    m->add_bos = -1;
+    m->chat_template = NULL;
+    hid_t file = h5_open_read(path);
+    if (file < 0) return -1;
+    int rc = 0;
+    if (h5_exists(file, "/tokenizer")) {
+        hid_t group = H5Gopen2(file, "/tokenizer", H5P_DEFAULT);
+        H5_CHECK(group);
+        long long add_bos = -1;
+        rc = tokenizer_attr_int(group, path, "bos_token_id", 0, INT32_MAX, &m->bos_id);
+        if (!rc) rc = tokenizer_attr_int(group, path, "eos_token_id", 0, INT32_MAX, &m->eos_id);
+        if (!rc) rc = tokenizer_attr_int(group, path, "add_bos_token", 0, 1, &add_bos);
+        m->add_bos = (int)add_bos;
+        if (!rc && h5_attr_exists(group, "chat_template") &&
+            !(m->chat_template = h5_attr_read_string_alloc(group, "chat_template"))) {
+            error_set("%s: /tokenizer attribute chat_template must be a string", path);
+            rc = -1;
+        }
+        H5Gclose(group);
+    }
+    H5Fclose(file);
+    if (rc) tokenizer_meta_free(m);
+    return rc;
+}
+
+void tokenizer_meta_free(tokenizer_meta *m) {
+    free(m->chat_template);
+    m->chat_template = NULL;
+}

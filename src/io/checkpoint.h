@@ -75,6 +75,19 @@ int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges
  * error_message() set. */
 int checkpoint_load_tokenizer(tokenizer **t, const char *path);
 
+/* What the attributes of /tokenizer say of the model's special tokens (import-gguf writes them;
+ * docs/checkpoint.md). Each is -1 (chat_template NULL) where the checkpoint does not say. */
+typedef struct {
+    long long bos_id, eos_id;
+    int add_bos;          /* 0 or 1 */
+    char *chat_template;  /* malloc'ed */
+} tokenizer_meta;
+
+/* Reads them. Returns 0, or -1 with error_message() set when the file cannot be read or an
+ * attribute has the wrong kind. */
+int checkpoint_read_tokenizer_meta(const char *path, tokenizer_meta *m);
+void tokenizer_meta_free(tokenizer_meta *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -402,9 +402,11 @@ void runfile_write_generated(runfile *rf, const int32_t *counts, long row_begin,
     H5Dclose(d);
 }
 
-void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
-                        long total_rows) {
+void runfile_write_strings(runfile *rf, const char *name, const char *const *texts,
+                           long row_begin, long rows, long total_rows) {
     if (!rf || rf->file < 0 || rf->failed) return;
+    char path[64];
+    snprintf(path, sizeof path, "output/%s", name);
     /* fixed-length strings: parallel HDF5 cannot write variable-length data collectively */
     long long mine = 1;
     for (long i = 0; i < rows; i++) {
@@ -412,18 +414,23 @@ void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, l
         if (len > mine) mine = len;
     }
     const long long width = agree_max_long(rf->comm, mine);
-    if (!space_agree(rf, (double)width * (double)total_rows, "output/text")) return;
+    if (!space_agree(rf, (double)width * (double)total_rows, path)) return;
     char *packed = xcalloc((unsigned long)(rows > 0 ? rows : 1), (unsigned long)width);
     for (long i = 0; i < rows; i++)
         if (texts[i]) memcpy(packed + i * width, texts[i], strlen(texts[i]));
     hid_t type = h5_string_type((size_t)width);
     hsize_t dims[1] = {(hsize_t)total_rows}, start[1] = {(hsize_t)row_begin};
     hsize_t count[1] = {(hsize_t)rows};
-    hid_t d = dataset_open_or_create(rf->file, "output/text", type, 1, dims);
+    hid_t d = dataset_open_or_create(rf->file, path, type, 1, dims);
     dataset_write_block(rf, d, type, 1, start, count, packed);
     H5Dclose(d);
     H5Tclose(type);
     free(packed);
+}
+
+void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
+                        long total_rows) {
+    runfile_write_strings(rf, "text", texts, row_begin, rows, total_rows);
 }
 
 void runfile_write_activation(runfile *rf, const char *name, int ndims, const long *dims,

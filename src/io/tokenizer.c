@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/utf8.h"
 #include "io/tokenizer_impl.h"
 
 /* GPT-2's pre-tokenisation pattern (openai/gpt-2 encoder.py), which Hugging Face's ByteLevel
@@ -355,23 +356,6 @@ static size_t utf8_step(const unsigned char *s, size_t n) {
     while (i < n && i < 4 && (s[i] & 0xC0) == 0x80)
         i++;
     return i;
-}
-
-/* Code point of the valid UTF-8 character at s[0..n), with its length in *len; -1 if invalid. */
-static long utf8_decode(const unsigned char *s, size_t n, size_t *len) {
-    size_t l = s[0] < 0x80             ? 1
-               : (s[0] & 0xE0) == 0xC0 ? 2
-               : (s[0] & 0xF0) == 0xE0 ? 3
-               : (s[0] & 0xF8) == 0xF0 ? 4
-                                       : 0;
-    if (l == 0 || l > n) return -1;
-    long cp = l == 1 ? s[0] : s[0] & (0x7F >> l);
-    for (size_t i = 1; i < l; i++) {
-        if ((s[i] & 0xC0) != 0x80) return -1;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    *len = l;
-    return cp;
 }
 
 /* The first symbols of a piece of a character vocab, into c->sym: each character's id; one not

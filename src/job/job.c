@@ -270,6 +270,16 @@ static int job_walk_generate(job_loader *L, const jnode *m, const jnode *m_key) 
     TRY(job_get_float(L, m, "generate", "temperature", 0.0, 0, &j->temperature));
     TRY(job_get_int(L, m, "generate", "top_k", 0, CAP_VOCAB, &j->top_k));
     TRY(job_get_u64(L, m, "generate", "seed", &j->sample_seed));
+    j->stop_at_eos = -1, j->eos_id = -1, j->eos_id_given = -1;
+    TRY(job_get_int(L, m, "generate", "eos_id", 0, CAP_VOCAB, &j->eos_id_given));
+    const jnode *s = job_field(L, m, "generate", "stop_at_eos", NULL);
+    if (!s || (s->type == JNODE_SCALAR && !s->quoted && !strcmp(s->value, "auto")))
+        return STATUS_OK;
+    if (job_get_bool(L, m, "generate", "stop_at_eos", &j->stop_at_eos) != STATUS_OK) {
+        char buf[128];
+        return jnode_fail(s, "generate.stop_at_eos: expected auto, true or false, got %s",
+                          jnode_describe(s, buf, sizeof buf));
+    }
     return STATUS_OK;
 }
 

@@ -115,6 +115,7 @@ static void job_dump_input(const job *j, FILE *out) {
         fputs("  text: ", out);
         job_dump_quoted(out, j->text);
         fputc('\n', out);
+        if (j->chat) fputs("  chat: true\n", out);
     } else if (j->tokens && j->batch > 0) {
         /* a tokens_file is inlined for the same reason */
         fputs("  tokens:\n", out);
@@ -147,9 +148,11 @@ void job_dump(const job *j, FILE *out) {
     job_dump_input(j, out);
     fprintf(out,
             "generate:\n  new_tokens: %d\n  sampling: %s\n  temperature: %s\n  top_k: %d\n"
-            "  seed: %" PRIu64 "\n",
+            "  seed: %" PRIu64 "\n  stop_at_eos: %s\n",
             j->new_tokens, sampling_kind_name(j->sampling),
-            job_dump_float(j->temperature, temp, sizeof temp), j->top_k, j->sample_seed);
+            job_dump_float(j->temperature, temp, sizeof temp), j->top_k, j->sample_seed,
+            j->stop_at_eos < 0 ? "auto" : j->stop_at_eos ? "true" : "false");
+    if (j->eos_id_given >= 0) fprintf(out, "  eos_id: %d\n", j->eos_id_given);
     char rate[32], duration[32];
     fprintf(out,
             "bench:\n  warmup: %d\n  iterations: %d\n  roofline: %s\n  arrival_rate: %s\n"

@@ -41,9 +41,12 @@ const char *const JOB_PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "microbat
                                          "order", "overlap", "chunks", NULL};
 const char *const JOB_INPUT_KEYS[] = {"tokens",    "tokens_file", "text",
                                       "text_file", "synthetic",   NULL};
+/* Every key of the input section: one source of JOB_INPUT_KEYS, and how text is read. */
+const char *const JOB_INPUT_ALL_KEYS[] = {"tokens",    "tokens_file", "text", "text_file",
+                                          "synthetic", "chat",        NULL};
 const char *const JOB_INPUT_SYNTHETIC_KEYS[] = {"batch", "length", "seed", NULL};
 const char *const JOB_GENERATE_KEYS[] = {"new_tokens", "sampling", "temperature",
-                                         "top_k",      "seed",     NULL};
+                                         "top_k",      "seed",     "stop_at_eos", "eos_id", NULL};
 const char *const JOB_BENCH_KEYS[] = {"warmup",   "iterations",   "roofline", "arrival_rate",
                                       "duration", "arrival_seed", NULL};
 const char *const JOB_RECORD_KEYS[] = {

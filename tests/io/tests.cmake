@@ -187,3 +187,20 @@ if(NOT TRIPAR_SANITIZE)
   set_tests_properties(llama_hf_import_memory PROPERTIES LABELS "unit;checkpoint" TIMEOUT 120)
 endif()
 include(${CMAKE_CURRENT_SOURCE_DIR}/io/gguf.cmake)
+
+# input.chat: one user turn through the real templates of each family, against Jinja
+# (python3-jinja2); other templates refused.
+add_executable(chat_render ${CMAKE_CURRENT_SOURCE_DIR}/io/chat_render.c)
+target_link_libraries(chat_render PRIVATE tripar_core)
+add_test(NAME chat_template_jinja
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/chat_template_check.py
+                 $<TARGET_FILE:chat_render> ${CMAKE_SOURCE_DIR}/tests/data/chat
+                 ${CMAKE_CURRENT_BINARY_DIR}/chat_template)
+set_tests_properties(chat_template_jinja PROPERTIES LABELS "unit;checkpoint" SKIP_RETURN_CODE 77)
+# What the /tokenizer attributes (as import-gguf writes them) ask of a run: bos by
+# add_bos_token, input.chat through the template, generate.eos_id ending a sequence at once,
+# and the refusals (label mpi).
+add_test(NAME text_meta_e2e COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/text_meta_e2e.py
+         ${CMAKE_CURRENT_BINARY_DIR}/text_meta_e2e ${TOKJSON_FIXTURES})
+set_tests_properties(text_meta_e2e PROPERTIES LABELS "mpi;checkpoint" FIXTURES_REQUIRED tok_json
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)

@@ -562,6 +562,43 @@ static void test_round_trip(void **state) {
                0);
 }
 
+/* input.chat and generate.stop_at_eos / eos_id: read, dumped so the resolved job reads back,
+ * and refused where they cannot apply. */
+static void test_chat_and_eos_keys(void **state) {
+    job j;
+    const char *path = write_tmp("chat.yaml", "model: {synthetic: {}}\n"
+                                              "input: {text: \"Hi?\", chat: true}\n");
+    load_ok(&j, path, NULL, 0);
+    assert_int_equal(j.chat, 1);
+    assert_int_equal(j.stop_at_eos, -1); /* auto */
+    assert_int_equal(j.eos_id_given, -1);
+    assert_non_null(strstr(j.yaml, "  chat: true\n"));
+    assert_non_null(strstr(j.yaml, "  stop_at_eos: auto\n"));
+    job_free(&j);
+    const char *sets[] = {"generate.stop_at_eos=false", "generate.eos_id=7"};
+    load_ok(&j, path, sets, 2);
+    assert_int_equal(j.stop_at_eos, 0);
+    assert_int_equal(j.eos_id_given, 7);
+    job_free(&j);
+    round_trip(path, sets, 2);
+    const char *on[] = {"generate.stop_at_eos=true", "input.chat=false"};
+    load_ok(&j, path, on, 2);
+    assert_int_equal(j.stop_at_eos, 1);
+    assert_int_equal(j.chat, 0);
+    assert_null(strstr(j.yaml, "chat:"));
+    job_free(&j);
+    const char *bad[] = {"generate.stop_at_eos=sometimes"};
+    expect_error(path, bad, 1, "generate.stop_at_eos: expected auto, true or false");
+    const char *neg[] = {"generate.eos_id=-1"};
+    expect_error(path, neg, 1, "generate.eos_id");
+    const char *not_bool[] = {"input.chat=maybe"};
+    expect_error(path, not_bool, 1, "input.chat");
+    const char *tokens[] = {"input.tokens=[1, 2]"};
+    expect_error(path, tokens, 1,
+                 "chat\\.yaml:2: input\\.chat: true renders text .*needs input\\.text or "
+                 "input\\.text_file, not input\\.tokens");
+}
+
 /* A checkpoint job leaves the shape to the runner, which then validates it. */
 static void test_checkpoint_job(void **state) {
     write_tmp("ck.h5", "not really HDF5; only its existence is checked here");
@@ -1158,6 +1195,7 @@ int main(void) {
         cmocka_unit_test(test_error_details),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_chat_and_eos_keys),
         cmocka_unit_test(test_checkpoint_job),
         cmocka_unit_test(test_free_zeroed),
         cmocka_unit_test(test_path_fallback),
