@@ -186,7 +186,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
 static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
     j->backend = BACKEND_CPU, j->threads = 0, j->cpu_isa = 0, j->device = -1, j->comm = COMM_AUTO;
-    j->cuda_graphs = 0, j->allow_tf32 = 0;
+    j->cuda_graphs = 0, j->allow_tf32 = 0, j->memory_check = 1;
     int e = 0;
     if (m && m->type == JNODE_SCALAR) { /* the short form "backend: cuda" */
         job_key_note(j, "backend.kind", m_key);
@@ -205,6 +205,7 @@ static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
     j->comm = (comm_kind)e;
     TRY(job_get_bool(L, m, "backend", "cuda_graphs", &j->cuda_graphs));
     TRY(job_get_bool(L, m, "backend", "tf32", &j->allow_tf32));
+    TRY(job_get_bool(L, m, "backend", "memory_check", &j->memory_check));
     if (j->backend == BACKEND_CUDA && j->int8_group > 0)
         return job_fail_at(j, KEYS("model.int8_group"),
                            "model.int8_group: %d needs backend.kind: cpu (the cuda kernels scale "

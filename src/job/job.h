@@ -68,6 +68,8 @@ typedef struct {
     comm_kind comm;
     int cuda_graphs;
     int allow_tf32;
+    int memory_check;              /* compare the plan with the memory a rank can have before
+                                      allocating (docs/jobs.md, "Memory check") */
 
     /* parallel */
     int dp, tp, pp;

@@ -136,10 +136,10 @@ void job_dump(const job *j, FILE *out) {
     job_dump_model(j, out);
     fprintf(out,
             "backend:\n  kind: %s\n  threads: %d\n  cpu_isa: %s\n  device: %d\n  comm: %s\n"
-            "  cuda_graphs: %s\n  tf32: %s\n",
+            "  cuda_graphs: %s\n  tf32: %s\n  memory_check: %s\n",
             backend_kind_name(j->backend), j->threads, job_cpu_isa_names()[j->cpu_isa], j->device,
             comm_kind_name(j->comm), j->cuda_graphs ? "true" : "false",
-            j->allow_tf32 ? "true" : "false");
+            j->allow_tf32 ? "true" : "false", j->memory_check ? "true" : "false");
     fprintf(out,
             "parallel:\n  dp: %d\n  tp: %d\n  pp: %d\n  microbatches: %d\n  order: %s\n"
             "  overlap: %s\n  chunks: %d\n",

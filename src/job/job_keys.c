@@ -35,8 +35,8 @@ const char *const JOB_LLAMA_ONLY_KEYS[] = {"kv_heads",       "rope_theta", "rope
                                            "tie_embeddings", "head_dim",   NULL};
 const char *const JOB_ROPE_SCALING_KEYS[] = {"factor", "low_freq_factor", "high_freq_factor",
                                              "original_max_position_embeddings", NULL};
-const char *const JOB_BACKEND_KEYS[] = {"kind", "threads",     "cpu_isa", "device",
-                                        "comm", "cuda_graphs", "tf32",    NULL};
+const char *const JOB_BACKEND_KEYS[] = {"kind",        "threads", "cpu_isa",      "device", "comm",
+                                        "cuda_graphs", "tf32",    "memory_check", NULL};
 const char *const JOB_PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "microbatches",
                                          "order", "overlap", "chunks", NULL};
 const char *const JOB_INPUT_KEYS[] = {"tokens",    "tokens_file", "text",

@@ -129,6 +129,7 @@ static void test_tiny_fields(void **state) {
     assert_int_equal(j.comm, COMM_AUTO);
     assert_int_equal(j.cuda_graphs, 0);
     assert_int_equal(j.allow_tf32, 0);
+    assert_int_equal(j.memory_check, 1);
     assert_int_equal(j.microbatches, 1);
     assert_string_equal(j.order, "tp-pp-dp");
     assert_int_equal(j.overlap, 0);
@@ -219,7 +220,7 @@ static void test_all_keys(void **state) {
         "  synthetic: {layers: 3, heads: 6, embd: 48, vocab: 500, ctx: 64, mlp: 100, seed: 9}\n"
         "  norm: post\n  precision: bf16\n  kv_cache: paged\n  kv_block: 8\n  ln_eps: 1.0e-6\n"
         "backend:\n  kind: cuda\n  threads: 3\n  device: 1\n  comm: nccl\n"
-        "  cuda_graphs: true\n  tf32: yes\n"
+        "  cuda_graphs: true\n  tf32: yes\n  memory_check: false\n"
         "parallel: {dp: 2, tp: 3, pp: 3, microbatches: 4, order: dp-tp-pp, overlap: true, "
         "chunks: 5}\n"
         "input:\n  tokens: [7, 8, 9]\n"
@@ -243,6 +244,7 @@ static void test_all_keys(void **state) {
     assert_int_equal(j.comm, COMM_NCCL);
     assert_int_equal(j.cuda_graphs, 1);
     assert_int_equal(j.allow_tf32, 1);
+    assert_int_equal(j.memory_check, 0);
     assert_int_equal(j.dp, 2);
     assert_int_equal(j.tp, 3);
     assert_int_equal(j.pp, 3);
@@ -526,7 +528,7 @@ static void round_trip(const char *path, const char *const *sets, int n_sets) {
     assert_int_equal(a.n_activations, b.n_activations);
     assert_true(a.backend == b.backend && a.comm == b.comm && a.threads == b.threads &&
                 a.device == b.device && a.cuda_graphs == b.cuda_graphs &&
-                a.allow_tf32 == b.allow_tf32);
+                a.allow_tf32 == b.allow_tf32 && a.memory_check == b.memory_check);
     assert_true(a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.microbatches == b.microbatches &&
                 a.overlap == b.overlap && a.chunks == b.chunks);
     assert_true(a.norm == b.norm && a.precision == b.precision && a.kv_cache == b.kv_cache &&
