@@ -237,7 +237,8 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
         size_t len = 0;
         char *text =
             tokenizer_decode_text(rc->tok, first_row, e->total_len, TOKENIZER_SKIP_UNKNOWN, &len);
-        printf("  %-13s %.*s\n", "text 0", (int)(len < 400 ? len : 400), text);
+        printf("  %-13s ", "text 0");
+        run_text_line_print(stdout, text, len, 400);
         free(text);
     }
 }

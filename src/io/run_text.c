@@ -9,10 +9,8 @@
 #include "base/check.h"
 #include "io/h5util.h"
 
-/* One text, on one line: control characters escaped, cut at max bytes where a UTF-8 character
- * begins. */
-static void text_line_print(FILE *out, const char *s, size_t max) {
-    size_t n = strlen(s), cut = n > max ? max : n;
+void run_text_line_print(FILE *out, const char *s, size_t n, size_t max) {
+    size_t cut = n > max ? max : n;
     while (cut < n && cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
     for (size_t i = 0; i < cut; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -73,7 +71,8 @@ void run_text_print(FILE *out, hid_t file) {
             }
             fprintf(out, "(%ld token%s%s) ", g, g == 1 ? "" : "s", ends_eos ? ", eos" : "");
         }
-        text_line_print(out, buf + (size_t)r * width, RUN_TEXT_BYTES);
+        const char *row = buf + (size_t)r * width;
+        run_text_line_print(out, row, strnlen(row, (size_t)width), RUN_TEXT_BYTES);
     }
     if (rows > RUN_TEXT_ROWS)
         fprintf(out, "  %-13s ... %lld more in /output/generated_text\n", "",

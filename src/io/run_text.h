@@ -15,6 +15,9 @@ extern "C" {
 #define RUN_TEXT_ROWS 8
 #define RUN_TEXT_BYTES 240
 void run_text_print(FILE *out, hid_t file);
+/* One text s[0..n) on one line, then a newline: newlines, tabs and other control bytes shown
+ * as \n, \t, \xHH, cut at max bytes where a UTF-8 character begins (" ..." marks a cut). */
+void run_text_line_print(FILE *out, const char *s, size_t n, size_t max);
 /* The same for a file by path (rank 0 of `tripar run`, after the file is finished). */
 void run_text_print_path(FILE *out, const char *path);
 
