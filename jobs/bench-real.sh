@@ -9,7 +9,8 @@
 # - Perplexity of data/text/tale-of-two-cities-ch1.txt in llama-perplexity's windows (-c 512,
 #   so 2 windows), from tripar (`perplexity: {window: 512}`) and from llama-perplexity, for the
 #   Q4_1 file and a Q8_0 file that llama.cpp's own llama-quantize makes of it. Goals: within 1%
-#   (Q4_1) and 0.5% (Q8_0). llama.cpp's quantized types quantize the activations too (to q8
+#   (Q4_1) and 0.5% (Q8_0; tripar fp32, and tripar int8w in groups of 32, which holds the Q8_0
+#   blocks exactly and quantizes activations as ggml does). llama.cpp's quantized types quantize the activations too (to q8
 #   blocks) where tripar computes fp32 on the dequantized weights; an F32 twin of each file
 #   (llama-quantize again: the same weights, dequantized) runs llama.cpp without that, and the
 #   table says how much of the difference it explains.
@@ -136,10 +137,16 @@ backend: {kind: cpu, threads: $(nproc)}
 input: {text_file: $TEXT}
 perplexity: {window: $WINDOW}
 YAML
-for name in q41 q80; do
+# tripar fp32 on each import (the dequantized weights), and int8w in groups of 32 on the Q8_0
+# one: the Q8_0 blocks exactly (each block's largest |q| is 127, so its scale is the block's
+# d), with the activations quantized in blocks of 32 as ggml's q8 path does
+for run in "q41 q41" "q80 q80" "q80-int8w-g32 q80 model.precision=int8w model.int8_group=32 model.quantize_head=true"; do
+    read -r name ckpt sets <<<"$run"
+    args=()
+    for o in $sets; do args+=(--set "$o"); done
     say "tripar perplexity ($name, window $WINDOW)"
-    mpirun -n 1 --bind-to none "$TRIPAR" run "$out/perplexity.yaml" --set model.checkpoint="$out/$name.h5" \
-        --out "$out/ppl-tripar-$name.h5" \
+    mpirun -n 1 --bind-to none "$TRIPAR" run "$out/perplexity.yaml" --set model.checkpoint="$out/$ckpt.h5" \
+        "${args[@]}" --out "$out/ppl-tripar-$name.h5" \
         >"$out/ppl-tripar-$name.log" 2>&1 || { tail -20 "$out/ppl-tripar-$name.log" >&2; die "tripar perplexity failed"; }
 done
 
