@@ -333,7 +333,8 @@ static int model_start(run_context *rc, const run_args *a) {
                 j->checkpoint[0] ? "loading" : "generating", rc->m.weight_bytes / 1048576.0);
     comm *tp = &rc->mesh.axis[AXIS_TP];
     if (j->checkpoint[0]) {
-        if (checkpoint_load(&rc->m, &rc->be, j->checkpoint, MPI_COMM_WORLD, tp) != STATUS_OK)
+        if (checkpoint_load(&rc->m, &rc->be, j->checkpoint, MPI_COMM_WORLD, tp,
+                            j->verify_checksums) != STATUS_OK)
             return run_user_error();
     } else {
         model_fill_synthetic(&rc->m, &rc->be, j->seed, tp);

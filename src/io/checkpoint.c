@@ -272,24 +272,46 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
             return STATUS_BAD_INPUT;
         }
     } else if (layout == H5D_CHUNKED) {
-        /* Not what tripar writes, but a file written by other tools may be chunked. */
+        /* What tripar writes (checkpoint_dcpl_create), and other tools may. Each chunk looked
+         * up by its coordinates: H5Dget_chunk_info by index walks the index from the start
+         * every call, quadratic in the chunks of a large tensor. */
         hid_t space = H5Dget_space(dset);
-        hsize_t nchunks = 0;
-        H5_CHECK(H5Dget_num_chunks(dset, space, &nchunks));
-        for (hsize_t c = 0; c < nchunks; c++) {
-            hsize_t coords[TENSOR_MAX_DIMS], size = 0;
+        hsize_t dims[H5S_MAX_RANK], chunk[H5S_MAX_RANK], at[H5S_MAX_RANK] = {0};
+        const int nd = H5Sget_simple_extent_dims(space, dims, NULL);
+        H5Sclose(space);
+        dcpl = H5Dget_create_plist(dset);
+        H5_CHECK(dcpl);
+        H5_CHECK(H5Pget_chunk(dcpl, nd, chunk));
+        H5Pclose(dcpl);
+        for (int d = nd - 1; d >= 0;) {
+            hsize_t size = 0;
             unsigned mask = 0;
             haddr_t addr = HADDR_UNDEF;
-            H5_CHECK(H5Dget_chunk_info(dset, space, c, coords, &mask, &addr, &size));
-            if (addr == HADDR_UNDEF || (long long)(base + addr + size) > file_size) {
-                H5Sclose(space);
+            H5_CHECK(H5Dget_chunk_info_by_coord(dset, at, &mask, &addr, &size));
+            if (addr == HADDR_UNDEF) {
+                long first[H5S_MAX_RANK];
+                for (int k = 0; k < nd; k++)
+                    first[k] = (long)at[k];
+                char where[96];
+                shape_format(where, sizeof where, nd, first);
+                error_set("%s: tensor '%s' has no stored data from element %s on (a chunk never "
+                          "written: an incomplete checkpoint?)",
+                          path, name, where);
+                return STATUS_BAD_INPUT;
+            }
+            if ((long long)(base + addr + size) > file_size) {
                 error_set("%s: tensor '%s' extends past the end of the file (truncated "
                           "checkpoint?)",
                           path, name);
                 return STATUS_BAD_INPUT;
             }
+            /* the next chunk's coordinates, the last dimension fastest */
+            for (d = nd - 1; d >= 0; d--) {
+                at[d] += chunk[d];
+                if (at[d] < dims[d]) break;
+                at[d] = 0;
+            }
         }
-        H5Sclose(space);
     }
     /* compact data lives in the object header, which HDF5 has already read */
     return STATUS_OK;
@@ -478,9 +500,11 @@ static hid_t shard_file_space(hid_t dset, const tensor_desc *t, long n) {
  * before any collective read, so no rank starts a read another skips. On success fills dsets
  * and the largest local shard; otherwise closes what it opened and returns STATUS_BAD_INPUT. */
 static int weights_open_checked(hid_t file, const model *m, const char *path, MPI_Comm world,
-                                hid_t dsets[CHECKPOINT_N_TENSORS], long *max_local) {
+                                hid_t dsets[CHECKPOINT_N_TENSORS], long *max_local,
+                                int *unchecked) {
     int bad = 0;
     *max_local = 1;
+    *unchecked = 0;
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
@@ -497,6 +521,7 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
             bad = 1;
             continue;
         }
+        *unchecked += !checkpoint_dataset_checksummed(dsets[i]);
         if (!t) continue;
         hid_t space = H5Dget_space(dsets[i]);
         hsize_t dims[H5S_MAX_RANK];
@@ -521,24 +546,116 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
     return STATUS_BAD_INPUT;
 }
 
-/* Reads this rank's shard of every dataset (collectively; closing each) and stores it. */
-static void weights_read_shards(model *m, const backend *be, hid_t dsets[CHECKPOINT_N_TENSORS],
-                                long max_local, comm *tp) {
+/* Block k of t's shard (counted over the product of every dimension's blocks, the last
+ * fastest): where it lies in the file and in the shard's local layout. */
+static void shard_block(const tensor_desc *t, long k, hsize_t *fstart, hsize_t *mstart,
+                        hsize_t *count) {
+    for (int d = t->ndims - 1; d >= 0; d--) {
+        const dim_slice *s = &t->local[d];
+        const int b = (int)(k % s->nblocks);
+        k /= s->nblocks;
+        fstart[d] = (hsize_t)s->start[b], count[d] = (hsize_t)s->count[b], mstart[d] = 0;
+        for (int c = 0; c < b; c++)
+            mstart[d] += (hsize_t)s->count[c];
+    }
+}
+
+/* Reads this rank's n elements of t into staging, one collective read per block, each block
+ * selected alike in the file and in a memory space of the shard's local shape. Selections of
+ * the same shape let HDF5 map chunks block by block; a flat memory space made it walk the
+ * chunked selection element by element (15 times slower than contiguous storage). Ranks with
+ * fewer blocks take part in the rest with empty selections. The first failure is kept in err. */
+static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t xfer, MPI_Comm world,
+                       float *staging, checkpoint_read_error *err) {
+    long blocks = n > 0 ? 1 : 0;
+    hsize_t local[TENSOR_MAX_DIMS] = {1};
+    for (int d = 0; n > 0 && d < t->ndims; d++) {
+        blocks *= t->local[d].nblocks;
+        local[d] = 0;
+        for (int b = 0; b < t->local[d].nblocks; b++)
+            local[d] += (hsize_t)t->local[d].count[b];
+    }
+    const long rounds = agree_max_long(world, blocks);
+    hid_t mspace = H5Screate_simple(n > 0 ? t->ndims : 1, local, NULL);
+    H5_CHECK(mspace);
+    hid_t fspace = H5Dget_space(dset);
+    H5_CHECK(fspace);
+    for (long k = 0; k < rounds; k++) {
+        hsize_t fstart[TENSOR_MAX_DIMS], mstart[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+        int empty = k >= blocks;
+        if (!empty) shard_block(t, k, fstart, mstart, count);
+        for (int d = 0; !empty && d < t->ndims; d++)
+            empty = count[d] == 0;
+        if (empty) {
+            H5_CHECK(H5Sselect_none(fspace));
+            H5_CHECK(H5Sselect_none(mspace));
+        } else {
+            H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, count, NULL));
+            H5_CHECK(H5Sselect_hyperslab(mspace, H5S_SELECT_SET, mstart, NULL, count, NULL));
+        }
+        /* a failed read leaves the collective complete on every rank (HDF5 checks a chunk's
+         * checksum after the rank has read it), so the rounds go on */
+        H5E_BEGIN_TRY {
+            if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging) < 0 &&
+                err->kind == CHECKPOINT_READ_OK)
+                checkpoint_read_error_take(err);
+        }
+        H5E_END_TRY;
+    }
+    H5Sclose(fspace);
+    H5Sclose(mspace);
+}
+
+/* After a read of tensor name failed on some rank (every rank calls it): the first failing
+ * rank's reason, in the same words on every rank, since rank 0 alone prints it. */
+static void read_failure_report(const checkpoint_read_error *mine, const char *path,
+                                const char *name, MPI_Comm world) {
+    const int n = agree_comm_size(world);
+    checkpoint_read_error *all = xmalloc((size_t)n * sizeof *all);
+    agree_gather_bytes(world, mine, (int)sizeof *mine, all);
+    int r = 0;
+    while (all[r].kind == CHECKPOINT_READ_OK)
+        r++;
+    if (all[r].kind == CHECKPOINT_READ_CHECKSUM)
+        error_set("%s: tensor '%s' fails its checksum (rank %d read it; HDF5: %s): the file "
+                  "changed after it was written. Write it again (import-hf, import-gguf or "
+                  "--save-checkpoint), or set model.verify_checksums: false to load it "
+                  "unverified",
+                  path, name, r, all[r].desc);
+    else
+        error_set("%s: tensor '%s' cannot be read (rank %d; HDF5: %s)", path, name, r, all[r].desc);
+    free(all);
+}
+
+/* Reads this rank's shard of every dataset (collectively; closing each) and stores it. The
+ * ranks agree after each tensor whether any read failed, so all of them stop at the same one:
+ * a failed checksum fails the read only on the ranks whose chunks hold the damage. */
+static int weights_read_shards(model *m, const backend *be, hid_t dsets[CHECKPOINT_N_TENSORS],
+                               long max_local, comm *tp, const char *path, MPI_Comm world,
+                               int verify) {
     float *staging = xmalloc((unsigned long)max_local * sizeof(float));
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
     H5_CHECK(xfer);
     H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
+    H5_CHECK(H5Pset_edc_check(xfer, verify ? H5Z_ENABLE_EDC : H5Z_DISABLE_EDC));
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    int rc = STATUS_OK;
     for (int i = 0; i < n_names; i++) {
+        if (rc != STATUS_OK) { /* a read failed: close the rest unread */
+            H5Dclose(dsets[i]);
+            continue;
+        }
         const tensor_desc *t = model_find_tensor(m, names[i]);
         long n = tensor_held(t) ? tensor_local_elems(t) : 0;
-        hid_t fspace = shard_file_space(dsets[i], t, n);
-        hid_t mspace = memory_space(n);
-        H5_CHECK(H5Dread(dsets[i], H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging));
-        H5Sclose(mspace);
-        H5Sclose(fspace);
+        checkpoint_read_error err = {.kind = CHECKPOINT_READ_OK};
+        shard_read(dsets[i], t, n, xfer, world, staging, &err);
         H5Dclose(dsets[i]);
+        if (agree_any_bad(world, err.kind != CHECKPOINT_READ_OK)) {
+            read_failure_report(&err, path, names[i], world);
+            rc = STATUS_BAD_INPUT;
+            continue;
+        }
         /* every TP rank of a stage holds the same rows, so the TP collectives inside
          * model_store_tensor line up */
         if (n > 0) model_store_tensor(m, be, t, staging, tp);
@@ -553,9 +670,11 @@ static void weights_read_shards(model *m, const backend *be, hid_t dsets[CHECKPO
     }
     H5Pclose(xfer);
     free(staging);
+    return rc;
 }
 
-int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp) {
+int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp,
+                    int verify_checksums) {
     hid_t file = file_open_mpio(path, world, 0);
     if (file < 0) {
         error_set("%s: cannot open the checkpoint with parallel HDF5", path);
@@ -563,12 +682,23 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
     }
     hid_t dsets[CHECKPOINT_N_TENSORS];
     long max_local;
-    if (weights_open_checked(file, m, path, world, dsets, &max_local) != STATUS_OK) {
+    int unchecked = 0;
+    if (weights_open_checked(file, m, path, world, dsets, &max_local, &unchecked) != STATUS_OK) {
         H5Fclose(file);
         return STATUS_BAD_INPUT;
     }
-    weights_read_shards(m, be, dsets, max_local, tp);
+    /* the same file on every rank, so the same count: one line, from rank 0 */
+    const char *const *names = NULL;
+    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    if (verify_checksums && unchecked > 0 && agree_comm_rank(world) == 0)
+        fprintf(stderr,
+                "tripar: warning: %s: %d of its %d weight tensors carry no checksum (written "
+                "before tripar checksummed checkpoints): they load unverified. Write the "
+                "checkpoint again to add them (docs/checkpoint.md, \"Integrity\")\n",
+                path, unchecked, n_names);
+    const int rc = weights_read_shards(m, be, dsets, max_local, tp, path, world, verify_checksums);
     H5_CHECK(H5Fclose(file));
+    if (rc != STATUS_OK) return rc;
     return model_weights_finite(m, world, path); /* NaN and Inf are refused (docs/checkpoint.md) */
 }
 
@@ -619,13 +749,7 @@ hid_t checkpoint_dataset_create(hid_t group, const model_config *cfg, const char
     for (int d = 0; d < ndims; d++)
         dims[d] = (hsize_t)shape[d];
     hid_t space = H5Screate_simple(ndims, dims, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5_CHECK(dcpl);
-    /* contiguous, so the truncation check of checkpoint_read_config is exact; no fill pass,
-     * every element is written */
-    H5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
-    H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
-    H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY));
+    hid_t dcpl = checkpoint_dcpl_create(ndims, dims, sizeof(float));
     hid_t dset = H5Dcreate2(group, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5_CHECK(dset);
     H5Pclose(dcpl);

@@ -163,6 +163,8 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
         TRY(job_get_path(L, m, "model", "checkpoint", j->checkpoint));
     }
     TRY(job_get_path(L, m, "model", "tokenizer", j->tokenizer)); /* io/prompt.c reads it */
+    j->verify_checksums = 1; /* a synthetic model reads no checkpoint: the key is moot there */
+    TRY(job_get_bool(L, m, "model", "verify_checksums", &j->verify_checksums));
     int e = 0;
     TRY(job_get_enum(L, m, "model", "norm", JOB_NORM_NAMES, &e));
     j->norm = (norm_kind)e;

@@ -58,6 +58,8 @@ typedef struct {
                                       auto: an untied head is, a tied one (wte) is not */
     kv_cache_kind kv_cache;
     int kv_block;                  /* positions per KV block when paged */
+    int verify_checksums;          /* HDF5 checks each checkpoint chunk's Fletcher32 checksum as
+                                      it reads it (docs/checkpoint.md, "Integrity") */
 
     /* backend */
     backend_kind backend;

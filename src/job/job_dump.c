@@ -101,8 +101,9 @@ static void job_dump_model(const job *j, FILE *out) {
             j->quantize_head < 0 ? "auto"
             : j->quantize_head   ? "true"
                                  : "false");
-    fprintf(out, "  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n", kv_cache_kind_name(j->kv_cache),
-            j->kv_block, job_dump_float(j->ln_eps, eps, sizeof eps));
+    fprintf(out, "  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n  verify_checksums: %s\n",
+            kv_cache_kind_name(j->kv_cache), j->kv_block,
+            job_dump_float(j->ln_eps, eps, sizeof eps), j->verify_checksums ? "true" : "false");
 }
 
 static void job_dump_input(const job *j, FILE *out) {
@@ -151,7 +152,9 @@ void job_dump(const job *j, FILE *out) {
             "  seed: %" PRIu64 "\n  stop_at_eos: %s\n",
             j->new_tokens, sampling_kind_name(j->sampling),
             job_dump_float(j->temperature, temp, sizeof temp), j->top_k, j->sample_seed,
-            j->stop_at_eos < 0 ? "auto" : j->stop_at_eos ? "true" : "false");
+            j->stop_at_eos < 0 ? "auto"
+            : j->stop_at_eos   ? "true"
+                               : "false");
     if (j->eos_id_given >= 0) fprintf(out, "  eos_id: %d\n", j->eos_id_given);
     char rate[32], duration[32];
     fprintf(out,

@@ -26,7 +26,8 @@ const char *const JOB_SECTION_KEYS[] = {"model", "backend", "parallel", "input",
                                         "bench", "record",  "perplexity", NULL};
 const char *const JOB_MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer",     "norm",
                                       "precision", "int8_group", "quantize_head", "kv_cache",
-                                      "kv_block",  "ln_eps",     "arch",          NULL};
+                                      "kv_block",  "ln_eps",     "arch",          "verify_checksums",
+                                      NULL};
 const char *const JOB_SYNTHETIC_KEYS[] = {
     "layers",   "heads",      "embd",         "vocab",          "ctx",      "mlp", "seed", "preset",
     "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", "head_dim", NULL};

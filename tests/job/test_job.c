@@ -470,7 +470,7 @@ static void test_overrides(void **state) {
     expect_error(tiny, unknown, 1,
                  "^--set model\\.foo=1: unknown key 'foo' in section 'model'; allowed: synthetic, "
                  "checkpoint, tokenizer, norm, precision, int8_group, quantize_head, kv_cache, "
-                 "kv_block, ln_eps, arch$");
+                 "kv_block, ln_eps, arch, verify_checksums$");
     const char *unknown2[] = {"model.synthetic.depth=1"};
     expect_error(tiny, unknown2, 1,
                  "^--set model\\.synthetic\\.depth=1: unknown key 'depth' in model\\.synthetic; "
