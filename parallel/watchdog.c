@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/check.h"
+#include "parallel/launcher_guard.h"
 
 enum {
     WATCH_COMMS = 8,        /* named communicators: tp, pp, dp, world (and a sweep's next) */
@@ -21,6 +22,8 @@ enum {
     /* Between the report and the exit: the other ranks, blocked since the same fault, report
      * within the thread's poll period, before the launcher ends them for this rank's exit. */
     WATCH_EXIT_GRACE_S = 2,
+    /* After the exit: how long the launcher gets to end the job before the guard ends it */
+    WATCH_LAUNCHER_GRACE_S = 5,
 };
 
 typedef struct {
@@ -186,12 +189,14 @@ static void report(double idle_s, double timeout_s) {
 /* Reports, aborts the NCCL communicators, and ends the process. Not MPI_Abort: MPI was
  * initialised without thread support, so no thread but the main one may call MPI; and on a
  * lost node the abort itself waits on that node. A rank that exits non-zero without
- * MPI_Finalize is what makes mpirun and srun end the job's other ranks. */
+ * MPI_Finalize is what makes mpirun and srun end the job's other ranks; mpirun and orted then
+ * wait on a lost node's daemon, which the launcher guard ends. */
 static void __attribute__((noreturn)) fire(double idle_s, double timeout_s) {
     atomic_store(&fired, 1);
     report(idle_s, timeout_s);
     for (int i = 0; i < n_hooks; i++) hooks[i]();
     sleep(WATCH_EXIT_GRACE_S);
+    launcher_guard_start(WATCH_LAUNCHER_GRACE_S);
     _exit(TRIPAR_EXIT_RUNTIME);
 }
 
