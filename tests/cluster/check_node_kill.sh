@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A node that dies mid-run ends the whole run: on 2 nodes x 2 ranks, every tripar rank on node2
 # is killed (SIGKILL) a few seconds into a long run; every other rank, and mpirun, must be gone
-# within 10 s, and the run's partial file must open with complete = 0. With --whole-node,
+# within 10 s, the launcher's message must name node2, and the run's partial file must open with
+# complete = 0. With --whole-node,
 # every process in node2's namespaces goes (its Open MPI daemon too), as when a machine dies.
 # The two faults nothing reports, which only the stall watchdog ends (record.stall_seconds, 5 s
 # here): --stop freezes every tripar rank on node2 (SIGSTOP), --link-down takes node2's link
@@ -98,6 +99,12 @@ elapsed=$(/usr/bin/python3 -c "print(f'{$ended - $t0:.1f}')")
 echo "every other rank and mpirun ended $elapsed s after the fault (mpirun exit $rc)"
 tail -n 5 "$work/run.log"
 [ "$rc" != 0 ] || { echo "FAIL: mpirun reported success for a run that lost a node"; exit 1; }
+# a lost node is named: by the launcher ("on node node2") when it saw the node's processes go, by
+# each node1 rank's stall line otherwise (below)
+if [ "$stall" -eq 0 ]; then
+    grep -F "on node node2" "$work/run.log" ||
+        { echo "FAIL: no message naming node2"; cat "$work/run.log"; exit 1; }
+fi
 if [ "$stall" -gt 0 ]; then
     # node1's ranks 0 and 1 (by slot) each say what they waited in, naming node2
     for r in 0 1; do
