@@ -1,5 +1,6 @@
 /* Agreements over a communicator (agree.h): each is one MPI collective, checked. */
 #include "parallel/agree.h"
+#include "parallel/watchdog.h"
 
 #include "base/check.h"
 
@@ -77,6 +78,7 @@ void agree_vote_init(agree_vote *v, MPI_Comm comm) {
     v->req = MPI_REQUEST_NULL;
     v->verdict = 0;
     MPI_CHECK(MPI_Comm_dup(comm, &v->comm));
+    watch_comm_name(v->comm, "flush-vote");
 }
 
 void agree_vote_start(agree_vote *v, int verdict) {
@@ -86,7 +88,8 @@ void agree_vote_start(agree_vote *v, int verdict) {
 
 int agree_vote_wait(agree_vote *v, int *verdict) {
     if (v->req == MPI_REQUEST_NULL) return 0;
-    MPI_CHECK(MPI_Wait(&v->req, MPI_STATUS_IGNORE));
+    /* at every step of a run (the run file's flush vote): the stall watchdog names it */
+    WATCH_WAIT(WATCH_BCAST, v->comm, -1, MPI_CHECK(MPI_Wait(&v->req, MPI_STATUS_IGNORE)));
     *verdict = v->verdict;
     return 1;
 }

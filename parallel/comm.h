@@ -15,6 +15,7 @@ typedef struct {
     int active;
     MPI_Request mpi;
     void *handle;
+    int watch_op, watch_peer; /* what waiting on it is, for the stall watchdog (watchdog.h) */
 } comm_req;
 
 typedef enum {

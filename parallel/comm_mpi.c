@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "parallel/comm.h"
+#include "parallel/watchdog.h"
 
 size_t comm_type_size(comm_type type) {
     switch (type) {
@@ -45,11 +46,13 @@ static void mpi_iallreduce_sum(void *ctx, float *buf, size_t count, comm_req *re
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, comm_count_int(count), MPI_FLOAT, MPI_SUM,
                              group(ctx), &req->mpi));
     req->active = 1;
+    req->watch_op = WATCH_ALLREDUCE, req->watch_peer = -1;
 }
 
 static void mpi_allreduce(void *ctx, void *buf, size_t count, comm_type type, comm_op op) {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, comm_count_int(count), comm_type_mpi(type),
-                            comm_op_mpi(op), group(ctx)));
+    WATCH_WAIT(WATCH_ALLREDUCE, group(ctx), -1,
+               MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, comm_count_int(count),
+                                       comm_type_mpi(type), comm_op_mpi(op), group(ctx))));
 }
 
 static void mpi_allreduce_sum(void *ctx, float *buf, size_t count) {
@@ -60,8 +63,9 @@ void comm_mpi_allgatherv(MPI_Comm group, void *recv, const void *send, const int
                          const int *displs, comm_type type) {
     int rank = 0;
     MPI_CHECK(MPI_Comm_rank(group, &rank));
-    MPI_CHECK(MPI_Allgatherv(send, counts[rank], comm_type_mpi(type), recv, counts, displs,
-                             comm_type_mpi(type), group));
+    WATCH_WAIT(WATCH_ALLGATHER, group, -1,
+               MPI_CHECK(MPI_Allgatherv(send, counts[rank], comm_type_mpi(type), recv, counts,
+                                        displs, comm_type_mpi(type), group)));
 }
 
 /* The greedy argmax's order (kernels/backend.h): NaN above every number, the lower index first
@@ -108,8 +112,10 @@ static MPI_Op maxloc_op_get(void) {
 void comm_mpi_allreduce_maxloc(MPI_Comm group, comm_maxloc_pair *pairs, size_t count) {
     _Static_assert(sizeof(comm_maxloc_pair) == sizeof(float) + sizeof(int),
                    "comm_maxloc_pair must match MPI_FLOAT_INT");
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs, comm_count_int(count), MPI_FLOAT_INT,
-                            maxloc_op_get(), group));
+    const MPI_Op op = maxloc_op_get();
+    WATCH_WAIT(WATCH_ALLREDUCE, group, -1,
+               MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs, comm_count_int(count), MPI_FLOAT_INT,
+                                       op, group)));
 }
 
 static void mpi_allgatherv(void *ctx, void *recv, const void *send, const int *counts,
@@ -122,12 +128,15 @@ static void mpi_allreduce_maxloc(void *ctx, comm_maxloc_pair *pairs, size_t coun
 }
 
 static void mpi_allgather(void *ctx, void *recv, const void *send, size_t count, comm_type type) {
-    MPI_CHECK(MPI_Allgather(send, comm_count_int(count), comm_type_mpi(type), recv,
-                            comm_count_int(count), comm_type_mpi(type), group(ctx)));
+    WATCH_WAIT(WATCH_ALLGATHER, group(ctx), -1,
+               MPI_CHECK(MPI_Allgather(send, comm_count_int(count), comm_type_mpi(type), recv,
+                                       comm_count_int(count), comm_type_mpi(type), group(ctx))));
 }
 
 static void mpi_bcast(void *ctx, void *buf, size_t count, comm_type type, int root) {
-    MPI_CHECK(MPI_Bcast(buf, comm_count_int(count), comm_type_mpi(type), root, group(ctx)));
+    WATCH_WAIT(WATCH_BCAST, group(ctx), -1,
+               MPI_CHECK(MPI_Bcast(buf, comm_count_int(count), comm_type_mpi(type), root,
+                                   group(ctx))));
 }
 
 static void mpi_isend(void *ctx, const void *buf, size_t count, comm_type type, int peer, int tag,
@@ -135,6 +144,7 @@ static void mpi_isend(void *ctx, const void *buf, size_t count, comm_type type, 
     MPI_CHECK(MPI_Isend(buf, comm_count_int(count), comm_type_mpi(type), peer, tag, group(ctx),
                         &req->mpi));
     req->active = 1;
+    req->watch_op = WATCH_SEND, req->watch_peer = peer;
 }
 
 static void mpi_irecv(void *ctx, void *buf, size_t count, comm_type type, int peer, int tag,
@@ -142,6 +152,7 @@ static void mpi_irecv(void *ctx, void *buf, size_t count, comm_type type, int pe
     MPI_CHECK(MPI_Irecv(buf, comm_count_int(count), comm_type_mpi(type), peer, tag, group(ctx),
                         &req->mpi));
     req->active = 1;
+    req->watch_op = WATCH_RECV, req->watch_peer = peer;
 }
 
 static int mpi_test(void *ctx, comm_req *req) {
@@ -152,7 +163,8 @@ static int mpi_test(void *ctx, comm_req *req) {
 }
 
 static void mpi_wait(void *ctx, comm_req *req) {
-    MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
+    WATCH_WAIT(req->watch_op, group(ctx), req->watch_peer,
+               MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE)));
     req->active = 0;
 }
 
@@ -163,7 +175,9 @@ static void mpi_cancel(void *ctx, comm_req *req) {
     req->active = 0;
 }
 
-static void mpi_barrier(void *ctx) { MPI_CHECK(MPI_Barrier(group(ctx))); }
+static void mpi_barrier(void *ctx) {
+    WATCH_WAIT(WATCH_BARRIER, group(ctx), -1, MPI_CHECK(MPI_Barrier(group(ctx))));
+}
 
 static void mpi_free(void *ctx) { free(ctx); }
 

@@ -13,6 +13,7 @@
 #include "base/check.h"
 #include "parallel/comm.h"
 #include "parallel/comm_poll.h"
+#include "parallel/watchdog.h"
 
 /* A failed NCCL call names the result and NCCL's own last message (which peer, which
  * transport), besides rank, host and file:line. comm may be NULL before one exists. */
@@ -134,8 +135,12 @@ static poll_comm_state lane_comm_state(ncclComm_t *failed, ncclResult_t *failed_
 
 /* Aborts every communicator on the lane (so peers stuck in a collective with us get an error
  * instead of hanging) and dies through MPI_Abort with what failed. */
-static void __attribute__((noreturn)) lane_fail(const char *what, const char *why) {
+static void lane_abort(void) {
     for (int i = 0; i < lane.refs; i++) (void)ncclCommAbort(lane.comms[i]);
+}
+
+static void __attribute__((noreturn)) lane_fail(const char *what, const char *why) {
+    lane_abort();
     tripar_dief(__FILE__, __LINE__, "comm: nccl: %s failed: %s; aborted the NCCL communicators",
                 what, why);
 }
@@ -146,7 +151,10 @@ static void __attribute__((noreturn)) lane_fail(const char *what, const char *wh
  * in the message. */
 static void lane_host_wait(cudaStream_t stream, const char *what) {
     long sleep_ns = 0;
+    watch_wait_begin(WATCH_NCCL, MPI_COMM_NULL, -1);
     for (;;) {
+        /* the stall watchdog fired (record.stall_seconds): a peer stopped answering */
+        if (watch_expired()) lane_fail(what, "no progress within record.stall_seconds");
         const cudaError_t q = cudaStreamQuery(stream);
         const poll_stream_state st = q == cudaSuccess         ? POLL_STREAM_DONE
                                      : q == cudaErrorNotReady ? POLL_STREAM_BUSY
@@ -155,7 +163,7 @@ static void lane_host_wait(cudaStream_t stream, const char *what) {
         ncclComm_t failed = NULL;
         ncclResult_t failed_rc = ncclSuccess;
         switch (comm_poll_decide(st, lane_comm_state(&failed, &failed_rc))) {
-        case POLL_ACTION_DONE: return;
+        case POLL_ACTION_DONE: watch_wait_end(); return;
         case POLL_ACTION_WAIT: break;
         case POLL_ACTION_FAIL_COMM: lane_fail(what, nccl_describe(failed_rc, failed));
         case POLL_ACTION_FAIL_CUDA: lane_fail(what, cudaGetErrorString(q));
@@ -300,7 +308,7 @@ static void nccl_barrier(void *vctx) {
     nccl_ctx *ctx = (nccl_ctx *)vctx;
     lane_host_wait(lane.stream, "barrier (nccl stream)");
     lane_host_wait(lane.compute, "barrier (compute stream)");
-    MPI_CHECK(MPI_Barrier(ctx->mpi));
+    WATCH_WAIT(WATCH_BARRIER, ctx->mpi, -1, MPI_CHECK(MPI_Barrier(ctx->mpi)));
 }
 
 /* Drains the lane while polling (a failed peer aborts instead of hanging teardown), then
@@ -350,6 +358,7 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
     // ncclCommInitRank binds to the current device, which backend_cuda_init selected
     NCCL_CHECK(ncclCommInitRank(&ctx->nccl, c->size, id, c->rank));
     lane_join((cudaStream_t)compute_stream, ctx->nccl, c->size);
+    watch_on_stall(lane_abort); /* the watchdog's thread frees kernels stuck on a lost peer */
     c->ops = &nccl_ops;
     c->ctx = ctx;
     c->stream_ordered = 1; /* queued on the compute stream's order: no host sync needed */

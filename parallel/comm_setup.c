@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "parallel/device.h"
+#include "parallel/watchdog.h"
 
 static const int device_axes[] = {AXIS_TP, AXIS_PP};
 
@@ -127,6 +128,11 @@ int comm_setup(mesh *m, const comm_plan *plan, const backend *be) {
             return -1;
         }
     }
+    /* the stall watchdog's report names the group a rank waits in */
+    static const char *const labels[AXIS_COUNT] = {[AXIS_TP] = "TP", [AXIS_PP] = "PP",
+                                                   [AXIS_DP] = "DP"};
+    for (int a = 0; a < AXIS_COUNT; a++) watch_comm_name(m->axis_mpi[a], labels[a]);
+    watch_comm_name(m->world, "world");
     if (!comm_backends[chosen].description) return 0; /* host memory: nothing to warm up */
     if (m->axis[AXIS_TP].stream_ordered) warm_up_stream_ordered(m, be);
     if (m->world_rank == 0)

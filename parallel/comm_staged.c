@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "parallel/comm_setup.h"
+#include "parallel/watchdog.h"
 
 /* One staging buffer. A slot is held by one pending isend/irecv from post to completion;
  * handle in comm_req is the slot index + 1 (the slot table may move when it grows). */
@@ -99,8 +100,9 @@ static void staged_allreduce(void *vctx, void *buf, size_t count, comm_type type
     size_t bytes = count * comm_type_size(type);
     slot_reserve(ctx, &ctx->sync, bytes, 1);
     to_host(ctx, ctx->sync.host, buf, bytes);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ctx->sync.host, comm_count_int(count),
-                            comm_type_mpi(type), comm_op_mpi(op), ctx->mpi));
+    WATCH_WAIT(WATCH_ALLREDUCE, ctx->mpi, -1,
+               MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ctx->sync.host, comm_count_int(count),
+                                       comm_type_mpi(type), comm_op_mpi(op), ctx->mpi)));
     to_device(ctx, buf, ctx->sync.host, bytes);
 }
 
@@ -122,8 +124,9 @@ static void staged_allgather(void *vctx, void *recv, const void *send, size_t co
     slot_reserve(ctx, &ctx->sync, bytes * (size_t)ctx->size, 1);
     char *host = ctx->sync.host;
     to_host(ctx, host + (size_t)ctx->rank * bytes, send, bytes);
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, comm_count_int(count),
-                            comm_type_mpi(type), ctx->mpi));
+    WATCH_WAIT(WATCH_ALLGATHER, ctx->mpi, -1,
+               MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host,
+                                       comm_count_int(count), comm_type_mpi(type), ctx->mpi)));
     to_device(ctx, recv, host, bytes * (size_t)ctx->size);
 }
 
@@ -142,8 +145,9 @@ static void staged_bcast(void *vctx, void *buf, size_t count, comm_type type, in
     size_t bytes = count * comm_type_size(type);
     slot_reserve(ctx, &ctx->sync, bytes, 1);
     if (ctx->rank == root) to_host(ctx, ctx->sync.host, buf, bytes);
-    MPI_CHECK(
-        MPI_Bcast(ctx->sync.host, comm_count_int(count), comm_type_mpi(type), root, ctx->mpi));
+    WATCH_WAIT(WATCH_BCAST, ctx->mpi, -1,
+               MPI_CHECK(MPI_Bcast(ctx->sync.host, comm_count_int(count), comm_type_mpi(type),
+                                   root, ctx->mpi)));
     if (ctx->rank != root) to_device(ctx, buf, ctx->sync.host, bytes);
 }
 
@@ -159,6 +163,7 @@ static void staged_isend(void *vctx, const void *buf, size_t count, comm_type ty
                         tag, ctx->mpi, &req->mpi));
     req->handle = (void *)(intptr_t)(index + 1);
     req->active = 1;
+    req->watch_op = WATCH_SEND, req->watch_peer = peer;
 }
 
 /* The message lands in the slot; completion (test or wait) copies it into buf, and cancel
@@ -173,6 +178,7 @@ static void staged_irecv(void *vctx, void *buf, size_t count, comm_type type, in
                         tag, ctx->mpi, &req->mpi));
     req->handle = (void *)(intptr_t)(index + 1);
     req->active = 1;
+    req->watch_op = WATCH_RECV, req->watch_peer = peer;
 }
 
 static void staged_complete(staged_ctx *ctx, comm_req *req) {
@@ -192,7 +198,8 @@ static int staged_test(void *vctx, comm_req *req) {
 }
 
 static void staged_wait(void *vctx, comm_req *req) {
-    MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
+    WATCH_WAIT(req->watch_op, ((staged_ctx *)vctx)->mpi, req->watch_peer,
+               MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE)));
     staged_complete(vctx, req);
 }
 
@@ -206,7 +213,7 @@ static void staged_cancel(void *vctx, comm_req *req) {
 static void staged_barrier(void *vctx) {
     staged_ctx *ctx = vctx;
     ctx->be->ops->synchronize(ctx->be->ctx);
-    MPI_CHECK(MPI_Barrier(ctx->mpi));
+    WATCH_WAIT(WATCH_BARRIER, ctx->mpi, -1, MPI_CHECK(MPI_Barrier(ctx->mpi)));
 }
 
 /* Staging buffers are sized from the job at start-up, so one allocated later means a message

@@ -12,6 +12,7 @@
 #include "cli/run_context.h"
 #include "parallel/agree.h"
 #include "parallel/mesh.h"
+#include "parallel/watchdog.h"
 
 static volatile sig_atomic_t stop_requested = 0;
 
@@ -181,6 +182,9 @@ static int run_one(const run_args *a, long point, double process_start, int chec
         signal(SIGINT, on_stop_signal);
         code = run_context_build(&rc, a, &stop_requested);
         if (code == TRIPAR_EXIT_OK) {
+            /* from here every rank only computes and communicates: a peer that stops
+             * answering ends the run (record.stall_seconds) */
+            watch_start(rc.j.stall_seconds);
             run_metrics rm;
             serve_result stream;
             int stopped = run_measure(&rc, &rm, &stream, process_start, &stop_requested);
@@ -191,6 +195,7 @@ static int run_one(const run_args *a, long point, double process_start, int chec
             free(rm.tpot);
             free(rm.itl);
             serve_result_free(&stream);
+            watch_stop();
         }
         stop_grace_disarm();
     }

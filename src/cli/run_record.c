@@ -12,6 +12,7 @@
 #include "cli/run_perplexity.h"
 #include "io/prompt.h"
 #include "io/run_text.h"
+#include "parallel/watchdog.h"
 
 double run_percentile(const double *values, int n, double q) {
     return stats_percentile_of(values, n, q);
@@ -19,14 +20,17 @@ double run_percentile(const double *values, int n, double q) {
 
 void run_record_step(void *user, int step) {
     run_context *rc = user;
+    watch_step(); /* progress for the stall watchdog */
     if (!rc->rf) return;
     /* Every rank decides alike: flush_every counts steps, and flush_seconds is rank 0's clock
      * agreed through runfile_flush_due (collective, so called at every step). */
     int due = runfile_flush_due(rc->rf, rc->j.flush_seconds);
     if (rc->j.flush_every > 0 && (step + 1) % rc->j.flush_every == 0) due = 1;
     if (due) { /* a killed job keeps what it measured */
+        watch_phase(WATCH_RUNFILE);
         runfile_write_events(rc->rf, &rc->tm);
         runfile_write_telemetry(rc->rf, &rc->tel);
+        watch_phase(WATCH_NONE);
     }
     /* A run file with no room left stops the run at the next stop vote, as a signal does:
      * nothing measured from here on could be kept. Every rank sees it at the same step. */
@@ -355,6 +359,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
         rm->decode_seconds = rm->latency[rm->iterations - 1] - rm->ttft[rm->iterations - 1];
     }
 
+    watch_phase(WATCH_RUNFILE); /* the stall report's words while HDF5 writes collectively */
     record_outputs(rc);
     runfile_write_events(rc->rf, &rc->tm);
     telemetry_stop(&rc->tel); /* the last samples, then the file is finalised */
@@ -396,6 +401,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
         }
         world->ops->barrier(world->ctx);
     }
+    watch_phase(WATCH_NONE);
     rc->rf = NULL; /* finished or closed: run_context_free has nothing to close */
     free(first_row);
     free(peak);

@@ -75,6 +75,12 @@ cluster_test(cluster_node_kill_ranks 2x2 ${CLUSTER_DIR}/check_node_kill.sh ${C2}
   ${CMAKE_CURRENT_BINARY_DIR}/cluster_kill_ranks ${CLUSTER_JOB})
 cluster_test(cluster_node_kill_whole 2x2 ${CLUSTER_DIR}/check_node_kill.sh ${C2}
   ${CMAKE_CURRENT_BINARY_DIR}/cluster_kill_whole ${CLUSTER_JOB} --whole-node)
+# The faults nothing reports, ended by the stall watchdog (record.stall_seconds 5): node2's
+# ranks frozen (SIGSTOP), node2's link down on the switch side.
+cluster_test(cluster_node_stop 2x2 ${CLUSTER_DIR}/check_node_kill.sh ${C2}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_stop ${CLUSTER_JOB} --stop)
+cluster_test(cluster_link_down 2x2 ${CLUSTER_DIR}/check_node_kill.sh ${C2}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_link_down ${CLUSTER_JOB} --link-down)
 
 # The node-aware mesh: /mesh hosts, nodes and coordinates for tp-pp-dp, pp-tp-dp and auto (by
 # slot and --map-by node), the TP-spans-nodes and uneven-nodes warnings exactly when due, and

@@ -6,12 +6,19 @@
 #   term-stalled SIGSTOP to one of 2 ranks (pp2), then SIGTERM to the other: the stop vote can
 #                never complete, so the signalled rank leaves by itself after
 #                record.stop_grace_seconds (2 here) and the launcher ends the stopped one
+#   stall        SIGSTOP to one of 2 ranks (pp2) and no signal at all: the other's stall
+#                watchdog (record.stall_seconds 5 here) reports what it waits in and for whom,
+#                and ends the run
 # term-*: exit 1 within a bound, RUN.h5 absent, RUN.h5.partial.HOST.PID (the run's own partial
 # file, named in the stop message) readable with complete=0, every
 # rank's events present (flushed), all ranks stopped after the same step, tools accept the file.
 # kill-rank: every rank gone within 30 s, mpirun exits non-zero, no file claims complete=1.
 # term-stalled: every rank gone within 10 s, no sooner than the grace, its message once, the
 # partial file readable with complete=0.
+# stall: every rank gone no sooner than the 5 s timeout and within 60 s (the contract is 5 + 10 s;
+# the rest is slack for a busy machine: only a hang fails), rank 0's stall line naming rank 1
+# (or the run file's collective write, when the stop lands in a flush),
+# exit 1, the partial file readable with complete=0.
 # The run takes minutes uninterrupted, so the signal always lands while it generates; the test
 # itself takes a few seconds. Nothing here depends on machine speed beyond "not 1000x faster".
 set -euo pipefail
@@ -28,6 +35,7 @@ term-mpirun) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
 term-rank) np=2 mesh=(parallel.pp=2 parallel.microbatches=2) ;;
 kill-rank) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
 term-stalled) np=2 mesh=(parallel.pp=2 record.stop_grace_seconds=2) ;;
+stall) np=2 mesh=(parallel.pp=2 record.stall_seconds=5) ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
 sets=()
@@ -65,9 +73,11 @@ term-mpirun) kill -TERM "$mp" ;;
 term-rank) kill -TERM "${ranks[1]}" ;;
 kill-rank) kill -KILL "${ranks[2]}" ;;
 term-stalled) kill -STOP "${ranks[1]}" && kill -TERM "${ranks[0]}" ;;
+stall) kill -STOP "${ranks[1]}" ;;
 esac
 bound=30
 [ "$mode" = term-stalled ] && bound=10
+[ "$mode" = stall ] && bound=60
 rc=0
 for _ in $(seq $((bound * 10))); do
     kill -0 "$mp" 2>/dev/null || break
@@ -96,10 +106,20 @@ tail -3 "$out/$mode.log"
 [ "$rc" -ne 0 ] || { echo "FAIL: exit 0 after a signal"; exit 1; }
 [ ! -e "$run" ] || { echo "FAIL: $run exists: a killed run claims to be complete"; exit 1; }
 
+if [ "$mode" = stall ]; then
+    [ "$elapsed" -ge 5 ] || { echo "FAIL: ended after ${elapsed} s, before the 5 s timeout"; exit 1; }
+    [ "$rc" -eq 1 ] || { echo "FAIL: exit $rc, want 1"; exit 1; }
+    # rank 0 (stage 0) waits for rank 1: its next tokens, its activations, the stop vote, the
+    # flush vote, or a flush's collective write (every 20 steps here) that rank 1 never joins
+    grep -E "^tripar: stall: \[rank 0 host [^]]+\] no progress for [0-9.]+ s, waiting in (PP receive from rank 1 \(host [^)]+\)|(PP|world|flush-vote) [a-z-]+ of ranks 0,1 \(hosts [^)]+\)|run-file write \(collective over every rank\))" \
+        "$out/$mode.log" || { echo "FAIL: no stall line of rank 0 naming rank 1"; cat "$out/$mode.log"; exit 1; }
+fi
 if [ "$mode" = term-stalled ]; then
     [ "$elapsed" -ge 2 ] || { echo "FAIL: ended after ${elapsed} s, before the 2 s grace"; exit 1; }
     said=$(grep -c "tripar: error: not stopped 2 s after the signal" "$out/$mode.log" || true)
     [ "$said" -eq 1 ] || { echo "FAIL: the overdue-stop message appears $said times, want 1"; exit 1; }
+fi
+if [ "$mode" = term-stalled ] || [ "$mode" = stall ]; then
     exec "$py" - "$partial" <<'PY'
 import sys, h5py
 f = h5py.File(sys.argv[1], "r")
