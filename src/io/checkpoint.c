@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "io/h5util.h"
+#include "kernels/quant.h"
 #include "parallel/agree.h"
 
 const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS] = {
@@ -85,6 +86,14 @@ int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shap
         return rows[i].ndims;
     }
     return 0;
+}
+
+int checkpoint_scale_shape(const model_config *cfg, const char *name, int group, long shape[3]) {
+    int nd = checkpoint_tensor_shape(cfg, name, shape);
+    CHECK(nd >= 2, "tensor %s has no rows to scale", name);
+    if (group == 0) return nd - 1; /* one scale per row: the weight's shape less its columns */
+    shape[nd - 1] = (shape[nd - 1] + group - 1) / group;
+    return nd;
 }
 
 static void shape_format(char *out, size_t len, int ndims, const long *dims) {
@@ -182,7 +191,8 @@ static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     return STATUS_OK;
 }
 
-static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
+static int read_config_attrs(hid_t file, const char *path, model_config *cfg,
+                             long long *version_out) {
     /* string attributes may be fixed- or variable-length (h5py's default): h5util reads both */
     char format[64];
     if (h5_attr_read_string(file, "format", format, sizeof format) != 0) {
@@ -203,11 +213,12 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
                   path, CHECKPOINT_FORMAT_VERSION);
         return STATUS_BAD_INPUT;
     }
-    if (version != CHECKPOINT_FORMAT_VERSION) {
-        error_set("%s: unsupported checkpoint format_version %lld (this tripar reads %d)", path,
-                  version, CHECKPOINT_FORMAT_VERSION);
+    if (version < CHECKPOINT_FORMAT_VERSION_FP32 || version > CHECKPOINT_FORMAT_VERSION) {
+        error_set("%s: unsupported checkpoint format_version %lld (this tripar reads %d to %d)",
+                  path, version, CHECKPOINT_FORMAT_VERSION_FP32, CHECKPOINT_FORMAT_VERSION);
         return STATUS_BAD_INPUT;
     }
+    *version_out = version;
     const char *int_names[6] = {"layers", "heads", "embd", "vocab", "ctx", "mlp"};
     int *int_slots[6] = {&cfg->layers, &cfg->heads, &cfg->embd, &cfg->vocab, &cfg->ctx, &cfg->mlp};
     for (int i = 0; i < 6; i++) {
@@ -254,7 +265,7 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
 
 /* Whether every byte of the dataset's storage lies inside the file: a truncated file keeps
  * its metadata (at the front) but loses the tail of the raw data. */
-static int dataset_storage_check(hid_t dset, const char *path, const char *name, long nelems,
+static int dataset_storage_check(hid_t dset, const char *path, const char *name, long nbytes,
                                  haddr_t base, long long file_size) {
     hid_t dcpl = H5Dget_create_plist(dset);
     H5_CHECK(dcpl);
@@ -273,7 +284,7 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
     if (layout == H5D_CONTIGUOUS) {
         haddr_t offset = H5Dget_offset(dset);
         hsize_t size = H5Dget_storage_size(dset);
-        if (offset == HADDR_UNDEF || size < (hsize_t)nelems * sizeof(float)) {
+        if (offset == HADDR_UNDEF || size < (hsize_t)nbytes) {
             error_set("%s: tensor '%s' has no stored data (never written?)", path, name);
             return STATUS_BAD_INPUT;
         }
@@ -306,8 +317,10 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
     return STATUS_OK;
 }
 
-static int dataset_check(hid_t file, const char *path, const char *name, const model_config *cfg,
-                         haddr_t base, long long file_size) {
+/* /weights/<name> exists, is of the stored dtype and of the shape want (ndims want_ndims),
+ * and its bytes lie inside the file. */
+static int dataset_check(hid_t file, const char *path, const char *name, dtype stored,
+                         int want_ndims, const long *want, haddr_t base, long long file_size) {
     char link[64];
     snprintf(link, sizeof link, "/weights/%s", name);
     htri_t exists = 0;
@@ -336,8 +349,6 @@ static int dataset_check(hid_t file, const char *path, const char *name, const m
     int rc = STATUS_OK;
     hid_t type = H5Dget_type(dset);
     hid_t space = H5Dget_space(dset);
-    long want[3];
-    int want_ndims = checkpoint_tensor_shape(cfg, name, want);
     hsize_t dims[H5S_MAX_RANK];
     int ndims = H5Sget_simple_extent_dims(space, dims, NULL);
     long have[H5S_MAX_RANK];
@@ -346,8 +357,10 @@ static int dataset_check(hid_t file, const char *path, const char *name, const m
     int same = ndims == want_ndims;
     for (int d = 0; same && d < ndims; d++)
         same = have[d] == want[d];
-    if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != sizeof(float)) {
-        error_set("%s: tensor '%s' is not float32", path, name);
+    if (!checkpoint_h5_type_is(type, stored)) {
+        error_set("%s: tensor '%s' is not %s%s", path, name,
+                  stored == DTYPE_F32 ? "float32" : dtype_name(stored),
+                  stored == DTYPE_F32 ? "" : ", as the root attribute precision says");
         rc = STATUS_BAD_INPUT;
     } else if (!same) {
         char a[96], b[96];
@@ -360,7 +373,8 @@ static int dataset_check(hid_t file, const char *path, const char *name, const m
         long nelems = 1;
         for (int d = 0; d < ndims; d++)
             nelems *= have[d];
-        rc = dataset_storage_check(dset, path, name, nelems, base, file_size);
+        rc = dataset_storage_check(dset, path, name, nelems * (long)dtype_size(stored), base,
+                                   file_size);
     }
     H5Sclose(space);
     H5Tclose(type);
@@ -368,7 +382,27 @@ static int dataset_check(hid_t file, const char *path, const char *name, const m
     return rc;
 }
 
+/* A weight tensor in its stored dtype, and an int8 one's scales (float32). */
+static int tensor_check(hid_t file, const char *path, const char *name, const model_config *cfg,
+                        const checkpoint_storage *st, haddr_t base, long long file_size) {
+    int group = 0;
+    const dtype stored = checkpoint_tensor_dtype(cfg, st, name, &group);
+    long want[3];
+    int nd = checkpoint_tensor_shape(cfg, name, want);
+    int rc = dataset_check(file, path, name, stored, nd, want, base, file_size);
+    if (rc != STATUS_OK || stored != DTYPE_INT8) return rc;
+    char scale[64];
+    checkpoint_scale_name(name, scale, sizeof scale);
+    nd = checkpoint_scale_shape(cfg, name, group, want);
+    return dataset_check(file, path, scale, DTYPE_F32, nd, want, base, file_size);
+}
+
 int checkpoint_read_config(const char *path, model_config *cfg) {
+    checkpoint_storage st;
+    return checkpoint_read_stored(path, cfg, &st);
+}
+
+int checkpoint_read_stored(const char *path, model_config *cfg, checkpoint_storage *storage) {
     struct stat st;
     if (stat(path, &st) != 0) {
         error_set("%s: cannot open checkpoint: %s", path, strerror(errno));
@@ -393,13 +427,17 @@ int checkpoint_read_config(const char *path, model_config *cfg) {
 
     model_config c;
     memset(&c, 0, sizeof c);
-    int rc = read_config_attrs(file, path, &c);
+    long long version = 0;
+    checkpoint_storage stored;
+    int rc = read_config_attrs(file, path, &c, &version);
+    if (rc == STATUS_OK) rc = checkpoint_read_storage_attrs(file, path, version, &stored);
     const char *const *names = NULL;
     const int n_names = rc == STATUS_OK ? checkpoint_tensor_list(&c, &names) : 0;
     for (int i = 0; rc == STATUS_OK && i < n_names; i++)
-        rc = dataset_check(file, path, names[i], &c, (haddr_t)userblock, (long long)st.st_size);
+        rc = tensor_check(file, path, names[i], &c, &stored, (haddr_t)userblock,
+                          (long long)st.st_size);
     H5Fclose(file);
-    if (rc == STATUS_OK) *cfg = c;
+    if (rc == STATUS_OK) *cfg = c, *storage = stored;
     return rc;
 }
 
@@ -485,31 +523,75 @@ static hid_t shard_file_space(hid_t dset, const tensor_desc *t, long n) {
     return fspace;
 }
 
-/* Opens every /weights dataset and checks its shape against the model's, agreed over world
- * before any collective read, so no rank starts a read another skips. On success fills dsets
- * and the largest local shard; otherwise closes what it opened and returns STATUS_BAD_INPUT. */
+/* One /weights tensor as the file stores it. */
+typedef struct {
+    hid_t values; /* the dataset, -1 when not open */
+    hid_t scales; /* int8: /weights/<name>_scale, else -1 */
+    dtype stored; /* DTYPE_F32, DTYPE_BF16 or DTYPE_INT8 */
+    int group;    /* int8: weight columns per scale, 0 per row */
+} stored_tensor;
+
+/* The dtype a table row is held in: matrices in the weight dtype, the rest fp32. */
+static dtype held_dtype(const model *m, const tensor_desc *t) {
+    return t->is_matrix ? m->weight_dtype : DTYPE_F32;
+}
+
+/* Whether a tensor stored as s can become t's held values: as stored, from float32 (converted
+ * as a synthetic fill is), or bf16 widened exactly to float32. An int8 one needs the group the
+ * model scales that matrix with. 0, or 1 with error_message() set. */
+static int stored_unloadable(const model *m, const tensor_desc *t, const stored_tensor *s,
+                             const char *path) {
+    const dtype held = held_dtype(m, t);
+    if (s->stored == DTYPE_F32 || (s->stored == DTYPE_BF16 && held == DTYPE_F32)) return 0;
+    if (s->stored == held && (held != DTYPE_INT8 || s->group == m->int8[t->input].group)) return 0;
+    if (s->stored == held)
+        error_set("%s: tensor '%s' is stored with int8 scales per %d columns, but this load "
+                  "scales it per %d (0: per row)",
+                  path, t->name, s->group, m->int8[t->input].group);
+    else
+        error_set("%s: tensor '%s' is stored in %s, which a load holding it in %s cannot take "
+                  "(allowed: the stored dtype, or f32 from bf16)",
+                  path, t->name, dtype_name(s->stored), dtype_name(held));
+    return 1;
+}
+
+/* Opens every /weights dataset (an int8 one's scales too) and checks its shape and stored
+ * dtype against the model's, agreed over world before any collective read, so no rank starts
+ * a read another skips. On success fills tensors and the staging this rank's largest shard
+ * needs (bytes, and scales); otherwise closes what it opened and returns STATUS_BAD_INPUT. */
 static int weights_open_checked(hid_t file, const model *m, const char *path, MPI_Comm world,
-                                hid_t dsets[CHECKPOINT_N_TENSORS], long *max_local) {
+                                const checkpoint_storage *st,
+                                stored_tensor tensors[CHECKPOINT_N_TENSORS], size_t *max_bytes,
+                                long *max_scales) {
     int bad = 0;
-    *max_local = 1;
+    *max_bytes = sizeof(float), *max_scales = 1;
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
-        dsets[i] = -1;
+        tensors[i] = (stored_tensor){.values = -1, .scales = -1};
     for (int i = 0; i < n_names; i++) {
         const char *name = names[i];
+        stored_tensor *s = &tensors[i];
+        s->stored = checkpoint_tensor_dtype(&m->cfg, st, name, &s->group);
         char link[64];
         snprintf(link, sizeof link, "/weights/%s", name);
-        H5E_BEGIN_TRY { dsets[i] = H5Dopen2(file, link, H5P_DEFAULT); }
+        H5E_BEGIN_TRY { s->values = H5Dopen2(file, link, H5P_DEFAULT); }
         H5E_END_TRY;
+        if (s->stored == DTYPE_INT8) {
+            snprintf(link, sizeof link, "/weights/%s%s", name, CHECKPOINT_SCALE_SUFFIX);
+            H5E_BEGIN_TRY { s->scales = H5Dopen2(file, link, H5P_DEFAULT); }
+            H5E_END_TRY;
+        }
         const tensor_desc *t = model_find_tensor(m, name);
-        if (dsets[i] < 0) {
-            if (!bad) error_set("%s: tensor '%s' is missing", path, name);
+        if (s->values < 0 || (s->stored == DTYPE_INT8 && s->scales < 0)) {
+            if (!bad)
+                error_set("%s: tensor '%s%s' is missing", path, name,
+                          s->values < 0 ? "" : CHECKPOINT_SCALE_SUFFIX);
             bad = 1;
             continue;
         }
         if (!t) continue;
-        hid_t space = H5Dget_space(dsets[i]);
+        hid_t space = H5Dget_space(s->values);
         hsize_t dims[H5S_MAX_RANK];
         int ndims = H5Sget_simple_extent_dims(space, dims, NULL);
         H5Sclose(space);
@@ -522,47 +604,116 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
             error_set("%s: tensor '%s' does not have the model's shape %s", path, name, a);
         }
         if (!same) bad = 1;
-        if (tensor_held(t) && tensor_local_elems(t) > *max_local)
-            *max_local = tensor_local_elems(t);
+        if (!bad && stored_unloadable(m, t, s, path)) bad = 1;
+        if (!tensor_held(t)) continue;
+        const long n = tensor_local_elems(t);
+        /* bf16 widened to f32 needs the f32 values beside the stored ones */
+        size_t bytes = (size_t)n * dtype_size(s->stored);
+        if (s->stored == DTYPE_BF16 && held_dtype(m, t) == DTYPE_F32) bytes += (size_t)n * 4;
+        if (bytes > *max_bytes) *max_bytes = bytes;
+        if (s->stored == DTYPE_INT8 && tensor_scale_count(m, t) > *max_scales)
+            *max_scales = tensor_scale_count(m, t);
     }
     if (!agree_any_bad(world, bad)) return STATUS_OK;
     if (!bad) error_set("%s: the checkpoint does not match the model (see rank 0)", path);
-    for (int i = 0; i < n_names; i++)
-        if (dsets[i] >= 0) H5Dclose(dsets[i]);
+    for (int i = 0; i < n_names; i++) {
+        if (tensors[i].values >= 0) H5Dclose(tensors[i].values);
+        if (tensors[i].scales >= 0) H5Dclose(tensors[i].scales);
+    }
     return STATUS_BAD_INPUT;
 }
 
-/* Reads this rank's shard of every dataset (collectively; closing each) and stores it. */
-static void weights_read_shards(model *m, const backend *be, hid_t dsets[CHECKPOINT_N_TENSORS],
-                                long max_local, comm *tp) {
-    float *staging = xmalloc((unsigned long)max_local * sizeof(float));
+/* The scales of an int8 table row as a row of their own: the weight's rows, and per group of
+ * columns one scale (none per row). A rank's columns start and end on group boundaries
+ * (model_int8_layout), except where the row's last, shorter group ends it. */
+static tensor_desc scale_desc(const tensor_desc *t, int group) {
+    tensor_desc s = *t;
+    const int last = t->ndims - 1;
+    if (group == 0) {
+        s.ndims = last;
+        return s;
+    }
+    const long cols = t->global_shape[last];
+    s.global_shape[last] = (cols + group - 1) / group;
+    for (int b = 0; b < t->local[last].nblocks; b++) {
+        const long start = t->local[last].start[b], count = t->local[last].count[b];
+        CHECK(start % group == 0 && (count % group == 0 || start + count == cols),
+              "tensor %s: columns [%ld, %ld) split a group of %d", t->name, start, start + count,
+              group);
+        s.local[last].start[b] = start / group;
+        s.local[last].count[b] = (count + group - 1) / group;
+    }
+    return s;
+}
+
+/* Reads this rank's n elements of t from one stored dataset (collectively) into buf. */
+static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t mem_type, hid_t xfer,
+                       void *buf) {
+    hid_t fspace = shard_file_space(dset, t, n);
+    hid_t mspace = memory_space(n);
+    H5_CHECK(H5Dread(dset, mem_type, mspace, fspace, xfer, buf));
+    H5Sclose(mspace);
+    H5Sclose(fspace);
+}
+
+/* Reads this rank's shard of every dataset (collectively; closing each) and stores it: float32
+ * through model_store_tensor (converted to the held dtype), a bf16 or int8 one held as stored
+ * through model_store_tensor_stored, and bf16 held as f32 widened first. */
+static void weights_read_shards(model *m, const backend *be,
+                                stored_tensor tensors[CHECKPOINT_N_TENSORS], size_t max_bytes,
+                                long max_scales, comm *tp) {
+    char *staging = xmalloc(max_bytes);
+    float *scales = xmalloc((size_t)max_scales * sizeof(float));
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
     H5_CHECK(xfer);
     H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
+    /* memory types equal to the file's, so HDF5 converts nothing and stays collective */
+    hid_t bf16 = checkpoint_h5_type(DTYPE_BF16);
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     for (int i = 0; i < n_names; i++) {
         const tensor_desc *t = model_find_tensor(m, names[i]);
+        const stored_tensor *s = &tensors[i];
         long n = tensor_held(t) ? tensor_local_elems(t) : 0;
-        hid_t fspace = shard_file_space(dsets[i], t, n);
-        hid_t mspace = memory_space(n);
-        H5_CHECK(H5Dread(dsets[i], H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging));
-        H5Sclose(mspace);
-        H5Sclose(fspace);
-        H5Dclose(dsets[i]);
+        const hid_t mem = s->stored == DTYPE_INT8   ? H5T_NATIVE_INT8
+                          : s->stored == DTYPE_BF16 ? bf16
+                                                    : H5T_NATIVE_FLOAT;
+        shard_read(s->values, t, n, mem, xfer, staging);
+        H5Dclose(s->values);
+        if (s->stored == DTYPE_INT8) {
+            const tensor_desc sd = n > 0 ? scale_desc(t, s->group) : (tensor_desc){0};
+            const long ns = n > 0 ? tensor_scale_count(m, t) : 0;
+            CHECK(ns == 0 || tensor_local_elems(&sd) == ns, "tensor %s: %ld scales, not %ld",
+                  t->name, tensor_local_elems(&sd), ns);
+            shard_read(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, scales);
+            H5Dclose(s->scales);
+        }
+        if (n == 0) continue;
         /* every TP rank of a stage holds the same rows, so the TP collectives inside
          * model_store_tensor line up */
-        if (n > 0) model_store_tensor(m, be, t, staging, tp);
+        if (s->stored != DTYPE_F32 && s->stored == held_dtype(m, t)) {
+            model_store_tensor_stored(m, be, t, staging, scales);
+            continue;
+        }
+        float *values = (float *)staging;
+        if (s->stored == DTYPE_BF16) { /* held as f32: widened exactly */
+            values = (float *)(staging + (size_t)n * sizeof(uint16_t));
+            convert_bf16_to_f32(values, (const uint16_t *)staging, n);
+        }
+        model_store_tensor(m, be, t, values, tp);
         /* a tied head kept in the weight dtype is a second tensor named wte over the same
-         * shard (model_add_head_copy): it stores the values just read */
-        for (int c = 0; n > 0 && c < m->n_tensors; c++) {
+         * shard (model_add_head_copy): it stores the values just read (wte is always stored
+         * as float32, checkpoint_tensor_dtype) */
+        for (int c = 0; c < m->n_tensors; c++) {
             const tensor_desc *copy = &m->tensors[c];
             if (copy == t || strcmp(copy->name, t->name) != 0 || !tensor_held(copy)) continue;
             CHECK(tensor_local_elems(copy) == n, "tensor %s: the copy's shard differs", t->name);
-            model_store_tensor(m, be, copy, staging, tp);
+            model_store_tensor(m, be, copy, values, tp);
         }
     }
+    H5Tclose(bf16);
     H5Pclose(xfer);
+    free(scales);
     free(staging);
 }
 
@@ -572,13 +723,24 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
         error_set("%s: cannot open the checkpoint with parallel HDF5", path);
         return STATUS_BAD_INPUT;
     }
-    hid_t dsets[CHECKPOINT_N_TENSORS];
-    long max_local;
-    if (weights_open_checked(file, m, path, world, dsets, &max_local) != STATUS_OK) {
+    /* the same attributes on every rank (checkpoint_read_stored has checked them) */
+    long long version = 0;
+    checkpoint_storage st;
+    if (h5_attr_read_long(file, "format_version", &version) != 0 ||
+        checkpoint_read_storage_attrs(file, path, version, &st) != STATUS_OK) {
+        if (version == 0) error_set("%s: no root attribute 'format_version'", path);
         H5Fclose(file);
         return STATUS_BAD_INPUT;
     }
-    weights_read_shards(m, be, dsets, max_local, tp);
+    stored_tensor tensors[CHECKPOINT_N_TENSORS];
+    size_t max_bytes;
+    long max_scales;
+    if (weights_open_checked(file, m, path, world, &st, tensors, &max_bytes, &max_scales) !=
+        STATUS_OK) {
+        H5Fclose(file);
+        return STATUS_BAD_INPUT;
+    }
+    weights_read_shards(m, be, tensors, max_bytes, max_scales, tp);
     H5_CHECK(H5Fclose(file));
     return model_weights_finite(m, world, path); /* NaN and Inf are refused (docs/checkpoint.md) */
 }
@@ -597,7 +759,7 @@ static uint64_t slice_fingerprint(const tensor_desc *t) {
 
 void checkpoint_write_config_attrs(hid_t file, const model_config *cfg) {
     h5_attr_write_string(file, "format", CHECKPOINT_FORMAT);
-    h5_attr_write_int(file, "format_version", CHECKPOINT_FORMAT_VERSION);
+    h5_attr_write_int(file, "format_version", CHECKPOINT_FORMAT_VERSION_FP32);
     h5_attr_write_int(file, "layers", cfg->layers);
     h5_attr_write_int(file, "heads", cfg->heads);
     h5_attr_write_int(file, "embd", cfg->embd);
@@ -626,6 +788,11 @@ hid_t checkpoint_dataset_create(hid_t group, const model_config *cfg, const char
     long shape[3];
     int ndims = checkpoint_tensor_shape(cfg, name, shape);
     CHECK(ndims > 0, "unknown checkpoint tensor %s", name);
+    return checkpoint_dataset_create_typed(group, name, ndims, shape, H5T_IEEE_F32LE);
+}
+
+hid_t checkpoint_dataset_create_typed(hid_t group, const char *name, int ndims, const long *shape,
+                                      hid_t type) {
     hsize_t dims[3];
     for (int d = 0; d < ndims; d++)
         dims[d] = (hsize_t)shape[d];
@@ -637,7 +804,7 @@ hid_t checkpoint_dataset_create(hid_t group, const model_config *cfg, const char
     H5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
     H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
     H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY));
-    hid_t dset = H5Dcreate2(group, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    hid_t dset = H5Dcreate2(group, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5_CHECK(dset);
     H5Pclose(dcpl);
     H5Sclose(space);

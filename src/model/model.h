@@ -197,6 +197,12 @@ typedef struct model {
 #define MODEL_FINITE 0x7fffffffffffffffLL
 
 void model_config_from_job(model_config *cfg, const job *j);
+/* The part of model_config_from_job that follows model.precision, model.int8_group and
+ * model.quantize_head (-1: auto) for a cfg whose shape is set: int8_group, quantize_head and
+ * mlp_unit. The importers call it too, so a checkpoint stored in a precision is quantised
+ * exactly as a load in that precision would quantise it. */
+void model_config_set_precision(model_config *cfg, precision_kind p, int int8_group,
+                                int quantize_head);
 
 /* Fills the size table for this rank's shard (no allocation). */
 void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, dtype wtype);
@@ -228,6 +234,13 @@ void model_free(model *m, const backend *be);
  * reader, so both take the same path. */
 void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const float *host_values,
                         comm *tp);
+
+/* Stores this rank's values of a matrix table row that are already in the weight dtype, as a
+ * checkpoint stored in that precision holds them: bf16 bit patterns, or int8 values with
+ * their tensor_scale_count scales in model_store_tensor's layout. Copies them to the backend
+ * as they are; non-finite bf16 values and scales are noted as model_store_tensor notes them. */
+void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t,
+                               const void *values, const float *scales);
 
 /* Whether every weight stored since model_tensor_table was finite, on every rank of world
  * (collective). Otherwise STATUS_BAD_INPUT with error_message() naming the tensor, the
