@@ -557,14 +557,12 @@ static int stored_unloadable(const model *m, const tensor_desc *t, const stored_
 
 /* Opens every /weights dataset (an int8 one's scales too) and checks its shape and stored
  * dtype against the model's, agreed over world before any collective read, so no rank starts
- * a read another skips. On success fills tensors and the staging this rank's largest shard
- * needs (bytes, and scales); otherwise closes what it opened and returns STATUS_BAD_INPUT. */
+ * a read another skips. On success fills tensors; otherwise closes what it opened and returns
+ * STATUS_BAD_INPUT. */
 static int weights_open_checked(hid_t file, const model *m, const char *path, MPI_Comm world,
                                 const checkpoint_storage *st,
-                                stored_tensor tensors[CHECKPOINT_N_TENSORS], size_t *max_bytes,
-                                long *max_scales) {
+                                stored_tensor tensors[CHECKPOINT_N_TENSORS]) {
     int bad = 0;
-    *max_bytes = sizeof(float), *max_scales = 1;
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
@@ -605,14 +603,6 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
         }
         if (!same) bad = 1;
         if (!bad && stored_unloadable(m, t, s, path)) bad = 1;
-        if (!tensor_held(t)) continue;
-        const long n = tensor_local_elems(t);
-        /* bf16 widened to f32 needs the f32 values beside the stored ones */
-        size_t bytes = (size_t)n * dtype_size(s->stored);
-        if (s->stored == DTYPE_BF16 && held_dtype(m, t) == DTYPE_F32) bytes += (size_t)n * 4;
-        if (bytes > *max_bytes) *max_bytes = bytes;
-        if (s->stored == DTYPE_INT8 && tensor_scale_count(m, t) > *max_scales)
-            *max_scales = tensor_scale_count(m, t);
     }
     if (!agree_any_bad(world, bad)) return STATUS_OK;
     if (!bad) error_set("%s: the checkpoint does not match the model (see rank 0)", path);
@@ -656,12 +646,114 @@ static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t mem_type,
     H5Sclose(fspace);
 }
 
-/* Reads this rank's shard of every dataset (collectively; closing each) and stores it: float32
- * through model_store_tensor (converted to the held dtype), a bf16 or int8 one held as stored
- * through model_store_tensor_stored, and bf16 held as f32 widened first. */
+/* A load stages at most this many bytes of a tensor at a time (or one dim-0 entry, a layer or
+ * an embedding row, when that is larger), so its peak is about the weights themselves, not the
+ * weights plus a whole stacked shard (an 8B model's gate_up_w is 15 GB in fp32). The
+ * environment variable TRIPAR_LOAD_CHUNK_BYTES changes it, so that tests on tiny models read
+ * in many parts; the ranks agree on each tensor's part count, so it may differ between them. */
+#define LOAD_CHUNK_BYTES (64L << 20)
+
+static long load_chunk_bytes(void) {
+    const char *env = getenv("TRIPAR_LOAD_CHUNK_BYTES");
+    char *end = NULL;
+    long v = env ? strtol(env, &end, 10) : 0;
+    return env && end != env && *end == '\0' && v > 0 ? v : LOAD_CHUNK_BYTES;
+}
+
+/* How one tensor is read: in `parts` runs of its local dim 0 (the same count on every rank,
+ * so the collective reads line up), each of at most `per_part` dim-0 entries. */
+typedef struct {
+    long parts, per_part;
+    size_t entry_bytes; /* staged bytes per dim-0 entry: stored values, + f32 when widened */
+    long entry_scales;  /* int8 scales per dim-0 entry */
+} read_plan;
+
+/* This rank's entries of t's dim 0, one block in every table (layers, vocab rows, ...). */
+static long held_entries(const tensor_desc *t) {
+    if (!tensor_held(t)) return 0;
+    CHECK(t->local[0].nblocks == 1, "tensor %s: dim 0 in %d blocks", t->name, t->local[0].nblocks);
+    return t->local[0].count[0];
+}
+
+/* Plans every tensor's parts, agreed over world, and the staging the largest part needs. */
+static void read_plans_make(const model *m, const stored_tensor *tensors, int n_names,
+                            const char *const *names, MPI_Comm world, read_plan *plans,
+                            size_t *max_bytes, long *max_scales) {
+    *max_bytes = sizeof(float), *max_scales = 1;
+    const long chunk = load_chunk_bytes();
+    for (int i = 0; i < n_names; i++) {
+        const tensor_desc *t = model_find_tensor(m, names[i]);
+        const stored_tensor *s = &tensors[i];
+        read_plan *p = &plans[i];
+        *p = (read_plan){0};
+        const long n0 = held_entries(t), n = n0 > 0 ? tensor_local_elems(t) : 0;
+        long mine = 0;
+        if (n > 0) {
+            const long inner = n / n0;
+            p->entry_bytes = (size_t)inner * dtype_size(s->stored);
+            /* bf16 widened to f32 needs the f32 values beside the stored ones */
+            if (s->stored == DTYPE_BF16 && held_dtype(m, t) == DTYPE_F32)
+                p->entry_bytes += (size_t)inner * sizeof(float);
+            if (s->stored == DTYPE_INT8) p->entry_scales = tensor_scale_count(m, t) / n0;
+            const long fit = chunk / (long)p->entry_bytes;
+            const long per = fit < 1 ? 1 : fit;
+            mine = (n0 + per - 1) / per;
+        }
+        p->parts = agree_max_long(world, mine);
+        if (p->parts < 1) p->parts = 1; /* nobody holds it: one empty collective read */
+        p->per_part = n0 ? (n0 + p->parts - 1) / p->parts : 0;
+        if ((size_t)p->per_part * p->entry_bytes > *max_bytes)
+            *max_bytes = (size_t)p->per_part * p->entry_bytes;
+        if (p->per_part * p->entry_scales > *max_scales)
+            *max_scales = p->per_part * p->entry_scales;
+    }
+}
+
+/* Stores one part of t staged in its stored dtype: float32 through model_store_tensor
+ * (converted to the held dtype), a bf16 or int8 one held as stored through
+ * model_store_tensor_stored, and bf16 held as f32 widened first. */
+static void part_store(model *m, const backend *be, const tensor_desc *t, const stored_tensor *s,
+                       long first, long count, char *staging, const float *scales, comm *tp) {
+    tensor_part part;
+    tensor_part_init(&part, m, t, first, count);
+    const long n = tensor_local_elems(&part.d);
+    /* every TP rank of a stage holds the same rows and parts, so the TP collectives inside
+     * model_store_tensor line up */
+    if (s->stored != DTYPE_F32 && s->stored == held_dtype(m, t)) {
+        model_store_tensor_stored(m, be, &part.d, staging, scales);
+        return;
+    }
+    float *values = (float *)staging;
+    if (s->stored == DTYPE_BF16) { /* held as f32: widened exactly */
+        values = (float *)(staging + (size_t)n * sizeof(uint16_t));
+        convert_bf16_to_f32(values, (const uint16_t *)staging, n);
+    }
+    model_store_tensor(m, be, &part.d, values, tp);
+    /* a tied head kept in the weight dtype is a second tensor named wte over the same shard
+     * (model_add_head_copy): it stores the values just read (wte is always stored as float32,
+     * checkpoint_tensor_dtype) */
+    for (int c = 0; c < m->n_tensors; c++) {
+        const tensor_desc *copy = &m->tensors[c];
+        if (copy == t || strcmp(copy->name, t->name) != 0 || !tensor_held(copy)) continue;
+        CHECK(tensor_local_elems(copy) == tensor_local_elems(t), "tensor %s: the copy differs",
+              t->name);
+        tensor_part copy_part;
+        tensor_part_init(&copy_part, m, copy, first, count);
+        model_store_tensor(m, be, &copy_part.d, values, tp);
+    }
+}
+
+/* Reads this rank's shard of every dataset, part by part (collectively; closing each), and
+ * stores it. */
 static void weights_read_shards(model *m, const backend *be,
-                                stored_tensor tensors[CHECKPOINT_N_TENSORS], size_t max_bytes,
-                                long max_scales, comm *tp) {
+                                stored_tensor tensors[CHECKPOINT_N_TENSORS], MPI_Comm world,
+                                comm *tp) {
+    const char *const *names = NULL;
+    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    read_plan plans[CHECKPOINT_N_TENSORS];
+    size_t max_bytes;
+    long max_scales;
+    read_plans_make(m, tensors, n_names, names, world, plans, &max_bytes, &max_scales);
     char *staging = xmalloc(max_bytes);
     float *scales = xmalloc((size_t)max_scales * sizeof(float));
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
@@ -669,47 +761,31 @@ static void weights_read_shards(model *m, const backend *be,
     H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
     /* memory types equal to the file's, so HDF5 converts nothing and stays collective */
     hid_t bf16 = checkpoint_h5_type(DTYPE_BF16);
-    const char *const *names = NULL;
-    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     for (int i = 0; i < n_names; i++) {
         const tensor_desc *t = model_find_tensor(m, names[i]);
         const stored_tensor *s = &tensors[i];
-        long n = tensor_held(t) ? tensor_local_elems(t) : 0;
+        const read_plan *p = &plans[i];
+        const long n0 = held_entries(t);
         const hid_t mem = s->stored == DTYPE_INT8   ? H5T_NATIVE_INT8
                           : s->stored == DTYPE_BF16 ? bf16
                                                     : H5T_NATIVE_FLOAT;
-        shard_read(s->values, t, n, mem, xfer, staging);
+        for (long k = 0; k < p->parts; k++) {
+            /* this rank's dim-0 entries of part k: none once its own run out */
+            const long first = k * p->per_part < n0 ? k * p->per_part : n0;
+            const long count = n0 - first < p->per_part ? n0 - first : p->per_part;
+            tensor_part part;
+            if (count > 0) tensor_part_init(&part, m, t, first, count);
+            const long n = count > 0 ? tensor_local_elems(&part.d) : 0;
+            shard_read(s->values, n > 0 ? &part.d : NULL, n, mem, xfer, staging);
+            if (s->stored == DTYPE_INT8) {
+                const tensor_desc sd = n > 0 ? scale_desc(&part.d, s->group) : (tensor_desc){0};
+                const long ns = n > 0 ? tensor_local_elems(&sd) : 0;
+                shard_read(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, scales);
+            }
+            if (n > 0) part_store(m, be, t, s, first, count, staging, scales, tp);
+        }
         H5Dclose(s->values);
-        if (s->stored == DTYPE_INT8) {
-            const tensor_desc sd = n > 0 ? scale_desc(t, s->group) : (tensor_desc){0};
-            const long ns = n > 0 ? tensor_scale_count(m, t) : 0;
-            CHECK(ns == 0 || tensor_local_elems(&sd) == ns, "tensor %s: %ld scales, not %ld",
-                  t->name, tensor_local_elems(&sd), ns);
-            shard_read(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, scales);
-            H5Dclose(s->scales);
-        }
-        if (n == 0) continue;
-        /* every TP rank of a stage holds the same rows, so the TP collectives inside
-         * model_store_tensor line up */
-        if (s->stored != DTYPE_F32 && s->stored == held_dtype(m, t)) {
-            model_store_tensor_stored(m, be, t, staging, scales);
-            continue;
-        }
-        float *values = (float *)staging;
-        if (s->stored == DTYPE_BF16) { /* held as f32: widened exactly */
-            values = (float *)(staging + (size_t)n * sizeof(uint16_t));
-            convert_bf16_to_f32(values, (const uint16_t *)staging, n);
-        }
-        model_store_tensor(m, be, t, values, tp);
-        /* a tied head kept in the weight dtype is a second tensor named wte over the same
-         * shard (model_add_head_copy): it stores the values just read (wte is always stored
-         * as float32, checkpoint_tensor_dtype) */
-        for (int c = 0; c < m->n_tensors; c++) {
-            const tensor_desc *copy = &m->tensors[c];
-            if (copy == t || strcmp(copy->name, t->name) != 0 || !tensor_held(copy)) continue;
-            CHECK(tensor_local_elems(copy) == n, "tensor %s: the copy's shard differs", t->name);
-            model_store_tensor(m, be, copy, values, tp);
-        }
+        if (s->scales >= 0) H5Dclose(s->scales);
     }
     H5Tclose(bf16);
     H5Pclose(xfer);
@@ -733,14 +809,11 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
         return STATUS_BAD_INPUT;
     }
     stored_tensor tensors[CHECKPOINT_N_TENSORS];
-    size_t max_bytes;
-    long max_scales;
-    if (weights_open_checked(file, m, path, world, &st, tensors, &max_bytes, &max_scales) !=
-        STATUS_OK) {
+    if (weights_open_checked(file, m, path, world, &st, tensors) != STATUS_OK) {
         H5Fclose(file);
         return STATUS_BAD_INPUT;
     }
-    weights_read_shards(m, be, tensors, max_bytes, max_scales, tp);
+    weights_read_shards(m, be, tensors, world, tp);
     H5_CHECK(H5Fclose(file));
     return model_weights_finite(m, world, path); /* NaN and Inf are refused (docs/checkpoint.md) */
 }

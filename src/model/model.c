@@ -222,6 +222,26 @@ long tensor_global_index(const tensor_desc *t, long local_index) {
     return global;
 }
 
+void tensor_part_init(tensor_part *p, const model *m, const tensor_desc *t, long first,
+                      long count) {
+    const long n0 = slice_elems(&t->local[0]);
+    CHECK(t->local[0].nblocks == 1 && first >= 0 && count >= 0 && first + count <= n0,
+          "tensor %s: part [%ld, %ld) of %ld", t->name, first, first + count, n0);
+    p->d = *t;
+    p->d.local[0].start[0] += first;
+    p->d.local[0].count[0] = count;
+    /* dim 0 is outermost, so a run of its entries is one contiguous run of values and, for an
+     * int8 matrix, of scales (rows, then groups) */
+    const long inner = n0 ? tensor_local_elems(t) / n0 : 0;
+    const size_t esize = t->is_matrix ? dtype_size(m->weight_dtype) : sizeof(float);
+    p->slot = *t->slot ? (char *)*t->slot + (size_t)(first * inner) * esize : NULL;
+    p->scale = NULL;
+    if (t->is_matrix && m->weight_dtype == DTYPE_INT8 && *t->scale_slot)
+        p->scale = *t->scale_slot + first * (tensor_scale_count(m, t) / n0);
+    p->d.slot = &p->slot;
+    p->d.scale_slot = t->scale_slot ? &p->scale : NULL;
+}
+
 /* Rows of a matrix tensor = product of all but its last local dimension. */
 static long matrix_rows(const tensor_desc *t) {
     return tensor_local_elems(t) / slice_elems(&t->local[t->ndims - 1]);
@@ -293,7 +313,7 @@ static long long nonfinite_key(int row, long global_index, float v) {
 
 /* Notes the non-finite value v at local element i of a table row, when it comes first. */
 static void nonfinite_note(model *m, const tensor_desc *t, long i, float v) {
-    long long key = nonfinite_key((int)(t - m->tensors), tensor_global_index(t, i), v);
+    long long key = nonfinite_key(t->index, tensor_global_index(t, i), v);
     if (key < m->nonfinite_key) m->nonfinite_key = key;
 }
 

@@ -155,6 +155,7 @@ typedef struct {
     init_kind init;
     float init_std;
     int present; /* 0 when this rank holds none of it (e.g. wpe off the first stage) */
+    int index;   /* its row in the size table (a tensor_part keeps its tensor's) */
 } tensor_desc;
 
 #define MODEL_MAX_TENSORS 24
@@ -213,6 +214,18 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
 void model_add_head_copy(model *m, const shard_geom *g, float wte_std);
 /* Scales of an int8 matrix tensor: rows x groups (1 group when scaled per row). */
 long tensor_scale_count(const model *m, const tensor_desc *t);
+
+/* Local dim-0 entries [first, first + count) of a table row (a stacked tensor's layers, a 2-D
+ * one's rows) as a row of its own, whose slots point at their place in the row's memory: what
+ * the checkpoint reader selects in the file and stores, so that it stages a few layers at a
+ * time, not the whole shard. Not to be copied once made (d's slots point into it). */
+typedef struct {
+    tensor_desc d;
+    void *slot;
+    float *scale;
+} tensor_part;
+void tensor_part_init(tensor_part *p, const struct model *m, const tensor_desc *t, long first,
+                      long count);
 
 /* Local element count of a table row. */
 long tensor_local_elems(const tensor_desc *t);

@@ -9,6 +9,9 @@ fp32 equals the fp32 file with its matrices rounded to bf16 by numpy; the format
 and the refusals (exit 2, named): a lossy job precision, another int8_group, quantize_head false
 on an int8 head, a missing scale dataset, NaN in a scale and in a bf16 weight.
 
+The stored files are loaded a few kB at a time (TRIPAR_LOAD_CHUNK_BYTES), so every tensor is
+read in several parts, unevenly over the ranks.
+
 Usage: ckpt_precision_check.py TRIPAR WORKDIR   (MPIEXEC in the environment runs `tripar run`)"""
 import os
 import re
@@ -31,9 +34,9 @@ MESHES = [(1, 1), (2, 2)]  # (tp, pp)
 MATRICES = {"qkv_w", "proj_w", "fc1_w", "fc2_w", "gate_up_w", "down_w", "head_w"}
 
 
-def run(args, want_rc=0, pattern=None):
+def run(args, want_rc=0, pattern=None, env=None):
     r = subprocess.run(args, capture_output=True, text=True,
-                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0", **(env or {})))
     out = r.stdout + r.stderr
     if r.returncode != want_rc or (pattern and not re.search(pattern, out)):
         sys.exit(f"FAIL: {' '.join(args)}: exit {r.returncode} (want {want_rc}"
@@ -41,7 +44,7 @@ def run(args, want_rc=0, pattern=None):
     return out
 
 
-def generate(tripar, ckpt, work, tag, tp=1, pp=1, sets=(), want_rc=0, pattern=None):
+def generate(tripar, ckpt, work, tag, tp=1, pp=1, sets=(), want_rc=0, pattern=None, env=None):
     """(tokens, prefill logits) of a greedy run of ckpt on tp x pp ranks with --set sets."""
     job = os.path.join(work, "job.yaml")
     with open(job, "w") as f:
@@ -54,7 +57,7 @@ def generate(tripar, ckpt, work, tag, tp=1, pp=1, sets=(), want_rc=0, pattern=No
     for s in sets:
         cmd += ["--set", s]
     cmd = [os.environ.get("MPIEXEC", "mpiexec"), "-n", str(tp * pp), "--oversubscribe"] + cmd
-    run(cmd, want_rc, pattern)
+    run(cmd, want_rc, pattern, env)
     if want_rc:
         return None
     with h5py.File(out, "r") as f:
@@ -90,14 +93,21 @@ def fixtures(work):
 
 
 def same_runs(tripar, work, name, fp32, stored, precision, group, extra=()):
-    """The stored file (precision left out) against the fp32 file run in that precision."""
+    """The stored file (precision left out) against the fp32 file run in that precision. The
+    stored file is read in parts of a few kB (TRIPAR_LOAD_CHUNK_BYTES), a layer or a few
+    embedding rows at a time, uneven over the ranks; the fp32 file whole."""
     sets = [f"model.precision={precision}"] + ([f"model.int8_group={group}"] if group else [])
     for tp, pp in MESHES:
         a = generate(tripar, fp32, work, "a", tp, pp, sets + list(extra))
-        b = generate(tripar, stored, work, "b", tp, pp, list(extra))
-        assert np.array_equal(a[0], b[0]), f"{name} tp={tp} pp={pp}: tokens {a[0]} vs {b[0]}"
-        assert np.array_equal(a[1], b[1]), f"{name} tp={tp} pp={pp}: logits differ by " \
-                                           f"{np.abs(a[1] - b[1]).max()}"
+        b = generate(tripar, stored, work, "b", tp, pp, list(extra),
+                     env={"TRIPAR_LOAD_CHUNK_BYTES": "3000"})
+        # and the fp32 file quantised at load in parts: the TP ranks' row maxima per part
+        c = generate(tripar, fp32, work, "c", tp, pp, sets + list(extra),
+                     env={"TRIPAR_LOAD_CHUNK_BYTES": "5000"}) if precision == "int8w" else a
+        for other in (b, c):
+            assert np.array_equal(a[0], other[0]), f"{name} tp={tp} pp={pp}: tokens differ"
+            assert np.array_equal(a[1], other[1]), f"{name} tp={tp} pp={pp}: logits differ " \
+                                                   f"by {np.abs(a[1] - other[1]).max()}"
     print(f"{name}: runs from the {precision}{f' g{group}' if group else ''} file equal the "
           f"fp32 file's in {precision}{' ' + ' '.join(extra) if extra else ''} (tokens "
           f"{b[0][0].tolist()[len(PROMPT):]}, logits bit for bit, tp x pp {MESHES})")
