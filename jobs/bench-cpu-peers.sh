@@ -21,14 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TRIPAR=${TRIPAR_BIN:-build/tripar}
 
-# Pinned peers. llama-cpp-python 0.3.36 vendors llama.cpp at ggml-org/llama.cpp@0c1e57098
-# (its CHANGELOG; llama-bench reports "build 1, commit 0c1e570"). The writer's gguf is the one
-# that llama.cpp commit carries in gguf-py (0.19.0).
-LCP_VERSION=0.3.36
-LCP_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-LLAMA_CPP_COMMIT=0c1e57098
-GGUF_VERSION=0.19.0
-NUMPY_VERSION=2.4.6
+# The peer: llama.cpp, pinned and built by jobs/cpu-peers/peer_build.sh.
+. jobs/cpu-peers/peer_build.sh
 
 # The shape both engines run: jobs/bench-gpt2-124m.yaml's model, and its GGUF twin.
 JOB=jobs/bench-gpt2-124m.yaml
@@ -70,9 +64,8 @@ done
 if [ -z "$rounds" ]; then rounds=3; [ $quick = 1 ] && rounds=1; fi
 case $rounds in '' | *[!0-9]* | 0) say "--rounds needs a positive integer"; exit 2 ;; esac
 
-cache=$(realpath -m "${TRIPAR_PEERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tripar/peers}")
-case $cache/ in "$(pwd -P)"/*) say "the cache $cache is inside the repository; set TRIPAR_PEERS_CACHE elsewhere"; exit 2 ;; esac
-mkdir -p "$cache"
+peer_cache
+cache=$PEER_CACHE
 
 if [ $build_only = 0 ]; then
     out=${out:-out/bench-cpu-peers-$(date +%Y%m%d-%H%M%S)}
@@ -85,57 +78,10 @@ if [ $build_only = 0 ]; then
     mkdir -p "$out"
 fi
 
-# --- the peer: a venv with gguf, the sdist, llama-bench ------------------------------------
-venv=$cache/venv-gguf-$GGUF_VERSION
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import gguf" 2>/dev/null; then
-    say "creating $venv (gguf==$GGUF_VERSION, numpy==$NUMPY_VERSION)"
-    rm -rf "$venv"
-    /usr/bin/python3 -m venv "$venv" || die "cannot create a venv; apt-get install -y python3-venv"
-    "$venv/bin/pip" install -q "gguf==$GGUF_VERSION" "numpy==$NUMPY_VERSION" || die "pip install gguf failed"
-fi
-
-sdist=$cache/sdist/llama_cpp_python-$LCP_VERSION.tar.gz
-if [ ! -f "$sdist" ]; then
-    say "downloading the llama-cpp-python $LCP_VERSION source distribution from PyPI"
-    # the sdist, never a wheel; its metadata is prepared with build tools from wheels (with
-    # --no-binary :all: pip would build those from source too, which takes many minutes)
-    "$venv/bin/pip" download -q --no-binary llama-cpp-python --no-deps \
-        "llama-cpp-python==$LCP_VERSION" -d "$cache/sdist" ||
-        die "pip download llama-cpp-python==$LCP_VERSION failed"
-fi
-echo "$LCP_SHA256  $sdist" | sha256sum -c --status ||
-    die "$sdist: its sha256 is not the pinned $LCP_SHA256 (delete it to download it again)"
-src=$cache/src/llama_cpp_python-$LCP_VERSION
-if [ ! -d "$src" ]; then
-    # unpacked beside and renamed, so that an interrupted unpack is never taken for a whole one
-    rm -rf "$src.partial"
-    mkdir -p "$src.partial"
-    tar -xzf "$sdist" -C "$src.partial" || die "cannot unpack $sdist"
-    mv "$src.partial/llama_cpp_python-$LCP_VERSION" "$src"
-    rmdir "$src.partial"
-fi
-[ -f "$src/vendor/llama.cpp/CMakeLists.txt" ] || die "$src has no vendor/llama.cpp"
-
-bdir=$cache/build/llama.cpp-$LCP_VERSION
-LLAMA_BENCH=$bdir/bin/llama-bench
-if [ ! -x "$LLAMA_BENCH" ]; then
-    say "building llama-bench from $src/vendor/llama.cpp into $bdir (several minutes on 2 cores; log: $bdir.log)"
-    start=$(date +%s)
-    mkdir -p "$cache/build"
-    # CPU backend only, compiled for this CPU (GGML_NATIVE), static, no network (OpenSSL),
-    # no tests, examples, server or app: llama-bench and the libraries it links
-    cmake -S "$src/vendor/llama.cpp" -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-        -DBUILD_SHARED_LIBS=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-        -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DGGML_CCACHE=OFF \
-        >"$bdir.log" 2>&1 || { tail -20 "$bdir.log" >&2; die "configuring llama.cpp failed"; }
-    cmake --build "$bdir" --target llama-bench -j"$(nproc)" 2>&1 | tee -a "$bdir.log" |
-        awk '/^\[ *[0-9]+%\]/ { p = substr($0, 2, 3) + 0; if (p >= last + 10) { last = p;
-             printf "bench-cpu-peers: building llama-bench %3d%%\n", p > "/dev/stderr" } }' ||
-        { tail -20 "$bdir.log" >&2; die "building llama-bench failed (log: $bdir.log)"; }
-    [ -x "$LLAMA_BENCH" ] || die "the build made no $LLAMA_BENCH"
-    say "llama-bench built in $(($(date +%s) - start)) s"
-fi
+# --- the peer: a venv with gguf, llama-bench ----------------------------------------------
+peer_setup llama-bench
+venv=$PEER_VENV
+LLAMA_BENCH=$PEER_BIN/llama-bench
 llama_version=$("$LLAMA_BENCH" --version 2>&1 | sed -n 1p)
 
 # GGUF files, named by the writer's hash so that a changed writer writes new ones
@@ -256,24 +202,16 @@ run_pair_tripar() { # round pair
     done
 }
 
-# llama.cpp built with -march=native on a CPU with AMX (Sapphire Rapids) routes Q8_0 (and other
-# quantised types) to its AMX buffer type when weights are repacked (--repack 1, the default);
-# on this VM that path segfaults in ggml_backend_amx_mul_mat. A short probe per type: a type
-# that crashes with repacking runs with --repack 0 (ggml's plain AVX-512/VNNI kernels), and the
-# table says so.
+# A type whose weight repacking crashes (the AMX path on these VMs; peer_repack) runs with
+# --repack 0, and the table says so.
 declare -A REPACK
 repack_notes=()
 for t in $PAIRS; do
-    REPACK[$t]=1
-    probe=("$LLAMA_BENCH" -m "${GGUF[$t]}" -t 1 -r 1 -p 8 -n 0)
-    if ! "${probe[@]}" >/dev/null 2>"$out/probe-llama-$t.log"; then
-        "${probe[@]}" --repack 0 >/dev/null 2>>"$out/probe-llama-$t.log" ||
-            { tail -20 "$out/probe-llama-$t.log" >&2; die "llama-bench fails on ${GGUF[$t]} with and without --repack"; }
-        REPACK[$t]=0
+    REPACK[$t]=$(peer_repack "${GGUF[$t]}")
+    if [ "${REPACK[$t]}" = 0 ]; then
         repack_notes+=("\"$(llama_type_name "$t") with --repack 0 (crashed with repacking: AMX path)\"")
         say "llama-bench $(llama_type_name "$t"): crashed with weight repacking (the AMX path on this CPU); it runs with --repack 0"
     fi
-    rm -f "$out/probe-llama-$t.log"
 done
 
 order=()

@@ -69,7 +69,8 @@ typedef struct backend_ops {
     void (*memset_zero)(void *ctx, void *dst, size_t bytes);
     /* waits for all work queued on the compute stream */
     void (*synchronize)(void *ctx);
-    /* peak backend memory in bytes so far (host RSS for cpu, device bytes for cuda) */
+    /* peak backend memory in bytes since this backend started (host RSS for cpu, device bytes
+     * for cuda): a sweep point reports its own, not an earlier point's */
     size_t (*peak_memory)(void *ctx);
 
     /* out[r] = (tok in [vocab_begin, vocab_end) ? wte[tok - vocab_begin] : 0)

@@ -27,7 +27,8 @@ Common options:
   --hostfile FILE        --local: mpirun --hostfile FILE
   --mpirun-arg ARG       --local: extra mpirun argument (repeatable)
   -h, --help
-Environment: TRIPAR_BIN (tripar binary, default `tripar` on PATH), PYTHON (default /usr/bin/python3).
+Environment: TRIPAR_BIN (tripar binary, default `tripar` on PATH, else this checkout's build/tripar),
+  PYTHON (default /usr/bin/python3).
 TXT
 }
 
@@ -99,8 +100,15 @@ study_parse() {
   for n in ${study_ranks//,/ }; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || study_die "--ranks: '$n' is not a positive integer"
   done
-  study_bin=${TRIPAR_BIN:-tripar}
-  command -v "$study_bin" >/dev/null 2>&1 || study_die "TRIPAR_BIN '$study_bin' not found"
+  # Default: a tripar on PATH, else this checkout's build (build/ beside slurm/), which a fresh
+  # clone has after the README's set-up and which puts nothing on PATH.
+  study_bin=${TRIPAR_BIN:-}
+  if [ -z "$study_bin" ]; then
+    study_bin=tripar
+    command -v tripar >/dev/null 2>&1 || study_bin=$(dirname "$study_slurm_dir")/build/tripar
+  fi
+  command -v "$study_bin" >/dev/null 2>&1 \
+    || study_die "TRIPAR_BIN '$study_bin' not found (set TRIPAR_BIN, or build into build/)"
   study_bin=$(command -v "$study_bin")
   [[ "$study_bin" = /* ]] || study_bin=$PWD/$study_bin
   study_python=${PYTHON:-/usr/bin/python3}

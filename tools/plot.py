@@ -7,18 +7,75 @@ strategies, and throughput/efficiency scaling over a study folder.
   plot.py scaling STUDY_DIR -o scaling.png
   plot.py roofline RUN.h5|ROOFLINE.json -o roofline.png
   plot.py plan PLAN.json [PLAN2.json ...] -o plan.png [--front FRONT.csv]
+
+A file of the wrong kind (missing, a directory, text, JSON that is not what the command reads,
+an HDF5 file that is not a run file) or an output that cannot be written: one line
+`plot.py: ...` on stderr and exit 2.
 """
 import argparse
 import glob
 import os
 import sys
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import h5py  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+    matplotlib.use("Agg")
+    import h5py  # noqa: E402
+    import matplotlib.pyplot as plt  # noqa: E402
+    import numpy as np  # noqa: E402
+except ImportError as e:  # one line, not a traceback; tools/setup.sh installs them
+    sys.exit("plot.py: %s (it needs matplotlib, h5py and numpy: run it with /usr/bin/python3, "
+             "or see tools/setup.sh)" % e)
+
+
+class PlotError(Exception):
+    """A wrong input or output: main prints `plot.py: MESSAGE` on one line and exits 2."""
+
+
+def input_file(cmd, path):
+    """path, when it names a file that can be read; else a PlotError saying what it is."""
+    if not os.path.exists(path):
+        raise PlotError("%s: %s: no such file" % (cmd, path))
+    if os.path.isdir(path):
+        raise PlotError("%s: %s is a directory, not a file" % (cmd, path))
+    if not os.access(path, os.R_OK):
+        raise PlotError("%s: %s: cannot be read (permission denied)" % (cmd, path))
+    return path
+
+
+def open_run(cmd, path):
+    """A tripar run file (docs/schema.md: format "tripar-run"), open for reading."""
+    input_file(cmd, path)
+    if not h5py.is_hdf5(path):
+        raise PlotError("%s: %s is not an HDF5 file; %s reads a tripar run file (RUN.h5)" %
+                        (cmd, path, cmd))
+    f = h5py.File(path, "r")
+    kind = attr_str(f, "format")
+    if kind != "tripar-run":
+        f.close()
+        raise PlotError("%s: %s is an HDF5 file but not a tripar run file (format %r)" %
+                        (cmd, path, kind or "none"))
+    return f
+
+
+def load_json(cmd, path, key, what):
+    """The JSON object at path that holds key (what: the command that writes such a file)."""
+    import json
+    input_file(cmd, path)
+    if h5py.is_hdf5(path):
+        raise PlotError("%s: %s is an HDF5 file; %s reads the JSON of %s" % (cmd, path, cmd, what))
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+        raise PlotError("%s: %s is not JSON (%s); %s reads the JSON of %s" %
+                        (cmd, path, str(e).split(":")[0], cmd, what))
+    if not isinstance(doc, dict) or key not in doc:
+        raise PlotError("%s: %s is JSON but not the output of %s (no \"%s\")" %
+                        (cmd, path, what, key))
+    return doc
+
 
 # Phases that enclose others; drawn as a thin band, never stacked with the work inside them.
 SPANS = ("iteration", "step", "weight_init")
@@ -140,7 +197,7 @@ def overlay_telemetry(ax, samples, wanted):
 
 
 def cmd_timeline(args):
-    with h5py.File(args.run, "r") as f:
+    with open_run("timeline", args.run) as f:
         events = read_events(f)
         labels = rank_labels(f)
         title = "%s  (%s)" % (label_of(f), os.path.basename(args.run))
@@ -202,7 +259,7 @@ def cmd_timeline(args):
 
 def phase_means(path):
     """Mean over ranks of each phase's total seconds (measured iterations when marked)."""
-    with h5py.File(path, "r") as f:
+    with open_run("phases", path) as f:
         events = read_events(f)
         label = label_of(f)
     totals = {}
@@ -265,6 +322,9 @@ def strategy_group(dp, tp, pp):
 
 
 def cmd_scaling(args):
+    if not os.path.isdir(args.study):
+        raise PlotError("scaling: %s is not a directory; scaling reads a study folder of run "
+                        "files" % args.study)
     rows = []
     for path in sorted(glob.glob(os.path.join(args.study, "*.h5"))):
         try:
@@ -278,7 +338,7 @@ def cmd_scaling(args):
         except OSError:
             print("skipping unreadable %s" % path, file=sys.stderr)
     if not rows:
-        sys.exit("plot.py scaling: no run files with /metrics in %s" % args.study)
+        raise PlotError("scaling: no run files with /metrics in %s" % args.study)
     single = [r[4] for r in rows if r[0] == 1]
     groups = {}
     for world, dp, tp, pp, tps in rows:
@@ -325,19 +385,24 @@ def roofline_table(path):
     import shutil
     import subprocess
     import tempfile
-    if path.endswith(".json"):
-        with open(path) as f:
-            return json.load(f)["rooflines"][0]
+    what = "tripar report --roofline --json"
+    if not h5py.is_hdf5(input_file("roofline", path)):
+        doc = load_json("roofline", path, "rooflines", what)
+        if not doc["rooflines"]:
+            raise PlotError("roofline: %s holds no roofline" % path)
+        return doc["rooflines"][0]
+    open_run("roofline", path).close()
     tripar = os.environ.get("TRIPAR_BIN") or shutil.which("tripar")
     if not tripar:
-        sys.exit("plot.py roofline: %s is a run file and no tripar was found to price it "
-                 "(set TRIPAR_BIN, or pass the JSON of `tripar report --roofline --json`)" % path)
+        raise PlotError("roofline: %s is a run file and no tripar was found to price it "
+                        "(set TRIPAR_BIN, or pass the JSON of `%s`)" % (path, what))
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "roofline.json")
         done = subprocess.run([tripar, "report", "--roofline", path, "--json", out],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:
-            sys.exit(done.stderr.strip() or "tripar report --roofline failed")
+            lines = done.stderr.strip().splitlines()
+            raise PlotError("roofline: %s" % (lines[0] if lines else what + " failed"))
         with open(out) as f:
             return json.load(f)["rooflines"][0]
 
@@ -347,7 +412,7 @@ def cmd_roofline(args):
     rows = [r for r in t["phases"]
             if r["gflops"] is not None and r["bytes"] and r["flops"] and r["seconds"]]
     if not rows:
-        sys.exit("plot.py roofline: %s has no priced phases" % args.run)
+        raise PlotError("roofline: %s has no priced phases" % args.run)
     fig, ax = plt.subplots(figsize=(10, 6.5))
     intensity = [r["flops"] / r["bytes"] for r in rows]
     lo, hi = min(intensity) / 4, max(intensity) * 4
@@ -407,18 +472,20 @@ def cmd_plan(args):
     the Pareto front of those that fit: the strategies no other fitting one beats on both
     axes. At one batch size the two axes move together (tokens/s = batch x new tokens / E2E),
     so give plans of several batch sizes (`tripar plan --batch B` each) to see the trade-off."""
-    import json
     docs = []
     for path in args.plans:
-        with open(path) as f:
-            docs.append(json.load(f))
+        doc = load_json("plan", path, "strategies", "tripar plan --format json")
+        if not isinstance(doc["strategies"], list) or "batch" not in doc:
+            raise PlotError("plan: %s is JSON but not the output of tripar plan --format json "
+                            "(no batch, or strategies is not a list)" % path)
+        docs.append(doc)
     rows = []
     for doc in docs:
         for s in doc["strategies"]:
             rows.append(dict(s, batch=doc["batch"]))
     fits = [s for s in rows if s["fits"]]
     if not fits:
-        sys.exit("plot.py plan: %s has no strategy that fits" % ", ".join(args.plans))
+        raise PlotError("plan: %s has no strategy that fits" % ", ".join(args.plans))
     front = [fits[i] for i in pareto_front([(s["e2e_s"], s["tokens_per_s"]) for s in fits])]
     fig, ax = plt.subplots(figsize=(10, 6.5))
     batches = sorted({s["batch"] for s in fits})
@@ -443,10 +510,17 @@ def cmd_plan(args):
     ax.set_xlabel("predicted end-to-end latency (ms)")
     ax.set_ylabel("predicted output tokens/s")
     d = docs[0]
-    ax.set_title("%s on %s: %d GPUs, prompt %d, %d new tokens; %d strategies, %d fit "
-                 "(hollow: misses the SLO)" % (d["model"], d.get("cluster") or d["cluster_file"],
-                                                d["gpus"], d["prompt"], d["new_tokens"],
-                                                len(rows), len(fits)), fontsize=9)
+    title = "%s on %s: %d GPUs, prompt %d, %d new tokens; %d strategies, %d fit" % (
+        d["model"], d.get("cluster") or d["cluster_file"], d["gpus"], d["prompt"],
+        d["new_tokens"], len(rows), len(fits))
+    # the hollow markers mean something only when a plan was given an SLO to miss
+    if any(doc.get("ttft_slo_s") or doc.get("tpot_slo_s") for doc in docs):
+        title += " (hollow: misses the SLO)"
+    if len(batches) == 1:  # tokens/s = batch x new tokens / E2E: one ordering, one best point
+        title += ("\none batch size (%d): throughput falls as latency rises, so the front is "
+                  "the fastest strategy alone; plan several --batch values for a trade-off"
+                  % batches[0])
+    ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
@@ -494,7 +568,16 @@ def main(argv=None):
     pl.add_argument("--front", help="also write the front's strategies to this CSV")
     pl.set_defaults(fn=cmd_plan)
     args = p.parse_args(argv)
-    args.fn(args)
+    try:
+        args.fn(args)
+    except PlotError as e:
+        print("plot.py: %s" % e, file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:  # an output that cannot be written, an HDF5 file h5py cannot read
+        where = " %s:" % e.filename if getattr(e, "filename", None) else ""
+        print("plot.py: %s:%s %s" % (args.cmd, where, e.strerror or str(e).splitlines()[0]),
+              file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
  * kernels, timing marks on the monotonic clock, and the ops table that gathers the kernels of
  * kernels/cpu/. Work is synchronous, so the "stream" has always passed every mark. */
 #include <cblas.h>
+#include <malloc.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +52,22 @@ static void cpu_memset_zero(void *ctx, void *dst, size_t bytes) {
 
 static void cpu_synchronize(void *ctx) { (void)ctx; }
 
-/* Peak resident set (VmHWM): the weights, arena and BLAS buffers all live in host memory. */
+/* Starts the peak resident set (VmHWM) over from the present one, so a backend's peak is its
+ * own: a sweep builds one backend per point in one process, and VmHWM alone would carry the
+ * largest point's peak into every later one. Writing "5" to clear_refs is Linux's reset of
+ * VmHWM (proc(5)); malloc_trim first hands back what the previous point freed but the heap kept,
+ * so the reset starts from what this process holds, as a fresh one would. A kernel without the
+ * reset (no CONFIG_PROC_PAGE_MONITOR) leaves the process's peak: 0 tells the caller. */
+static int cpu_peak_reset(void) {
+    malloc_trim(0);
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return 0;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* Peak resident set (VmHWM) since the backend started (cpu_peak_reset): the weights, arena and
+ * BLAS buffers all live in host memory. */
 static size_t cpu_peak_memory(void *ctx) {
     (void)ctx;
     FILE *f = fopen("/proc/self/status", "r");
@@ -168,6 +184,7 @@ int backend_cpu_init(backend *be, const backend_options *opt) {
     ctx->marks = xcalloc((unsigned long)ctx->max_marks, sizeof(double));
     cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * CPU_MATMUL_TILE_FLOATS);
     ctx->grow_count = 0; // counts growth after init only
+    (void)cpu_peak_reset(); // peak_memory counts from here (without the reset, from the start)
     be->ops = &cpu_ops;
     be->ctx = ctx;
     return 0;

@@ -18,7 +18,8 @@ int plan_cluster_load(plan_cluster *c, const char *path);
 
 /* The model and workload of a loaded job (its checkpoint's shape when it names one). */
 int plan_model_from_job(const job *j, plan_model *m, plan_workload *w);
-/* The model of a preset (fp32 weights, job.c's defaults for the KV cache and chunks) and the
+/* The model of a preset (fp32 weights, which `tripar plan` replaces by the cluster's default
+ * precision; job.c's defaults for the KV cache and chunks) and the
  * default workload: batch 1, prompt 128, 32 new tokens. Returns STATUS_OK, or
  * STATUS_BAD_INPUT with error_message() listing the presets. */
 int plan_model_from_preset(const char *preset, plan_model *m, plan_workload *w);
@@ -40,7 +41,9 @@ typedef struct {
     plan_objective objective;
     double ttft_slo, tpot_slo; /* seconds; 0 = none */
     int n_calibrations;
-    double seconds; /* how long planning took */
+    double seconds;            /* how long planning took */
+    precision_kind precision;  /* the weights' */
+    const char *precision_why; /* where it came from, in words */
 } plan_summary;
 
 /* Whether a prediction meets the SLOs (1 when none is set). */

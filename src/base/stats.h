@@ -12,6 +12,10 @@ double stats_percentile(const double *sorted, long n, double q);
 /* The same of n samples in any order (copied, not modified). */
 double stats_percentile_of(const double *values, long n, double q);
 
+/* Fewer samples than this make p90 and p99 no tail: with one sample every percentile is it,
+ * with two p90 and p99 interpolate towards the larger. The run table and report warn below it. */
+#define STATS_TAIL_MIN_SAMPLES 3
+
 /* Sorts values ascending in place. */
 void stats_sort(double *values, long n);
 

@@ -41,10 +41,17 @@ int plan_main(int argc, char **argv);
 int explain_main(int argc, char **argv);
 
 /* Writes a JSON document and releases it (cli_json.c): to the file at path, the JSON alone,
- * or, when path is NULL, to out followed by a newline. flags are jansson's (JSON_INDENT(n)).
+ * or, when path is NULL, to out followed by a newline. flags are jansson's (JSON_INDENT(n));
+ * reals are printed by cli_json_real_text, not at jansson's 17 digits.
  * Returns STATUS_OK, or STATUS_BAD_INPUT with error_message() saying what was not written. */
 struct json_t;
 int cli_json_write(struct json_t *root, const char *path, FILE *out, size_t flags);
+
+/* A finite real as every JSON output of tripar prints it: the fewest significant digits (15, 16
+ * or 17) that read back as exactly v ("3e-6", "0.1", "0.3333333333333333"), with a '.' or an
+ * exponent so it reads back as a real. Writes into buf (len >= 32) and returns the length, or -1
+ * for a value that is not finite. cli_json_write prints every real of a document so. */
+int cli_json_real_text(double v, char *buf, size_t len);
 
 /* A JSON number, or null for a value that is not finite (JSON has no NaN or infinity: a phase
  * a run never measured, a ratio over zero). */

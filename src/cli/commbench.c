@@ -25,8 +25,10 @@ static void cb_usage(FILE *f) {
             "                 [--tiers] [--comm mpi|nccl] [--out FILE.h5]\n"
             "Times each operation on every group of each axis at once, sizes doubling from MIN to\n"
             "MAX bytes (suffixes K, M, G; default 8:256M), checks every result and prints size,\n"
-            "count, type, time(us), algbw and busbw (GB/s) and #wrong, as nccl-tests does. Each\n"
-            "axis says how many of its groups cross nodes (intra-node, inter-node or mixed).\n"
+            "count, type, time(us), algbw and busbw (GB/s) and #wrong, as nccl-tests does; each\n"
+            "table closes with its mean busbw, and the run with the mean of every row (\"Avg bus\n"
+            "bandwidth\"). Each axis says how many of its groups cross nodes (intra-node,\n"
+            "inter-node or mixed).\n"
             "--sizes model (with a job file) times the job's own messages instead: one decode\n"
             "step's and one prefill's activations (micro-batch rows x embd floats), the size\n"
             "of every TP all-reduce and PP send of a run of that model.\n"
@@ -430,6 +432,11 @@ int commbench_main(int argc, char **argv) {
             if (a.axes[ax]) cb_run_axis(&b, &a, ax);
     if (rank == 0)
         printf("#\n# #wrong total: %ld%s\n", b.wrong_total, b.wrong_total ? "  FAILED" : "");
+    /* nccl-tests closes with the mean busbw of its rows; --tiers has no busbw, its fits are
+     * its summary */
+    if (rank == 0 && b.n_rows > 0)
+        printf("# Avg bus bandwidth : %.6g GB/s, the mean busbw of the %ld rows above\n",
+               cb_rows_busbw_mean(b.rows, b.n_rows), b.n_rows);
     int write_ok = cb_results_save(&b, &a);
     long wrong_total = b.wrong_total;
     cb_bench_free(&b);

@@ -31,6 +31,9 @@ typedef struct {
     double (*bus_factor)(int ranks);
     /* why one rank of a stream-ordered comm cannot run it (skipped there), or NULL */
     const char *solo_stream_skip;
+    /* where its result lands, as comm_ops (and so the engine) runs it: nccl-tests times every
+     * collective both in place and out of place, but comm_ops has one form of each */
+    const char *place;
 } cb_coll;
 extern const cb_coll CB_COLLS[OP_COUNT];
 
@@ -152,6 +155,8 @@ void cb_drain(const cb_bench *b);
 void cb_nodes_measure(cb_bench *b);
 void cb_nodes_print(const cb_bench *b);
 void cb_run_axis(cb_bench *b, const cb_args *a, int ax);
+/* The mean busbw (GB/s) of n rows, nccl-tests' closing "Avg bus bandwidth"; 0 when n is 0. */
+double cb_rows_busbw_mean(const cb_row *rows, long n);
 
 /* commbench_tiers.c: --tiers; adds the wrong elements over all ranks to b->wrong_total. */
 void cb_tiers_run(cb_bench *b, const cb_args *a);

@@ -208,26 +208,30 @@ const cb_coll CB_COLLS[OP_COUNT] = {
                       .fill = cb_fill_allreduce,
                       .run = cb_run_allreduce,
                       .check = cb_check_allreduce,
-                      .bus_factor = cb_bus_allreduce},
+                      .bus_factor = cb_bus_allreduce,
+                      .place = "in place"},
     [OP_ALLGATHER] = {.name = "allgather",
                       .counts = cb_counts_per_rank,
                       .fill = cb_fill_allgather,
                       .run = cb_run_allgather,
                       .check = cb_check_allgather,
-                      .bus_factor = cb_bus_allgather},
+                      .bus_factor = cb_bus_allgather,
+                      .place = "out of place"},
     [OP_SENDRECV] = {.name = "sendrecv",
                      .counts = cb_counts_whole,
                      .fill = cb_fill_sendrecv,
                      .run = cb_run_sendrecv,
                      .check = cb_check_sendrecv,
                      .bus_factor = cb_bus_one,
-                     .solo_stream_skip = "a ring of one rank"},
+                     .solo_stream_skip = "a ring of one rank",
+                     .place = "out of place"},
     [OP_BCAST] = {.name = "bcast",
                   .counts = cb_counts_whole,
                   .fill = cb_fill_bcast,
                   .run = cb_run_bcast,
                   .check = cb_check_bcast,
-                  .bus_factor = cb_bus_one},
+                  .bus_factor = cb_bus_one,
+                  .place = "in place"},
 };
 
 /* --- one operation ------------------------------------------------------------------------- */
@@ -289,7 +293,15 @@ static void cb_row_print(const cb_row *r) {
            (long long)r->wrong);
 }
 
-/* One operation on every group of axis ax at once, sizes doubling: fill, time, verify. */
+double cb_rows_busbw_mean(const cb_row *rows, long n) {
+    double sum = 0;
+    for (long i = 0; i < n; i++)
+        sum += rows[i].busbw_gbs;
+    return n > 0 ? sum / (double)n : 0;
+}
+
+/* One operation on every group of axis ax at once, sizes doubling: fill, time, verify; the
+ * table closes with its mean busbw, as an nccl-tests run of one collective does. */
 static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, const cb_coll *coll) {
     comm *c = b->axes[ax];
     const cb_axis_nodes *nodes = &b->nodes[ax];
@@ -301,6 +313,7 @@ static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, const cb_coll *c
         printf("%12s %12s %6s %10s %10s %10s %8s\n", "size(B)", "count", "type", "time(us)",
                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     }
+    const long first = b->n_rows;
     for (int k = 0; k < a->n_sizes; k++) {
         long bytes = a->sizes[k];
         /* size is the whole output buffer, as in nccl-tests; all-gather's count is per rank,
@@ -315,6 +328,10 @@ static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, const cb_coll *c
         cb_row_fill(r, coll, nodes, used, count, slowest, wrong);
         if (b->rank == 0) cb_row_print(r);
     }
+    const long rows = b->n_rows - first;
+    if (b->rank == 0 && rows > 0)
+        printf("# %s over %s: avg busbw %.6g GB/s over %ld sizes (%s)\n", coll->name,
+               CB_AXIS_NAMES[ax], cb_rows_busbw_mean(b->rows + first, rows), rows, coll->place);
 }
 
 /* Every asked op over axis ax. An axis of one rank per group moves nothing and is skipped,

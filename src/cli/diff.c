@@ -294,7 +294,8 @@ static int activations_compare(hid_t fa, hid_t fb, double rtol, double atol) {
     point_list pa, pb;
     points_list(fa, &pa);
     points_list(fb, &pb);
-    qsort(pa.items, (size_t)pa.n, sizeof(point), point_compare);
+    if (pa.n > 1) /* qsort of no items would be given items = NULL */
+        qsort(pa.items, (size_t)pa.n, sizeof(point), point_compare);
     int failures = 0;
     const char *first_bad = NULL;
     if (pa.n || pb.n)

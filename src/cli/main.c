@@ -13,7 +13,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: tripar COMMAND [ARGS]   (tripar COMMAND --help for details)\n"
             "  run JOB.yaml [--set K=V]... [--out RUN.h5]   generate under mpirun/srun\n"
-            "  import-hf DIR --out CKPT.h5                   import a Hugging Face GPT-2\n"
+            "  import-hf DIR --out CKPT.h5                   import a Hugging Face GPT-2, Llama,\n"
+            "                                                Mistral or Qwen2 directory\n"
             "  import-gguf FILE.gguf --out CKPT.h5           import a llama.cpp GGUF model\n"
             "  report RUN.h5...                              tables from run files\n"
             "  diff A.h5 B.h5                                compare tokens and activations\n"

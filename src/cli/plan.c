@@ -36,7 +36,8 @@ static void plan_usage(FILE *f) {
         "       tripar plan --validate RUN.h5... --cluster CLUSTER.yaml [-o FILE]\n"
         "  --gpus N                 ranks to plan for (default: every device of the cluster)\n"
         "  --batch B --prompt T --new-tokens K   the workload (default: the job's, or 1 128 32)\n"
-        "  --precision fp32|int8w|bf16|fp16      weight dtype (default: the job's, or fp32)\n"
+        "  --precision fp32|int8w|bf16|fp16      weight dtype (default: the job's; for a preset\n"
+        "                           bf16 on GPU nodes, fp32 on CPU ones: cores_per_node)\n"
         "  --objective latency|throughput|goodput (default latency)\n"
         "  --ttft S --tpot S        SLO targets in seconds (goodput needs at least one)\n"
         "  --calibrate RUN.h5...    per-phase rates from runs recorded with timings: layer\n"
@@ -181,18 +182,38 @@ static int precision_parse(const char *s, precision_kind *out) {
     return STATUS_BAD_INPUT;
 }
 
-/* The model and the default workload from the job file or the preset. */
-static int plan_model_resolve(const plan_args *a, plan_model *m, plan_workload *w) {
+/* The model and the default workload from the job file or the preset, and the weights'
+ * precision with why (into why): --precision; else a job's model.precision, set or its default
+ * (fp32), as `tripar run` would load that job; else, for a preset, what the cluster's devices
+ * run: bf16 on GPUs (a cluster file without cores_per_node), fp32 on CPU nodes. */
+static int plan_model_resolve(const plan_args *a, const plan_cluster *c, plan_model *m,
+                              plan_workload *w, char *why, size_t why_len) {
     if (a->preset) {
         if (plan_model_from_preset(a->preset, m, w) != STATUS_OK) return STATUS_BAD_INPUT;
+        const int cpu = c->cores_per_node > 0;
+        m->weight_dtype = cpu ? PRECISION_FP32 : PRECISION_BF16;
+        snprintf(why, why_len,
+                 "the default on %s nodes: %s %s cores_per_node; --precision to choose",
+                 cpu ? "CPU" : "GPU", a->cluster, cpu ? "gives" : "gives no");
     } else {
         job j;
         if (job_load(&j, a->job_path, NULL, 0) != STATUS_OK) return STATUS_BAD_INPUT;
         int rc = plan_model_from_job(&j, m, w);
+        const int line = job_key_line(&j, "model.precision");
+        if (line > 0)
+            snprintf(why, why_len, "the job's model.precision, %s:%d", a->job_path, line);
+        else
+            snprintf(why, why_len,
+                     "the job's: %s sets no model.precision and `tripar run` loads it as fp32; "
+                     "--precision to choose",
+                     a->job_path);
         job_free(&j);
         if (rc != STATUS_OK) return rc;
     }
-    if (a->precision && precision_parse(a->precision, &m->weight_dtype)) return STATUS_BAD_INPUT;
+    if (a->precision) {
+        if (precision_parse(a->precision, &m->weight_dtype)) return STATUS_BAD_INPUT;
+        snprintf(why, why_len, "--precision");
+    }
     if (a->batch) w->batch = a->batch;
     if (a->prompt) w->prompt = a->prompt;
     if (a->new_tokens) w->new_tokens = a->new_tokens;
@@ -240,6 +261,8 @@ static int plan_validate_to(const plan_args *a, const plan_cluster *c) {
         error_set("cannot write %s", a->out);
         rc = STATUS_BAD_INPUT;
     }
+    if (rc == STATUS_OK && a->out)
+        printf("tripar plan: wrote %s (text, %d runs predicted)\n", a->out, a->n_validations);
     return rc;
 }
 
@@ -250,7 +273,9 @@ static int plan_run(const plan_args *a) {
     plan_workload w;
     if (plan_cluster_load(&c, a->cluster) != STATUS_OK) return STATUS_BAD_INPUT;
     if (a->n_validations) return plan_validate_to(a, &c);
-    if (plan_model_resolve(a, &m, &w) != STATUS_OK) return STATUS_BAD_INPUT;
+    char precision_why[1024];
+    if (plan_model_resolve(a, &c, &m, &w, precision_why, sizeof precision_why) != STATUS_OK)
+        return STATUS_BAD_INPUT;
     /* a preset runs on the cluster's kind of node: CPU ranks (cores_per_node) talk MPI */
     if (a->preset && c.cores_per_node > 0) m.collectives = PLAN_COLL_MPI;
     const int capacity = c.nodes * c.devices_per_node;
@@ -277,7 +302,9 @@ static int plan_run(const plan_args *a) {
                       .objective = a->objective,
                       .ttft_slo = a->ttft,
                       .tpot_slo = a->tpot,
-                      .n_calibrations = a->n_calibrations};
+                      .n_calibrations = a->n_calibrations,
+                      .precision = m.weight_dtype,
+                      .precision_why = precision_why};
     if (n == 0) {
         free(list);
         error_set("no strategy of tripar runs this model on %d ranks: tp must divide %d heads "
@@ -290,6 +317,10 @@ static int plan_run(const plan_args *a) {
     q.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     int rc = plan_ranked_check(&q, &c, list, n);
     if (rc == STATUS_OK) {
+        /* CSV has no header to carry where a default precision came from: stderr says it */
+        if (!a->precision && !strcmp(a->format, "csv"))
+            fprintf(stderr, "tripar plan: precision %s (%s)\n", precision_kind_name(q.precision),
+                    q.precision_why);
         FILE *out = a->out ? fopen(a->out, "w") : stdout;
         if (!out) {
             error_set("cannot write %s", a->out);
@@ -301,6 +332,9 @@ static int plan_run(const plan_args *a) {
                 rc = STATUS_BAD_INPUT;
             }
         }
+        const int rows = strcmp(a->format, "text") || a->top > n ? n : a->top;
+        if (rc == STATUS_OK && a->out)
+            printf("tripar plan: wrote %s (%s, %d of %d strategies)\n", a->out, a->format, rows, n);
     }
     free(list);
     return rc;

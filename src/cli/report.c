@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "io/h5util.h"
+#include "io/run_text.h"
 #include "io/runread.h"
 #include "metrics/score.h"
 #include "base/stats.h"
@@ -22,6 +23,9 @@ typedef struct {
     run_data run;
     char label[96];
     int measured_only;   /* 1 when warm-up events (iteration < 0) were left out */
+    /* 1 when the phases inside layers were timed (record.timings: layer); at step the compute,
+     * communication and exposed shares and the slowest rank are not measured, so NaN */
+    int layer_timed;
     double *phase_total; /* (world_size, PHASE_COUNT) seconds per rank */
     int phase_seen[PHASE_COUNT];
     double phase_min[PHASE_COUNT], phase_median[PHASE_COUNT], phase_max[PHASE_COUNT];
@@ -39,33 +43,34 @@ typedef struct {
 
 static double *phase_row(run_summary *s, int r) { return s->phase_total + (size_t)r * PHASE_COUNT; }
 
-/* Wall time of one rank: its step events, else its iteration events, else its event span. */
-static double rank_wall(const double *totals, const timing_event *ev, long n, int measured_only) {
+/* Wall time of rank r: its step events, else its iteration events, else its event span. */
+static double rank_wall(const run_summary *s, const double *totals, int r) {
     if (totals[PHASE_STEP] > 0) return totals[PHASE_STEP];
     if (totals[PHASE_ITERATION] > 0) return totals[PHASE_ITERATION];
+    const timing_event *ev = s->run.events[r];
     double lo = INFINITY, hi = -INFINITY;
-    for (long i = 0; i < n; i++) {
-        if (measured_only && ev[i].iteration < 0) continue;
+    for (long i = 0; i < s->run.n_events[r]; i++) {
+        if (!run_event_counts(&s->run, r, &ev[i], s->measured_only)) continue;
         lo = fmin(lo, ev[i].t_start);
         hi = fmax(hi, ev[i].t_end);
     }
     return hi > lo ? hi - lo : 0;
 }
 
-/* Seconds per phase per rank; warm-up events (iteration < 0) are left out when the run has
- * measured iterations. */
+/* Seconds per phase per rank, of the events run_event_counts keeps: warm-up events left out
+ * when the run has measured iterations, and never an iteration cut before its end. */
 static void summary_phase_totals(run_summary *s) {
     const run_data *run = &s->run;
     int P = run->world_size;
     s->phase_total = xcalloc((unsigned long)P * PHASE_COUNT, sizeof(double));
-    for (int r = 0; r < P; r++)
-        for (long i = 0; i < run->n_events[r]; i++)
-            if (run->events[r][i].iteration >= 0) s->measured_only = 1;
+    s->measured_only = run_measured_only(run);
+    s->layer_timed = run_layer_timed(run);
     for (int r = 0; r < P; r++) {
         double *row = phase_row(s, r);
         for (long i = 0; i < run->n_events[r]; i++) {
             const timing_event *e = &run->events[r][i];
-            if ((s->measured_only && e->iteration < 0) || e->phase < 0 || e->phase >= PHASE_COUNT)
+            if (!run_event_counts(run, r, e, s->measured_only) || e->phase < 0 ||
+                e->phase >= PHASE_COUNT)
                 continue;
             row[e->phase] += e->t_end - e->t_start;
             s->phase_seen[e->phase] = 1;
@@ -104,7 +109,7 @@ static void summary_time_shares(run_summary *s, double *busy) {
                    row[PHASE_PP_RECV_WAIT];
         s->exposed += row[PHASE_TP_WAIT] + row[PHASE_PP_RECV_WAIT];
         s->bubble += run->pp > 1 ? row[PHASE_PP_RECV_WAIT] : 0;
-        s->wall += rank_wall(row, run->events[r], run->n_events[r], s->measured_only);
+        s->wall += rank_wall(s, row, r);
     }
     if (s->wall > 0) {
         s->compute_frac = s->compute / s->wall;
@@ -113,6 +118,10 @@ static void summary_time_shares(run_summary *s, double *busy) {
         s->bubble_frac = s->bubble / s->wall;
         s->other_frac = fmax(0, 1 - s->compute_frac - s->exposed_frac);
     }
+    /* At step the GEMMs, attention and the TP all-reduces inside layers are not timed: their
+     * shares would read as "other". The bubble (pp_recv_wait, outside layers) is measured. */
+    if (!s->layer_timed)
+        s->compute_frac = s->comm_frac = s->exposed_frac = s->other_frac = NAN;
 }
 
 /* The busiest rank and how far it lags the median one (sorts busy). */
@@ -134,6 +143,8 @@ static void summary_compute(run_summary *s) {
     double *busy = xcalloc((unsigned long)s->run.world_size, sizeof(double));
     summary_time_shares(s, busy);
     summary_slowest_rank(s, busy);
+    if (!s->layer_timed) /* busy time is compute, most of it inside layers */
+        s->slowest_busy = s->median_busy = s->slowest_lag = NAN;
     free(busy);
 }
 
@@ -283,6 +294,32 @@ static void summary_free(run_summary *s) {
     run_data_free(&s->run);
 }
 
+/* The headline numbers: times in milliseconds (the file keeps seconds), the mean beside the
+ * percentiles, and a warning when too few iterations make p90 and p99 no tail. */
+static void print_headline(FILE *out, const run_headline *m) {
+    const struct {
+        const char *name;
+        double mean, p50, p90, p99;
+    } rows[] = {
+        {"latency", m->latency_mean, m->latency_p50, m->latency_p90, m->latency_p99},
+        {"TTFT", m->ttft_mean, m->ttft_p50, m->ttft_p90, m->ttft_p99},
+        {"TPOT", m->tpot_mean, m->tpot_p50, m->tpot_p90, m->tpot_p99},
+        {"ITL", m->itl_mean, m->itl_p50, m->itl_p90, m->itl_p99},
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        if (isnan(rows[k].mean) && isnan(rows[k].p50)) continue; /* ITL: files before it */
+        fprintf(out, "  %-8s mean %10.3f  p50 %10.3f  p90 %10.3f  p99 %10.3f ms\n", rows[k].name,
+                1e3 * rows[k].mean, 1e3 * rows[k].p50, 1e3 * rows[k].p90, 1e3 * rows[k].p99);
+    }
+    fprintf(out, "  %d measured iteration%s | %.1f tokens/s | %.3f requests/s\n", m->iterations,
+            m->iterations == 1 ? "" : "s", m->tokens_per_s, m->requests_per_s);
+    if (m->iterations < STATS_TAIL_MIN_SAMPLES)
+        fprintf(out,
+                "  warning: percentiles of %d measured iteration%s: p90 and p99 need %d or more "
+                "(bench.iterations)\n",
+                m->iterations, m->iterations == 1 ? "" : "s", STATS_TAIL_MIN_SAMPLES);
+}
+
 static void print_single(FILE *out, const run_summary *s) {
     const run_data *run = &s->run;
     const run_headline *m = &run->metrics;
@@ -306,13 +343,10 @@ static void print_single(FILE *out, const run_summary *s) {
                 s->nodes, per_node, s->tp_crossing, s->tp_groups, s->pp_crossing, s->pp_groups);
     }
     if (m->present)
-        fprintf(out,
-                "  latency p50 %.4f s  p90 %.4f s  p99 %.4f s (%d iterations) | TTFT %.4f s"
-                " | TPOT %.5f s | %.1f tokens/s | %.3f requests/s\n",
-                m->latency_p50, m->latency_p90, m->latency_p99, m->iterations, m->ttft_mean,
-                m->tpot_mean, m->tokens_per_s, m->requests_per_s);
+        print_headline(out, m);
     else
         fprintf(out, "  no /metrics in this file\n");
+    run_text_print(out, run->file); /* the generated text, when the run had a tokenizer */
     if (s->events == 0) {
         fprintf(out, "  no timing events (record.timings: off?)\n");
         return;
@@ -324,6 +358,17 @@ static void print_single(FILE *out, const run_summary *s) {
         if (s->phase_seen[p])
             fprintf(out, "    %-14s %11.6f %11.6f %11.6f\n", phase_name((phase)p), s->phase_min[p],
                     s->phase_median[p], s->phase_max[p]);
+    if (!s->layer_timed) {
+        /* the shares and the slowest rank need the phases inside layers */
+        fprintf(out,
+                "  of wall time: pipeline bubble %.1f%%; compute, communication, exposed "
+                "communication and other: not measured at this timing level (record.timings: "
+                "%s times whole steps; record.timings: layer times the phases inside layers)\n"
+                "  slowest rank: not measured at this timing level (record.timings: layer)\n",
+                100 * s->bubble_frac, run->timings_level[0] ? run->timings_level : "step");
+        report_telemetry_print(out, run);
+        return;
+    }
     fprintf(out,
             "  of wall time: compute %.1f%%  communication %.1f%%  exposed communication "
             "%.1f%%  pipeline bubble %.1f%%  other %.1f%%\n",
@@ -347,23 +392,44 @@ static void crossing_cell(char *cell, size_t len, const run_summary *s, int cros
         snprintf(cell, len, "-");
 }
 
+/* A share as "12.3%", or "-" when not measured at the run's timing level. */
+static void share_cell(char *cell, size_t len, double frac) {
+    if (isnan(frac))
+        snprintf(cell, len, "-");
+    else
+        snprintf(cell, len, "%.1f%%", 100 * frac);
+}
+
+/* The notes go above the table, so its rows run to the end of the text. */
 static void print_comparison(FILE *out, const run_summary *s, int n) {
-    fprintf(out, "%-28s %5s %10s %10s %11s %10s %10s %10s %8s %7s %8s %7s %5s %9s %9s\n",
-            "strategy", "ranks", "TTFT(s)", "TPOT(s)", "tokens/s", "p50(s)", "p90(s)", "p99(s)",
-            "compute", "comm", "exposed", "bubble", "nodes", "TP-xnode", "PP-xnode");
+    int step_timed = 0;
+    for (int i = 0; i < n; i++)
+    fprintf(out, "(TTFT, TPOT, ITL: means; p50/p90/p99: end-to-end latency)\n");
+    if (step_timed)
+        fprintf(out, "(compute, comm, exposed \"-\": not measured at this timing level; "
+                     "record.timings: layer times them)\n");
+    fprintf(out, "%-28s %5s %9s %9s %9s %11s %10s %10s %10s %8s %7s %8s %7s %5s %9s %9s\n",
+            "strategy", "ranks", "TTFT(ms)", "TPOT(ms)", "ITL(ms)", "tokens/s", "p50(ms)",
+            "p90(ms)", "p99(ms)", "compute", "comm", "exposed", "bubble", "nodes", "TP-xnode",
+            "PP-xnode");
     for (int i = 0; i < n; i++) {
         const run_headline *m = &s[i].run.metrics;
-        char nodes[16] = "-", tp[32], pp[32];
+        char nodes[16] = "-", tp[32], pp[32], share[4][16];
         if (s[i].nodes > 0) snprintf(nodes, sizeof nodes, "%d", s[i].nodes);
         crossing_cell(tp, sizeof tp, &s[i], s[i].tp_crossing, s[i].tp_groups);
         crossing_cell(pp, sizeof pp, &s[i], s[i].pp_crossing, s[i].pp_groups);
+        const double fracs[4] = {s[i].compute_frac, s[i].comm_frac, s[i].exposed_frac,
+                                 s[i].bubble_frac};
+        for (int k = 0; k < 4; k++)
+            share_cell(share[k], sizeof share[k], fracs[k]);
+        step_timed |= !s[i].layer_timed && s[i].events > 0;
         fprintf(out,
-                "%-28s %5d %10.4f %10.5f %11.1f %10.4f %10.4f %10.4f %7.1f%% %6.1f%% "
-                "%7.1f%% %6.1f%% %5s %9s %9s%s\n",
-                s[i].label, s[i].run.world_size, m->ttft_mean, m->tpot_mean, m->tokens_per_s,
-                m->latency_p50, m->latency_p90, m->latency_p99, 100 * s[i].compute_frac,
-                100 * s[i].comm_frac, 100 * s[i].exposed_frac, 100 * s[i].bubble_frac, nodes, tp,
-                pp, s[i].run.complete ? "" : "  (incomplete)");
+                "%-28s %5d %9.3f %9.3f %9.3f %11.1f %10.3f %10.3f %10.3f %8s %7s %8s %7s %5s "
+                "%9s %9s%s\n",
+                s[i].label, s[i].run.world_size, 1e3 * m->ttft_mean, 1e3 * m->tpot_mean,
+                1e3 * m->itl_mean, m->tokens_per_s, 1e3 * m->latency_p50, 1e3 * m->latency_p90,
+                1e3 * m->latency_p99, share[0], share[1], share[2], share[3], nodes, tp, pp,
+                s[i].run.complete ? "" : "  (incomplete)");
     }
 }
 
@@ -387,6 +453,10 @@ static int summary_values(const run_summary *s, named_value *v) {
     PUT("iterations", m->iterations);
     PUT("ttft_s", m->ttft_mean);
     PUT("tpot_s", m->tpot_mean);
+    PUT("itl_s", m->itl_mean);
+    PUT("itl_p50_s", m->itl_p50);
+    PUT("itl_p90_s", m->itl_p90);
+    PUT("itl_p99_s", m->itl_p99);
     PUT("tokens_per_s", m->tokens_per_s);
     PUT("requests_per_s", m->requests_per_s);
     PUT("latency_mean_s", m->latency_mean);
@@ -398,7 +468,7 @@ static int summary_values(const run_summary *s, named_value *v) {
     PUT("comm_frac", s->comm_frac);
     PUT("exposed_comm_frac", s->exposed_frac);
     PUT("bubble_frac", s->bubble_frac);
-    PUT("slowest_rank", s->slowest_rank);
+    PUT("slowest_rank", s->layer_timed ? s->slowest_rank : NAN);
     PUT("slowest_busy_s", s->slowest_busy);
     PUT("slowest_lag_s", s->slowest_lag);
     /* NaN (null in JSON) when /mesh could not tell */
@@ -409,7 +479,7 @@ static int summary_values(const run_summary *s, named_value *v) {
 #undef PUT
     return n;
 }
-enum { SUMMARY_VALUES_MAX = 32 };
+enum { SUMMARY_VALUES_MAX = 40 };
 
 static int write_csv(const char *path, const run_summary *s, int n) {
     FILE *f = fopen(path, "w");
@@ -505,7 +575,7 @@ static int print_baseline(FILE *out, const run_summary *base, const run_summary 
             "0.3*agree/agree_base (latency p50, tokens/s; baseline = 1)\n",
             base->run.path, base->label);
     fprintf(out, "%-40s %9s %12s %12s %11s %11s %7s\n", "file", "tok_agree", "logit_maxrel",
-            "logit_KL", "p50(s)", "tokens/s", "score");
+            "logit_KL", "p50(ms)", "tokens/s", "score");
     for (int i = 0; i < n; i++) {
         int ndt = 0, nd2 = 0;
         hsize_t tdr[8] = {0}, ldr[8] = {0};
@@ -520,8 +590,8 @@ static int print_baseline(FILE *out, const run_summary *base, const run_summary 
             score_logit_error(log_b, lg, (long)(ldb[0] * ldb[1]), (long)ldb[2], &max_rel, &kl);
         const run_headline *m = &s[i].run.metrics;
         score_inputs ri = {m->latency_p50, m->tokens_per_s, agree};
-        fprintf(out, "%-40s %9.4f %12.3e %12.3e %11.5f %11.1f %7.3f\n", s[i].run.path, agree,
-                max_rel, kl, m->latency_p50, m->tokens_per_s, score_composite(&bi, &ri));
+        fprintf(out, "%-40s %9.4f %12.3e %12.3e %11.3f %11.1f %7.3f\n", s[i].run.path, agree,
+                max_rel, kl, 1e3 * m->latency_p50, m->tokens_per_s, score_composite(&bi, &ri));
         if (!tok || isnan(agree))
             fprintf(out, "  (tokens: %s)\n",
                     tok ? "shape differs from the baseline's" : "no /output/tokens in this file");

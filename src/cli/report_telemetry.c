@@ -55,14 +55,15 @@ static int span_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Adds rank r's samples inside phase p's events: the events merged into disjoint spans, then
- * one sweep over the samples (both in time order). */
-static void phase_accumulate(phase_telemetry *pt, phase p, const timing_event *ev, long n_ev,
+/* Adds rank r's samples inside phase p's events (those run_event_counts keeps): the events
+ * merged into disjoint spans, then one sweep over the samples (both in time order). */
+static void phase_accumulate(phase_telemetry *pt, phase p, const run_data *run, int r,
                              int measured_only, const telemetry_sample *s, long n_s,
                              span *scratch) {
+    const timing_event *ev = run->events[r];
     long n = 0;
-    for (long i = 0; i < n_ev; i++)
-        if (ev[i].phase == (int)p && (!measured_only || ev[i].iteration >= 0) &&
+    for (long i = 0; i < run->n_events[r]; i++)
+        if (ev[i].phase == (int)p && run_event_counts(run, r, &ev[i], measured_only) &&
             isfinite(ev[i].t_start) && isfinite(ev[i].t_end))
             scratch[n++] = (span){ev[i].t_start, ev[i].t_end};
     if (!n) return;
@@ -101,18 +102,15 @@ static int phase_telemetry_compute(const run_data *run, run_telemetry *tel, phas
     if (!tel->present) return 0;
     /* the per-phase table's rule (docs/schema.md, Derived metrics): measured iterations only,
      * when the file has any */
-    int measured_only = 0;
-    for (int r = 0; r < run->world_size && !measured_only; r++)
-        for (long i = 0; i < run->n_events[r] && !measured_only; i++)
-            measured_only = run->events[r][i].iteration >= 0;
+    int measured_only = run_measured_only(run);
     pt->measured_only = measured_only;
     for (int r = 0; r < run->world_size; r++) {
         pt->total += tel->n[r];
         if (!tel->n[r] || !run->n_events[r]) continue;
         span *scratch = xmalloc((size_t)run->n_events[r] * sizeof(span));
         for (int p = 0; p < PHASE_COUNT; p++)
-            phase_accumulate(pt, (phase)p, run->events[r], run->n_events[r], measured_only,
-                             tel->samples[r], tel->n[r], scratch);
+            phase_accumulate(pt, (phase)p, run, r, measured_only, tel->samples[r], tel->n[r],
+                             scratch);
         free(scratch);
         for (long i = 0; i < tel->n[r]; i++)
             for (int f = 0; f < N_FIELDS; f++)
@@ -131,6 +129,19 @@ void report_telemetry_print(FILE *out, const run_data *run) {
     int have = phase_telemetry_compute(run, &tel, &pt);
     if (have < 0) fprintf(out, "  telemetry: unreadable: %s\n", error_message());
     if (have <= 0) return;
+    long inside = 0;
+    for (int p = 0; p < PHASE_COUNT; p++)
+        inside += pt.samples[p];
+    if (!inside) { /* one line, not a table of headers with no rows */
+        fprintf(out,
+                "  telemetry: %ld sample%s at %d Hz on %d rank%s, none inside a phase's events%s "
+                "(a run shorter than the sample period takes none; record.telemetry sets the "
+                "rate)\n",
+                pt.total, pt.total == 1 ? "" : "s", tel.rate_hz, run->world_size,
+                run->world_size == 1 ? "" : "s", pt.measured_only ? " of measured iterations" : "");
+        run_telemetry_free(&tel);
+        return;
+    }
     fprintf(out,
             "  telemetry per phase (%d Hz, %ld samples on %d ranks; mean over the samples "
             "inside the phase's events%s):\n",

@@ -189,6 +189,7 @@ static int run_one(const run_args *a, long point, double process_start, int chec
             free(rm.latency);
             free(rm.ttft);
             free(rm.tpot);
+            free(rm.itl);
             serve_result_free(&stream);
         }
         stop_grace_disarm();

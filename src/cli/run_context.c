@@ -221,38 +221,63 @@ void engine_config_from_job(engine_config *cfg, const job *j) {
     cfg->temperature = j->temperature;
     cfg->top_k = j->top_k;
     cfg->sample_seed = j->sample_seed;
+    /* prompt_tokenize resolved generate.stop_at_eos into eos_id; a zeroed job leaves it off */
+    cfg->stop_at_eos = j->stop_at_eos != 0 && j->eos_id >= 0;
+    cfg->eos_id = j->eos_id;
     cfg->activations = (const char *const *)j->activations;
     cfg->n_activations = j->n_activations;
     cfg->nll_first = j->perplexity_window > 0 ? perplexity_first(j->prompt_len) : 0;
 }
 
-/* Memory of one rank at every (pp, tp) coordinate of the largest replica: the weights' size
- * table and the engine's arena table, the same ones a run allocates from. */
-void run_print_memory_plan(const job *j, const model_config *cfg) {
+/* What one rank at coordinates (tp_rank, pp_rank, dp_rank) allocates: the weights' size table
+ * and the engine's arena table, the same ones a run allocates from. */
+static void rank_memory_plan(const job *j, const model_config *cfg, int tp_rank, int pp_rank,
+                             int dp_rank, run_memory_plan *out, shard_geom *g) {
     engine_config ec;
     engine_config_from_job(&ec, j);
+    model m;
+    memset(&m, 0, sizeof m);
+    shard_geom_init(g, cfg, j->tp, tp_rank, j->pp, pp_rank);
+    model_tensor_table(&m, cfg, g, model_weight_dtype(j->precision));
+    size_t act = 0, kv = 0;
+    engine_arena_plan(&ec, g, cfg, j->dp, dp_rank, &act, &kv);
+    out->weights = (double)model_weight_bytes(&m);
+    out->activations = (double)act, out->kv = (double)kv;
+    /* model_fill_synthetic's and checkpoint_load's buffer holds the largest tensor in fp32;
+     * model_store_tensor converts a matrix into a copy of at most 2 bytes an element (bf16,
+     * fp16; int8 is 1 and its scales fewer) */
+    out->staging = 0;
+    for (int i = 0; i < m.n_tensors; i++) {
+        const tensor_desc *t = &m.tensors[i];
+        if (!t->present) continue;
+        const int converted = t->is_matrix && m.weight_dtype != DTYPE_F32;
+        const double bytes = (double)tensor_local_elems(t) * (sizeof(float) + (converted ? 2 : 0));
+        if (bytes > out->staging) out->staging = bytes;
+    }
+}
+
+/* Memory of one rank at every (pp, tp) coordinate of the largest replica. */
+void run_print_memory_plan(const job *j, const model_config *cfg) {
     if (mesh_order_is_auto(j->order))
         printf("# parallel.order auto: a dry run sees no nodes; it assumes one node holding all "
                "%d ranks, where auto is tp-pp-dp (a run refuses a tp that fits no node)\n",
                j->dp * j->tp * j->pp);
-    printf("# memory per rank (weights + activations + KV cache), backend %s\n",
+    printf("# memory per rank (weights + activations + KV cache; load_staging: the host buffer "
+           "of the weights loader), backend %s\n",
            backend_kind_name(j->backend));
     printf("memory_per_rank:\n");
     for (int pp = 0; pp < j->pp; pp++)
         for (int tp = 0; tp < j->tp; tp++) {
-            model m;
             shard_geom g;
-            memset(&m, 0, sizeof m);
-            shard_geom_init(&g, cfg, j->tp, tp, j->pp, pp);
-            model_tensor_table(&m, cfg, &g, model_weight_dtype(j->precision));
-            double weights = (double)model_weight_bytes(&m);
-            size_t act = 0, kv = 0;
-            engine_arena_plan(&ec, &g, cfg, j->dp, j->dp - 1, &act, &kv);
+            run_memory_plan p;
+            rank_memory_plan(j, cfg, tp, pp, j->dp - 1, &p, &g);
             printf(
                 "  - {pp_rank: %d, tp_rank: %d, layer_begin: %d, layer_end: %d, weights_mib: %.2f, "
-                "activations_mib: %.2f, kv_cache_mib: %.2f, total_mib: %.2f}\n",
-                pp, tp, g.layer_begin, g.layer_end, weights / 1048576.0, act / 1048576.0,
-                kv / 1048576.0, (weights + (double)act + (double)kv) / 1048576.0);
+                "activations_mib: %.2f, kv_cache_mib: %.2f, total_mib: %.2f, "
+                "load_staging_mib: %.2f}\n",
+                pp, tp, g.layer_begin, g.layer_end, p.weights / 1048576.0,
+                p.activations / 1048576.0, p.kv / 1048576.0,
+                (p.weights + p.activations + p.kv) / 1048576.0, p.staging / 1048576.0);
         }
 }
 
@@ -335,7 +360,8 @@ static int model_start(run_context *rc, const run_args *a) {
                 j->checkpoint[0] ? "loading" : "generating", rc->m.weight_bytes / 1048576.0);
     comm *tp = &rc->mesh.axis[AXIS_TP];
     if (j->checkpoint[0]) {
-        if (checkpoint_load(&rc->m, &rc->be, j->checkpoint, MPI_COMM_WORLD, tp) != STATUS_OK)
+        if (checkpoint_load(&rc->m, &rc->be, j->checkpoint, MPI_COMM_WORLD, tp,
+                            j->verify_checksums) != STATUS_OK)
             return run_user_error();
     } else {
         model_fill_synthetic(&rc->m, &rc->be, j->seed, tp);
@@ -385,6 +411,13 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
     rc->have_mesh = 1;
     const long capacity = timer_event_capacity(j);
     int code = backend_start(rc, capacity);
+    if (code == TRIPAR_EXIT_OK) { /* before the comms, the model and the engine allocate */
+        run_memory_plan plan;
+        shard_geom g;
+        const int *c = rc->mesh.coord;
+        rank_memory_plan(j, &rc->cfg, c[AXIS_TP], c[AXIS_PP], c[AXIS_DP], &plan, &g);
+        code = run_memory_check(rc, &plan);
+    }
     if (code == TRIPAR_EXIT_OK) code = comms_start(rc);
     if (code != TRIPAR_EXIT_OK) return code;
     timer_init(&rc->tm, j->timings, &rc->be, capacity, MPI_COMM_WORLD);

@@ -58,6 +58,14 @@ void engine_config_from_job(engine_config *cfg, const job *j);
 /* --dry-run's memory plan: weights and the engine's arena per (pp, tp) coordinate. */
 void run_print_memory_plan(const job *j, const model_config *cfg);
 
+/* Bytes one rank plans to allocate: its weights (the model's size table) and the engine's
+ * arena (engine_arena_plan), activations and KV cache apart, in backend memory; and the host
+ * staging the loader holds while it stores weights (its largest tensor in fp32, plus the
+ * converted copy when the weights are not fp32). What --dry-run prints. */
+typedef struct {
+    double weights, activations, kv, staging;
+} run_memory_plan;
+
 /* Everything one run holds, built in order and freed in reverse by one path. */
 typedef struct {
     job j;
@@ -83,6 +91,14 @@ typedef struct {
  * or an exit code after printing the reason once (every rank returns the same code). */
 int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t *stop_flag);
 void run_context_free(run_context *rc);
+
+/* The memory check (run_memory.c, docs/jobs.md "Memory check"): this rank's plan, summed over
+ * the ranks of its node (cpu) or its device (cuda), against MemAvailable and the cgroup's room
+ * or cudaMemGetInfo. Collective over the world, made after the backend starts and before the
+ * comms, the model and the engine allocate. Returns TRIPAR_EXIT_OK on every rank, or
+ * TRIPAR_EXIT_USAGE on every rank after the first rank of each node that does not fit printed
+ * why. backend.memory_check: false returns TRIPAR_EXIT_OK without a collective. */
+int run_memory_check(const run_context *rc, const run_memory_plan *plan);
 
 /* The benchmark protocol: bench.warmup generations, then bench.iterations measured ones (the
  * arrival stream before them when asked). Fills rm (and stream). Returns 1 when a stop signal

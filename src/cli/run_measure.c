@@ -1,6 +1,7 @@
 /* The benchmark protocol of `tripar run` (run_context.h): warm-up generations, then measured
  * ones, with the arrival stream before them when asked. Latency and TTFT of an iteration are
  * the slowest rank's; cold start runs from process start to the first token. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,29 @@ static int measure_one(run_context *rc, int measured, double *latency, double *t
     return stopped;
 }
 
+/* Appends the inter-token gaps of the generation just measured to rm->itl: each replica's
+ * writer (its last stage's TP rank 0) has the gaps between its steps' tokens, gathered to every
+ * rank. A step after every sequence of the replica stopped gives no token, so no gap. */
+static void measure_itl(run_context *rc, run_metrics *rm) {
+    comm *world = &rc->mesh.world_host;
+    const engine *e = &rc->e;
+    const int gaps = rc->j.new_tokens - 1, world_size = rc->mesh.world_size;
+    if (gaps < 1) return;
+    const int writer = e->m->geom.last_stage && e->m->geom.tp_rank == 0;
+    int produced = 0; /* steps the replica's longest sequence gave a token in */
+    for (int s = 0; writer && s < e->batch_local; s++)
+        if (e->generated[s] > produced) produced = e->generated[s];
+    double *mine = xmalloc((size_t)gaps * sizeof(double));
+    double *all = xmalloc((size_t)gaps * world_size * sizeof(double));
+    for (int s = 1; s <= gaps; s++)
+        mine[s - 1] = writer && s < produced ? e->token_time[s] - e->token_time[s - 1] : NAN;
+    world->ops->allgather(world->ctx, all, mine, (size_t)gaps, COMM_DOUBLE);
+    for (long i = 0; i < (long)gaps * world_size; i++)
+        if (!isnan(all[i]) && rm->n_itl < rm->cap_itl) rm->itl[rm->n_itl++] = all[i];
+    free(mine);
+    free(all);
+}
+
 int run_measure(run_context *rc, run_metrics *rm, serve_result *stream, double process_start,
                 volatile sig_atomic_t *stop_flag) {
     const job *j = &rc->j;
@@ -62,6 +86,9 @@ int run_measure(run_context *rc, run_metrics *rm, serve_result *stream, double p
     rm->latency = xcalloc((size_t)j->iterations, sizeof(double));
     rm->ttft = xcalloc((size_t)j->iterations, sizeof(double));
     rm->tpot = xcalloc((size_t)j->iterations, sizeof(double));
+    /* at most one gap per decode step, replica and measured iteration */
+    rm->cap_itl = (long)j->iterations * j->dp * (j->new_tokens > 1 ? j->new_tokens - 1 : 0);
+    rm->itl = xcalloc((size_t)(rm->cap_itl > 0 ? rm->cap_itl : 1), sizeof(double));
     if (j->roofline && rc->mesh.world_rank == 0) /* a device's ceiling is its own GEMM's */
         rc->roof.sgemm_gflops_before =
             roofline_backend_is_device(&rc->be)
@@ -84,8 +111,11 @@ int run_measure(run_context *rc, run_metrics *rm, serve_result *stream, double p
         if (measured >= 0 && !stopped) {
             rm->latency[measured] = latency;
             rm->ttft[measured] = ttft;
-            rm->tpot[measured] = j->new_tokens > 1 ? (latency - ttft) / (j->new_tokens - 1) : 0.0;
+            /* per decode step that ran: fewer than new_tokens - 1 when every sequence met eos */
+            const int decode_steps = rc->e.steps_run - 1;
+            rm->tpot[measured] = decode_steps > 0 ? (latency - ttft) / decode_steps : 0.0;
             rm->iterations = measured + 1;
+            measure_itl(rc, rm); /* collective: every rank agreed on stopped */
         }
         int any_signal = *stop_flag != 0;
         world->ops->allreduce(world->ctx, &any_signal, 1, COMM_INT32, COMM_OP_MAX);

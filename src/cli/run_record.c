@@ -11,6 +11,7 @@
 #include "cli/run_context.h"
 #include "cli/run_perplexity.h"
 #include "io/prompt.h"
+#include "io/run_text.h"
 
 double run_percentile(const double *values, int n, double q) {
     return stats_percentile_of(values, n, q);
@@ -48,10 +49,19 @@ static void record_outputs(run_context *rc) {
                                e->prompt_len + e->generated[r], texts + r);
         runfile_write_text(rc->rf, (const char *const *)texts, e->seq_global_begin, rows,
                            rc->j.batch);
+        for (long r = 0; r < rows; r++) { /* the generated part alone, without its eos */
+            free(texts[r]);
+            texts[r] = prompt_decode_generated(rc->tok, e->tokens + r * e->total_len +
+                                                            e->prompt_len,
+                                               e->generated[r], rc->j.eos_id);
+        }
+        runfile_write_strings(rc->rf, "generated_text", (const char *const *)texts,
+                              e->seq_global_begin, rows, rc->j.batch);
         for (long r = 0; r < rows; r++)
             free(texts[r]);
         free(texts);
     }
+    runfile_write_scalar(rc->rf, "output", "eos_id", e->cfg.stop_at_eos ? e->cfg.eos_id : -1);
     for (int p = 0; p < e->n_points; p++) {
         const activation_point *pt = &e->points[p];
         runfile_write_activation(rc->rf, pt->name, 3, pt->dims, pt->start, pt->count, pt->host);
@@ -183,20 +193,32 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
     if (j->new_tokens > 1)
         printf("  %-13s %9.3f ms/token %7.1f tokens/s\n", "decode", tpot * 1e3,
                tpot > 0 ? j->batch / tpot : 0.0);
-    printf("  %-13s TTFT p50 %.3f ms | TPOT p50 %.3f ms | latency p50 %.3f ms p99 %.3f ms\n",
-           "latency", ttft * 1e3, tpot * 1e3, lat * 1e3, run_percentile(rm->latency, n, 99) * 1e3);
+    printf("  %-13s TTFT p50 %.3f ms | TPOT p50 %.3f ms | ITL p50 %.3f ms | latency p50 %.3f ms "
+           "p99 %.3f ms\n",
+           "latency", ttft * 1e3, tpot * 1e3,
+           stats_percentile_of(rm->itl, rm->n_itl, 50) * 1e3, lat * 1e3,
+           run_percentile(rm->latency, n, 99) * 1e3);
     int world = m->world_size, replicas = MESH_DP(m);
     double toks = lat > 0 ? (double)rm->generated_tokens / lat : 0.0;
     double reqs = lat > 0 ? (double)rm->requests / lat : 0.0;
     printf("  %-13s %.1f tokens/s, %.3f requests/s at latency p50 | per rank (/%d) %.1f "
            "tokens/s %.3f req/s | per replica (/%d) %.1f tokens/s\n",
            "throughput", toks, reqs, world, toks / world, reqs / world, replicas, toks / replicas);
-    static const char *const names[] = {"TTFT", "TPOT", "latency"};
-    const double *series[] = {rm->ttft, rm->tpot, rm->latency};
-    for (int k = 0; k < 3; k++)
-        printf("  %-13s %-7s p50 %9.3f  p90 %9.3f  p99 %9.3f ms\n", k ? "" : "percentiles",
-               names[k], run_percentile(series[k], n, 50) * 1e3,
-               run_percentile(series[k], n, 90) * 1e3, run_percentile(series[k], n, 99) * 1e3);
+    /* ITL pools every decode gap of every iteration (docs/benchmarks.md), the others one
+     * value per iteration */
+    static const char *const names[] = {"TTFT", "TPOT", "ITL", "latency"};
+    const double *series[] = {rm->ttft, rm->tpot, rm->itl, rm->latency};
+    const long counts[] = {n, n, rm->n_itl, n};
+    for (int k = 0; k < 4; k++)
+        printf("  %-13s %-7s mean %9.3f  p50 %9.3f  p90 %9.3f  p99 %9.3f ms\n",
+               k ? "" : "percentiles", names[k], stats_mean(series[k], counts[k]) * 1e3,
+               stats_percentile_of(series[k], counts[k], 50) * 1e3,
+               stats_percentile_of(series[k], counts[k], 90) * 1e3,
+               stats_percentile_of(series[k], counts[k], 99) * 1e3);
+    if (n < STATS_TAIL_MIN_SAMPLES)
+        printf("  %-13s percentiles of %d measured iteration%s: p90 and p99 need %d or more "
+               "(bench.iterations)\n",
+               "warning", n, n == 1 ? "" : "s", STATS_TAIL_MIN_SAMPLES);
     double pmin = peak[0], pmax = peak[0];
     for (int r = 1; r < world; r++)
         pmin = fmin(pmin, peak[r]), pmax = fmax(pmax, peak[r]);
@@ -215,9 +237,23 @@ static void print_table(const run_context *rc, const run_metrics *rm, const int3
         size_t len = 0;
         char *text =
             tokenizer_decode_text(rc->tok, first_row, e->total_len, TOKENIZER_SKIP_UNKNOWN, &len);
-        printf("  %-13s %.*s\n", "text 0", (int)(len < 400 ? len : 400), text);
+        printf("  %-13s ", "text 0");
+        run_text_line_print(stdout, text, len, 400);
         free(text);
     }
+}
+
+/* New tokens of the whole batch in the last generation: batch * new_tokens, or fewer when
+ * sequences stopped at eos (the sum of /output/generated; collective). */
+static long generated_total(run_context *rc) {
+    const engine *e = &rc->e;
+    if (!e->cfg.stop_at_eos) return (long)rc->j.batch * rc->j.new_tokens;
+    long long mine = 0;
+    if (e->m->geom.last_stage && e->m->geom.tp_rank == 0)
+        for (int s = 0; s < e->batch_local; s++) mine += e->generated[s];
+    comm *world = &rc->mesh.world_host;
+    world->ops->allreduce(world->ctx, &mine, 1, COMM_INT64, COMM_OP_SUM);
+    return (long)mine;
 }
 
 /* The first prompt's tokens on every rank, for the table (timed as dp_gather). */
@@ -308,7 +344,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
      * claims tokens, and no latency of a step that never ran is written (docs/schema.md) */
     const int measured = rm->iterations > 0;
     rm->prompt_tokens = measured ? (long)j->batch * j->prompt_len : 0;
-    rm->generated_tokens = measured ? (long)j->batch * j->new_tokens : 0;
+    rm->generated_tokens = measured ? generated_total(rc) : 0;
     rm->requests = measured ? j->batch : 0;
     rm->peak_memory_bytes = (double)rc->be.ops->peak_memory(rc->be.ctx);
     double *peak = xcalloc((size_t)rc->mesh.world_size, sizeof(double));
@@ -352,6 +388,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
         if (rank0) {
             print_table(rc, rm, first_row, peak);
             run_perplexity_print(rc);
+            run_text_print_path(stdout, rc->out_path); /* the answers, read back */
             if (j->arrival_rate > 0) stream_print(stream, j->new_tokens);
             if (point) point_fill(point, rc, rm, peak);
             if (j->roofline && measured)

@@ -129,13 +129,12 @@ int trace_main(int argc, char **argv) {
     if (!run.complete) run_file_warn_incomplete("trace", in);
     json_t *root = trace_build(&run, in);
     rc = TRIPAR_EXIT_OK;
-    if (json_dump_file(root, out, JSON_COMPACT) != 0) {
-        fprintf(stderr, "tripar trace: %s: cannot write\n", out);
+    if (cli_json_write(root, out, NULL, JSON_COMPACT) != STATUS_OK) {
+        fprintf(stderr, "tripar trace: %s\n", error_message());
         rc = TRIPAR_EXIT_USAGE;
     } else {
         printf("%s: %ld events from %d ranks\n", out, run_event_count(&run), run.world_size);
     }
-    json_decref(root);
     run_data_free(&run);
     return rc;
 }

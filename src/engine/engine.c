@@ -292,6 +292,8 @@ static void host_buffers_init(engine *e) {
     e->row_finite = xmalloc((size_t)e->mb_max);
     e->check_host = xmalloc((size_t)e->mb_max * e->m->cfg.embd * sizeof(float));
     e->generated = xcalloc((size_t)e->batch_local, sizeof(int32_t));
+    e->token_time = xcalloc((size_t)(e->new_tokens > 0 ? e->new_tokens : 1), sizeof(double));
+    e->finished = xcalloc((size_t)(e->batch_local > 0 ? e->batch_local : 1), 1);
     e->vocab_counts = xmalloc((size_t)g->tp * sizeof(int));
     e->vocab_displs = xmalloc((size_t)g->tp * sizeof(int));
     for (int r = 0; r < g->tp; r++) {
@@ -361,6 +363,8 @@ void engine_free(engine *e) {
     free(e->row_finite);
     free(e->check_host);
     free(e->generated);
+    free(e->token_time);
+    free(e->finished);
     free(e->vocab_counts);
     free(e->vocab_displs);
     for (int i = 0; i < ENGINE_MAX_MICRO; i++) {

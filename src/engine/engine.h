@@ -49,6 +49,12 @@ typedef struct {
     float temperature;
     int top_k;
     uint64_t sample_seed;
+    /* stop_at_eos (0 = off, so a zeroed config runs new_tokens steps): eos_id ends a sequence.
+     * A sequence that picked it records nothing more but keeps its place in the batch (its
+     * rows are computed and ignored), so every step has the same shapes and the decode loop
+     * allocates nothing; the generation ends once no sequence of any replica is running. */
+    int stop_at_eos;
+    int32_t eos_id;
 
     /* what to capture: activation point names ("embed", "layer.3.mlp", "all", ...) */
     const char *const *activations;
@@ -157,10 +163,13 @@ typedef struct {
     int n_points;
     int capture;            /* record activations during this prefill */
 
-    /* the stop vote: a non-blocking sum over the world of each rank's stop flag (0) and of
-     * whether its logits went non-finite (1) at step vote_step */
-    float stop_vote[2];
+    /* the stop vote: a non-blocking sum over the world of each rank's stop flag (0), of
+     * whether its logits went non-finite (1) at step vote_step, and of its sequences still
+     * running (2: last stage, with an eos id) */
+    float stop_vote[3];
     comm_req stop_req;
+    int vote_open;          /* a vote was started and not yet finished (a world of one rank
+                               has no request in flight, so stop_req cannot tell) */
     int vote_step;
     int step_nonfinite;     /* this rank saw non-finite logits in the current step */
     int diagnose;           /* the forward checks its outputs (the non-finite diagnosis) */
@@ -185,10 +194,19 @@ typedef struct {
 
     /* per-iteration results on this rank */
     double first_token_time, end_time;
+    /* (max(new_tokens, 1)) when this rank, a last stage, had step s's tokens of its last
+     * micro-batch on the host: the gaps between steps are the inter-token latency (ITL) of
+     * its sequences, which in lockstep batches all receive a step's token together */
+    double *token_time;
     /* (batch_local) new tokens each sequence produced in the last generation, on the last
      * stage: a stop ends them early, and a sequence stops counting at its first step with
      * non-finite logits. Its tokens past prompt_len + generated[s] are -1 in `tokens`. */
     int32_t *generated;
+    /* (batch_local) 1 once the sequence picked cfg.eos_id with stop_at_eos (last stage) */
+    unsigned char *finished;
+    /* Steps the last generation ran (prefill = 1), the same on every rank: new_tokens, or fewer
+     * when every sequence reached eos (one step after the last did: the vote lags a step). */
+    int steps_run;
     /* Why the last generation stopped, the same on every rank: -1, or the first step whose
      * logits were non-finite on some rank, and the first site whose output was non-finite in
      * that step (engine_site_describe). */

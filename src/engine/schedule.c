@@ -156,22 +156,39 @@ static void drain_pending(engine *e) {
 }
 
 /* The stop vote of the previous step: 1 when some rank was signalled or saw non-finite
- * logits in it (then every rank records that step as nonfinite_step). */
-static int stop_vote_finish(engine *e) {
+ * logits in it (then every rank records that step as nonfinite_step). *all_done: with an eos
+ * id, no sequence of any replica was still running after it. */
+static int stop_vote_finish(engine *e, int *all_done) {
+    const int voted = e->vote_open;
+    e->vote_open = 0;
     comm_wait(e->world, &e->stop_req);
     if (e->stop_vote[1] > 0 && e->nonfinite_step < 0) e->nonfinite_step = e->vote_step;
+    *all_done = voted && e->cfg.stop_at_eos && e->stop_vote[2] == 0;
     return e->stop_vote[0] > 0 || e->stop_vote[1] > 0;
+}
+
+/* Sequences of this rank still generating: only the last stage knows, and every TP rank there
+ * counts them alike (the sum only asks whether any is left). */
+static int sequences_running(const engine *e) {
+    if (!e->m->geom.last_stage || !e->cfg.stop_at_eos) return 0;
+    int active = 0, running = 0;
+    for (int mb = 0; mb < e->split.n_micro; mb++) active += e->split.size[mb];
+    for (int s = 0; s < active; s++) running += !e->finished[s] && e->generated[s] < e->new_tokens;
+    return running;
 }
 
 /* Finishes the previous step's vote, then starts this step's, a sum of the ranks' flags, in
  * flight while the next step computes. */
-static int stop_agreed(engine *e, int step) {
-    if (stop_vote_finish(e)) return 1;
+static int stop_agreed(engine *e, int step, int *all_done) {
+    if (stop_vote_finish(e, all_done)) return 1;
+    if (*all_done) return 0;
     e->stop_vote[0] = e->cfg.stop_flag && *e->cfg.stop_flag != 0 ? 1.0f : 0.0f;
     e->stop_vote[1] = e->step_nonfinite ? 1.0f : 0.0f;
+    e->stop_vote[2] = (float)sequences_running(e);
     e->step_nonfinite = 0;
     e->vote_step = step;
-    comm_iallreduce_sum(e->world, e->stop_vote, 2, &e->stop_req);
+    comm_iallreduce_sum(e->world, e->stop_vote, 3, &e->stop_req);
+    e->vote_open = 1;
     return 0;
 }
 
@@ -229,12 +246,16 @@ static void sample_tokens(engine *e, int mb, int step, int steps) {
     select_tokens(e, mb, T + step, chosen);
     timer_end(e->tm, ev);
     for (int b = 0; b < nb; b++) {
-        const int s = e->split.begin[mb] + b;
+        const int s = e->split.begin[mb] + b, record = step < e->new_tokens;
+        /* the token feeds the next step either way, a finished sequence's too; it counts only
+         * after finite steps, and what is not counted reads -1 at the end (mark_not_generated) */
+        if (record) e->tokens[(size_t)s * e->total_len + T + step] = chosen[b];
+        if (e->finished[s]) continue; /* past its eos: computed, ignored, cannot stop the run */
         if (!e->row_finite[b]) e->step_nonfinite = 1;
-        if (step >= e->new_tokens) continue;
-        /* the token feeds the next step either way; it counts only after finite steps */
-        e->tokens[(size_t)s * e->total_len + T + step] = chosen[b];
+        if (!record) continue;
         if (e->row_finite[b] && e->generated[s] == step) e->generated[s] = step + 1;
+        if (e->cfg.stop_at_eos && chosen[b] == e->cfg.eos_id && e->generated[s] == step + 1)
+            e->finished[s] = 1;
     }
     if (e->m->geom.pp > 1 && step + 1 < steps) {
         comm *tokc = e->pp_host; /* tokens are host data: plain MPI even when pp is NCCL */
@@ -243,18 +264,24 @@ static void sample_tokens(engine *e, int mb, int step, int steps) {
         tokc->ops->isend(tokc->ctx, e->tok_send[mb], (size_t)nb, COMM_INT32, 0, TAG_TOKENS + mb,
                          &e->tok_send_req[mb]);
     }
-    if (step == 0 && mb == e->split.n_micro - 1) e->first_token_time = timer_host_seconds();
+    if (mb == e->split.n_micro - 1) {
+        e->token_time[step] = timer_host_seconds();
+        if (step == 0) e->first_token_time = e->token_time[step];
+    }
 }
 
 /* Clears the requests of the previous generation and posts the prefill's receives before any
  * compute. */
 static void generation_start(engine *e, int iteration) {
     const shard_geom *g = &e->m->geom;
-    e->stop_vote[0] = e->stop_vote[1] = 0.0f;
+    e->stop_vote[0] = e->stop_vote[1] = e->stop_vote[2] = 0.0f;
     e->stop_req.active = 0;
+    e->vote_open = 0;
     e->step_nonfinite = 0;
     e->nonfinite_step = -1;
+    e->steps_run = 0;
     memset(e->generated, 0, (size_t)e->batch_local * sizeof(int32_t));
+    memset(e->finished, 0, (size_t)e->batch_local);
     e->tm->iteration = iteration;
     e->first_token_time = 0.0;
     memset(e->send_req, 0, sizeof e->send_req);
@@ -324,9 +351,9 @@ static void diagnose_step(engine *e, int step) {
 int engine_generate(engine *e, int iteration, int capture) {
     const shard_geom *g = &e->m->geom;
     const int T = e->prompt_len, steps = e->new_tokens > 0 ? e->new_tokens : 1;
-    int stopped = 0;
+    int stopped = 0, all_done = 0;
     generation_start(e, iteration);
-    for (int step = 0; step < steps && !stopped; step++) {
+    for (int step = 0; step < steps && !stopped && !all_done; step++) {
         const int n_new = step == 0 ? T : 1, pos0 = step == 0 ? 0 : T + step - 1;
         e->capture = capture && step == 0; /* activations are recorded for the prefill only */
         for (int mb = 0; mb < e->split.n_micro; mb++) {
@@ -342,10 +369,11 @@ int engine_generate(engine *e, int iteration, int capture) {
             timer_end(e->tm, ev_step);
         }
         if (e->cfg.on_step) e->cfg.on_step(e->cfg.on_step_user, step);
-        stopped = stop_agreed(e, step);
+        e->steps_run = step + 1;
+        stopped = stop_agreed(e, step, &all_done);
     }
     drain_pending(e);
-    stopped |= stop_vote_finish(e);
+    stopped |= stop_vote_finish(e, &all_done);
     e->be->ops->synchronize(e->be->ctx);
     e->end_time = timer_host_seconds();
     if (e->nonfinite_step >= 0) diagnose_step(e, e->nonfinite_step);

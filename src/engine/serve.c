@@ -31,6 +31,18 @@ static void sleep_seconds(double s) {
     nanosleep(&ts, NULL);
 }
 
+/* New tokens of a batch of n requests: n * new_tokens, or with stop_at_eos what the sequences
+ * really generated, summed over the replicas (collective then). */
+static long long batch_tokens(engine *e, int n) {
+    if (!e->cfg.stop_at_eos) return (long long)n * e->new_tokens;
+    long long mine = 0;
+    if (e->m->geom.last_stage && e->m->geom.tp_rank == 0)
+        for (int mb = 0; mb < e->split.n_micro; mb++)
+            for (int b = 0; b < e->split.size[mb]; b++) mine += e->generated[e->split.begin[mb] + b];
+    e->world->ops->allreduce(e->world->ctx, &mine, 1, COMM_INT64, COMM_OP_SUM);
+    return mine;
+}
+
 int serve_run(engine *e, const serve_config *sc, serve_result *r) {
     const int rank = e->cfg.mesh->world_rank, batch = e->cfg.batch;
     comm *world = e->world;
@@ -60,6 +72,7 @@ int serve_run(engine *e, const serve_config *sc, serve_result *r) {
     double t0 = 0;
     if (rank == 0) t0 = timer_host_seconds();
     long next = 0;
+    long long tokens = 0; /* new tokens of the served batches */
     int stopped = 0;
     for (;;) {
         int n = -1; /* -1 ends the stream */
@@ -88,6 +101,7 @@ int serve_run(engine *e, const serve_config *sc, serve_result *r) {
             stopped = 1;
             break;
         }
+        tokens += batch_tokens(e, n);
         double local[2] = {last_stage && e->first_token_time > 0 ? e->first_token_time + offset : 0,
                            e->end_time + offset};
         double global[2] = {local[0], local[1]};
@@ -112,7 +126,7 @@ int serve_run(engine *e, const serve_config *sc, serve_result *r) {
         r->unserved = n_total - r->served;
         if (r->wall_seconds > 0) {
             r->achieved_requests_per_s = r->served / r->wall_seconds;
-            r->achieved_tokens_per_s = (double)r->served * e->new_tokens / r->wall_seconds;
+            r->achieved_tokens_per_s = (double)tokens / r->wall_seconds;
         }
     }
     return stopped;

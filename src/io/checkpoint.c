@@ -103,17 +103,6 @@ static void shape_format(char *out, size_t len, int ndims, const long *dims) {
     if (used < len) snprintf(out + used, len - used, ")");
 }
 
-/* The first bytes of every HDF5 file without a user block. */
-static int file_has_hdf5_signature(const char *path) {
-    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    unsigned char head[8];
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    return n == sizeof head && memcmp(head, sig, sizeof sig) == 0;
-}
-
 /* The architecture (absent: gpt2, as every checkpoint before Llama) and Llama's attributes. */
 static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     char arch[16] = "gpt2";
@@ -294,24 +283,46 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
             return STATUS_BAD_INPUT;
         }
     } else if (layout == H5D_CHUNKED) {
-        /* Not what tripar writes, but a file written by other tools may be chunked. */
+        /* What tripar writes (checkpoint_dcpl_create), and other tools may. Each chunk looked
+         * up by its coordinates: H5Dget_chunk_info by index walks the index from the start
+         * every call, quadratic in the chunks of a large tensor. */
         hid_t space = H5Dget_space(dset);
-        hsize_t nchunks = 0;
-        H5_CHECK(H5Dget_num_chunks(dset, space, &nchunks));
-        for (hsize_t c = 0; c < nchunks; c++) {
-            hsize_t coords[TENSOR_MAX_DIMS], size = 0;
+        hsize_t dims[H5S_MAX_RANK], chunk[H5S_MAX_RANK], at[H5S_MAX_RANK] = {0};
+        const int nd = H5Sget_simple_extent_dims(space, dims, NULL);
+        H5Sclose(space);
+        dcpl = H5Dget_create_plist(dset);
+        H5_CHECK(dcpl);
+        H5_CHECK(H5Pget_chunk(dcpl, nd, chunk));
+        H5Pclose(dcpl);
+        for (int d = nd - 1; d >= 0;) {
+            hsize_t size = 0;
             unsigned mask = 0;
             haddr_t addr = HADDR_UNDEF;
-            H5_CHECK(H5Dget_chunk_info(dset, space, c, coords, &mask, &addr, &size));
-            if (addr == HADDR_UNDEF || (long long)(base + addr + size) > file_size) {
-                H5Sclose(space);
+            H5_CHECK(H5Dget_chunk_info_by_coord(dset, at, &mask, &addr, &size));
+            if (addr == HADDR_UNDEF) {
+                long first[H5S_MAX_RANK];
+                for (int k = 0; k < nd; k++)
+                    first[k] = (long)at[k];
+                char where[96];
+                shape_format(where, sizeof where, nd, first);
+                error_set("%s: tensor '%s' has no stored data from element %s on (a chunk never "
+                          "written: an incomplete checkpoint?)",
+                          path, name, where);
+                return STATUS_BAD_INPUT;
+            }
+            if ((long long)(base + addr + size) > file_size) {
                 error_set("%s: tensor '%s' extends past the end of the file (truncated "
                           "checkpoint?)",
                           path, name);
                 return STATUS_BAD_INPUT;
             }
+            /* the next chunk's coordinates, the last dimension fastest */
+            for (d = nd - 1; d >= 0; d--) {
+                at[d] += chunk[d];
+                if (at[d] < dims[d]) break;
+                at[d] = 0;
+            }
         }
-        H5Sclose(space);
     }
     /* compact data lives in the object header, which HDF5 has already read */
     return STATUS_OK;
@@ -413,7 +424,7 @@ int checkpoint_read_stored(const char *path, model_config *cfg, checkpoint_stora
     H5E_END_TRY;
     if (file < 0) {
         /* HDF5 refuses a file shorter than the end address in its superblock */
-        if (file_has_hdf5_signature(path))
+        if (h5_file_has_signature(path))
             error_set("%s: HDF5 cannot open the checkpoint (truncated or damaged file?)", path);
         else
             error_set("%s: not an HDF5 file", path);
@@ -557,12 +568,13 @@ static int stored_unloadable(const model *m, const tensor_desc *t, const stored_
 
 /* Opens every /weights dataset (an int8 one's scales too) and checks its shape and stored
  * dtype against the model's, agreed over world before any collective read, so no rank starts
- * a read another skips. On success fills tensors; otherwise closes what it opened and returns
- * STATUS_BAD_INPUT. */
+ * a read another skips. On success fills tensors and counts in *unchecked the tensors written
+ * without checksums; otherwise closes what it opened and returns STATUS_BAD_INPUT. */
 static int weights_open_checked(hid_t file, const model *m, const char *path, MPI_Comm world,
                                 const checkpoint_storage *st,
-                                stored_tensor tensors[CHECKPOINT_N_TENSORS]) {
+                                stored_tensor tensors[CHECKPOINT_N_TENSORS], int *unchecked) {
     int bad = 0;
+    *unchecked = 0;
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
@@ -588,6 +600,9 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
             bad = 1;
             continue;
         }
+        /* a tensor is checked when its values and (int8) its scales both are */
+        *unchecked += !checkpoint_dataset_checksummed(s->values) ||
+                      (s->scales >= 0 && !checkpoint_dataset_checksummed(s->scales));
         if (!t) continue;
         hid_t space = H5Dget_space(s->values);
         hsize_t dims[H5S_MAX_RANK];
@@ -636,14 +651,87 @@ static tensor_desc scale_desc(const tensor_desc *t, int group) {
     return s;
 }
 
-/* Reads this rank's n elements of t from one stored dataset (collectively) into buf. */
+/* Block k of t's shard (counted over the product of every dimension's blocks, the last
+ * fastest): where it lies in the file and in the shard's local layout. */
+static void shard_block(const tensor_desc *t, long k, hsize_t *fstart, hsize_t *mstart,
+                        hsize_t *count) {
+    for (int d = t->ndims - 1; d >= 0; d--) {
+        const dim_slice *s = &t->local[d];
+        const int b = (int)(k % s->nblocks);
+        k /= s->nblocks;
+        fstart[d] = (hsize_t)s->start[b], count[d] = (hsize_t)s->count[b], mstart[d] = 0;
+        for (int c = 0; c < b; c++)
+            mstart[d] += (hsize_t)s->count[c];
+    }
+}
+
+/* Reads this rank's n elements of t (a whole shard, or a part of it: tensor_part narrows dim 0,
+ * and with it every block) from one stored dataset into buf as mem_type, one collective read
+ * per block, each block selected alike in the file and in a memory space of t's local shape.
+ * Selections of the same shape let HDF5 map chunks block by block; a flat memory space made it
+ * walk the chunked selection element by element (15 times slower than contiguous storage).
+ * Ranks with fewer blocks (or none: n is 0, t may be NULL) take part in the rest with empty
+ * selections. The first failure is kept in err. */
 static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t mem_type, hid_t xfer,
-                       void *buf) {
-    hid_t fspace = shard_file_space(dset, t, n);
-    hid_t mspace = memory_space(n);
-    H5_CHECK(H5Dread(dset, mem_type, mspace, fspace, xfer, buf));
-    H5Sclose(mspace);
+                       MPI_Comm world, void *buf, checkpoint_read_error *err) {
+    long blocks = n > 0 ? 1 : 0;
+    hsize_t local[TENSOR_MAX_DIMS] = {1};
+    for (int d = 0; n > 0 && d < t->ndims; d++) {
+        blocks *= t->local[d].nblocks;
+        local[d] = 0;
+        for (int b = 0; b < t->local[d].nblocks; b++)
+            local[d] += (hsize_t)t->local[d].count[b];
+    }
+    const long rounds = agree_max_long(world, blocks);
+    hid_t mspace = H5Screate_simple(n > 0 ? t->ndims : 1, local, NULL);
+    H5_CHECK(mspace);
+    hid_t fspace = H5Dget_space(dset);
+    H5_CHECK(fspace);
+    for (long k = 0; k < rounds; k++) {
+        hsize_t fstart[TENSOR_MAX_DIMS], mstart[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
+        int empty = k >= blocks;
+        if (!empty) shard_block(t, k, fstart, mstart, count);
+        for (int d = 0; !empty && d < t->ndims; d++)
+            empty = count[d] == 0;
+        if (empty) {
+            H5_CHECK(H5Sselect_none(fspace));
+            H5_CHECK(H5Sselect_none(mspace));
+        } else {
+            H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, count, NULL));
+            H5_CHECK(H5Sselect_hyperslab(mspace, H5S_SELECT_SET, mstart, NULL, count, NULL));
+        }
+        /* a failed read leaves the collective complete on every rank (HDF5 checks a chunk's
+         * checksum after the rank has read it), so the rounds go on */
+        H5E_BEGIN_TRY {
+            if (H5Dread(dset, mem_type, mspace, fspace, xfer, buf) < 0 &&
+                err->kind == CHECKPOINT_READ_OK)
+                checkpoint_read_error_take(err);
+        }
+        H5E_END_TRY;
+    }
     H5Sclose(fspace);
+    H5Sclose(mspace);
+}
+
+/* After a read of tensor name failed on some rank (every rank calls it): the first failing
+ * rank's reason, in the same words on every rank, since rank 0 alone prints it. */
+static void read_failure_report(const checkpoint_read_error *mine, const char *path,
+                                const char *name, MPI_Comm world) {
+    const int n = agree_comm_size(world);
+    checkpoint_read_error *all = xmalloc((size_t)n * sizeof *all);
+    agree_gather_bytes(world, mine, (int)sizeof *mine, all);
+    int r = 0;
+    while (all[r].kind == CHECKPOINT_READ_OK)
+        r++;
+    if (all[r].kind == CHECKPOINT_READ_CHECKSUM)
+        error_set("%s: tensor '%s' fails its checksum (rank %d read it; HDF5: %s): the file "
+                  "changed after it was written. Write it again (import-hf, import-gguf or "
+                  "--save-checkpoint), or set model.verify_checksums: false to load it "
+                  "unverified",
+                  path, name, r, all[r].desc);
+    else
+        error_set("%s: tensor '%s' cannot be read (rank %d; HDF5: %s)", path, name, r, all[r].desc);
+    free(all);
 }
 
 /* A load stages at most this many bytes of a tensor at a time (or one dim-0 entry, a layer or
@@ -743,11 +831,38 @@ static void part_store(model *m, const backend *be, const tensor_desc *t, const 
     }
 }
 
+/* Reads part k of one tensor (its values and an int8 one's scales, collectively) and, when no
+ * rank's read of it failed, stores it. The ranks agree on failure before storing: the store's
+ * TP collectives need every TP rank of a stage, and a failed checksum fails the read only on
+ * the ranks whose chunks hold the damage. Returns 1 when some rank failed (err holds this
+ * rank's reason, if it had one). */
+static int part_read(model *m, const backend *be, const tensor_desc *t, const stored_tensor *s,
+                     const read_plan *p, long k, hid_t mem, hid_t xfer, MPI_Comm world,
+                     char *staging, float *scales, comm *tp, checkpoint_read_error *err) {
+    /* this rank's dim-0 entries of part k: none once its own run out */
+    const long n0 = held_entries(t);
+    const long first = k * p->per_part < n0 ? k * p->per_part : n0;
+    const long count = n0 - first < p->per_part ? n0 - first : p->per_part;
+    tensor_part part;
+    if (count > 0) tensor_part_init(&part, m, t, first, count);
+    const long n = count > 0 ? tensor_local_elems(&part.d) : 0;
+    shard_read(s->values, n > 0 ? &part.d : NULL, n, mem, xfer, world, staging, err);
+    if (s->stored == DTYPE_INT8) {
+        const tensor_desc sd = n > 0 ? scale_desc(&part.d, s->group) : (tensor_desc){0};
+        const long ns = n > 0 ? tensor_local_elems(&sd) : 0;
+        shard_read(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, world, scales, err);
+    }
+    if (agree_any_bad(world, err->kind != CHECKPOINT_READ_OK)) return 1;
+    if (n > 0) part_store(m, be, t, s, first, count, staging, scales, tp);
+    return 0;
+}
+
 /* Reads this rank's shard of every dataset, part by part (collectively; closing each), and
- * stores it. */
-static void weights_read_shards(model *m, const backend *be,
-                                stored_tensor tensors[CHECKPOINT_N_TENSORS], MPI_Comm world,
-                                comm *tp) {
+ * stores it. With verify, HDF5 checks the checksum of every chunk read. The ranks stop
+ * together at the first tensor whose read failed on any rank, and report it once. */
+static int weights_read_shards(model *m, const backend *be,
+                               stored_tensor tensors[CHECKPOINT_N_TENSORS], MPI_Comm world,
+                               comm *tp, const char *path, int verify) {
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     read_plan plans[CHECKPOINT_N_TENSORS];
@@ -759,41 +874,38 @@ static void weights_read_shards(model *m, const backend *be,
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
     H5_CHECK(xfer);
     H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
+    H5_CHECK(H5Pset_edc_check(xfer, verify ? H5Z_ENABLE_EDC : H5Z_DISABLE_EDC));
     /* memory types equal to the file's, so HDF5 converts nothing and stays collective */
     hid_t bf16 = checkpoint_h5_type(DTYPE_BF16);
+    int rc = STATUS_OK;
     for (int i = 0; i < n_names; i++) {
         const tensor_desc *t = model_find_tensor(m, names[i]);
         const stored_tensor *s = &tensors[i];
-        const read_plan *p = &plans[i];
-        const long n0 = held_entries(t);
         const hid_t mem = s->stored == DTYPE_INT8   ? H5T_NATIVE_INT8
                           : s->stored == DTYPE_BF16 ? bf16
                                                     : H5T_NATIVE_FLOAT;
-        for (long k = 0; k < p->parts; k++) {
-            /* this rank's dim-0 entries of part k: none once its own run out */
-            const long first = k * p->per_part < n0 ? k * p->per_part : n0;
-            const long count = n0 - first < p->per_part ? n0 - first : p->per_part;
-            tensor_part part;
-            if (count > 0) tensor_part_init(&part, m, t, first, count);
-            const long n = count > 0 ? tensor_local_elems(&part.d) : 0;
-            shard_read(s->values, n > 0 ? &part.d : NULL, n, mem, xfer, staging);
-            if (s->stored == DTYPE_INT8) {
-                const tensor_desc sd = n > 0 ? scale_desc(&part.d, s->group) : (tensor_desc){0};
-                const long ns = n > 0 ? tensor_local_elems(&sd) : 0;
-                shard_read(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, scales);
-            }
-            if (n > 0) part_store(m, be, t, s, first, count, staging, scales, tp);
-        }
+        checkpoint_read_error err = {.kind = CHECKPOINT_READ_OK};
+        int failed = 0;
+        /* after a failed read the rest are closed unread */
+        for (long k = 0; rc == STATUS_OK && !failed && k < plans[i].parts; k++)
+            failed =
+                part_read(m, be, t, s, &plans[i], k, mem, xfer, world, staging, scales, tp, &err);
         H5Dclose(s->values);
         if (s->scales >= 0) H5Dclose(s->scales);
+        if (failed) {
+            read_failure_report(&err, path, names[i], world);
+            rc = STATUS_BAD_INPUT;
+        }
     }
     H5Tclose(bf16);
     H5Pclose(xfer);
     free(scales);
     free(staging);
+    return rc;
 }
 
-int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp) {
+int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp,
+                    int verify_checksums) {
     hid_t file = file_open_mpio(path, world, 0);
     if (file < 0) {
         error_set("%s: cannot open the checkpoint with parallel HDF5", path);
@@ -809,12 +921,23 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
         return STATUS_BAD_INPUT;
     }
     stored_tensor tensors[CHECKPOINT_N_TENSORS];
-    if (weights_open_checked(file, m, path, world, &st, tensors) != STATUS_OK) {
+    int unchecked = 0;
+    if (weights_open_checked(file, m, path, world, &st, tensors, &unchecked) != STATUS_OK) {
         H5Fclose(file);
         return STATUS_BAD_INPUT;
     }
-    weights_read_shards(m, be, tensors, world, tp);
+    /* the same file on every rank, so the same count: one line, from rank 0 */
+    const char *const *names = NULL;
+    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    if (verify_checksums && unchecked > 0 && agree_comm_rank(world) == 0)
+        fprintf(stderr,
+                "tripar: warning: %s: %d of its %d weight tensors carry no checksum (written "
+                "before tripar checksummed checkpoints): they load unverified. Write the "
+                "checkpoint again to add them (docs/checkpoint.md, \"Integrity\")\n",
+                path, unchecked, n_names);
+    const int rc = weights_read_shards(m, be, tensors, world, tp, path, verify_checksums);
     H5_CHECK(H5Fclose(file));
+    if (rc != STATUS_OK) return rc;
     return model_weights_finite(m, world, path); /* NaN and Inf are refused (docs/checkpoint.md) */
 }
 
@@ -870,13 +993,8 @@ hid_t checkpoint_dataset_create_typed(hid_t group, const char *name, int ndims, 
     for (int d = 0; d < ndims; d++)
         dims[d] = (hsize_t)shape[d];
     hid_t space = H5Screate_simple(ndims, dims, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5_CHECK(dcpl);
-    /* contiguous, so the truncation check of checkpoint_read_config is exact; no fill pass,
-     * every element is written */
-    H5_CHECK(H5Pset_layout(dcpl, H5D_CONTIGUOUS));
-    H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
-    H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY));
+    /* chunked and checksummed, with the stored element's size (bf16 2 bytes, int8 1) */
+    hid_t dcpl = checkpoint_dcpl_create(ndims, dims, H5Tget_size(type));
     hid_t dset = H5Dcreate2(group, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5_CHECK(dset);
     H5Pclose(dcpl);
@@ -1006,4 +1124,51 @@ int checkpoint_load_tokenizer(tokenizer **t, const char *path) {
         error_set("%s: /tokenizer: %s", path, why);
     }
     return rc;
+}
+
+/* One optional integer attribute of /tokenizer into *out (left -1 when absent); -1 when it is
+ * there but not an integer in [lo, hi]. */
+static int tokenizer_attr_int(hid_t group, const char *path, const char *name, long long lo,
+                              long long hi, long long *out) {
+    if (!h5_attr_exists(group, name)) return 0;
+    long long v;
+    if (h5_attr_read_long(group, name, &v) != 0 || v < lo || v > hi) {
+        error_set("%s: /tokenizer attribute %s must be an integer from %lld to %lld", path, name,
+                  lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int checkpoint_read_tokenizer_meta(const char *path, tokenizer_meta *m) {
+    m->bos_id = m->eos_id = -1;
+    m->add_bos = -1;
+    m->chat_template = NULL;
+    hid_t file = h5_open_read(path);
+    if (file < 0) return -1;
+    int rc = 0;
+    if (h5_exists(file, "/tokenizer")) {
+        hid_t group = H5Gopen2(file, "/tokenizer", H5P_DEFAULT);
+        H5_CHECK(group);
+        long long add_bos = -1;
+        rc = tokenizer_attr_int(group, path, "bos_token_id", 0, INT32_MAX, &m->bos_id);
+        if (!rc) rc = tokenizer_attr_int(group, path, "eos_token_id", 0, INT32_MAX, &m->eos_id);
+        if (!rc) rc = tokenizer_attr_int(group, path, "add_bos_token", 0, 1, &add_bos);
+        m->add_bos = (int)add_bos;
+        if (!rc && h5_attr_exists(group, "chat_template") &&
+            !(m->chat_template = h5_attr_read_string_alloc(group, "chat_template"))) {
+            error_set("%s: /tokenizer attribute chat_template must be a string", path);
+            rc = -1;
+        }
+        H5Gclose(group);
+    }
+    H5Fclose(file);
+    if (rc) tokenizer_meta_free(m);
+    return rc;
+}
+
+void tokenizer_meta_free(tokenizer_meta *m) {
+    free(m->chat_template);
+    m->chat_template = NULL;
 }

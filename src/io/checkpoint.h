@@ -104,9 +104,12 @@ int checkpoint_read_stored(const char *path, model_config *cfg, checkpoint_stora
  * model_alloc done) and stores it with model_store_tensor. Collective over world: the file is
  * opened with the MPI-IO driver and every read is collective; ranks that hold none of a tensor
  * take part with an empty selection. tp is the TP group passed on to model_store_tensor.
- * Returns STATUS_OK, or STATUS_BAD_INPUT (same on every rank) when a dataset's shape does not
- * match the table. */
-int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp);
+ * With verify_checksums, HDF5 checks the Fletcher32 checksum of every chunk a rank reads, and
+ * rank 0 warns once when tensors carry none. Returns STATUS_OK, or STATUS_BAD_INPUT (same on
+ * every rank) when a dataset's shape does not match the table or a read fails: error_message()
+ * names the file and the first tensor that failed on any rank, and a failed checksum as such. */
+int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm world, comm *tp,
+                    int verify_checksums);
 
 /* Writes the synthetic model (seed) held across the mesh as a checkpoint. Collective over
  * mesh->world. Each element is written once: by dp_rank 0, by tp_rank 0 for tensors that are
@@ -114,14 +117,41 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
  * the file reloads to bit-identical fp32 weights. Returns STATUS_OK or STATUS_RUNTIME. */
 int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh *mesh);
 
-/* Writing helpers shared by checkpoint_save and the importer: the root attributes of cfg, and
- * one contiguous float32 dataset /weights/<name> of the global shape (caller closes it). */
+/* Writing helpers shared by checkpoint_save and the importers: the root attributes of cfg, and
+ * one float32 dataset /weights/<name> of the global shape (caller closes it). */
 void checkpoint_write_config_attrs(hid_t file, const model_config *cfg);
 hid_t checkpoint_dataset_create(hid_t weights_group, const model_config *cfg, const char *name);
 /* The one place a checkpoint's datasets get their storage properties: name under group, of
- * the global shape and HDF5 file type given (checkpoint_h5_type). Caller closes it. */
+ * the global shape and HDF5 file type given (checkpoint_h5_type), chunked and checksummed by
+ * checkpoint_dcpl_create for that type's element size. Caller closes it. */
 hid_t checkpoint_dataset_create_typed(hid_t group, const char *name, int ndims, const long *shape,
                                       hid_t type);
+
+/* About this many bytes per chunk of a weight dataset. */
+#define CHECKPOINT_CHUNK_BYTES (1u << 20)
+/* The creation properties of every weight dataset a writer makes (the caller closes them):
+ * chunks of about CHECKPOINT_CHUNK_BYTES, one layer each, tiled over the rows and columns of a
+ * matrix, each with HDF5's Fletcher32 checksum (docs/checkpoint.md, "Integrity"). elem_bytes
+ * is the stored element's size. */
+hid_t checkpoint_dcpl_create(int ndims, const hsize_t *dims, size_t elem_bytes);
+
+/* 1 when the dataset carries Fletcher32 checksums, 0 when it was written without (a checkpoint
+ * from before they were added, or rewritten by a tool that dropped the filter). */
+int checkpoint_dataset_checksummed(hid_t dset);
+
+/* Why a read failed on this rank. */
+typedef enum {
+    CHECKPOINT_READ_OK = 0,
+    CHECKPOINT_READ_FAILED = 1,   /* another HDF5 read error */
+    CHECKPOINT_READ_CHECKSUM = 2, /* a chunk's data does not match its Fletcher32 checksum */
+} checkpoint_read_kind;
+typedef struct {
+    int kind;       /* checkpoint_read_kind */
+    char desc[120]; /* HDF5's words for the innermost error */
+} checkpoint_read_error;
+/* Fills e from the current HDF5 error stack (call it right after the failed read, before any
+ * other HDF5 call clears the stack) and clears the stack. */
+void checkpoint_read_error_take(checkpoint_read_error *e);
 
 /* Writes the tokenizer texts under /tokenizer of an open file: tokenizer.json as /tokenizer/json
  * when given, else vocab.json and merges.txt as /tokenizer/vocab and /tokenizer/merges. */
@@ -138,6 +168,19 @@ int checkpoint_read_tokenizer(const char *path, char **vocab_json, char **merges
  * 0, 1 when the checkpoint has no tokenizer (*t = NULL), or STATUS_BAD_INPUT (2) with
  * error_message() set. */
 int checkpoint_load_tokenizer(tokenizer **t, const char *path);
+
+/* What the attributes of /tokenizer say of the model's special tokens (import-gguf writes them;
+ * docs/checkpoint.md). Each is -1 (chat_template NULL) where the checkpoint does not say. */
+typedef struct {
+    long long bos_id, eos_id;
+    int add_bos;          /* 0 or 1 */
+    char *chat_template;  /* malloc'ed */
+} tokenizer_meta;
+
+/* Reads them. Returns 0, or -1 with error_message() set when the file cannot be read or an
+ * attribute has the wrong kind. */
+int checkpoint_read_tokenizer_meta(const char *path, tokenizer_meta *m);
+void tokenizer_meta_free(tokenizer_meta *m);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,11 @@
 /* Small HDF5 helpers shared by the run file writer and the run-file tools (see h5util.h). */
 #include "io/h5util.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/check.h"
 #include "metrics/timing.h"
@@ -268,11 +271,45 @@ double *h5_attr_read_doubles(hid_t obj, const char *name, long *n) {
     return out;
 }
 
+int h5_file_has_signature(const char *path) {
+    static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    /* the superblock sits at 0 or, after a user block, at 512, 1024, 2048, ... */
+    int found = 0;
+    for (long at = 0; !found && at >= 0 && at < (1L << 30); at = at ? 2 * at : 512) {
+        unsigned char head[8];
+        if (fseek(f, at, SEEK_SET) != 0 || fread(head, 1, sizeof head, f) != sizeof head) break;
+        found = memcmp(head, sig, sizeof sig) == 0;
+    }
+    fclose(f);
+    return found;
+}
+
 hid_t h5_open_read(const char *path) {
+    /* what is wrong with the path is said before HDF5 is asked: its one failure reads the
+     * same for a missing file, a JSON file and a damaged HDF5 file */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            error_set("%s: no such file", path);
+        else
+            error_set("%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        error_set("%s: not a regular file (%s)", path,
+                  S_ISDIR(st.st_mode) ? "a directory" : "a device, FIFO or socket");
+        return -1;
+    }
     hid_t file;
     H5E_BEGIN_TRY { file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT); } H5E_END_TRY;
-    if (file < 0) error_set("%s: cannot open as an HDF5 file", path);
-    return file;
+    if (file >= 0) return file;
+    if (h5_file_has_signature(path)) /* HDF5 refuses a file shorter than its superblock says */
+        error_set("%s: HDF5 cannot open it (truncated or damaged HDF5 file?)", path);
+    else
+        error_set("%s: not an HDF5 file (no HDF5 signature)", path);
+    return -1;
 }
 
 void *h5_dataset_read_all(hid_t file, const char *path, hid_t type, int *ndims, hsize_t dims[8],

@@ -62,8 +62,14 @@ void *h5_dataset_read_all(hid_t file, const char *path, hid_t mem_type, int *ndi
  * attributes, or NULL when it is absent or not one string. */
 char *h5_dataset_read_string(hid_t loc, const char *path);
 
-/* Opens a file read-only with the serial (sec2) driver; returns -1 with error_message() set. */
+/* Opens a file read-only with the serial (sec2) driver; returns -1 with error_message() set
+ * to "PATH: no such file", "PATH: not a regular file (...)", "PATH: not an HDF5 file (...)"
+ * or, for a file with HDF5's signature that HDF5 cannot open, "truncated or damaged". */
 hid_t h5_open_read(const char *path);
+
+/* 1 when the file holds HDF5's superblock signature at offset 0 or at a user block's end
+ * (512, 1024, 2048, ...): a file HDF5 then refuses is damaged, not foreign. */
+int h5_file_has_signature(const char *path);
 
 #ifdef __cplusplus
 }

@@ -48,7 +48,28 @@ int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_
 void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long cols);
 
 /* The GGUF file's tokenizer as the text of a Hugging Face tokenizer.json (malloc'ed), for
- * tokenizer.ggml.model = "gpt2" and tokenizer.ggml.pre in {default, gpt2, llama-bpe, qwen2,
- * smollm}. Returns 1, 0 when the file has no tokenizer.ggml.model (*json_text NULL), or -1
- * with error_message() naming the key and value it refuses. vocab: token_embd's rows. */
+ * tokenizer.ggml.model = "gpt2" with tokenizer.ggml.pre in {default, gpt2, llama-bpe, qwen2,
+ * smollm}, and "llama" (SentencePiece BPE). Returns 1, 0 when the file has no tokenizer.ggml.model
+ * (*json_text NULL), or -1 with error_message() naming the key and value it refuses. vocab:
+ * token_embd's rows. */
 int gguf_tokenizer_json(const gguf *g, int vocab, char **json_text);
+
+/* llama.cpp's token types (tokenizer.ggml.token_type) */
+enum {
+    GGUF_TOKEN_NORMAL = 1,
+    GGUF_TOKEN_UNKNOWN = 2,
+    GGUF_TOKEN_CONTROL = 3,
+    GGUF_TOKEN_USER_DEFINED = 4,
+    GGUF_TOKEN_UNUSED = 5,
+    GGUF_TOKEN_BYTE = 6,
+};
+
+/* The string array key, or NULL with the refusal set. */
+const gguf_kv *gguf_strings(const gguf *g, const char *key);
+
+/* SentencePiece BPE (tokenizer.ggml.model = "llama") as a tokenizer.json's root object
+ * (import_gguf_spm.c), taking vocab_obj and added (token -> id, and the added tokens); NULL with
+ * the refusal set. types may be NULL (every token normal). */
+struct json_t;
+struct json_t *gguf_spm_json(const gguf *g, const gguf_kv *tokens, const gguf_kv *types,
+                             struct json_t *vocab_obj, struct json_t *added);

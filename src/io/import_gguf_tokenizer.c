@@ -1,16 +1,14 @@
 /* The tokenizer of a GGUF file (tokenizer.ggml.*) as the text of a Hugging Face tokenizer.json,
  * which the checkpoint stores as import-hf stores one: byte-level BPE (tokenizer.ggml.model =
- * "gpt2") from the tokens and merges, control and user-defined tokens as added tokens, and the
- * pre-tokenizer's regexes for tokenizer.ggml.pre as llama.cpp splits with them. */
+ * "gpt2") from the tokens and merges, with the pre-tokenizer's regexes for tokenizer.ggml.pre as
+ * llama.cpp splits with them, or SentencePiece BPE ("llama", import_gguf_spm.c); control and
+ * user-defined tokens as added tokens. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/check.h"
 #include "io/import_gguf_internal.h"
-
-/* llama.cpp's token types (tokenizer.ggml.token_type) */
-enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
 
 #define GPT2_SPLIT "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
 #define LLAMA3_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
@@ -68,10 +66,80 @@ static int gguf_pre_find(const gguf *g) {
     return -1;
 }
 
-/* The string array key, or NULL with the refusal set. */
-static const gguf_kv *gguf_strings(const gguf *g, const char *key) {
+const gguf_kv *gguf_strings(const gguf *g, const char *key) {
     const gguf_kv *kv = NULL;
     return gguf_get_array(g, key, GGUF_TYPE_STRING, &kv) == STATUS_OK ? kv : NULL;
+}
+
+/* The vocab object (token -> id) and the added tokens: control tokens (3), and under
+ * SentencePiece the unknown token (2) too, as special tokens matched in the raw text (llama.cpp
+ * parses all three as special); user-defined ones (4) as non-special tokens matched in the
+ * normalised text (SentencePiece matches them after its normalisation). -1 with the refusal
+ * set when a token is not UTF-8. */
+static int gguf_vocab_read(const gguf *g, const gguf_kv *tokens, const gguf_kv *types, int spm,
+                           json_t **vocab_obj, json_t **added) {
+    *vocab_obj = json_object();
+    *added = json_array();
+    for (uint64_t i = 0; i < tokens->n; i++) {
+        uint64_t len = 0;
+        const char *s = gguf_kv_str(tokens, i, &len);
+        json_t *content = json_stringn(s, (size_t)len);
+        if (!content ||
+            json_object_setn_new(*vocab_obj, s, (size_t)len, json_integer((json_int_t)i))) {
+            json_decref(content);
+            json_decref(*vocab_obj);
+            json_decref(*added);
+            error_set("%s: key 'tokenizer.ggml.tokens' element %llu is not valid UTF-8", g->path,
+                      (unsigned long long)i);
+            return -1;
+        }
+        const int64_t type = types ? gguf_kv_int(types, i, NULL) : GGUF_TOKEN_NORMAL;
+        const int special = type == GGUF_TOKEN_CONTROL || (spm && type == GGUF_TOKEN_UNKNOWN);
+        if (special || type == GGUF_TOKEN_USER_DEFINED)
+            json_array_append_new(*added, json_pack("{s:I, s:o, s:b, s:b, s:b, s:b, s:b}", "id",
+                                                    (json_int_t)i, "content", content,
+                                                    "single_word", 0, "lstrip", 0, "rstrip", 0,
+                                                    "normalized", !special, "special", special));
+        else
+            json_decref(content);
+    }
+    return 0;
+}
+
+/* Byte-level BPE (tokenizer.ggml.model = gpt2): the merges as written, the pre-tokenizer of
+ * tokenizer.ggml.pre, the ByteLevel decoder. Takes vocab_obj and added; NULL with the refusal
+ * set. */
+static json_t *gguf_bpe_json(const gguf *g, int pre, json_t *vocab_obj, json_t *added) {
+    const gguf_kv *merges = gguf_strings(g, "tokenizer.ggml.merges");
+    json_t *merge_list = json_array();
+    for (uint64_t i = 0; merges && i < merges->n; i++) {
+        uint64_t len = 0;
+        const char *s = gguf_kv_str(merges, i, &len);
+        json_t *m = json_stringn(s, (size_t)len);
+        if (!m) {
+            error_set("%s: key 'tokenizer.ggml.merges' element %llu is not valid UTF-8", g->path,
+                      (unsigned long long)i);
+            merges = NULL;
+        }
+        json_array_append_new(merge_list, m);
+    }
+    if (!merges) {
+        json_decref(vocab_obj);
+        json_decref(added);
+        json_decref(merge_list);
+        return NULL;
+    }
+    json_t *root = json_pack(
+        "{s:s, s:o, s:n, s:o, s:n, s:{s:s, s:b, s:b, s:b}, s:{s:s, s:n, s:n, s:n, s:n, s:b, "
+        "s:b, s:b, s:o, s:o}}",
+        "version", "1.0", "added_tokens", added, "normalizer", "pre_tokenizer",
+        gguf_pre_tokenizer(pre), "post_processor", "decoder", "type", "ByteLevel",
+        "add_prefix_space", 0, "trim_offsets", 1, "use_regex", 0, "model", "type", "BPE", "dropout",
+        "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0,
+        "byte_fallback", 0, "ignore_merges", gguf_pre_types[pre].ignore_merges, "vocab", vocab_obj,
+        "merges", merge_list);
+    CHECK(root, "cannot build the tokenizer JSON");
+    return root;
 }
 
 int gguf_tokenizer_json(const gguf *g, int vocab, char **json_text) {
@@ -79,16 +147,16 @@ int gguf_tokenizer_json(const gguf *g, int vocab, char **json_text) {
     if (!gguf_kv_find(g, "tokenizer.ggml.model")) return 0;
     const char *model = NULL;
     if (gguf_get_string(g, "tokenizer.ggml.model", &model) != STATUS_OK) return -1;
-    if (strcmp(model, "gpt2") != 0) {
+    const int spm = strcmp(model, "llama") == 0;
+    if (!spm && strcmp(model, "gpt2") != 0) {
         error_set("%s: key 'tokenizer.ggml.model' = \"%s\" is not supported; tripar reads "
-                  "\"gpt2\" (byte-level BPE)",
+                  "\"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece BPE)",
                   g->path, model);
         return -1;
     }
-    const int pre = gguf_pre_find(g);
-    const gguf_kv *tokens = gguf_strings(g, "tokenizer.ggml.tokens");
-    const gguf_kv *merges = tokens ? gguf_strings(g, "tokenizer.ggml.merges") : NULL;
-    if (pre < 0 || !merges) return -1;
+    const int pre = spm ? 0 : gguf_pre_find(g); /* SentencePiece has no pre-tokenizer */
+    const gguf_kv *tokens = pre >= 0 ? gguf_strings(g, "tokenizer.ggml.tokens") : NULL;
+    if (!tokens) return -1;
     if (tokens->n > (uint64_t)vocab) {
         error_set("%s: key 'tokenizer.ggml.tokens' holds %llu tokens, more than the %d rows of "
                   "token_embd.weight",
@@ -102,54 +170,11 @@ int gguf_tokenizer_json(const gguf *g, int vocab, char **json_text) {
                   g->path, (unsigned long long)tokens->n);
         return -1;
     }
-    json_t *vocab_obj = json_object(), *added = json_array(), *merge_list = json_array();
-    const char *bad_key = NULL;
-    uint64_t bad = 0;
-    for (uint64_t i = 0; i < tokens->n && !bad_key; i++) {
-        uint64_t len = 0;
-        const char *s = gguf_kv_str(tokens, i, &len);
-        json_t *content = json_stringn(s, (size_t)len);
-        if (!content ||
-            json_object_setn_new(vocab_obj, s, (size_t)len, json_integer((json_int_t)i))) {
-            json_decref(content);
-            bad_key = "tokenizer.ggml.tokens", bad = i;
-            break;
-        }
-        const int64_t type = types ? gguf_kv_int(types, i, NULL) : 1;
-        if (type == GGUF_TOKEN_CONTROL || type == GGUF_TOKEN_USER_DEFINED)
-            json_array_append_new(added, json_pack("{s:I, s:o, s:b, s:b, s:b, s:b, s:b}", "id",
-                                                   (json_int_t)i, "content", content, "single_word",
-                                                   0, "lstrip", 0, "rstrip", 0, "normalized",
-                                                   type == GGUF_TOKEN_USER_DEFINED, "special",
-                                                   type == GGUF_TOKEN_CONTROL));
-        else
-            json_decref(content);
-    }
-    for (uint64_t i = 0; i < merges->n && !bad_key; i++) {
-        uint64_t len = 0;
-        const char *s = gguf_kv_str(merges, i, &len);
-        json_t *m = json_stringn(s, (size_t)len);
-        if (!m) bad_key = "tokenizer.ggml.merges", bad = i;
-        json_array_append_new(merge_list, m);
-    }
-    if (bad_key) {
-        json_decref(vocab_obj);
-        json_decref(added);
-        json_decref(merge_list);
-        error_set("%s: key '%s' element %llu is not valid UTF-8", g->path, bad_key,
-                  (unsigned long long)bad);
-        return -1;
-    }
-    json_t *root = json_pack(
-        "{s:s, s:o, s:n, s:o, s:n, s:{s:s, s:b, s:b, s:b}, s:{s:s, s:n, s:n, s:n, s:n, s:b, "
-        "s:b, s:b, s:o, s:o}}",
-        "version", "1.0", "added_tokens", added, "normalizer", "pre_tokenizer",
-        gguf_pre_tokenizer(pre), "post_processor", "decoder", "type", "ByteLevel",
-        "add_prefix_space", 0, "trim_offsets", 1, "use_regex", 0, "model", "type", "BPE", "dropout",
-        "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0,
-        "byte_fallback", 0, "ignore_merges", gguf_pre_types[pre].ignore_merges, "vocab", vocab_obj,
-        "merges", merge_list);
-    CHECK(root, "cannot build the tokenizer JSON");
+    json_t *vocab_obj, *added;
+    if (gguf_vocab_read(g, tokens, types, spm, &vocab_obj, &added) != 0) return -1;
+    json_t *root = spm ? gguf_spm_json(g, tokens, types, vocab_obj, added)
+                       : gguf_bpe_json(g, pre, vocab_obj, added);
+    if (!root) return -1;
     *json_text = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref(root);
     CHECK(*json_text, "out of memory");

@@ -402,9 +402,11 @@ void runfile_write_generated(runfile *rf, const int32_t *counts, long row_begin,
     H5Dclose(d);
 }
 
-void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
-                        long total_rows) {
+void runfile_write_strings(runfile *rf, const char *name, const char *const *texts,
+                           long row_begin, long rows, long total_rows) {
     if (!rf || rf->file < 0 || rf->failed) return;
+    char path[64];
+    snprintf(path, sizeof path, "output/%s", name);
     /* fixed-length strings: parallel HDF5 cannot write variable-length data collectively */
     long long mine = 1;
     for (long i = 0; i < rows; i++) {
@@ -412,18 +414,23 @@ void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, l
         if (len > mine) mine = len;
     }
     const long long width = agree_max_long(rf->comm, mine);
-    if (!space_agree(rf, (double)width * (double)total_rows, "output/text")) return;
+    if (!space_agree(rf, (double)width * (double)total_rows, path)) return;
     char *packed = xcalloc((unsigned long)(rows > 0 ? rows : 1), (unsigned long)width);
     for (long i = 0; i < rows; i++)
         if (texts[i]) memcpy(packed + i * width, texts[i], strlen(texts[i]));
     hid_t type = h5_string_type((size_t)width);
     hsize_t dims[1] = {(hsize_t)total_rows}, start[1] = {(hsize_t)row_begin};
     hsize_t count[1] = {(hsize_t)rows};
-    hid_t d = dataset_open_or_create(rf->file, "output/text", type, 1, dims);
+    hid_t d = dataset_open_or_create(rf->file, path, type, 1, dims);
     dataset_write_block(rf, d, type, 1, start, count, packed);
     H5Dclose(d);
     H5Tclose(type);
     free(packed);
+}
+
+void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
+                        long total_rows) {
+    runfile_write_strings(rf, "text", texts, row_begin, rows, total_rows);
 }
 
 void runfile_write_activation(runfile *rf, const char *name, int ndims, const long *dims,
@@ -626,6 +633,16 @@ static void series_summary_write(hid_t g, const char *name, const double *values
     free(sorted);
 }
 
+/* /metrics/itl and its mean and percentiles: rank 0's n gaps (n agreed), as the other series. */
+static void itl_write(runfile *rf, hid_t g, const run_metrics *metrics, long long n) {
+    double *itl = xcalloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (rf->rank == 0 && n > 0) memcpy(itl, metrics->itl, (size_t)n * sizeof(double));
+    agree_root_doubles(rf->comm, itl, (int)n);
+    write_rank0_1d(rf, "metrics/itl", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, (long)n, itl);
+    series_summary_write(g, "itl", itl, (long)n);
+    free(itl);
+}
+
 void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     if (!rf || rf->file < 0 || rf->failed) return;
     /* rank 0's values are the run's; broadcast them so every rank writes identical metadata */
@@ -645,7 +662,10 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     agree_root_doubles(rf->comm, scalars, 6);
     double *peak = xcalloc((unsigned long)rf->size, sizeof(double));
     agree_gather_doubles(rf->comm, &metrics->peak_memory_bytes, 1, peak);
-    if (!space_agree(rf, 8.0 * (3.0 * n + rf->size), "/metrics")) {
+    long long n_itl = rf->rank == 0 ? metrics->n_itl : 0;
+    agree_root_long(rf->comm, &n_itl);
+    if (n_itl < 0) n_itl = 0;
+    if (!space_agree(rf, 8.0 * (3.0 * n + rf->size + (double)n_itl), "/metrics")) {
         free(series);
         free(peak);
         return;
@@ -668,6 +688,7 @@ void runfile_write_metrics(runfile *rf, const run_metrics *metrics) {
     series_summary_write(g, "latency", series, n);
     series_summary_write(g, "ttft", series + n, n);
     series_summary_write(g, "tpot", series + 2 * n, n);
+    itl_write(rf, g, metrics, n_itl);
     double mean_latency = stats_mean(series, n);
     double tokens_per_s = n > 0 && mean_latency > 0 ? scalars[4] / mean_latency : 0;
     double requests_per_s = n > 0 && mean_latency > 0 ? scalars[5] / mean_latency : 0;

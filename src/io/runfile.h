@@ -47,9 +47,12 @@ void runfile_write_tokens(runfile *rf, const int32_t *tokens, long row_begin, lo
  * rest of its /output/tokens row is -1); rows as for the tokens. */
 void runfile_write_generated(runfile *rf, const int32_t *counts, long row_begin, long rows,
                              long total_rows);
-/* /output/text: variable-length strings, one per prompt row (when a tokenizer exists). */
+/* /output/text: fixed-length strings, one per prompt row (when a tokenizer exists). */
 void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, long rows,
                         long total_rows);
+/* /output/<name>: the same, under another name (/output/generated_text). */
+void runfile_write_strings(runfile *rf, const char *name, const char *const *texts,
+                           long row_begin, long rows, long total_rows);
 
 /* /activations/<name>: float32 global tensor of dims (ndims <= 4); this rank writes the block
  * at start with extent count (count may be all zeros). Creation and write are collective. */

@@ -100,8 +100,16 @@ static void metrics_read(run_data *run) {
     m->latency_p99 = attr_num(g, "latency_p99");
     m->ttft_mean = attr_num(g, "ttft_mean");
     m->ttft_p50 = attr_num(g, "ttft_p50");
+    m->ttft_p90 = attr_num(g, "ttft_p90");
+    m->ttft_p99 = attr_num(g, "ttft_p99");
     m->tpot_mean = attr_num(g, "tpot_mean");
     m->tpot_p50 = attr_num(g, "tpot_p50");
+    m->tpot_p90 = attr_num(g, "tpot_p90");
+    m->tpot_p99 = attr_num(g, "tpot_p99");
+    m->itl_mean = attr_num(g, "itl_mean");
+    m->itl_p50 = attr_num(g, "itl_p50");
+    m->itl_p90 = attr_num(g, "itl_p90");
+    m->itl_p99 = attr_num(g, "itl_p99");
     m->tokens_per_s = attr_num(g, "tokens_per_s");
     m->requests_per_s = attr_num(g, "requests_per_s");
     m->peak_memory_bytes_max = attr_num(g, "peak_memory_bytes_max");
@@ -248,7 +256,46 @@ int run_data_load(run_data *run, const char *path) {
         return STATUS_BAD_INPUT;
     }
     metrics_read(run);
+    run->iterations_done = xmalloc((size_t)run->world_size * sizeof(int));
+    for (int r = 0; r < run->world_size; r++) {
+        run->iterations_done[r] = -1;
+        for (long i = 0; i < run->n_events[r]; i++) {
+            const timing_event *e = &run->events[r][i];
+            if (e->phase != PHASE_ITERATION) continue;
+            int done = e->iteration >= 0 ? e->iteration + 1 : 0;
+            if (done > run->iterations_done[r]) run->iterations_done[r] = done;
+        }
+    }
+    if (h5_object_type(run->file, "timings") == H5I_GROUP) {
+        hid_t g = H5Gopen2(run->file, "timings", H5P_DEFAULT);
+        H5_CHECK(g);
+        if (h5_attr_read_string(g, "level", run->timings_level, sizeof run->timings_level) != 0)
+            run->timings_level[0] = '\0';
+        H5Gclose(g);
+    }
     return STATUS_OK;
+}
+
+int run_event_counts(const run_data *run, int rank, const timing_event *e, int measured_only) {
+    const int done = run->iterations_done ? run->iterations_done[rank] : -1;
+    if (done >= 0 && e->iteration >= done) return 0; /* an iteration cut before its end */
+    return !measured_only || e->iteration >= 0;
+}
+
+int run_measured_only(const run_data *run) {
+    for (int r = 0; r < run->world_size; r++)
+        for (long i = 0; i < run->n_events[r]; i++)
+            if (run->events[r][i].iteration >= 0 && run_event_counts(run, r, &run->events[r][i], 1))
+                return 1;
+    return 0;
+}
+
+int run_layer_timed(const run_data *run) {
+    if (run->timings_level[0]) return !strcmp(run->timings_level, "layer");
+    for (int r = 0; r < run->world_size; r++)
+        for (long i = 0; i < run->n_events[r]; i++)
+            if (run->events[r][i].layer >= 0) return 1;
+    return 0;
 }
 
 void run_data_free(run_data *run) {
@@ -257,6 +304,7 @@ void run_data_free(run_data *run) {
             free(run->events[r]);
     free(run->events);
     free(run->n_events);
+    free(run->iterations_done);
     free(run->ranks);
     if (run->file > 0) H5Fclose(run->file);
     memset(run, 0, sizeof *run);

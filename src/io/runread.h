@@ -39,7 +39,8 @@ typedef struct {
     int present; /* 0 when the file has no /metrics */
     int iterations;
     double latency_mean, latency_p50, latency_p90, latency_p99;
-    double ttft_mean, ttft_p50, tpot_mean, tpot_p50;
+    double ttft_mean, ttft_p50, ttft_p90, ttft_p99, tpot_mean, tpot_p50, tpot_p90, tpot_p99;
+    double itl_mean, itl_p50, itl_p90, itl_p99; /* NaN in files written before ITL */
     double tokens_per_s, requests_per_s, peak_memory_bytes_max;
     double prefill_seconds, decode_seconds, cold_start_seconds;
     long long generated_tokens, requests;
@@ -56,7 +57,24 @@ typedef struct {
     long *n_events;           /* (world_size) */
     timing_event **events;    /* (world_size) arrays of n_events[r] */
     run_headline metrics;
+    char timings_level[16]; /* /timings' level: "off", "step", "layer"; "" when not recorded */
+    /* (world_size) per rank, the measured iterations whose iteration event it wrote (an
+     * iteration event is written once it ends), or -1 when it wrote no iteration event */
+    int *iterations_done;
 } run_data;
+
+/* Which events the per-phase summaries count (docs/schema.md, "Derived metrics"): with
+ * measured_only, those of measured iterations (iteration >= 0), else all; either way not those
+ * of an iteration that never finished on the rank (a partial file flushed its steps, but the
+ * iteration event, still open when the run was cut, never): a step total would otherwise
+ * exceed the iteration total. */
+int run_event_counts(const run_data *run, int rank, const timing_event *e, int measured_only);
+/* 1 when some rank has a counted event of a measured iteration: the summaries then leave the
+ * warm-up out. */
+int run_measured_only(const run_data *run);
+/* 1 when the phases inside layers were timed (record.timings: layer); a file without the level
+ * attribute is judged by its events (any with layer >= 0). */
+int run_layer_timed(const run_data *run);
 
 /* Opens (run_file_open) and reads path. Returns 0, or STATUS_BAD_INPUT with error_message()
  * set when the file is missing, not HDF5, not a tripar run file this build reads, or damaged

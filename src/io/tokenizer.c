@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/utf8.h"
 #include "io/tokenizer_impl.h"
 
 /* GPT-2's pre-tokenisation pattern (openai/gpt-2 encoder.py), which Hugging Face's ByteLevel
@@ -121,6 +122,46 @@ static char *symbol_to_bytes(const tokenizer *t, const char *s, size_t len, int 
     return out;
 }
 
+/* The byte of a "<0xHH>" token (Hugging Face's ByteFallback decoder reads either case of hex
+ * digit), or -1. */
+static int byte_token_value(const char *s, size_t len) {
+    if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int v = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9'                 ? c - '0'
+                : (c | 32) >= 'a' && (c | 32) <= 'f' ? (c | 32) - 'a' + 10
+                                                     : -1;
+        if (d < 0) return -1;
+        v = 16 * v + d;
+    }
+    return v;
+}
+
+/* The bytes a symbol of a character vocab decodes to: its byte for a "<0xHH>" token under a
+ * ByteFallback decoder, else its text after the decoder's Replace steps (each token on its own,
+ * before Fuse, as Hugging Face runs them: "▁" -> " "). */
+static char *char_symbol_to_bytes(const tokenizer *t, const char *s, size_t len, int *out_len) {
+    int b = t->dec_byte_fallback ? byte_token_value(s, len) : -1;
+    if (b >= 0) {
+        char *out = xmalloc(2);
+        out[0] = (char)b, out[1] = '\0';
+        *out_len = 1;
+        return out;
+    }
+    char *cur = xmalloc(len + 1);
+    memcpy(cur, s, len);
+    cur[len] = '\0';
+    for (int k = 0; k < t->n_dec_replace; k++) {
+        char *next = tok_replace(t->dec_from[k], t->dec_to[k], cur, len, &len);
+        free(cur);
+        cur = next;
+    }
+    CHECK(len < (1u << 30), "token of %zu bytes", len);
+    *out_len = (int)len;
+    return cur;
+}
+
 void tok_decode_table_build(tokenizer *t) {
     int n = t->n_ids ? t->n_ids : 1;
     t->id_bytes = xcalloc((unsigned long)n, sizeof *t->id_bytes);
@@ -130,13 +171,16 @@ void tok_decode_table_build(tokenizer *t) {
         if (!t->vocab.keys[i]) continue;
         int id = t->vocab.values[i];
         free(t->id_bytes[id]); /* two symbols with one id: either decodes */
-        t->id_bytes[id] = symbol_to_bytes(t, t->vocab.keys[i], t->vocab.key_lens[i],
-                                          &t->id_len[id]);
+        t->id_bytes[id] = (t->char_level ? char_symbol_to_bytes : symbol_to_bytes)(
+            t, t->vocab.keys[i], t->vocab.key_lens[i], &t->id_len[id]);
     }
     for (int b = 0; b < 256; b++) {
         int id;
         t->byte_id[b] = tok_str_map_get(&t->vocab, t->byte_sym[b], t->byte_sym_len[b], &id)
                             ? id : -1;
+        char code[8]; /* the spelling Hugging Face's byte fallback looks up */
+        snprintf(code, sizeof code, "<0x%02X>", b);
+        t->fallback_id[b] = tok_str_map_get(&t->vocab, code, 6, &id) ? id : -1;
     }
 }
 
@@ -262,6 +306,14 @@ void tokenizer_free(tokenizer *t) {
     free(t->added);
     tok_str_map_free(&t->added_prefix[0]);
     tok_str_map_free(&t->added_prefix[1]);
+    for (int k = 0; k < t->n_norms; k++) {
+        free(t->norm[k].from);
+        free(t->norm[k].to);
+    }
+    for (int k = 0; k < t->n_dec_replace; k++) {
+        free(t->dec_from[k]);
+        free(t->dec_to[k]);
+    }
     free(t);
 }
 
@@ -297,33 +349,86 @@ static void ids_push(encode_ctx *c, int32_t id) {
     c->ids[c->n++] = id;
 }
 
+/* Bytes of the character at s: a lead byte and the continuation bytes after it (at most 4), so
+ * stepping never jumps over the start of a valid character, even in invalid UTF-8. */
+static size_t utf8_step(const unsigned char *s, size_t n) {
+    size_t i = 1;
+    while (i < n && i < 4 && (s[i] & 0xC0) == 0x80)
+        i++;
+    return i;
+}
+
+/* The first symbols of a piece of a character vocab, into c->sym: each character's id; one not
+ * in the vocab becomes the <0xXX> tokens of its bytes (byte_fallback), or else unk_id, a run of
+ * them one unk_id under fuse_unk, as Hugging Face's BPE does. A byte that is not UTF-8 is a
+ * character of its own. Returns the count, or -1 with the refusal set. */
+static int char_symbols(encode_ctx *c, const unsigned char *s, size_t n) {
+    const tokenizer *t = c->t;
+    int m = 0, prev_unk = 0;
+    for (size_t i = 0, len; i < n; i += len) {
+        if (utf8_decode(s + i, n - i, &len) < 0) len = 1;
+        int id, fallback = t->byte_fallback;
+        if (tok_str_map_get(&t->vocab, (const char *)s + i, len, &id)) {
+            c->sym[m++] = id;
+            prev_unk = 0;
+            continue;
+        }
+        for (size_t k = 0; k < len && fallback; k++)
+            fallback = t->fallback_id[s[i + k]] >= 0;
+        if (fallback) {
+            for (size_t k = 0; k < len; k++)
+                c->sym[m++] = t->fallback_id[s[i + k]];
+            prev_unk = 0;
+        } else if (t->unk_id >= 0) {
+            if (!(t->fuse_unk && prev_unk)) c->sym[m++] = t->unk_id;
+            prev_unk = 1;
+        } else {
+            error_set("tokenizer: character '%.*s' is not in %s, which has no byte fallback for "
+                      "it and no unk_token",
+                      (int)len, (const char *)s + i, t->vocab_name);
+            return -1;
+        }
+    }
+    return m;
+}
+
 /* BPE over one pre-token. */
 static int piece_encode(encode_ctx *c, const unsigned char *s, size_t n) {
     const tokenizer *t = c->t;
     if (t->ignore_merges && n > 1) { /* Llama 3: a piece that is a token stays one */
-        size_t need = 2 * n;
-        if (need > c->spell_cap) {
-            free(c->spell);
-            c->spell_cap = need;
-            c->spell = xmalloc(need);
-        }
-        size_t w = 0;
-        for (size_t i = 0; i < n; i++) {
-            memcpy(c->spell + w, t->byte_sym[s[i]], t->byte_sym_len[s[i]]);
-            w += t->byte_sym_len[s[i]];
+        const char *spelled = (const char *)s;
+        size_t w = n;
+        if (!t->char_level) {
+            if (2 * n > c->spell_cap) {
+                free(c->spell);
+                c->spell_cap = 2 * n;
+                c->spell = xmalloc(c->spell_cap);
+            }
+            w = 0;
+            for (size_t i = 0; i < n; i++) {
+                memcpy(c->spell + w, t->byte_sym[s[i]], t->byte_sym_len[s[i]]);
+                w += t->byte_sym_len[s[i]];
+            }
+            spelled = c->spell;
         }
         int id;
-        if (tok_str_map_get(&t->vocab, c->spell, w, &id)) {
+        if (tok_str_map_get(&t->vocab, spelled, w, &id)) {
             ids_push(c, id);
             return STATUS_OK;
         }
     }
-    if (n > c->sym_cap) {
+    if (n > c->sym_cap) { /* at most one symbol per byte, byte fallback included */
         free(c->sym);
         c->sym_cap = n;
         c->sym = xmalloc(n * sizeof *c->sym);
     }
-    for (size_t i = 0; i < n; i++) {
+    CHECK(n < (1u << 31), "piece of %zu bytes is too long", n);
+    int n_sym = (int)n;
+    if (t->char_level) {
+        n_sym = char_symbols(c, s, n);
+        if (n_sym < 0) return STATUS_BAD_INPUT;
+    }
+    for (size_t i = 0; i < n && !t->char_level; i++) {
         int id = t->byte_id[s[i]] >= 0 ? t->byte_id[s[i]] : t->unk_id;
         if (id < 0) {
             error_set("tokenizer: symbol '%s' (byte 0x%02x) is not in %s (the vocab must cover "
@@ -332,32 +437,9 @@ static int piece_encode(encode_ctx *c, const unsigned char *s, size_t n) {
         }
         c->sym[i] = id;
     }
-    CHECK(n < (1u << 31), "piece of %zu bytes is too long", n);
-    int m = bpe_merge(&t->merges, c->sym, (int)n, t->merge_rounds, &c->work);
+    int m = bpe_merge(&t->merges, c->sym, n_sym, t->merge_rounds, &c->work);
     for (int i = 0; i < m; i++) ids_push(c, c->sym[i]);
     return STATUS_OK;
-}
-
-/* Bytes of the character at s: a lead byte and the continuation bytes after it (at most 4), so
- * stepping never jumps over the start of a valid character, even in invalid UTF-8. */
-static size_t utf8_step(const unsigned char *s, size_t n) {
-    size_t i = 1;
-    while (i < n && i < 4 && (s[i] & 0xC0) == 0x80) i++;
-    return i;
-}
-
-/* Code point of the valid UTF-8 character at s[0..n), with its length in *len; -1 if invalid. */
-static long utf8_decode(const unsigned char *s, size_t n, size_t *len) {
-    size_t l = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-             : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (l == 0 || l > n) return -1;
-    long cp = l == 1 ? s[0] : s[0] & (0x7F >> l);
-    for (size_t i = 1; i < l; i++) {
-        if ((s[i] & 0xC0) != 0x80) return -1;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    *len = l;
-    return cp;
 }
 
 /* Unicode White_Space: what Rust's char::is_whitespace, and so Hugging Face's lstrip and
@@ -434,9 +516,9 @@ static int added_encode(encode_ctx *c, const unsigned char *s, size_t n, int pas
 static int stretch_encode(encode_ctx *c, const unsigned char *s, size_t n, int pass) {
     if (n == 0) return STATUS_OK;
     if (pass == 1) return pieces_encode(c, s, n, 0);
-    if (c->t->normalizer == TOK_NORM_NONE) return added_encode(c, s, n, 1);
+    if (c->t->n_norms == 0) return added_encode(c, s, n, 1);
     size_t len;
-    unsigned char *normal = tok_normalize(c->t->normalizer, s, n, &len);
+    unsigned char *normal = tok_normalize(c->t, s, n, &len);
     int rc = added_encode(c, normal, len, 1);
     free(normal);
     return rc;
@@ -528,6 +610,15 @@ char *tokenizer_decode_text(const tokenizer *t, const int32_t *ids, int n, unsig
         memcpy(out + pos, t->id_bytes[ids[i]], (size_t)t->id_len[ids[i]]);
         pos += (size_t)t->id_len[ids[i]];
     }
+    /* Strip after Fuse (SentencePiece's decoder): the fused text loses the space its dummy
+     * prefix put first */
+    const size_t sl = strlen(t->strip_char);
+    size_t cut = 0;
+    for (int k = 0; k < t->strip_left && cut + sl <= pos && !memcmp(out + cut, t->strip_char, sl);
+         k++)
+        cut += sl;
+    memmove(out, out + cut, pos - cut);
+    pos -= cut;
     out[pos] = '\0';
     if (len) *len = pos;
     return out;

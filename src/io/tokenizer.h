@@ -1,6 +1,8 @@
-/* Byte-level BPE tokenizers: GPT-2's vocab.json + merges.txt, and Hugging Face tokenizer.json
- * files of the same kind (GPT-2, Llama 3, Qwen2, Mistral-Nemo): added tokens, split regexes run
- * through PCRE2, merges by rank, byte-level decoding. See docs/tokenizer.md. */
+/* BPE tokenizers: GPT-2's vocab.json + merges.txt, and Hugging Face tokenizer.json files,
+ * byte-level (GPT-2, Llama 3, Qwen2, Mistral-Nemo: split regexes run through PCRE2, byte-level
+ * decoding) or SentencePiece BPE over characters with byte fallback (Llama 2, TinyLlama,
+ * Mistral v0.1, and what import-gguf writes for tokenizer.ggml.model = llama): added tokens,
+ * normalizers, merges by rank. See docs/tokenizer.md. */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -16,9 +18,10 @@ typedef struct tokenizer tokenizer;
  * merges line). */
 int tokenizer_load_strings(tokenizer **t, const char *vocab_json, const char *merges_txt);
 
-/* Builds a tokenizer from the text of a Hugging Face tokenizer.json whose model is byte-level
- * BPE. name prefixes error messages (the file's path). Returns 0, or STATUS_BAD_INPUT naming
- * the key and value that is not supported (another model type, normalizer, pre-tokenizer...). */
+/* Builds a tokenizer from the text of a Hugging Face tokenizer.json whose model is BPE
+ * (byte-level, or over characters with byte fallback). name prefixes error messages (the
+ * file's path). Returns 0, or STATUS_BAD_INPUT naming the key and value that is not supported
+ * (another model type, normalizer, pre-tokenizer...). */
 int tokenizer_load_json(tokenizer **t, const char *tokenizer_json, const char *name);
 
 /* Reads path: a tokenizer.json, or a vocab.json with its merges.txt in the same directory (told

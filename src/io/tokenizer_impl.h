@@ -74,12 +74,24 @@ typedef enum {
     TOK_NORM_NFD,
     TOK_NORM_NFKC,
     TOK_NORM_NFKD,
+    TOK_NORM_PREPEND, /* text = from + text, unless the text is empty (SentencePiece's dummy
+                         prefix, as Hugging Face's Prepend writes it) */
+    TOK_NORM_REPLACE, /* every occurrence of from, left to right, becomes to (" " -> "▁") */
 } tok_normalizer;
 
-/* The normal form of s[0..n) (malloc'ed, NUL-terminated, *out_len bytes); bytes that are not
- * UTF-8 are kept. tokenizer_norm.c. */
-unsigned char *tok_normalize(tok_normalizer kind, const unsigned char *s, size_t n,
-                             size_t *out_len);
+#define TOK_MAX_NORMS 4
+/* One step of a tokenizer.json's normalizer; a Sequence runs them in order. */
+typedef struct {
+    tok_normalizer kind;
+    char *from, *to; /* PREPEND: from; REPLACE: from -> to; NULL for the Unicode forms */
+} tok_norm_step;
+
+/* s[0..n) after every step of t's normalizer (malloc'ed, NUL-terminated, *out_len bytes); bytes
+ * that are not UTF-8 are kept. tokenizer_norm.c. */
+unsigned char *tok_normalize(const tokenizer *t, const unsigned char *s, size_t n, size_t *out_len);
+/* s[0..n) with every occurrence of from (left to right, not overlapping) replaced by to;
+ * malloc'ed, NUL-terminated, *out_len bytes. tokenizer_norm.c. */
+char *tok_replace(const char *from, const char *to, const char *s, size_t n, size_t *out_len);
 
 /* An added token: matched in the text before pre-tokenisation, and decoded as its content. */
 typedef struct {
@@ -105,8 +117,25 @@ struct tokenizer {
     int n_stages;
     int ignore_merges;            /* a piece that is itself in the vocab is one token */
     int merge_rounds;             /* GPT-2's merge order (vocab.json + merges.txt) */
-    int unk_id;                   /* stands for a byte without a symbol id, or -1 */
-    tok_normalizer normalizer;
+    int unk_id;                   /* stands for a byte (byte-level) or a character without a
+                                     symbol id, or -1 */
+    tok_norm_step norm[TOK_MAX_NORMS];
+    int n_norms;
+    /* A vocab of characters rather than byte symbols (no ByteLevel pre-tokenizer: SentencePiece
+     * BPE as Hugging Face's LlamaConverter writes it). A piece starts as its characters; one
+     * not in the vocab becomes the <0xXX> tokens of its bytes (byte_fallback) or unk_id. */
+    int char_level;
+    int byte_fallback;
+    int fuse_unk;         /* a run of unknown characters is one unk_id */
+    int fallback_id[256]; /* id of "<0xXX>" for each byte, -1 when missing */
+    /* The decoder of a character vocab: "<0xXX>" tokens give their byte (ByteFallback), the
+     * Replace steps run on each token, and the fused text loses up to strip_left leading
+     * strip_char (Strip after Fuse: the dummy prefix's space). */
+    int dec_byte_fallback;
+    int n_dec_replace;
+    char *dec_from[TOK_MAX_NORMS], *dec_to[TOK_MAX_NORMS];
+    int strip_left;
+    char strip_char[5];
     tok_added *added;
     int n_added;
     tok_str_map added_prefix[2];  /* per pass: every prefix of a content -> added index, or -1 */
@@ -123,9 +152,24 @@ void tok_byte_symbols_init(tokenizer *t);
  * set ("what" names the key) when the pattern cannot be read the same way. */
 pcre2_code *tok_pattern_compile(const char *pattern, int literal, const char *what);
 
-/* Sets id_bytes/id_len of every vocab id (ByteLevel decoding of its symbol string) once the
- * vocab is loaded; n_ids must already count the added tokens. Also fills byte_id. */
+/* Sets id_bytes/id_len of every vocab id once the vocab is loaded (ByteLevel decoding of its
+ * symbol string, or for a character vocab the decoder's ByteFallback and Replace); n_ids must
+ * already count the added tokens. Also fills byte_id and fallback_id. */
 void tok_decode_table_build(tokenizer *t);
+
+/* ---- reading a tokenizer.json (tokenizer_json.c, tokenizer_json_steps.c) ---------------- */
+struct json_t;
+/* A JSON value as compact text, for messages ("(absent)" for NULL). */
+void tok_json_describe(const struct json_t *v, char *buf, size_t len);
+/* Sets "name: key VALUE is not supported; allowed: allowed" and returns STATUS_BAD_INPUT. */
+int tok_json_unsupported(const char *name, const char *key, const struct json_t *value,
+                         const char *allowed);
+/* The "normalizer" (null, a Unicode form, Prepend, Replace, or a Sequence of these) into
+ * t->norm; a refusal names the step. */
+int tok_json_normalizer_read(tokenizer *t, const struct json_t *norm, const char *name);
+/* The "decoder" of a character vocab (null, Replace, ByteFallback, Fuse, Strip, or a Sequence
+ * of these, Strip last and after Fuse) into t->dec_*; a refusal names the step. */
+int tok_json_decoder_read(tokenizer *t, const struct json_t *dec, const char *name);
 
 /* The GPT-2 pattern, for vocab.json + merges.txt and ByteLevel's use_regex. */
 extern const char tok_gpt2_pattern[];

@@ -1,5 +1,6 @@
 /* Loading a tokenizer (tokenizer.h): GPT-2's vocab.json + merges.txt, or a Hugging Face
- * tokenizer.json read with jansson. Anything in a tokenizer.json that would change the ids and
+ * tokenizer.json read with jansson (its normalizer and a character vocab's decoder:
+ * tokenizer_json_steps.c). Anything in a tokenizer.json that would change the ids and
  * is not implemented here is refused, naming the key and its value, rather than ignored. */
 #include <errno.h>
 #include <jansson.h>
@@ -19,13 +20,6 @@ static tokenizer *tokenizer_new(const char *vocab_name) {
     t->unk_id = -1;
     snprintf(t->vocab_name, sizeof t->vocab_name, "%s", vocab_name);
     return t;
-}
-
-/* A JSON value as compact text, for messages. */
-static void json_describe(const json_t *v, char *buf, size_t len) {
-    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    snprintf(buf, len, "%s", s ? s : "(absent)");
-    free(s);
 }
 
 /* token -> id of a vocab object into t->vocab; n_ids becomes the largest id + 1. where names the
@@ -158,7 +152,7 @@ static int json_bool_get(const json_t *obj, const char *key, int *out, const cha
     if (!v || json_is_null(v)) return STATUS_OK;
     if (!json_is_boolean(v)) {
         char buf[64];
-        json_describe(v, buf, sizeof buf);
+        tok_json_describe(v, buf, sizeof buf);
         error_set("%s: %s.%s: expected true or false, got %s", name, where, key, buf);
         return STATUS_BAD_INPUT;
     }
@@ -166,43 +160,36 @@ static int json_bool_get(const json_t *obj, const char *key, int *out, const cha
     return STATUS_OK;
 }
 
-static int unsupported(const char *name, const char *key, const json_t *value,
-                       const char *allowed) {
-    char buf[128];
-    json_describe(value, buf, sizeof buf);
-    error_set("%s: %s %s is not supported; allowed: %s", name, key, buf, allowed);
-    return STATUS_BAD_INPUT;
-}
-
 /* model: a BPE whose options this encoder implements; its vocab (merges come later). */
 static int json_model_read(tokenizer *t, const json_t *model, const char *name) {
-    if (!json_is_object(model)) return unsupported(name, "model", model, "a BPE model object");
+    if (!json_is_object(model))
+        return tok_json_unsupported(name, "model", model, "a BPE model object");
     json_t *type = json_object_get(model, "type");
     /* files written before models were tagged have no type; a merges list makes it a BPE */
     if (type ? !json_is_string(type) || strcmp(json_string_value(type), "BPE") != 0
              : !json_object_get(model, "merges"))
-        return unsupported(name, "model.type", type, "BPE (byte-level)");
+        return tok_json_unsupported(name, "model.type", type, "BPE");
     json_t *v = json_object_get(model, "dropout");
     if (v && !json_is_null(v) && !(json_is_number(v) && json_number_value(v) == 0.0))
-        return unsupported(name, "model.dropout", v, "null (no dropout at inference)");
+        return tok_json_unsupported(name, "model.dropout", v, "null (no dropout at inference)");
     static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (int i = 0; i < 2; i++) {
         v = json_object_get(model, affixes[i]);
         if (v && !json_is_null(v) && !(json_is_string(v) && !json_string_value(v)[0])) {
             char key[64];
             snprintf(key, sizeof key, "model.%s", affixes[i]);
-            return unsupported(name, key, v, "null or \"\"");
+            return tok_json_unsupported(name, key, v, "null or \"\"");
         }
     }
-    int flag = 0;
-    if (json_bool_get(model, "byte_fallback", &flag, name, "model") != STATUS_OK) return STATUS_BAD_INPUT;
-    if (flag)
-        return unsupported(name, "model.byte_fallback", json_object_get(model, "byte_fallback"),
-                           "false (byte-level BPE needs no fallback)");
+    /* both are checked against the pre-tokenizer once it is read (json_build) */
+    if (json_bool_get(model, "byte_fallback", &t->byte_fallback, name, "model") ||
+        json_bool_get(model, "fuse_unk", &t->fuse_unk, name, "model"))
+        return STATUS_BAD_INPUT;
     if (json_bool_get(model, "ignore_merges", &t->ignore_merges, name, "model") != STATUS_OK)
         return STATUS_BAD_INPUT;
     json_t *vocab = json_object_get(model, "vocab");
-    if (!json_is_object(vocab)) return unsupported(name, "model.vocab", vocab, "an object");
+    if (!json_is_object(vocab))
+        return tok_json_unsupported(name, "model.vocab", vocab, "an object");
     char where[1100];
     snprintf(where, sizeof where, "%s: model.vocab", name);
     if (vocab_fill(t, vocab, where) != STATUS_OK) return STATUS_BAD_INPUT;
@@ -211,16 +198,13 @@ static int json_model_read(tokenizer *t, const json_t *model, const char *name) 
         if (!json_is_string(v) ||
             !tok_str_map_get(&t->vocab, json_string_value(v), strlen(json_string_value(v)),
                              &t->unk_id))
-            return unsupported(name, "model.unk_token", v, "null or a token of model.vocab");
-        flag = 0;
-        if (json_bool_get(model, "fuse_unk", &flag, name, "model") != STATUS_OK) return STATUS_BAD_INPUT;
-        if (flag)
-            return unsupported(name, "model.fuse_unk", json_object_get(model, "fuse_unk"),
-                               "false");
+            return tok_json_unsupported(name, "model.unk_token", v,
+                                        "null or a token of model.vocab");
     }
     json_t *merges = json_object_get(model, "merges");
     if (!json_is_array(merges))
-        return unsupported(name, "model.merges", merges, "a list of \"a b\" or [\"a\", \"b\"]");
+        return tok_json_unsupported(name, "model.merges", merges,
+                                    "a list of \"a b\" or [\"a\", \"b\"]");
     return STATUS_OK;
 }
 
@@ -246,7 +230,7 @@ static int json_merges_read(tokenizer *t, const json_t *merges, const char *name
         }
         if (!a || !alen || !blen) {
             char buf[128];
-            json_describe(m, buf, sizeof buf);
+            tok_json_describe(m, buf, sizeof buf);
             error_set("%s: model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"], got %s", name,
                       i, buf);
             return STATUS_BAD_INPUT;
@@ -264,7 +248,7 @@ static int json_merges_read(tokenizer *t, const json_t *merges, const char *name
 /* added_tokens: [{id, content, single_word, lstrip, rstrip, normalized, special}]. */
 static int json_added_read(tokenizer *t, const json_t *list, const char *name) {
     if (!list || json_is_null(list)) return STATUS_OK;
-    if (!json_is_array(list)) return unsupported(name, "added_tokens", list, "a list");
+    if (!json_is_array(list)) return tok_json_unsupported(name, "added_tokens", list, "a list");
     t->added = xcalloc(json_array_size(list) + 1, sizeof *t->added);
     size_t i;
     json_t *e;
@@ -296,7 +280,7 @@ static int json_added_read(tokenizer *t, const json_t *list, const char *name) {
         if (single_word) {
             char key[80];
             snprintf(key, sizeof key, "%s.single_word", where);
-            return unsupported(name, key, json_object_get(e, "single_word"), "false");
+            return tok_json_unsupported(name, key, json_object_get(e, "single_word"), "false");
         }
         if (a->id >= t->n_ids) t->n_ids = a->id + 1;
     }
@@ -352,7 +336,7 @@ static int json_pre_tokenizer_read(tokenizer *t, const json_t *p, const char *wh
         json_t *list = json_object_get(p, "pretokenizers");
         if (!json_is_array(list)) {
             snprintf(key, sizeof key, "%s.pretokenizers", where);
-            return unsupported(name, key, list, "a list");
+            return tok_json_unsupported(name, key, list, "a list");
         }
         size_t i;
         json_t *e;
@@ -381,19 +365,20 @@ static int json_pre_tokenizer_read(tokenizer *t, const json_t *p, const char *wh
         json_t *behavior = json_object_get(p, "behavior");
         if (!json_is_string(behavior) || strcmp(json_string_value(behavior), "Isolated") != 0) {
             snprintf(key, sizeof key, "%s.behavior", where);
-            return unsupported(name, key, behavior, "Isolated");
+            return tok_json_unsupported(name, key, behavior, "Isolated");
         }
         int invert = 0;
         if (json_bool_get(p, "invert", &invert, name, where)) return STATUS_BAD_INPUT;
         if (invert) {
             snprintf(key, sizeof key, "%s.invert", where);
-            return unsupported(name, key, json_object_get(p, "invert"), "false");
+            return tok_json_unsupported(name, key, json_object_get(p, "invert"), "false");
         }
         json_t *pattern = json_object_get(p, "pattern");
         json_t *regex = json_object_get(pattern, "Regex"), *literal = json_object_get(pattern, "String");
         if (!json_is_string(regex) && !json_is_string(literal)) {
             snprintf(key, sizeof key, "%s.pattern", where);
-            return unsupported(name, key, pattern, "{\"Regex\": \"...\"} or {\"String\": \"...\"}");
+            return tok_json_unsupported(name, key, pattern,
+                                        "{\"Regex\": \"...\"} or {\"String\": \"...\"}");
         }
         char what[1300];
         snprintf(what, sizeof what, "%s: %s.pattern", name, where);
@@ -402,13 +387,58 @@ static int json_pre_tokenizer_read(tokenizer *t, const json_t *p, const char *wh
         if (!re) return STATUS_BAD_INPUT;
         return stage_add(t, re, 0, name, where);
     }
-    return unsupported(name, key, type, "Split, ByteLevel, Sequence");
+    return tok_json_unsupported(name, key, type, "Split, ByteLevel, Sequence");
+}
+
+/* The pre-tokenizer decides what the vocab holds: byte symbols after a ByteLevel step, else
+ * characters (SentencePiece BPE as Hugging Face writes it: no pre-tokenizer, byte fallback). */
+static int json_pre_and_decoder_read(tokenizer *t, const json_t *root, const char *name) {
+    json_t *pre = json_object_get(root, "pre_tokenizer");
+    int byte_level = 0;
+    if (pre && !json_is_null(pre)) {
+        if (!json_is_object(pre))
+            return tok_json_unsupported(name, "pre_tokenizer", pre,
+                                        "null, ByteLevel, or a Sequence of Split steps ending "
+                                        "in ByteLevel");
+        int rc = json_pre_tokenizer_read(t, pre, "pre_tokenizer", name, &byte_level);
+        if (rc != STATUS_OK) return rc;
+    }
+    t->char_level = !byte_level;
+    json_t *dec = json_object_get(root, "decoder"), *dtype = json_object_get(dec, "type");
+    const int dec_byte_level =
+        json_is_string(dtype) && !strcmp(json_string_value(dtype), "ByteLevel");
+    if (t->char_level && dec_byte_level) {
+        error_set("%s: pre_tokenizer has no ByteLevel step, so model.vocab is read as "
+                  "characters, but the decoder is ByteLevel; allowed: a ByteLevel pre-tokenizer "
+                  "step (byte-level BPE), or no ByteLevel at all (a vocab of characters)",
+                  name);
+        return STATUS_BAD_INPUT;
+    }
+    if (t->char_level) return tok_json_decoder_read(t, dec, name);
+    if (dec && !json_is_null(dec) && !dec_byte_level)
+        return tok_json_unsupported(name, "decoder.type", dtype, "ByteLevel");
+    /* every byte has a symbol: Hugging Face would fall back on the bytes of a missing symbol's
+     * own UTF-8, which no byte-level file needs */
+    if (t->byte_fallback)
+        return tok_json_unsupported(
+            name, "model.byte_fallback",
+            json_object_get(json_object_get(root, "model"), "byte_fallback"),
+            "false with a ByteLevel pre-tokenizer (byte-level BPE needs "
+            "no fallback)");
+    if (t->fuse_unk && t->unk_id >= 0)
+        return tok_json_unsupported(name, "model.fuse_unk",
+                                    json_object_get(json_object_get(root, "model"), "fuse_unk"),
+                                    "false with a ByteLevel pre-tokenizer");
+    return STATUS_OK;
 }
 
 static int json_build(tokenizer *t, const json_t *root, const char *name) {
     const json_t *model = json_object_get(root, "model");
     int rc = json_model_read(t, model, name);
     if (rc == STATUS_OK) rc = json_added_read(t, json_object_get(root, "added_tokens"), name);
+    if (rc == STATUS_OK)
+        rc = tok_json_normalizer_read(t, json_object_get(root, "normalizer"), name);
+    if (rc == STATUS_OK) rc = json_pre_and_decoder_read(t, root, name);
     if (rc != STATUS_OK) return rc;
     tok_decode_table_build(t);
     for (int k = 0; k < t->n_added; k++) { /* added tokens decode as their own text */
@@ -419,38 +449,7 @@ static int json_build(tokenizer *t, const json_t *root, const char *name) {
         t->id_len[a->id] = a->len;
         t->id_special[a->id] = (unsigned char)a->special;
     }
-    rc = json_merges_read(t, json_object_get(model, "merges"), name);
-    if (rc != STATUS_OK) return rc;
-
-    json_t *norm = json_object_get(root, "normalizer");
-    if (norm && !json_is_null(norm)) { /* another would change the text in ways not done here */
-        static const char *const forms[] = {"NFC", "NFD", "NFKC", "NFKD"};
-        static const tok_normalizer kinds[] = {TOK_NORM_NFC, TOK_NORM_NFD, TOK_NORM_NFKC,
-                                               TOK_NORM_NFKD};
-        json_t *type = json_object_get(norm, "type");
-        for (int i = 0; i < 4 && json_is_string(type); i++)
-            if (!strcmp(json_string_value(type), forms[i])) t->normalizer = kinds[i];
-        if (t->normalizer == TOK_NORM_NONE)
-            return unsupported(name, type ? "normalizer.type" : "normalizer", type ? type : norm,
-                               "null, NFC, NFD, NFKC, NFKD");
-    }
-    json_t *pre = json_object_get(root, "pre_tokenizer");
-    int byte_level = 0;
-    if (!json_is_object(pre))
-        return unsupported(name, "pre_tokenizer", pre,
-                           "ByteLevel, or a Sequence of Split steps ending in ByteLevel");
-    rc = json_pre_tokenizer_read(t, pre, "pre_tokenizer", name, &byte_level);
-    if (rc != STATUS_OK) return rc;
-    if (!byte_level) {
-        error_set("%s: pre_tokenizer has no ByteLevel step, so model.vocab is not byte-level; "
-                  "allowed: ByteLevel, or a Sequence of Split steps ending in ByteLevel", name);
-        return STATUS_BAD_INPUT;
-    }
-    json_t *dec = json_object_get(root, "decoder"), *dtype = json_object_get(dec, "type");
-    if (dec && !json_is_null(dec) &&
-        (!json_is_string(dtype) || strcmp(json_string_value(dtype), "ByteLevel") != 0))
-        return unsupported(name, "decoder.type", dtype, "ByteLevel");
-    return STATUS_OK;
+    return json_merges_read(t, json_object_get(model, "merges"), name);
 }
 
 int tokenizer_load_json(tokenizer **out, const char *tokenizer_json, const char *name) {

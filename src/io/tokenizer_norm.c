@@ -1,6 +1,7 @@
-/* Unicode normalisation of a tokenizer.json's "normalizer" (Qwen2's is NFC), through ICU. Text
- * that is not valid UTF-8 keeps its bad bytes as they are and has each valid run around them
- * normalised, so it still encodes (Hugging Face takes valid UTF-8 only). */
+/* A tokenizer.json's "normalizer": Unicode normalisation (Qwen2's is NFC) through ICU, and the
+ * Prepend and Replace steps of SentencePiece models (Llama 2's "▁" dummy prefix and spaces).
+ * Text that is not valid UTF-8 keeps its bad bytes as they are and has each valid run around
+ * them normalised, so it still encodes (Hugging Face takes valid UTF-8 only). */
 #include <stdlib.h>
 #include <string.h>
 #include <unicode/unorm2.h>
@@ -15,6 +16,7 @@ typedef struct {
 } byte_buf;
 
 static void buf_append(byte_buf *b, const void *data, size_t n) {
+    if (n == 0) return;
     if (b->len + n > b->cap) {
         while (b->len + n > b->cap) b->cap = b->cap ? 2 * b->cap : 256;
         unsigned char *grown = realloc(b->data, b->cap);
@@ -81,14 +83,14 @@ static size_t utf8_valid_len(const unsigned char *s, size_t n) {
     return l;
 }
 
-unsigned char *tok_normalize(tok_normalizer kind, const unsigned char *s, size_t n,
-                             size_t *out_len) {
+static void unicode_normalize(tok_normalizer kind, const unsigned char *s, size_t n,
+                              byte_buf *out_buf) {
     const UNormalizer2 *nz = normalizer_of(kind);
     /* A run below this lead byte is its own normal form and goes round ICU: ASCII in every
      * form, and under NFC everything below U+0300 (lead byte 0xCC), which is NFC already and
      * never the second half of a composition (those are marks, jamo and vowel signs above). */
     const unsigned char plain_below = kind == TOK_NORM_NFC ? 0xCC : 0x80;
-    byte_buf out = {0};
+    byte_buf out = *out_buf;
     size_t i = 0;
     while (i < n) {
         size_t run = i, l;
@@ -106,7 +108,55 @@ unsigned char *tok_normalize(tok_normalizer kind, const unsigned char *s, size_t
         if (run < n) buf_append(&out, s + run, 1); /* a byte that is not UTF-8 stays */
         i = run < n ? run + 1 : n;
     }
+    *out_buf = out;
+}
+
+/* Every occurrence of from (non-overlapping, left to right, as Hugging Face's Replace with a
+ * String pattern) becomes to. */
+static void literal_replace(const char *from, const char *to, const unsigned char *s, size_t n,
+                            byte_buf *out) {
+    const size_t flen = strlen(from), tlen = strlen(to);
+    size_t i = 0, copied = 0;
+    while (flen && i + flen <= n) {
+        if (memcmp(s + i, from, flen) != 0) {
+            i++;
+            continue;
+        }
+        buf_append(out, s + copied, i - copied);
+        buf_append(out, to, tlen);
+        i += flen;
+        copied = i;
+    }
+    buf_append(out, s + copied, n - copied);
+}
+
+char *tok_replace(const char *from, const char *to, const char *s, size_t n, size_t *out_len) {
+    byte_buf out = {0};
+    literal_replace(from, to, (const unsigned char *)s, n, &out);
     buf_append(&out, "", 1);
     *out_len = out.len - 1;
-    return out.data;
+    return (char *)out.data;
+}
+
+unsigned char *tok_normalize(const tokenizer *t, const unsigned char *s, size_t n,
+                             size_t *out_len) {
+    byte_buf cur = {0};
+    buf_append(&cur, s, n);
+    for (int k = 0; k < t->n_norms; k++) {
+        const tok_norm_step *st = &t->norm[k];
+        byte_buf next = {0};
+        if (st->kind == TOK_NORM_PREPEND) {
+            if (cur.len) buf_append(&next, st->from, strlen(st->from));
+            buf_append(&next, cur.data, cur.len);
+        } else if (st->kind == TOK_NORM_REPLACE) {
+            literal_replace(st->from, st->to, cur.data, cur.len, &next);
+        } else {
+            unicode_normalize(st->kind, cur.data, cur.len, &next);
+        }
+        free(cur.data);
+        cur = next;
+    }
+    buf_append(&cur, "", 1);
+    *out_len = cur.len - 1;
+    return cur.data;
 }

@@ -163,6 +163,8 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
         TRY(job_get_path(L, m, "model", "checkpoint", j->checkpoint));
     }
     TRY(job_get_path(L, m, "model", "tokenizer", j->tokenizer)); /* io/prompt.c reads it */
+    j->verify_checksums = 1; /* a synthetic model reads no checkpoint: the key is moot there */
+    TRY(job_get_bool(L, m, "model", "verify_checksums", &j->verify_checksums));
     int e = 0;
     TRY(job_get_enum(L, m, "model", "norm", JOB_NORM_NAMES, &e));
     j->norm = (norm_kind)e;
@@ -186,7 +188,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
 static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
     j->backend = BACKEND_CPU, j->threads = 0, j->cpu_isa = 0, j->device = -1, j->comm = COMM_AUTO;
-    j->cuda_graphs = 0, j->allow_tf32 = 0;
+    j->cuda_graphs = 0, j->allow_tf32 = 0, j->memory_check = 1;
     int e = 0;
     if (m && m->type == JNODE_SCALAR) { /* the short form "backend: cuda" */
         job_key_note(j, "backend.kind", m_key);
@@ -205,6 +207,7 @@ static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
     j->comm = (comm_kind)e;
     TRY(job_get_bool(L, m, "backend", "cuda_graphs", &j->cuda_graphs));
     TRY(job_get_bool(L, m, "backend", "tf32", &j->allow_tf32));
+    TRY(job_get_bool(L, m, "backend", "memory_check", &j->memory_check));
     if (j->backend == BACKEND_CUDA && j->int8_group > 0)
         return job_fail_at(j, KEYS("model.int8_group"),
                            "model.int8_group: %d needs backend.kind: cpu (the cuda kernels scale "
@@ -270,6 +273,16 @@ static int job_walk_generate(job_loader *L, const jnode *m, const jnode *m_key) 
     TRY(job_get_float(L, m, "generate", "temperature", 0.0, 0, &j->temperature));
     TRY(job_get_int(L, m, "generate", "top_k", 0, CAP_VOCAB, &j->top_k));
     TRY(job_get_u64(L, m, "generate", "seed", &j->sample_seed));
+    j->stop_at_eos = -1, j->eos_id = -1, j->eos_id_given = -1;
+    TRY(job_get_int(L, m, "generate", "eos_id", 0, CAP_VOCAB, &j->eos_id_given));
+    const jnode *s = job_field(L, m, "generate", "stop_at_eos", NULL);
+    if (!s || (s->type == JNODE_SCALAR && !s->quoted && !strcmp(s->value, "auto")))
+        return STATUS_OK;
+    if (job_get_bool(L, m, "generate", "stop_at_eos", &j->stop_at_eos) != STATUS_OK) {
+        char buf[128];
+        return jnode_fail(s, "generate.stop_at_eos: expected auto, true or false, got %s",
+                          jnode_describe(s, buf, sizeof buf));
+    }
     return STATUS_OK;
 }
 

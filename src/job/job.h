@@ -58,6 +58,8 @@ typedef struct {
                                       auto: an untied head is, a tied one (wte) is not */
     kv_cache_kind kv_cache;
     int kv_block;                  /* positions per KV block when paged */
+    int verify_checksums;          /* HDF5 checks each checkpoint chunk's Fletcher32 checksum as
+                                      it reads it (docs/checkpoint.md, "Integrity") */
 
     /* backend */
     backend_kind backend;
@@ -68,6 +70,8 @@ typedef struct {
     comm_kind comm;
     int cuda_graphs;
     int allow_tf32;
+    int memory_check;              /* compare the plan with the memory a rank can have before
+                                      allocating (docs/jobs.md, "Memory check") */
 
     /* parallel */
     int dp, tp, pp;
@@ -83,6 +87,8 @@ typedef struct {
     char *text;                    /* input.text, owned; tokenized when a tokenizer exists */
     char text_file[JOB_PATH_MAX];
     int synthetic_input;           /* 1 when input.synthetic */
+    int chat;                      /* input.chat: the text is one user turn of the model's chat
+                                      template (io/chat.h) */
     uint64_t input_seed;
 
     /* generate */
@@ -91,6 +97,10 @@ typedef struct {
     float temperature;
     int top_k;                     /* 0 = whole vocab */
     uint64_t sample_seed;
+    int stop_at_eos;               /* -1 = auto (on when there is an eos id), 0, 1 */
+    int eos_id_given;              /* generate.eos_id, -1 = the checkpoint's eos_token_id */
+    int32_t eos_id;                /* resolved with the tokenizer: the id that ends a sequence,
+                                      -1 = generation runs new_tokens steps */
 
     /* perplexity: score the text instead of generating (docs/jobs.md); window 0 = off */
     int perplexity_window;         /* tokens per chunk, llama-perplexity's -c */

@@ -101,8 +101,9 @@ static void job_dump_model(const job *j, FILE *out) {
             j->quantize_head < 0 ? "auto"
             : j->quantize_head   ? "true"
                                  : "false");
-    fprintf(out, "  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n", kv_cache_kind_name(j->kv_cache),
-            j->kv_block, job_dump_float(j->ln_eps, eps, sizeof eps));
+    fprintf(out, "  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n  verify_checksums: %s\n",
+            kv_cache_kind_name(j->kv_cache), j->kv_block,
+            job_dump_float(j->ln_eps, eps, sizeof eps), j->verify_checksums ? "true" : "false");
 }
 
 static void job_dump_input(const job *j, FILE *out) {
@@ -115,6 +116,7 @@ static void job_dump_input(const job *j, FILE *out) {
         fputs("  text: ", out);
         job_dump_quoted(out, j->text);
         fputc('\n', out);
+        if (j->chat) fputs("  chat: true\n", out);
     } else if (j->tokens && j->batch > 0) {
         /* a tokens_file is inlined for the same reason */
         fputs("  tokens:\n", out);
@@ -135,10 +137,10 @@ void job_dump(const job *j, FILE *out) {
     job_dump_model(j, out);
     fprintf(out,
             "backend:\n  kind: %s\n  threads: %d\n  cpu_isa: %s\n  device: %d\n  comm: %s\n"
-            "  cuda_graphs: %s\n  tf32: %s\n",
+            "  cuda_graphs: %s\n  tf32: %s\n  memory_check: %s\n",
             backend_kind_name(j->backend), j->threads, job_cpu_isa_names()[j->cpu_isa], j->device,
             comm_kind_name(j->comm), j->cuda_graphs ? "true" : "false",
-            j->allow_tf32 ? "true" : "false");
+            j->allow_tf32 ? "true" : "false", j->memory_check ? "true" : "false");
     fprintf(out,
             "parallel:\n  dp: %d\n  tp: %d\n  pp: %d\n  microbatches: %d\n  order: %s\n"
             "  overlap: %s\n  chunks: %d\n",
@@ -147,9 +149,13 @@ void job_dump(const job *j, FILE *out) {
     job_dump_input(j, out);
     fprintf(out,
             "generate:\n  new_tokens: %d\n  sampling: %s\n  temperature: %s\n  top_k: %d\n"
-            "  seed: %" PRIu64 "\n",
+            "  seed: %" PRIu64 "\n  stop_at_eos: %s\n",
             j->new_tokens, sampling_kind_name(j->sampling),
-            job_dump_float(j->temperature, temp, sizeof temp), j->top_k, j->sample_seed);
+            job_dump_float(j->temperature, temp, sizeof temp), j->top_k, j->sample_seed,
+            j->stop_at_eos < 0 ? "auto"
+            : j->stop_at_eos   ? "true"
+                               : "false");
+    if (j->eos_id_given >= 0) fprintf(out, "  eos_id: %d\n", j->eos_id_given);
     char rate[32], duration[32];
     fprintf(out,
             "bench:\n  warmup: %d\n  iterations: %d\n  roofline: %s\n  arrival_rate: %s\n"

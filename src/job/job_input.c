@@ -218,7 +218,7 @@ static int job_read_text_file(job *j, const jnode *v, const char *path) {
 
 int job_walk_input(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
-    TRY(job_section_check(m, m_key, "input", JOB_INPUT_KEYS));
+    TRY(job_section_check(m, m_key, "input", JOB_INPUT_ALL_KEYS));
     const char *given = NULL;
     const jnode *given_key = NULL;
     char list[128];
@@ -238,6 +238,14 @@ int job_walk_input(job_loader *L, const jnode *m, const jnode *m_key) {
         return STATUS_BAD_INPUT;
     }
     (void)given_key;
+    j->chat = 0;
+    TRY(job_get_bool(L, m, "input", "chat", &j->chat));
+    const jnode *chat_key = NULL;
+    if (j->chat && strcmp(given, "text") != 0 && strcmp(given, "text_file") != 0 &&
+        jnode_get(m, "chat", &chat_key))
+        return jnode_fail(chat_key, "input.chat: true renders text through the model's chat "
+                                    "template, so it needs input.text or input.text_file, not "
+                                    "input.%s", given);
     const jnode *v = job_field(L, m, "input", given, NULL);
     if (!strcmp(given, "tokens")) return job_read_tokens(L, v);
     if (!strcmp(given, "tokens_file")) {

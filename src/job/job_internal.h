@@ -44,6 +44,7 @@ extern const char *const JOB_SECTION_KEYS[],
                                          *const JOB_BACKEND_KEYS[],
                                              *const JOB_PARALLEL_KEYS[],
                                                  *const JOB_INPUT_KEYS[],
+                                                 *const JOB_INPUT_ALL_KEYS[],
                                                      *const JOB_INPUT_SYNTHETIC_KEYS[],
                                                          *const JOB_GENERATE_KEYS[],
                                                              *const JOB_BENCH_KEYS[],
@@ -64,8 +65,8 @@ long job_activation_layer(const char *name);
 void job_key_note(job *j, const char *key, const jnode *key_node);
 /* Where the dotted key was set, or NULL when it took its default. */
 const job_key_where *job_key_find(const job *j, const char *key);
-/* Reports at the first of the NULL-terminated keys that was set, else at the file; returns
- * STATUS_BAD_INPUT. */
+/* Reports at the first of the NULL-terminated keys that the command line set (--set,
+ * --sweep), else at the first set in the file, else at the file; returns STATUS_BAD_INPUT. */
 int job_fail_at(const job *j, const char *const *keys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

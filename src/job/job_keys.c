@@ -26,7 +26,8 @@ const char *const JOB_SECTION_KEYS[] = {"model", "backend", "parallel", "input",
                                         "bench", "record",  "perplexity", NULL};
 const char *const JOB_MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer",     "norm",
                                       "precision", "int8_group", "quantize_head", "kv_cache",
-                                      "kv_block",  "ln_eps",     "arch",          NULL};
+                                      "kv_block",  "ln_eps",     "arch",          "verify_checksums",
+                                      NULL};
 const char *const JOB_SYNTHETIC_KEYS[] = {
     "layers",   "heads",      "embd",         "vocab",          "ctx",      "mlp", "seed", "preset",
     "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", "head_dim", NULL};
@@ -35,15 +36,18 @@ const char *const JOB_LLAMA_ONLY_KEYS[] = {"kv_heads",       "rope_theta", "rope
                                            "tie_embeddings", "head_dim",   NULL};
 const char *const JOB_ROPE_SCALING_KEYS[] = {"factor", "low_freq_factor", "high_freq_factor",
                                              "original_max_position_embeddings", NULL};
-const char *const JOB_BACKEND_KEYS[] = {"kind", "threads",     "cpu_isa", "device",
-                                        "comm", "cuda_graphs", "tf32",    NULL};
+const char *const JOB_BACKEND_KEYS[] = {"kind",        "threads", "cpu_isa",      "device", "comm",
+                                        "cuda_graphs", "tf32",    "memory_check", NULL};
 const char *const JOB_PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "microbatches",
                                          "order", "overlap", "chunks", NULL};
 const char *const JOB_INPUT_KEYS[] = {"tokens",    "tokens_file", "text",
                                       "text_file", "synthetic",   NULL};
+/* Every key of the input section: one source of JOB_INPUT_KEYS, and how text is read. */
+const char *const JOB_INPUT_ALL_KEYS[] = {"tokens",    "tokens_file", "text", "text_file",
+                                          "synthetic", "chat",        NULL};
 const char *const JOB_INPUT_SYNTHETIC_KEYS[] = {"batch", "length", "seed", NULL};
 const char *const JOB_GENERATE_KEYS[] = {"new_tokens", "sampling", "temperature",
-                                         "top_k",      "seed",     NULL};
+                                         "top_k",      "seed",     "stop_at_eos", "eos_id", NULL};
 const char *const JOB_BENCH_KEYS[] = {"warmup",   "iterations",   "roofline", "arrival_rate",
                                       "duration", "arrival_seed", NULL};
 const char *const JOB_RECORD_KEYS[] = {

@@ -53,7 +53,11 @@ const char *job_key_origin(const job *j, const char *key, char *buf, size_t len)
     return buf;
 }
 
-/* Reports at the first of the NULL-terminated keys that was set, else at the file. */
+/* Reports at the first of the NULL-terminated keys that the command line set (--set, or the
+ * --sweep point being checked), else at the first set in the file, else at the file. When
+ * several keys make one check fail (the prompt length and new_tokens against ctx), the one
+ * given on the command line is what changed from a job that worked: a sweep point is blamed,
+ * not the file's line that the point's value meets. */
 int job_fail_at(const job *j, const char *const *keys, const char *fmt, ...) {
     char message[1600];
     va_list ap;
@@ -61,6 +65,10 @@ int job_fail_at(const job *j, const char *const *keys, const char *fmt, ...) {
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     const job_key_where *w = NULL;
+    for (int i = 0; keys[i] && !w; i++) {
+        const job_key_where *k = job_key_find(j, keys[i]);
+        if (k && k->set[0]) w = k;
+    }
     for (int i = 0; keys[i] && !w; i++)
         w = job_key_find(j, keys[i]);
     if (w && w->set[0])

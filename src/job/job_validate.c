@@ -77,9 +77,14 @@ int job_validate_model(const job *j) {
         return job_fail_at(j, KEYS("generate.top_k", "generate"),
                            "generate.top_k = %d is more than model.vocab = %d", j->top_k, j->vocab);
     if (j->prompt_len > 0 && (long)j->prompt_len + j->new_tokens > j->ctx) {
-        const char *const *keys = job_key_find(j, "generate.new_tokens")
-                                      ? KEYS("generate.new_tokens")
-                                      : job_input_keys(j);
+        /* the prompt's keys, new_tokens and ctx all meet here: new_tokens first, unless the
+         * command line set another of them (job_fail_at) */
+        const char *keys[8] = {"generate.new_tokens"};
+        int n = 1;
+        for (const char *const *k = job_input_keys(j); *k && n < 5; k++)
+            keys[n++] = *k;
+        keys[n++] = "model.synthetic.ctx";
+        keys[n] = NULL;
         return job_fail_at(j, keys, "prompt of %d tokens plus %d new tokens exceeds model.ctx = %d",
                            j->prompt_len, j->new_tokens, j->ctx);
     }

@@ -16,6 +16,11 @@ typedef struct {
     double cold_start_seconds; /* process start to first token of the first iteration */
     long prompt_tokens, generated_tokens, requests;
     double peak_memory_bytes;  /* this rank's */
+    /* (n_itl) inter-token latencies: every gap between two decode steps' tokens, per replica
+     * and measured iteration (docs/benchmarks.md, ITL); last, so
+     * initialisers of the fields above stay valid */
+    double *itl;
+    long n_itl, cap_itl;
 } run_metrics;
 
 #ifdef __cplusplus

@@ -3,6 +3,10 @@
 # they belong, and no files of one folder call each other in a circle (docs/design.md, "House plan").
 tripar_unit_test(records_stats SOURCES base/test_stats.c LABELS records)
 tripar_unit_test(base_path SOURCES base/test_path.c)
+# The memory-limit readers on fixture trees of /proc and /sys/fs/cgroup (tests/base/memlimit/).
+tripar_unit_test(base_memlimit SOURCES base/test_memlimit.c)
+target_compile_definitions(base_memlimit
+                           PRIVATE MEMLIMIT_FIXTURES="${CMAKE_CURRENT_SOURCE_DIR}/base/memlimit")
 
 add_test(NAME layers_include_only_below
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/base/check_layers.py ${PROJECT_SOURCE_DIR})

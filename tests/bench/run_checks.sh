@@ -41,6 +41,26 @@ PY
     $py "$TRIPAR_SOURCE_DIR/tests/bench/check_metrics.py" sw.input.synthetic.length=8.h5 \
         sw.input.synthetic.length=16.h5
     ;;
+sweep_peak)
+    # peak memory is each point's own (issue 32): a big point, then a small one, in one sweep;
+    # the small point reports what it reports alone, not the big point's peak carried over.
+    # Bytes, not time: a busy machine moves neither number by the 16 MiB allowed. Under ASan
+    # freed memory waits in its quarantine, still resident: the big point's would stay counted.
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0"
+    set -- --set model.synthetic.ctx=1024 --set bench.warmup=0 --set bench.iterations=1 \
+        --set generate.new_tokens=2
+    run 1 run "$job" "$@" --out sw.h5 --sweep model.synthetic.embd=1024,64 >/dev/null
+    run 1 run "$job" "$@" --set model.synthetic.embd=64 --out alone.h5 >/dev/null
+    $py - sw.model.synthetic.embd=1024.h5 sw.model.synthetic.embd=64.h5 alone.h5 <<'PY'
+import sys, h5py
+big, small, alone = (h5py.File(p, "r")["metrics"].attrs["peak_memory_bytes_max"] / 2**20
+                     for p in sys.argv[1:])
+print("peak MiB: big point %.1f, small point in the sweep %.1f, small point alone %.1f"
+      % (big, small, alone))
+assert big > alone + 100, "the big point must be well above the small one for the check to mean anything"
+assert abs(small - alone) < 16, "the small point's peak in a sweep differs from its own run's"
+PY
+    ;;
 arrival)
     # a short bounded stream: the run stays within its bound and writes /metrics/arrival
     start=$(date +%s)

@@ -32,14 +32,14 @@ add_test(NAME bench_commbench_bad_mesh
                  ${MPIEXEC_EXECUTABLE} -n 2 ${TRIPAR_MPI_PREFLAGS} $<TARGET_FILE:tripar> commbench
                  --tp 3)
 add_test(NAME bench_sweep_bad_point
-         COMMAND ${BENCH_EXPECT_EXIT} 2 "exceeds model.ctx" --
+         COMMAND ${BENCH_EXPECT_EXIT} 2 "--sweep input.synthetic.length=100: prompt of 100 tokens .*exceeds model.ctx" --
                  ${MPIEXEC_EXECUTABLE} -n 1 ${TRIPAR_MPI_PREFLAGS} $<TARGET_FILE:tripar> run
                  ${BENCH_DIR}/small.yaml --out ${CMAKE_CURRENT_BINARY_DIR}/never.h5
                  --sweep input.synthetic.length=8,100)
 set_tests_properties(bench_commbench_planted bench_commbench_bad_mesh bench_sweep_bad_point
                      PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}" TIMEOUT 300)
 
-foreach(check paged sweep prompts prompts_clash arrival baseline)
+foreach(check paged sweep sweep_peak prompts prompts_clash arrival baseline)
   add_test(NAME bench_${check} COMMAND ${BENCH_DIR}/run_checks.sh ${check}
            ${CMAKE_CURRENT_BINARY_DIR}/bench_${check})
   set_tests_properties(bench_${check} PROPERTIES LABELS "mpi;bench" ENVIRONMENT "${BENCH_ENV}"
@@ -52,7 +52,7 @@ tripar_mpi_test(bench_commbench_llama_sizes 2 $<TARGET_FILE:tripar> commbench
                 ${BENCH_DIR}/llama_small.yaml --sizes model --iters 2 --warmup 1 --axes tp,world)
 set_property(TEST bench_commbench_llama_sizes APPEND PROPERTY LABELS bench)
 set_tests_properties(bench_commbench_llama_sizes PROPERTIES
-  PASS_REGULAR_EXPRESSION "sizes from the job's model \\(llama, embd 64\\): decode step 512 B = 2 x 64 x 4, prefill 4096 B = 2 x 8 x 64 x 4\n#\n# allreduce over tp[^\n]*\n[^\n]*\n +512 +128 +float[^\n]*\n +4096 +1024 +float[^\n]*\n# allgather.*#wrong total: 0\n"
+  PASS_REGULAR_EXPRESSION "sizes from the job's model \\(llama, embd 64\\): decode step 512 B = 2 x 64 x 4, prefill 4096 B = 2 x 8 x 64 x 4\n#\n# allreduce over tp[^\n]*\n[^\n]*\n +512 +128 +float[^\n]*\n +4096 +1024 +float[^\n]*\n# allreduce over tp: avg busbw [0-9.e+-]+ GB/s over 2 sizes \\(in place\\)\n# allgather.*#wrong total: 0\n# Avg bus bandwidth : [0-9.e+-]+ GB/s, the mean busbw of the [0-9]+ rows above\n"
   FAIL_REGULAR_EXPRESSION "#wrong total: [1-9]")
 add_test(NAME bench_commbench_model_sizes_no_job
          COMMAND ${BENCH_EXPECT_EXIT} 2 "--sizes model needs a job file" --

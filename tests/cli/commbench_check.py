@@ -8,7 +8,8 @@ the HDF5 file it writes (docs/benchmarks.md, "Communication benchmark").
                   tier absent and said so, every round trip verified
     tiers_planted --tiers --plant-error: the check catches the corrupted element (exit 1)
     nodes_np4     the collective sweep on tp=2 x dp=2: each axis's groups and how many cross
-                  nodes, in the header, the rows and /commbench/axes
+                  nodes, in the header, the rows and /commbench/axes; each table's closing
+                  mean busbw and the run's "Avg bus bandwidth", against the file's rows
     nccl1         --comm nccl on one rank and one GPU: every op verified on device buffers
                   (exit 77, a skip, without a usable CUDA device)
 Needs TRIPAR_BIN; MPIEXEC (default mpirun).
@@ -139,6 +140,25 @@ def nodes_np4(work):
                   text(r["tier"]) == "intra", f"row {axis}: groups and tier")
         axes = {text(a["axis"]): a for a in f["commbench/axes"][()]}
         check(axes["pp"]["groups"] == 4 and axes["pp"]["ranks"] == 1, "pp: 4 groups of 1")
+    # each table closes with its mean busbw and where the result lands, and the run with the
+    # mean over every row (nccl-tests' "Avg bus bandwidth"), printed at 6 digits
+    for axis in ("tp", "dp", "world"):
+        mine = rows[[text(a) == axis for a in rows["axis"]]]
+        line = [l for l in stdout.splitlines() if l.startswith(f"# allreduce over {axis}: avg busbw ")]
+        check(len(line) == 1 and line[0].endswith(f" GB/s over {len(mine)} sizes (in place)"),
+              f"allreduce over {axis}: one closing line {line}")
+        if line:
+            shown = float(line[0].split("avg busbw ")[1].split()[0])
+            check(math.isclose(shown, float(np.mean(mine["busbw_gbs"])), rel_tol=1e-5),
+                  f"{axis}: avg busbw {shown} is the mean of its rows")
+    tail = stdout.split("# #wrong total: 0\n")[-1].splitlines()  # then "# wrote FILE"
+    last = tail[0] if tail else ""
+    check(last.startswith("# Avg bus bandwidth : ") and
+          last.endswith(f" GB/s, the mean busbw of the {len(rows)} rows above"),
+          f"the closing line: {last}")
+    shown = float(last.split(": ")[1].split()[0]) if ": " in last else math.nan
+    check(math.isclose(shown, float(np.mean(rows["busbw_gbs"])), rel_tol=1e-5),
+          f"Avg bus bandwidth {shown} is the mean busbw of every row")
 
 
 def nccl1(work):

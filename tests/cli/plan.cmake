@@ -115,3 +115,10 @@ add_test(NAME cli_plan_plot COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_plo
          ${CMAKE_CURRENT_BINARY_DIR}/plan_plot)
 set_tests_properties(cli_plan_plot PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
                      TIMEOUT 120)
+
+# plot.py given the wrong kind of file (a JSON that is not a plan, a run file to plan, a plan to
+# timeline, a missing file, a text file, ...): exit 2, one line `plot.py: ...`, no traceback.
+add_test(NAME cli_plot_wrong_inputs COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plot_errors.py
+         ${CMAKE_CURRENT_BINARY_DIR}/plot_errors ${TOOLS_WORK}/run.h5)
+set_tests_properties(cli_plot_wrong_inputs PROPERTIES LABELS "unit;cli" FIXTURES_REQUIRED tools_files
+                     ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 180)

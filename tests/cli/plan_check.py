@@ -169,6 +169,49 @@ assert len(body) == 5, lines
 # A job file gives the model and the workload: jobs/demo.yaml's batch and prompt
 doc = plan(os.path.join(SRC, "jobs", "demo.yaml"), "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"))
 assert doc["strategies"] and doc["model"].endswith("demo.yaml")
+assert doc["precision"] == "fp32" and "the job's model.precision" in doc["precision_why"] and \
+    doc["precision_why"].endswith("demo.yaml:12"), doc["precision_why"]
+
+# The weights' precision without --precision: a preset takes bf16 on GPU nodes (a cluster file
+# without cores_per_node) and fp32 on CPU ones, and says so; a job file takes its own (fp32 when
+# it sets none, as `tripar run` loads it); --precision overrides either
+H100 = os.path.join(CLUSTERS, "dgx-h100-superpod.yaml")
+small = ["--gpus", "8", "--batch", "1", "--prompt", "128", "--new-tokens", "8"]
+gpu = plan("--preset", "llama3-70b", "--cluster", H100, *small)
+assert gpu["precision"] == "bf16" and "default on GPU nodes" in gpu["precision_why"] and \
+    "gives no cores_per_node" in gpu["precision_why"], gpu["precision_why"]
+fp32 = plan("--preset", "llama3-70b", "--cluster", H100, *small, "--precision", "fp32")
+assert fp32["precision"] == "fp32" and fp32["precision_why"] == "--precision"
+w16 = {(r["dp"], r["tp"], r["pp"]): r["weight_bytes"] for r in gpu["strategies"]}
+w32 = {(r["dp"], r["tp"], r["pp"]): r["weight_bytes"] for r in fp32["strategies"]}
+# the matrices halve; vectors (and the embedding the first stage holds) stay fp32
+assert all(1.7 < w32[k] / w16[k] <= 2.0 for k in w16), ("bf16 weights are not about half of fp32's", w16, w32)
+cpu = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), "--gpus", "2")
+assert cpu["precision"] == "fp32" and "default on CPU nodes" in cpu["precision_why"], cpu["precision_why"]
+text = plan("--preset", "llama3-70b", "--cluster", H100, *small, fmt="text")
+assert "\nprecision: bf16 weights (the default on GPU nodes: " in text, text[:600]
+job = os.path.join(SRC, "tests", "cli", "tools_tiny.yaml")  # sets no model.precision
+doc = plan(job, "--cluster", H100, "--gpus", "1")
+assert doc["precision"] == "fp32" and "sets no model.precision" in doc["precision_why"], doc["precision_why"]
+# CSV has no header for it: the default's reason goes to stderr, one line
+r = subprocess.run([BIN, "plan", "--preset", "llama3-70b", "--cluster", H100, *small, "--format", "csv"],
+                   capture_output=True, text=True, timeout=120)
+assert r.returncode == 0 and r.stderr.startswith("tripar plan: precision bf16 (the default on GPU nodes") \
+    and r.stderr.count("\n") == 1, r.stderr
+
+# -o FILE: one line on stdout saying what was written, where, and how many rows
+n = None  # strategies: the JSON's count, the same for the other formats
+for fmt, top in (("json", None), ("csv", None), ("text", 2)):
+    out = os.path.join(WORK, "said." + fmt)
+    args = [BIN, "plan", "--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
+            "--gpus", "2", "--batch", "4", "--format", fmt, "-o", out] + (["--top", str(top)] if top else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    n = len(json.load(open(out))["strategies"]) if fmt == "json" else n
+    rows = top or n
+    assert r.stdout == f"tripar plan: wrote {out} ({fmt}, {rows} of {n} strategies)\n", r.stdout
+    if fmt == "csv":
+        assert len(open(out).read().splitlines()) == n + 1
 
 # --calibrate: the phase rates of a measured run (tools_tiny.yaml, timings: layer) replace the
 # roofline's, so the same strategy is predicted differently
@@ -185,6 +228,10 @@ if len(sys.argv) > 2:
     assert all(b[k]["ttft_s"] != c[k]["ttft_s"] for k in b), "calibration changed nothing"
 
     # --validate: a row per run (its strategy label), then the error summary; no time asserted
+    said = os.path.join(WORK, "validate.txt")
+    r = subprocess.run([BIN, "plan", "--validate", *runs, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
+                        "-o", said], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == f"tripar plan: wrote {said} (text, 4 runs predicted)\n", r.stdout
     text = plan("--validate", *runs, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), fmt=None)
     lines = text.splitlines()
     rows = [l for l in lines if l.split()[:1] and l.split()[0] in [os.path.basename(r) for r in runs]]

@@ -113,3 +113,19 @@ add_test(NAME cli_jobs_dry_run COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_D
          ${PROJECT_SOURCE_DIR}/jobs)
 set_tests_properties(cli_jobs_dry_run PROPERTIES LABELS "unit;cli" TIMEOUT 120
                      ENVIRONMENT "${TRIPAR_TEST_ENV}")
+
+# The JSON writer every output shares (src/cli/cli_json.c): reals at their precision.
+tripar_unit_test(cli_json SOURCES cli/test_cli_json.c LABELS cli)
+target_link_libraries(cli_json PRIVATE tripar_cli)
+
+# The memory check on a cgroup-limited run (tests/cli/memory_cgroup.sh): the test makes a
+# 256 MiB memory cgroup and runs mpirun -n 2 in it: a model that does not fit exits 2 within
+# 60 s with rank, host, need and have and no OOM kill; a tiny one runs; with the check off the
+# OOM killer ends a rank and mpirun the job within 60 s. Exit 77 (no memory cgroup) is a skip.
+foreach(case refuse fits oom)
+  add_test(NAME cli_memory_cgroup_${case}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/memory_cgroup.sh ${case}
+                   ${CMAKE_CURRENT_BINARY_DIR}/cli_memory)
+  set_tests_properties(cli_memory_cgroup_${case} PROPERTIES LABELS "mpi;cli" SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+endforeach()

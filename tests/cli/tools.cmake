@@ -60,6 +60,48 @@ foreach(tool report diff trace)
   tools_test(tools_${tool}_damaged 2 "^tripar ${tool}: .*damaged\\.h5: /output/tokens is not a dataset" 1
              ${tool} @W@/damaged.h5 ${extra})
 endforeach()
+# What is wrong with a path is said in words before HDF5 is asked, by every command that reads
+# run files (issue 32): a missing path is "no such file", a JSON file "not an HDF5 file", a
+# truncated run file "truncated or damaged"; exit 2, one line, no HDF5 error stack.
+foreach(form report report_baseline report_roofline diff trace explain)
+  foreach(bad missing report.json truncated.h5)
+    set(name ${bad})
+    set(regex "not an HDF5 file")
+    if(bad STREQUAL "missing")
+      set(bad missing.h5)
+      set(regex "no such file$")
+    elseif(bad STREQUAL "truncated.h5")
+      set(name truncated)
+      set(regex "HDF5 cannot open it \\(truncated or damaged HDF5 file\\?\\)$")
+    else()
+      set(name json)
+    endif()
+    if(form STREQUAL "report_baseline")
+      set(args report @W@/run.h5 --baseline @W@/${bad})
+    elseif(form STREQUAL "report_roofline")
+      set(args report --roofline @W@/${bad})
+    elseif(form STREQUAL "diff")
+      set(args diff @W@/run.h5 @W@/${bad})
+    elseif(form STREQUAL "trace")
+      set(args trace @W@/${bad} -o @W@/never.trace.json)
+    elseif(form STREQUAL "explain")
+      set(args explain @W@/${bad} @W@/run.h5)
+    else()
+      set(args report @W@/${bad})
+    endif()
+    string(REGEX REPLACE "_.*" "" tool ${form})
+    string(REPLACE "." "\\." shown ${bad})
+    tools_test(tools_${form}_${name} 2 "^tripar ${tool}: .*/${shown}: ${regex}" 1 ${args})
+  endforeach()
+endforeach()
+# report says what it cannot know: shares not measured at record.timings: step, percentiles of
+# fewer than 3 iterations, no telemetry samples (one line, no empty table), a run cut inside its
+# last iteration (step no longer exceeds iteration); times in ms with the mean and ITL (issue 32).
+add_test(NAME tools_report_says_what_it_cannot_know
+         COMMAND /usr/bin/python3 ${TOOLS_DIR}/report_check.py $<TARGET_FILE:tripar>
+                 ${CMAKE_CURRENT_BINARY_DIR}/report_check)
+set_tests_properties(tools_report_says_what_it_cannot_know PROPERTIES LABELS "unit;cli"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};ASAN_OPTIONS=detect_leaks=0" TIMEOUT 120)
 # A run file whose string attributes h5py rewrote as variable-length reads as before.
 tools_test(tools_report_vl_strings 0 "." 0 report @W@/run_vl.h5)
 

@@ -8,6 +8,8 @@ ckpt.h5, written by tools_fixtures.sh), editing them with h5py as a user or anot
   run_vl.h5               run.h5 with every string attribute variable-length (h5py's default)
   ckpt_vl.h5              ckpt.h5 likewise
   ckpt_virtual.h5         ckpt.h5 whose lnf_g is a virtual dataset over another dataset
+  report.json             a JSON file (report --json's), given where a run file goes
+  truncated.h5            the first 4 KiB of run.h5: HDF5's signature, but no whole file
 usage: tools_fixtures.py WORKDIR"""
 import os
 import shutil
@@ -47,6 +49,11 @@ for name in ("empty_a.h5", "empty_b.h5"):
 with h5py.File(path("foreign.h5"), "w") as f:
     f["temperature"] = np.linspace(0, 1, 16, dtype="f4")
     f.attrs["instrument"] = "thermometer"
+
+with open(path("report.json"), "w") as f:
+    f.write('{"runs": []}\n')
+with open(path("run.h5"), "rb") as src, open(path("truncated.h5"), "wb") as dst:
+    dst.write(src.read(4096))
 
 with derived("run.h5", "incomplete.h5") as f:
     assert f.attrs["complete"] == 1

@@ -87,3 +87,12 @@ add_test(NAME gguf_smollm2_reference
 set_tests_properties(gguf_smollm2_reference PROPERTIES LABELS "real;checkpoint"
                      SKIP_RETURN_CODE 77 TIMEOUT 900
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}")
+
+# SentencePiece BPE (tokenizer.ggml.model = llama): two small models trained with the
+# `sentencepiece` package (with and without the dummy prefix), written to GGUF by gguf-py,
+# imported; tripar's ids and decoded text equal sentencepiece's on over 1000 varied texts.
+add_test(NAME gguf_import_spm
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_spm_check.py
+                 $<TARGET_FILE:tripar> $<TARGET_FILE:tok_encode> ${GGUF_WORK}/spm)
+set_tests_properties(gguf_import_spm PROPERTIES LABELS "real;checkpoint"
+                     SKIP_RETURN_CODE 77 TIMEOUT 600)

@@ -5,10 +5,10 @@ skipped, only when the `gguf` package cannot be downloaded), a byte-level BPE is
 `tokenizers` on varied texts; for each tokenizer.ggml.pre tripar knows (default, gpt2,
 llama-bpe, qwen2, smollm) a GGUF file with that vocabulary, merges, token types (control tokens
 for the specials), bos/eos ids, add_bos_token and a chat template, and a tiny random llama, is
-imported; the checkpoint's tokenizer (tests/io/tok_encode.c) must encode a few hundred texts to
+imported; the checkpoint's tokenizer (tests/io/tok_encode.c) must encode over 1000 texts to
 the ids Hugging Face's tokenizer with the model's own pre-tokenizer gives, and decode them back;
 the attributes must be kept. Without `tokenizers` (no wheel) only the round trips are checked.
-Refusals: another tokenizer.ggml.pre or tokenizer.ggml.model exits 2 naming the value.
+Refusals: another tokenizer.ggml.pre or tokenizer.ggml.model (bert) exits 2 naming the value.
 
 Usage: gguf_tokenizer_check.py TRIPAR TOK_ENCODE WORKDIR"""
 import json
@@ -30,7 +30,7 @@ TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|i
 
 
 def texts():
-    """A few hundred varied texts: words, contractions in both cases, numbers of every length,
+    """Over a thousand varied texts: words, contractions in both cases, numbers of every length,
     punctuation runs, accents, CJK, emoji, tabs, CR/LF and space runs, special tokens."""
     import random
     rng = random.Random(7)
@@ -46,7 +46,7 @@ def texts():
     out = ["", " ", "hello world", "Hello World!", "  leading spaces", "trailing spaces   ",
            "\n\nnewlines\n\n", "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
            "<|im_start|>assistant\n", "a<|endoftext|>b", "1234567890", "don't DON'T Don'T"]
-    for _ in range(400):
+    for _ in range(1100):
         n = rng.randint(1, 14)
         out.append("".join(rng.choice(words) + rng.choice(seps) for _ in range(n)))
     return out
@@ -67,10 +67,35 @@ def hf_pre(pre):
                                    split(r"\p{N}+"), split(r"[0-9][0-9][0-9]"), bl])}[pre]
 
 
-def inner(work):
-    """In the venv: train the BPE, write the GGUF files and the reference ids."""
+def gguf_tiny_llama(path, vocab, add_kvs):
+    """Writes path: a tiny random llama (one layer, hidden 32, `vocab` rows), which import-gguf
+    needs beside a tokenizer, and the metadata add_kvs(writer) adds (tokenizer.*)."""
     import numpy as np
     import gguf
+    rng = np.random.default_rng(3)
+    C = 32
+    w = gguf.GGUFWriter(path, "llama")
+    for k, v in (("block_count", 1), ("context_length", 64), ("embedding_length", C),
+                 ("feed_forward_length", 64), ("attention.head_count", 4)):
+        w.add_uint32(f"llama.{k}", v)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    add_kvs(w)
+    shapes = {"token_embd.weight": (vocab, C), "output_norm.weight": (C,),
+              "blk.0.attn_norm.weight": (C,), "blk.0.ffn_norm.weight": (C,),
+              "blk.0.attn_q.weight": (C, C), "blk.0.attn_k.weight": (C, C),
+              "blk.0.attn_v.weight": (C, C), "blk.0.attn_output.weight": (C, C),
+              "blk.0.ffn_gate.weight": (64, C), "blk.0.ffn_up.weight": (64, C),
+              "blk.0.ffn_down.weight": (C, 64)}
+    for name, shape in shapes.items():
+        w.add_tensor(name, rng.standard_normal(shape).astype(np.float32) * 0.1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def inner(work):
+    """In the venv: train the BPE, write the GGUF files and the reference ids."""
     corpus = texts()
     with open(os.path.join(work, "texts.json"), "w") as f:
         json.dump(corpus, f)
@@ -95,36 +120,22 @@ def inner(work):
         tokens = list(bytes_to_unicode().values()) + ["".join(m) for m in MERGES] + SPECIALS
         merges = [" ".join(m) for m in MERGES]
     types = [3 if t in SPECIALS else 1 for t in tokens]
-    V, C = len(tokens), 32
-    rng = np.random.default_rng(3)
-    for pre in ("default", "gpt2", "llama-bpe", "qwen2", "smollm", "falcon", "spm"):
-        w = gguf.GGUFWriter(os.path.join(work, f"{pre}.gguf"), "llama")
-        for k, v in (("block_count", 1), ("context_length", 64), ("embedding_length", C),
-                     ("feed_forward_length", 64), ("attention.head_count", 4)):
-            w.add_uint32(f"llama.{k}", v)
-        w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
-        w.add_string("tokenizer.ggml.model", "llama" if pre == "spm" else "gpt2")
-        w.add_string("tokenizer.ggml.pre", pre)
-        w.add_array("tokenizer.ggml.tokens", tokens)
-        w.add_array("tokenizer.ggml.merges", merges)
-        w.add_array("tokenizer.ggml.token_type", types)
-        w.add_uint32("tokenizer.ggml.bos_token_id", tokens.index("<|im_start|>"))
-        w.add_uint32("tokenizer.ggml.eos_token_id", tokens.index("<|im_end|>"))
-        w.add_bool("tokenizer.ggml.add_bos_token", False)
-        w.add_string("tokenizer.chat_template", TEMPLATE)
-        shapes = {"token_embd.weight": (V, C), "output_norm.weight": (C,),
-                  "blk.0.attn_norm.weight": (C,), "blk.0.ffn_norm.weight": (C,),
-                  "blk.0.attn_q.weight": (C, C), "blk.0.attn_k.weight": (C, C),
-                  "blk.0.attn_v.weight": (C, C), "blk.0.attn_output.weight": (C, C),
-                  "blk.0.ffn_gate.weight": (64, C), "blk.0.ffn_up.weight": (64, C),
-                  "blk.0.ffn_down.weight": (C, 64)}
-        for name, shape in shapes.items():
-            w.add_tensor(name, rng.standard_normal(shape).astype(np.float32) * 0.1)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        if have_hf and pre not in ("falcon", "spm"):
+
+    def tokenizer_kvs(pre):
+        def add(w):
+            w.add_string("tokenizer.ggml.model", "bert" if pre == "bert" else "gpt2")
+            w.add_string("tokenizer.ggml.pre", pre)
+            w.add_array("tokenizer.ggml.tokens", tokens)
+            w.add_array("tokenizer.ggml.merges", merges)
+            w.add_array("tokenizer.ggml.token_type", types)
+            w.add_uint32("tokenizer.ggml.bos_token_id", tokens.index("<|im_start|>"))
+            w.add_uint32("tokenizer.ggml.eos_token_id", tokens.index("<|im_end|>"))
+            w.add_bool("tokenizer.ggml.add_bos_token", False)
+            w.add_string("tokenizer.chat_template", TEMPLATE)
+        return add
+    for pre in ("default", "gpt2", "llama-bpe", "qwen2", "smollm", "falcon", "bert"):
+        gguf_tiny_llama(os.path.join(work, f"{pre}.gguf"), len(tokens), tokenizer_kvs(pre))
+        if have_hf and pre not in ("falcon", "bert"):
             ref = Tokenizer(models.BPE(vocab=dict(model["vocab"]),
                                        merges=[tuple(m.split(" ", 1)) for m in merges],
                                        ignore_merges=pre == "llama-bpe"))
@@ -142,6 +153,27 @@ def sh(args, want_rc=0, pattern=None):
         sys.exit(f"FAIL: {' '.join(args)}: exit {r.returncode} (want {want_rc}"
                  f"{', matching ' + repr(pattern) if pattern else ''}):\n{out[-4000:]}")
     return r.stdout
+
+
+def refused(tripar, work, name, pattern):
+    """import-gguf of WORK/NAME.gguf exits 2 with pattern and writes no checkpoint."""
+    never = os.path.join(work, "never.h5")
+    sh([tripar, "import-gguf", os.path.join(work, name + ".gguf"), "--out", never], 2, pattern)
+    assert not os.path.exists(never), f"{name}: a refused import left {never}"
+
+
+MODEL_REFUSED = (r"tokenizer\.ggml\.model' = \"{}\" is not supported; tripar reads \"gpt2\" "
+                 r"\(byte-level BPE\) and \"llama\" \(SentencePiece BPE\)")
+
+
+def main(inner_fn, outer_fn, usage):
+    """SCRIPT --inner WORK (in the venv) or SCRIPT TRIPAR TOK_ENCODE WORK."""
+    if len(sys.argv) == 3 and sys.argv[1] == "--inner":
+        inner_fn(sys.argv[2])
+    elif len(sys.argv) == 4:
+        outer_fn(*(os.path.abspath(a) for a in sys.argv[1:]))
+    else:
+        sys.exit("usage: " + usage)
 
 
 def outer(tripar, tok_encode, work):
@@ -183,18 +215,10 @@ def outer(tripar, tok_encode, work):
             tmpl = a["chat_template"]
             assert (tmpl.decode() if isinstance(tmpl, bytes) else tmpl) == TEMPLATE
         print(f"{pre}: {len(corpus)} texts, {compared}; attributes kept")
-    sh([tripar, "import-gguf", os.path.join(work, "falcon.gguf"), "--out",
-        os.path.join(work, "never.h5")], 2, r"tokenizer\.ggml\.pre' = \"falcon\" is not supported")
-    sh([tripar, "import-gguf", os.path.join(work, "spm.gguf"), "--out",
-        os.path.join(work, "never.h5")], 2, r"tokenizer\.ggml\.model' = \"llama\" is not supported")
-    assert not os.path.exists(os.path.join(work, "never.h5"))
+    refused(tripar, work, "falcon", r"tokenizer\.ggml\.pre' = \"falcon\" is not supported")
+    refused(tripar, work, "bert", MODEL_REFUSED.format("bert"))
     print("gguf_tokenizer_check: all passed")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--inner":
-        inner(sys.argv[2])
-    elif len(sys.argv) == 4:
-        outer(*(os.path.abspath(a) for a in sys.argv[1:]))
-    else:
-        sys.exit("usage: gguf_tokenizer_check.py TRIPAR TOK_ENCODE WORKDIR")
+    main(inner, outer, "gguf_tokenizer_check.py TRIPAR TOK_ENCODE WORKDIR")

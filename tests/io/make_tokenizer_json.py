@@ -9,6 +9,12 @@ tests/io/tokenizer_cli.sh read, into OUTDIR:
   gpt2-style/vocab.json, merges.txt   the same vocabulary and merges as GPT-2's two files
   qwen2-nfc/tokenizer.json       Qwen2's layout: the NFC normalizer, Qwen2's regex (single
                                  digits), a normalized added token "[Å]"
+  llama2-style/tokenizer.json    Llama 2's layout (SentencePiece BPE as transformers'
+                                 LlamaConverter writes it): a vocab of characters, byte fallback,
+                                 Prepend/Replace normalizers, no pre-tokenizer, the Replace,
+                                 ByteFallback, Fuse, Strip decoder; its own small vocab (LLAMA2)
+  llama2-unk/tokenizer.json      the same without byte fallback: unknown characters are <unk>,
+                                 a run of them one <unk> (fuse_unk)
   unsupported/NAME.json          one thing changed each, that tripar must refuse
 
 The vocabulary: the 256 byte symbols of GPT-2's bytes_to_unicode at id = byte value, the 16
@@ -87,6 +93,35 @@ def llama3(pairs):
     }
 
 
+# Llama 2's layout: <unk> 0, <s> 1, </s> 2, <0x00>..<0xFF> 3..258, then these pieces from 259,
+# and merges in this rank order (the C test derives its ids by hand from them)
+LLAMA2_PIECES = ["\u2581", "a", "b", "c", "\u00e9", "ab", "\u2581a", "\u2581ab", "abc"]
+LLAMA2_MERGES = [["a", "b"], ["\u2581", "a"], ["\u2581a", "b"], ["\u2581", "ab"], ["ab", "c"]]
+
+
+def llama2_style(byte_fallback=True):
+    v = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    v.update({f"<0x{b:02X}>": 3 + b for b in range(256)})
+    v.update({p: 259 + i for i, p in enumerate(LLAMA2_PIECES)})
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [added("<unk>", 0, True), added("<s>", 1, True), added("</s>", 2, True)],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>",
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": True, "byte_fallback": byte_fallback, "ignore_merges": False,
+                  "vocab": v, "merges": LLAMA2_MERGES},
+    }
+
+
 def gpt2_style():
     t = llama3(False)
     t["added_tokens"] = [added("<|endoftext|>", 273, True)]
@@ -136,6 +171,13 @@ def unsupported():
     variant("decoder", lambda t: t.__setitem__("decoder", {"type": "Metaspace"}))
     variant("single_word", lambda t: t["added_tokens"][1].__setitem__("single_word", True))
     variant("merge_missing", lambda t: t["model"]["merges"].append("x q"))
+    base = llama2_style()  # the steps of a character vocab
+    variant("replace_regex", lambda t: t["normalizer"]["normalizers"][1].__setitem__(
+        "pattern", {"Regex": " +"}))
+    variant("strip_unfused", lambda t: t["decoder"]["decoders"].pop(2))
+    variant("strip_stop", lambda t: t["decoder"]["decoders"][3].__setitem__("stop", 1))
+    variant("chars_bytelevel_decoder", lambda t: t.__setitem__("decoder", {"type": "ByteLevel"}))
+    variant("strip_not_last", lambda t: t["decoder"]["decoders"].append({"type": "Fuse"}))
     return out
 
 
@@ -154,6 +196,8 @@ def main():
     write_json(f"{out}/gpt2-style/vocab.json", vocab())
     with open(f"{out}/gpt2-style/merges.txt", "w", encoding="utf-8") as f:
         f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in MERGES))
+    write_json(f"{out}/llama2-style/tokenizer.json", llama2_style())
+    write_json(f"{out}/llama2-unk/tokenizer.json", llama2_style(byte_fallback=False))
     for name, t in unsupported().items():
         write_json(f"{out}/unsupported/{name}.json", t)
 

@@ -192,6 +192,28 @@ static void superblock_eof_set(const char *path, uint64_t eof) {
     fclose(f);
 }
 
+/* Where a tensor's stored data starts: its first chunk (tripar writes chunked datasets), or the
+ * one block of a contiguous one. */
+static haddr_t data_offset(const char *path, const char *link) {
+    hid_t file = h5_open_read(path);
+    hid_t dset = H5Dopen2(file, link, H5P_DEFAULT);
+    assert_true(dset >= 0);
+    hid_t dcpl = H5Dget_create_plist(dset);
+    haddr_t offset = HADDR_UNDEF;
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        hsize_t origin[3] = {0, 0, 0}, size = 0;
+        unsigned mask = 0;
+        assert_true(H5Dget_chunk_info_by_coord(dset, origin, &mask, &offset, &size) >= 0);
+    } else {
+        offset = H5Dget_offset(dset);
+    }
+    assert_true(offset != HADDR_UNDEF);
+    H5Pclose(dcpl);
+    H5Dclose(dset);
+    H5Fclose(file);
+    return offset;
+}
+
 static void test_read_config_truncated(void **state) {
     (void)state;
     char good[1024], bad[1024];
@@ -215,22 +237,14 @@ static void test_read_config_truncated(void **state) {
     char nt[1024];
     fixture_path(nt, sizeof nt, "no_tokenizer.h5");
     assert_int_equal(import_dir("f32-mlp", nt), 0);
-    hid_t file = h5_open_read(nt);
-    hid_t dset = H5Dopen2(file, "/weights/lnf_b", H5P_DEFAULT);
-    haddr_t offset = H5Dget_offset(dset);
-    H5Dclose(dset);
-    H5Fclose(file);
+    haddr_t offset = data_offset(nt, "/weights/lnf_b");
     file_copy(nt, bad);
     assert_int_equal(truncate(bad, (off_t)offset + 20), 0);
     superblock_eof_set(bad, (uint64_t)offset + 20);
     expect_config_error(bad, "tensor 'lnf_b' extends past the end of the file (truncated");
     /* cut earlier, the group's link index goes first */
     file_copy(good, bad);
-    hid_t g = h5_open_read(good);
-    dset = H5Dopen2(g, "/weights/fc1_w", H5P_DEFAULT);
-    offset = H5Dget_offset(dset);
-    H5Dclose(dset);
-    H5Fclose(g);
+    offset = data_offset(good, "/weights/fc1_w");
     assert_int_equal(truncate(bad, (off_t)offset + 100), 0);
     superblock_eof_set(bad, (uint64_t)offset + 100);
     expect_config_error(bad, "truncated");
@@ -285,6 +299,26 @@ static void edit_chunked(hid_t file) {
     H5Pclose(dcpl);
 }
 
+/* wpe chunked, with only its first chunk of rows written: the others were never allocated. */
+static void edit_unwritten_chunk(hid_t file) {
+    H5Ldelete(file, "/weights/wpe", H5P_DEFAULT);
+    hsize_t dims[2] = {32, 16}, chunk[2] = {8, 16}, start[2] = {0, 0};
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, chunk);
+    hid_t space = H5Screate_simple(2, dims, NULL);
+    hid_t dset = H5Dcreate2(file, "/weights/wpe", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl,
+                            H5P_DEFAULT);
+    assert_true(dset >= 0);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, chunk, NULL);
+    hid_t mspace = H5Screate_simple(2, chunk, NULL);
+    float zeros[8 * 16] = {0};
+    assert_true(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, space, H5P_DEFAULT, zeros) >= 0);
+    H5Sclose(mspace);
+    H5Sclose(space);
+    H5Dclose(dset);
+    H5Pclose(dcpl);
+}
+
 static void test_read_config_damaged(void **state) {
     (void)state;
     char bad[1024];
@@ -304,6 +338,8 @@ static void test_read_config_damaged(void **state) {
     damaged_copy(bad, edit_dtype);
     expect_config_error(bad, "tensor 'lnf_g' is not float32");
     expect_config_error("/nonexistent/ckpt.h5", "cannot open checkpoint");
+    damaged_copy(bad, edit_unwritten_chunk);
+    expect_config_error(bad, "tensor 'wpe' has no stored data from element (8, 0) on");
 
     /* a chunked dataset (as other tools might write) is accepted ... */
     damaged_copy(bad, edit_unlink_wpe);

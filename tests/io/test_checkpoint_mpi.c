@@ -67,7 +67,7 @@ static void load_compare(const char *path, const model_config *cfg, mesh *mesh, 
     model_build(&a, cfg, mesh, wtype, be);
     model_build(&b, cfg, mesh, wtype, be);
     model_fill_synthetic(&a, be, seed, &mesh->axis[AXIS_TP]);
-    int rc = checkpoint_load(&b, be, path, mesh->world, &mesh->axis[AXIS_TP]);
+    int rc = checkpoint_load(&b, be, path, mesh->world, &mesh->axis[AXIS_TP], 1);
     EXPECT(rc == STATUS_OK, "checkpoint_load: %s", error_message());
     EXPECT(a.weight_bytes == b.weight_bytes, "weight sizes differ");
     for (int i = 0; i < a.n_tensors; i++) {
@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
     model_config other = cfg;
     other.mlp = 48;
     model_build(&m, &other, &mesh, DTYPE_F32, &be);
-    int rc = checkpoint_load(&m, &be, path, mesh.world, &mesh.axis[AXIS_TP]);
+    int rc = checkpoint_load(&m, &be, path, mesh.world, &mesh.axis[AXIS_TP], 1);
     EXPECT(rc == STATUS_BAD_INPUT, "a mismatched model was loaded (rc %d)", rc);
     EXPECT(rank != 0 || strstr(error_message(), "fc1_w"), "message '%s' lacks fc1_w",
            error_message());

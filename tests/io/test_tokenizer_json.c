@@ -280,6 +280,61 @@ static void test_normalizer(void **state) {
     tokenizer_free(t);
 }
 
+/* Decodes n ids (with flags) and compares with want. */
+static void expect_text(const tokenizer *t, const int32_t *ids, int n, unsigned flags,
+                        const char *want) {
+    size_t len = 0;
+    char *s = tokenizer_decode_text(t, ids, n, flags, &len);
+    assert_non_null(s);
+    if (len != strlen(want) || strcmp(s, want) != 0)
+        fail_msg("decoded '%s', expected '%s'", s, want);
+    free(s);
+}
+
+/* SentencePiece BPE as Hugging Face writes it (make_tokenizer_json.py LLAMA2_*): <unk> 0, <s> 1,
+ * </s> 2, byte b is <0xBB> = 3 + b, then ▁ 259, a 260, b 261, c 262, é 263, ab 264, ▁a 265,
+ * ▁ab 266, abc 267; merges by rank: 0 "a b", 1 "▁ a", 2 "▁a b", 3 "▁ ab", 4 "ab c". The text
+ * gets "▁" in front and for every space; the pieces start as characters. The ids were checked
+ * against Hugging Face's tokenizers 0.23 on the same file. */
+static void test_llama2_style(void **state) {
+    (void)state;
+    tokenizer *t = load("llama2-style/tokenizer.json");
+    EXPECT(t, "ab", 1, 266);               /* ▁ a b -> ▁ ab (rank 0) -> ▁ab (rank 3) */
+    EXPECT(t, "abc ab", 3, 266, 262, 266); /* ▁ab (rank 3) wins over abc (rank 4) */
+    EXPECT(t, "\xc3\xa9", 2, 259, 263);    /* é is in the vocab */
+    EXPECT(t, "\xc3\xbc", 3, 259, 3 + 0xC3, 3 + 0xBC); /* ü is not: its bytes */
+    EXPECT(t, "<s>a", 2, 1, 265);                      /* the text after <s> gets its own ▁ */
+    EXPECT(t, "a  b ", 5, 265, 259, 259, 261, 259);
+    EXPECT(t, " ", 2, 259, 259);
+    EXPECT(t, "", 0);
+    const int32_t abc_ab[] = {266, 262, 266}, u[] = {259, 3 + 0xC3, 3 + 0xBC}, s_a[] = {1, 265},
+                  spaces[] = {265, 259, 259, 261, 259};
+    expect_text(t, abc_ab, 3, 0, "abc ab"); /* ▁ -> space, the first one stripped */
+    expect_text(t, u, 3, 0, "\xc3\xbc");    /* byte tokens fused back into UTF-8 */
+    expect_text(t, s_a, 2, 0, "<s> a");     /* as Hugging Face: <s> comes first, no strip */
+    expect_text(t, s_a, 2, TOKENIZER_SKIP_SPECIAL, "a");
+    expect_text(t, spaces, 5, 0, "a  b ");
+    static const char *texts[] = {"Hello, world!",
+                                  "  two leading",
+                                  "trailing  ",
+                                  "\n\tx\r\n",
+                                  "na\xc3\xafve \xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x9a\x80",
+                                  "abcabc ab c",
+                                  "\xff\xfe invalid"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
+        round_trip(t, texts[i], strlen(texts[i]));
+    tokenizer_free(t);
+
+    t = load("llama2-unk/tokenizer.json"); /* no byte fallback: <unk>, one per run (fuse_unk) */
+    EXPECT(t, "\xc3\xbc", 2, 259, 0);
+    EXPECT(t, "\xc3\xbc\xc3\xbc", 2, 259, 0);
+    EXPECT(t,
+           "\xc3\xbc"
+           "a\xc3\xbc",
+           4, 259, 0, 260, 0);
+    tokenizer_free(t);
+}
+
 /* Each file changes one thing tripar does not implement; loading it names the key and value. */
 static void test_unsupported(void **state) {
     (void)state;
@@ -302,6 +357,14 @@ static void test_unsupported(void **state) {
         {"decoder", "decoder.type \"Metaspace\" is not supported; allowed: ByteLevel"},
         {"single_word", "added_tokens[1].single_word true is not supported; allowed: false"},
         {"merge_missing", "model.merges[16]: 'xq' is not in model.vocab"},
+        {"replace_regex", "normalizer.normalizers[1].pattern {\"Regex\":\" +\"} is not "
+                          "supported; allowed: {\"String\": \"...\"}"},
+        {"strip_unfused", "decoder.decoders[2]: a Strip before Fuse (it would strip every "
+                          "token) is not supported"},
+        {"strip_stop", "decoder.decoders[3]: stop must be 0"},
+        {"chars_bytelevel_decoder", "pre_tokenizer has no ByteLevel step, so model.vocab is "
+                                    "read as characters, but the decoder is ByteLevel"},
+        {"strip_not_last", "decoder.decoders[4]: a decoder step after Strip is not supported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char path[1024];
@@ -520,6 +583,7 @@ int main(void) {
         cmocka_unit_test(test_equivalent_files),
         cmocka_unit_test(test_round_trips_and_specials),
         cmocka_unit_test(test_normalizer),
+        cmocka_unit_test(test_llama2_style),
         cmocka_unit_test(test_unsupported),
         cmocka_unit_test(test_import_stores_json),
         cmocka_unit_test(test_merge_orders),

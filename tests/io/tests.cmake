@@ -124,6 +124,18 @@ add_test(NAME ckpt_llama_save_reload_head_dim
          model.synthetic.head_dim=6 model.synthetic.embd=100)
 set_tests_properties(ckpt_llama_save_reload_head_dim PROPERTIES LABELS "mpi;checkpoint"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+# Integrity (docs/checkpoint.md): a flipped bit in a saved, an import-hf and an import-gguf
+# checkpoint exits 2 naming tensor and file on 4 ranks, each run within 120 s (only a hang
+# fails that); model.verify_checksums=false loads it; the layout without checksums warns once.
+foreach(kind save hf gguf)
+  set(name ckpt_integrity_${kind})
+  add_test(NAME ${name} COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_integrity.py
+           $<TARGET_FILE:tripar> ${CMAKE_CURRENT_BINARY_DIR}/ckpt_integrity ${kind})
+  set_tests_properties(${name} PROPERTIES LABELS "mpi;checkpoint" SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 600)
+endforeach()
+# the GGUF file is written by gguf-py, downloaded into a venv like the other GGUF tests
+set_property(TEST ckpt_integrity_gguf APPEND PROPERTY LABELS real)
 # A data/prompts file as input.text_file of a checkpoint with a tokenizer (label mpi).
 add_test(NAME ckpt_prompt_file COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/prompt_file.sh
          ${CMAKE_CURRENT_BINARY_DIR}/ckpt_prompt_file ${TRIPAR_DATA}/prompts/qa-128.txt)
@@ -210,3 +222,20 @@ if(NOT TRIPAR_SANITIZE)
   set_tests_properties(llama_hf_import_memory PROPERTIES LABELS "unit;checkpoint" TIMEOUT 120)
 endif()
 include(${CMAKE_CURRENT_SOURCE_DIR}/io/gguf.cmake)
+
+# input.chat: one user turn through the real templates of each family, against Jinja
+# (python3-jinja2); other templates refused.
+add_executable(chat_render ${CMAKE_CURRENT_SOURCE_DIR}/io/chat_render.c)
+target_link_libraries(chat_render PRIVATE tripar_core)
+add_test(NAME chat_template_jinja
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/chat_template_check.py
+                 $<TARGET_FILE:chat_render> ${CMAKE_SOURCE_DIR}/tests/data/chat
+                 ${CMAKE_CURRENT_BINARY_DIR}/chat_template)
+set_tests_properties(chat_template_jinja PROPERTIES LABELS "unit;checkpoint" SKIP_RETURN_CODE 77)
+# What the /tokenizer attributes (as import-gguf writes them) ask of a run: bos by
+# add_bos_token, input.chat through the template, generate.eos_id ending a sequence at once,
+# and the refusals (label mpi).
+add_test(NAME text_meta_e2e COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/text_meta_e2e.py
+         ${CMAKE_CURRENT_BINARY_DIR}/text_meta_e2e ${TOKJSON_FIXTURES})
+set_tests_properties(text_meta_e2e PROPERTIES LABELS "mpi;checkpoint" FIXTURES_REQUIRED tok_json
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)

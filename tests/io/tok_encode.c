@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     json_error_t jerr;
-    json_t *texts = json_load_file(argv[2], 0, &jerr);
+    json_t *texts = json_load_file(argv[2], JSON_ALLOW_NUL, &jerr); /* texts may hold NUL */
     if (!json_is_array(texts)) {
         fprintf(stderr, "tok_encode: %s: %s\n", argv[2], jerr.text);
         return 2;

@@ -88,6 +88,17 @@ sweep)
         "$src/jobs/tiny.yaml" --sweep parallel.tp=1,x --dry-run
     refused 2 "^tripar: error: --set parallel\.tp=x: parallel\.tp: expected an integer" \
         "$src/jobs/tiny.yaml" --set parallel.tp=x --dry-run
+    # a value that parses but fails a check against keys of the file (prompt + new tokens >
+    # ctx) is blamed on the sweep point, not on the file's generate line it meets
+    refused 2 "^tripar: error: --sweep input\.synthetic\.length=100: prompt of 100 tokens plus 4 new tokens exceeds model\.ctx = 64" \
+        "$src/tests/bench/small.yaml" --sweep input.synthetic.length=8,100 --dry-run
+    refused 2 "^tripar: error: --sweep model\.synthetic\.ctx=6: prompt of 4 tokens plus 4 new tokens exceeds model\.ctx = 6" \
+        "$src/jobs/tiny.yaml" --sweep model.synthetic.ctx=32,6 --dry-run
+    # without a command-line key the file's generate line is blamed, as before
+    printf '%s\n' 'model: {synthetic: {ctx: 6}}' 'input: {tokens: [[1, 2, 3, 4]]}' \
+        'generate: {new_tokens: 4}' >ctx_file.yaml
+    refused 2 "^tripar: error: ctx_file\.yaml:3: prompt of 4 tokens plus 4 new tokens exceeds" \
+        ctx_file.yaml --dry-run
     ;;
 text_origin)
     # text that the checkpoint's tokenizer cannot encode (its vocab lacks the byte 'z') is

@@ -129,6 +129,7 @@ static void test_tiny_fields(void **state) {
     assert_int_equal(j.comm, COMM_AUTO);
     assert_int_equal(j.cuda_graphs, 0);
     assert_int_equal(j.allow_tf32, 0);
+    assert_int_equal(j.memory_check, 1);
     assert_int_equal(j.microbatches, 1);
     assert_string_equal(j.order, "tp-pp-dp");
     assert_int_equal(j.overlap, 0);
@@ -163,7 +164,7 @@ static void test_demo_synthetic_input(void **state) {
     assert_int_equal(a.dp, 1);
     assert_int_equal(a.tp * a.pp * a.dp, 4);
     assert_int_equal(a.synthetic_input, 1);
-    assert_int_equal(a.batch, 2);
+    assert_int_equal(a.batch, 4); /* the README's dp=4 line splits it one prompt per replica */
     assert_int_equal(a.prompt_len, 16);
     assert_int_equal(a.timings, TIMINGS_LAYER);
     assert_string_equal(a.out, "demo.h5");
@@ -176,11 +177,11 @@ static void test_demo_synthetic_input(void **state) {
     assert_true(distinct > 0);
     /* the same seed gives the same tokens; another seed others */
     load_ok(&b, src_path("jobs/demo.yaml"), NULL, 0);
-    assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * 32);
+    assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * a.batch * a.prompt_len);
     job_free(&b);
     const char *sets[] = {"input.synthetic.seed=8"};
     load_ok(&b, src_path("jobs/demo.yaml"), sets, 1);
-    assert_memory_not_equal(a.tokens, b.tokens, sizeof(int32_t) * 32);
+    assert_memory_not_equal(a.tokens, b.tokens, sizeof(int32_t) * a.batch * a.prompt_len);
     /* the hash of docs/jobs.md, recomputed here independently */
     job_fill_synthetic_tokens(&b, 1000);
     uint64_t z = 8 + 0x9E3779B97F4A7C15ull * 1;
@@ -219,7 +220,7 @@ static void test_all_keys(void **state) {
         "  synthetic: {layers: 3, heads: 6, embd: 48, vocab: 500, ctx: 64, mlp: 100, seed: 9}\n"
         "  norm: post\n  precision: bf16\n  kv_cache: paged\n  kv_block: 8\n  ln_eps: 1.0e-6\n"
         "backend:\n  kind: cuda\n  threads: 3\n  device: 1\n  comm: nccl\n"
-        "  cuda_graphs: true\n  tf32: yes\n"
+        "  cuda_graphs: true\n  tf32: yes\n  memory_check: false\n"
         "parallel: {dp: 2, tp: 3, pp: 3, microbatches: 4, order: dp-tp-pp, overlap: true, "
         "chunks: 5}\n"
         "input:\n  tokens: [7, 8, 9]\n"
@@ -243,6 +244,7 @@ static void test_all_keys(void **state) {
     assert_int_equal(j.comm, COMM_NCCL);
     assert_int_equal(j.cuda_graphs, 1);
     assert_int_equal(j.allow_tf32, 1);
+    assert_int_equal(j.memory_check, 0);
     assert_int_equal(j.dp, 2);
     assert_int_equal(j.tp, 3);
     assert_int_equal(j.pp, 3);
@@ -468,7 +470,7 @@ static void test_overrides(void **state) {
     expect_error(tiny, unknown, 1,
                  "^--set model\\.foo=1: unknown key 'foo' in section 'model'; allowed: synthetic, "
                  "checkpoint, tokenizer, norm, precision, int8_group, quantize_head, kv_cache, "
-                 "kv_block, ln_eps, arch$");
+                 "kv_block, ln_eps, arch, verify_checksums$");
     const char *unknown2[] = {"model.synthetic.depth=1"};
     expect_error(tiny, unknown2, 1,
                  "^--set model\\.synthetic\\.depth=1: unknown key 'depth' in model\\.synthetic; "
@@ -526,7 +528,7 @@ static void round_trip(const char *path, const char *const *sets, int n_sets) {
     assert_int_equal(a.n_activations, b.n_activations);
     assert_true(a.backend == b.backend && a.comm == b.comm && a.threads == b.threads &&
                 a.device == b.device && a.cuda_graphs == b.cuda_graphs &&
-                a.allow_tf32 == b.allow_tf32);
+                a.allow_tf32 == b.allow_tf32 && a.memory_check == b.memory_check);
     assert_true(a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.microbatches == b.microbatches &&
                 a.overlap == b.overlap && a.chunks == b.chunks);
     assert_true(a.norm == b.norm && a.precision == b.precision && a.kv_cache == b.kv_cache &&
@@ -560,6 +562,43 @@ static void test_round_trip(void **state) {
     write_tmp("rt.txt", "1 2\n3 4\n");
     round_trip(write_tmp("rt.yaml", "model: {synthetic: {}}\ninput: {tokens_file: rt.txt}\n"), NULL,
                0);
+}
+
+/* input.chat and generate.stop_at_eos / eos_id: read, dumped so the resolved job reads back,
+ * and refused where they cannot apply. */
+static void test_chat_and_eos_keys(void **state) {
+    job j;
+    const char *path = write_tmp("chat.yaml", "model: {synthetic: {}}\n"
+                                              "input: {text: \"Hi?\", chat: true}\n");
+    load_ok(&j, path, NULL, 0);
+    assert_int_equal(j.chat, 1);
+    assert_int_equal(j.stop_at_eos, -1); /* auto */
+    assert_int_equal(j.eos_id_given, -1);
+    assert_non_null(strstr(j.yaml, "  chat: true\n"));
+    assert_non_null(strstr(j.yaml, "  stop_at_eos: auto\n"));
+    job_free(&j);
+    const char *sets[] = {"generate.stop_at_eos=false", "generate.eos_id=7"};
+    load_ok(&j, path, sets, 2);
+    assert_int_equal(j.stop_at_eos, 0);
+    assert_int_equal(j.eos_id_given, 7);
+    job_free(&j);
+    round_trip(path, sets, 2);
+    const char *on[] = {"generate.stop_at_eos=true", "input.chat=false"};
+    load_ok(&j, path, on, 2);
+    assert_int_equal(j.stop_at_eos, 1);
+    assert_int_equal(j.chat, 0);
+    assert_null(strstr(j.yaml, "chat:"));
+    job_free(&j);
+    const char *bad[] = {"generate.stop_at_eos=sometimes"};
+    expect_error(path, bad, 1, "generate.stop_at_eos: expected auto, true or false");
+    const char *neg[] = {"generate.eos_id=-1"};
+    expect_error(path, neg, 1, "generate.eos_id");
+    const char *not_bool[] = {"input.chat=maybe"};
+    expect_error(path, not_bool, 1, "input.chat");
+    const char *tokens[] = {"input.tokens=[1, 2]"};
+    expect_error(path, tokens, 1,
+                 "chat\\.yaml:2: input\\.chat: true renders text .*needs input\\.text or "
+                 "input\\.text_file, not input\\.tokens");
 }
 
 /* A checkpoint job leaves the shape to the runner, which then validates it. */
@@ -1158,6 +1197,7 @@ int main(void) {
         cmocka_unit_test(test_error_details),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_chat_and_eos_keys),
         cmocka_unit_test(test_checkpoint_job),
         cmocka_unit_test(test_free_zeroed),
         cmocka_unit_test(test_path_fallback),

@@ -130,3 +130,12 @@ tripar_parallel_test(parallel_report_nodes
   ${PAR}/check_report_nodes.sh ${CMAKE_CURRENT_BINARY_DIR}/report_nodes ${TRIPAR_FIXTURES}/factor.yaml)
 # Perplexity: every factorization, the refusals, SmolLM2 (label real).
 include(${TRIPAR_AREA_DIR}/perplexity.cmake)
+# generate.stop_at_eos: an eos id that ends some sequences early (picked from a first run's
+# tokens) gives the one-rank tokens, -1 after each eos, under every factorization of 2 to 4
+# ranks with micro-batches and uneven splits, and for Llama with replicated kv heads.
+tripar_parallel_test(parallel_stop_at_eos /usr/bin/python3 ${PAR}/check_eos_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/eos ${TRIPAR_FIXTURES}/factor.yaml 12 2 3 4
+  -- parallel.microbatches=2 record.activations=[])
+tripar_parallel_test(parallel_llama_stop_at_eos /usr/bin/python3 ${PAR}/check_eos_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/llama_eos ${TRIPAR_FIXTURES}/factor_llama.yaml 12 4
+  -- model.synthetic.kv_heads=2 parallel.microbatches=2 record.activations=[])

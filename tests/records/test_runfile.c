@@ -142,8 +142,10 @@ static void write_run(const char *path, int diverge, int finish, char *partial, 
     runfile_write_events(rf, &t); /* nothing new: appends nothing */
 
     double latency[4] = {4, 1, 3, 2}, ttft[4] = {0.5, 0.1, 0.3, 0.2}, tpot[4] = {1, 1, 1, 1};
+    /* rank 0's gaps are the run's; the others' must not leak in */
+    double itl[5] = {0.004, 0.001, 0.003, 0.002, rank ? 9.0 : 0.005};
     run_metrics met = {4, latency, ttft, tpot, 0.4, 2.1, 3.5, 40, 100, 5,
-                       1000.0 * (rank + 1)};
+                       1000.0 * (rank + 1), itl, 5, 5};
     runfile_write_metrics(rf, &met);
     if (finish)
         EXPECT(runfile_finish(rf) == STATUS_OK, "finish %s: %s", path, error_message());
@@ -331,6 +333,14 @@ static void check_run(const char *path, const char *partial, int diverge) {
                fabs(attr_double(g, "latency_p90") - 3.7) < 1e-12 &&
                fabs(attr_double(g, "latency_p99") - 3.97) < 1e-12 &&
                fabs(attr_double(g, "latency_mean") - 2.5) < 1e-12, "latency summary");
+    double gaps[5];
+    d = H5Dopen2(g, "itl", H5P_DEFAULT);
+    H5_CHECK(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, gaps));
+    H5Dclose(d);
+    EXPECT(gaps[0] == 0.004 && gaps[4] == 0.005, "itl series");
+    EXPECT(fabs(attr_double(g, "itl_mean") - 0.003) < 1e-12 &&
+               fabs(attr_double(g, "itl_p50") - 0.003) < 1e-12 &&
+               fabs(attr_double(g, "itl_p90") - 0.0046) < 1e-12, "itl summary");
     EXPECT(fabs(attr_double(g, "tokens_per_s") - 40.0) < 1e-12 &&
                fabs(attr_double(g, "requests_per_s") - 2.0) < 1e-12, "throughput");
     EXPECT(attr_long(g, "generated_tokens") == 100 && attr_long(g, "iterations") == 4 &&
