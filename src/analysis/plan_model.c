@@ -12,15 +12,20 @@ int plan_model_from_job(const job *j, plan_model *m, plan_workload *w) {
     memset(m, 0, sizeof *m);
     int rc = STATUS_OK;
     char why[PATH_WHY_MAX];
+    checkpoint_storage stored = {.precision = PRECISION_FP32};
     if (j->checkpoint[0] && path_check_input(j->checkpoint, why, sizeof why) != 0) {
         /* a FIFO would block the reader: refused before it is opened, as `run` refuses it */
         error_set("model.checkpoint '%s' %s", j->checkpoint, why);
         rc = STATUS_BAD_INPUT;
     } else if (j->checkpoint[0])
-        rc = checkpoint_read_config(j->checkpoint, &m->cfg);
+        rc = checkpoint_read_stored(j->checkpoint, &m->cfg, &stored);
     else
         model_config_from_job(&m->cfg, j);
-    m->weight_dtype = j->precision, m->kv_cache = j->kv_cache, m->kv_block = j->kv_block;
+    /* a bf16 or int8w checkpoint gives the precision a job leaves out, as `run` takes it */
+    m->weight_dtype = j->checkpoint[0] && rc == STATUS_OK && !job_key_given(j, "model.precision")
+                          ? stored.precision
+                          : j->precision;
+    m->kv_cache = j->kv_cache, m->kv_block = j->kv_block;
     /* tripar's comm backends: MPI on the CPU backend or when asked for, else NCCL */
     m->collectives =
         j->backend == BACKEND_CPU || j->comm == COMM_MPI ? PLAN_COLL_MPI : PLAN_COLL_NCCL;

@@ -7,28 +7,32 @@
 #include "base/check.h"
 #include "cli/cli.h"
 #include "io/import_gguf.h"
+#include "io/import_write.h"
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: tripar import-gguf FILE.gguf --out CKPT.h5\n"
-            "  Converts a llama.cpp GGUF file into a tripar checkpoint (fp32, as import-hf).\n"
-            "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama; the Q/K\n"
-            "  row order llama.cpp uses is undone), qwen2 (with its q/k/v biases) or gpt2. Tensor\n"
-            "  types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (dequantized).\n"
-            "  Llama 3.1's rope scaling (rope_freqs) is read back as llama3 parameters.\n"
-            "  Tokenizer: tokenizer.ggml.model gpt2 with tokenizer.ggml.pre default, gpt2,\n"
-            "  llama-bpe, qwen2 or smollm, stored as tokenizer.json with bos/eos ids,\n"
-            "  add_bos_token and the chat template. Refused with exit 2, naming the key or\n"
-            "  tensor: another architecture, tokenizer or rope scaling, a missing tensor or one\n"
-            "  whose dims disagree with the metadata, a truncated file.\n");
+    fprintf(
+        out,
+        "usage: tripar import-gguf FILE.gguf --out CKPT.h5 [--precision fp32|bf16|int8w]\n"
+        "                          [--int8-group N]\n"
+        "  Converts a llama.cpp GGUF file into a tripar checkpoint, as import-hf does.\n"
+        "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama; the Q/K\n"
+        "  row order llama.cpp uses is undone), qwen2 (with its q/k/v biases) or gpt2. Tensor\n"
+        "  types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (dequantized).\n"
+        "  Llama 3.1's rope scaling (rope_freqs) is read back as llama3 parameters.\n"
+        "  Tokenizer: tokenizer.ggml.model gpt2 with tokenizer.ggml.pre default, gpt2,\n"
+        "  llama-bpe, qwen2 or smollm, stored as tokenizer.json with bos/eos ids,\n"
+        "  add_bos_token and the chat template. Refused with exit 2, naming the key or\n"
+        "  tensor: another architecture, tokenizer or rope scaling, a missing tensor or one\n"
+        "  whose dims disagree with the metadata, a truncated file.\n" CLI_IMPORT_OPTIONS_USAGE);
 }
 
 int import_gguf_main(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
-    int rc = cli_import_args(argc, argv, usage, &in, &out);
+    import_options opts;
+    int rc = cli_import_args(argc, argv, usage, &in, &out, &opts);
     if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
     import_gguf_summary s = {0};
-    if (import_gguf_convert(in, out, &s) != STATUS_OK) {
+    if (import_gguf_convert(in, out, &opts, &s) != STATUS_OK) {
         fprintf(stderr, "import-gguf: %s\n", error_message());
         return TRIPAR_EXIT_USAGE;
     }
@@ -36,10 +40,10 @@ int import_gguf_main(int argc, char **argv) {
     struct stat st;
     long long bytes = stat(out, &st) == 0 ? (long long)st.st_size : 0;
     printf("import-gguf: %s -> %s\n  %s: layers %d, heads %d, embd %d, mlp %d, vocab %d, ctx %d, "
-           "norm eps %g\n  %d tensors (%d quantized); tokenizer: %s; %.1f MB\n",
+           "norm eps %g\n  %d tensors (%d quantized); tokenizer: %s; %s; %.1f MB\n",
            in, out, s.arch, cfg->layers, cfg->heads, cfg->embd, cfg->mlp, cfg->vocab, cfg->ctx,
            (double)cfg->ln_eps, s.n_tensors, s.n_quantized, s.has_tokenizer ? "yes" : "no",
-           (double)bytes / 1e6);
+           cli_import_stored(&opts), (double)bytes / 1e6);
     if (cfg->arch == ARCH_LLAMA)
         printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
                cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",

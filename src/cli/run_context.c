@@ -52,10 +52,36 @@ static int checkpoint_is_regular(const job *j) {
     return 0;
 }
 
+/* A checkpoint stored in bf16 or int8w gives model.precision (and int8w's model.int8_group)
+ * when the job leaves them out, and refuses a precision it cannot load into, naming the key
+ * (docs/checkpoint.md, "Stored precision"). */
+static int adopt_checkpoint_precision(job *j, const checkpoint_storage *st) {
+    if (!job_key_given(j, "model.precision")) j->precision = st->precision;
+    if (j->precision == PRECISION_INT8W && st->precision == PRECISION_INT8W &&
+        !job_key_given(j, "model.int8_group"))
+        j->int8_group = st->int8_group;
+    model_config cfg;
+    model_config_from_job(&cfg, j);
+    char where[256], why[1024];
+    const char *key = checkpoint_storage_refusal(st, j->precision, &cfg, j->checkpoint);
+    if (!key && j->backend == BACKEND_CUDA && cfg.int8_group > 0) {
+        error_set("the checkpoint %s stores int8w scales per %d columns, and the cuda kernels "
+                  "scale int8 weights per row; allowed with cuda: a checkpoint imported with "
+                  "--int8-group 0, or backend.kind: cpu",
+                  j->checkpoint, cfg.int8_group);
+        key = "backend.kind";
+    }
+    if (!key) return STATUS_OK;
+    snprintf(why, sizeof why, "%s", error_message());
+    error_set("%s: %s", job_key_origin(j, key, where, sizeof where), why);
+    return STATUS_BAD_INPUT;
+}
+
 /* The checkpoint's shape replaces the job's model keys, and the resolved job records it. */
 static int adopt_checkpoint_shape(job *j) {
     model_config ck;
-    if (checkpoint_read_config(j->checkpoint, &ck) != STATUS_OK) return STATUS_BAD_INPUT;
+    checkpoint_storage st;
+    if (checkpoint_read_stored(j->checkpoint, &ck, &st) != STATUS_OK) return STATUS_BAD_INPUT;
     if (j->arch_given && j->arch != ck.arch) {
         char where[160];
         error_set("%s: model.arch = %s, but the checkpoint %s holds a %s model",
@@ -72,6 +98,7 @@ static int adopt_checkpoint_shape(job *j) {
     j->rope_low_freq_factor = (float)ck.rope_scaling.low_freq_factor;
     j->rope_high_freq_factor = (float)ck.rope_scaling.high_freq_factor;
     j->rope_original_ctx = ck.rope_scaling.original_max_position_embeddings;
+    if (adopt_checkpoint_precision(j, &st) != STATUS_OK) return STATUS_BAD_INPUT;
     free(j->yaml);
     j->yaml = job_dump_string(j);
     return STATUS_OK;

@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "io/h5util.h"
+#include "kernels/quant.h"
 #include "parallel/agree.h"
 
 const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS] = {
@@ -85,6 +86,14 @@ int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shap
         return rows[i].ndims;
     }
     return 0;
+}
+
+int checkpoint_scale_shape(const model_config *cfg, const char *name, int group, long shape[3]) {
+    int nd = checkpoint_tensor_shape(cfg, name, shape);
+    CHECK(nd >= 2, "tensor %s has no rows to scale", name);
+    if (group == 0) return nd - 1; /* one scale per row: the weight's shape less its columns */
+    shape[nd - 1] = (shape[nd - 1] + group - 1) / group;
+    return nd;
 }
 
 static void shape_format(char *out, size_t len, int ndims, const long *dims) {
@@ -171,7 +180,8 @@ static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     return STATUS_OK;
 }
 
-static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
+static int read_config_attrs(hid_t file, const char *path, model_config *cfg,
+                             long long *version_out) {
     /* string attributes may be fixed- or variable-length (h5py's default): h5util reads both */
     char format[64];
     if (h5_attr_read_string(file, "format", format, sizeof format) != 0) {
@@ -192,11 +202,12 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
                   path, CHECKPOINT_FORMAT_VERSION);
         return STATUS_BAD_INPUT;
     }
-    if (version != CHECKPOINT_FORMAT_VERSION) {
-        error_set("%s: unsupported checkpoint format_version %lld (this tripar reads %d)", path,
-                  version, CHECKPOINT_FORMAT_VERSION);
+    if (version < CHECKPOINT_FORMAT_VERSION_FP32 || version > CHECKPOINT_FORMAT_VERSION) {
+        error_set("%s: unsupported checkpoint format_version %lld (this tripar reads %d to %d)",
+                  path, version, CHECKPOINT_FORMAT_VERSION_FP32, CHECKPOINT_FORMAT_VERSION);
         return STATUS_BAD_INPUT;
     }
+    *version_out = version;
     const char *int_names[6] = {"layers", "heads", "embd", "vocab", "ctx", "mlp"};
     int *int_slots[6] = {&cfg->layers, &cfg->heads, &cfg->embd, &cfg->vocab, &cfg->ctx, &cfg->mlp};
     for (int i = 0; i < 6; i++) {
@@ -243,7 +254,7 @@ static int read_config_attrs(hid_t file, const char *path, model_config *cfg) {
 
 /* Whether every byte of the dataset's storage lies inside the file: a truncated file keeps
  * its metadata (at the front) but loses the tail of the raw data. */
-static int dataset_storage_check(hid_t dset, const char *path, const char *name, long nelems,
+static int dataset_storage_check(hid_t dset, const char *path, const char *name, long nbytes,
                                  haddr_t base, long long file_size) {
     hid_t dcpl = H5Dget_create_plist(dset);
     H5_CHECK(dcpl);
@@ -262,7 +273,7 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
     if (layout == H5D_CONTIGUOUS) {
         haddr_t offset = H5Dget_offset(dset);
         hsize_t size = H5Dget_storage_size(dset);
-        if (offset == HADDR_UNDEF || size < (hsize_t)nelems * sizeof(float)) {
+        if (offset == HADDR_UNDEF || size < (hsize_t)nbytes) {
             error_set("%s: tensor '%s' has no stored data (never written?)", path, name);
             return STATUS_BAD_INPUT;
         }
@@ -317,8 +328,10 @@ static int dataset_storage_check(hid_t dset, const char *path, const char *name,
     return STATUS_OK;
 }
 
-static int dataset_check(hid_t file, const char *path, const char *name, const model_config *cfg,
-                         haddr_t base, long long file_size) {
+/* /weights/<name> exists, is of the stored dtype and of the shape want (ndims want_ndims),
+ * and its bytes lie inside the file. */
+static int dataset_check(hid_t file, const char *path, const char *name, dtype stored,
+                         int want_ndims, const long *want, haddr_t base, long long file_size) {
     char link[64];
     snprintf(link, sizeof link, "/weights/%s", name);
     htri_t exists = 0;
@@ -347,8 +360,6 @@ static int dataset_check(hid_t file, const char *path, const char *name, const m
     int rc = STATUS_OK;
     hid_t type = H5Dget_type(dset);
     hid_t space = H5Dget_space(dset);
-    long want[3];
-    int want_ndims = checkpoint_tensor_shape(cfg, name, want);
     hsize_t dims[H5S_MAX_RANK];
     int ndims = H5Sget_simple_extent_dims(space, dims, NULL);
     long have[H5S_MAX_RANK];
@@ -357,8 +368,10 @@ static int dataset_check(hid_t file, const char *path, const char *name, const m
     int same = ndims == want_ndims;
     for (int d = 0; same && d < ndims; d++)
         same = have[d] == want[d];
-    if (H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) != sizeof(float)) {
-        error_set("%s: tensor '%s' is not float32", path, name);
+    if (!checkpoint_h5_type_is(type, stored)) {
+        error_set("%s: tensor '%s' is not %s%s", path, name,
+                  stored == DTYPE_F32 ? "float32" : dtype_name(stored),
+                  stored == DTYPE_F32 ? "" : ", as the root attribute precision says");
         rc = STATUS_BAD_INPUT;
     } else if (!same) {
         char a[96], b[96];
@@ -371,7 +384,8 @@ static int dataset_check(hid_t file, const char *path, const char *name, const m
         long nelems = 1;
         for (int d = 0; d < ndims; d++)
             nelems *= have[d];
-        rc = dataset_storage_check(dset, path, name, nelems, base, file_size);
+        rc = dataset_storage_check(dset, path, name, nelems * (long)dtype_size(stored), base,
+                                   file_size);
     }
     H5Sclose(space);
     H5Tclose(type);
@@ -379,7 +393,27 @@ static int dataset_check(hid_t file, const char *path, const char *name, const m
     return rc;
 }
 
+/* A weight tensor in its stored dtype, and an int8 one's scales (float32). */
+static int tensor_check(hid_t file, const char *path, const char *name, const model_config *cfg,
+                        const checkpoint_storage *st, haddr_t base, long long file_size) {
+    int group = 0;
+    const dtype stored = checkpoint_tensor_dtype(cfg, st, name, &group);
+    long want[3];
+    int nd = checkpoint_tensor_shape(cfg, name, want);
+    int rc = dataset_check(file, path, name, stored, nd, want, base, file_size);
+    if (rc != STATUS_OK || stored != DTYPE_INT8) return rc;
+    char scale[64];
+    checkpoint_scale_name(name, scale, sizeof scale);
+    nd = checkpoint_scale_shape(cfg, name, group, want);
+    return dataset_check(file, path, scale, DTYPE_F32, nd, want, base, file_size);
+}
+
 int checkpoint_read_config(const char *path, model_config *cfg) {
+    checkpoint_storage st;
+    return checkpoint_read_stored(path, cfg, &st);
+}
+
+int checkpoint_read_stored(const char *path, model_config *cfg, checkpoint_storage *storage) {
     struct stat st;
     if (stat(path, &st) != 0) {
         error_set("%s: cannot open checkpoint: %s", path, strerror(errno));
@@ -404,13 +438,17 @@ int checkpoint_read_config(const char *path, model_config *cfg) {
 
     model_config c;
     memset(&c, 0, sizeof c);
-    int rc = read_config_attrs(file, path, &c);
+    long long version = 0;
+    checkpoint_storage stored;
+    int rc = read_config_attrs(file, path, &c, &version);
+    if (rc == STATUS_OK) rc = checkpoint_read_storage_attrs(file, path, version, &stored);
     const char *const *names = NULL;
     const int n_names = rc == STATUS_OK ? checkpoint_tensor_list(&c, &names) : 0;
     for (int i = 0; rc == STATUS_OK && i < n_names; i++)
-        rc = dataset_check(file, path, names[i], &c, (haddr_t)userblock, (long long)st.st_size);
+        rc = tensor_check(file, path, names[i], &c, &stored, (haddr_t)userblock,
+                          (long long)st.st_size);
     H5Fclose(file);
-    if (rc == STATUS_OK) *cfg = c;
+    if (rc == STATUS_OK) *cfg = c, *storage = stored;
     return rc;
 }
 
@@ -496,34 +534,77 @@ static hid_t shard_file_space(hid_t dset, const tensor_desc *t, long n) {
     return fspace;
 }
 
-/* Opens every /weights dataset and checks its shape against the model's, agreed over world
- * before any collective read, so no rank starts a read another skips. On success fills dsets
- * and the largest local shard; otherwise closes what it opened and returns STATUS_BAD_INPUT. */
+/* One /weights tensor as the file stores it. */
+typedef struct {
+    hid_t values; /* the dataset, -1 when not open */
+    hid_t scales; /* int8: /weights/<name>_scale, else -1 */
+    dtype stored; /* DTYPE_F32, DTYPE_BF16 or DTYPE_INT8 */
+    int group;    /* int8: weight columns per scale, 0 per row */
+} stored_tensor;
+
+/* The dtype a table row is held in: matrices in the weight dtype, the rest fp32. */
+static dtype held_dtype(const model *m, const tensor_desc *t) {
+    return t->is_matrix ? m->weight_dtype : DTYPE_F32;
+}
+
+/* Whether a tensor stored as s can become t's held values: as stored, from float32 (converted
+ * as a synthetic fill is), or bf16 widened exactly to float32. An int8 one needs the group the
+ * model scales that matrix with. 0, or 1 with error_message() set. */
+static int stored_unloadable(const model *m, const tensor_desc *t, const stored_tensor *s,
+                             const char *path) {
+    const dtype held = held_dtype(m, t);
+    if (s->stored == DTYPE_F32 || (s->stored == DTYPE_BF16 && held == DTYPE_F32)) return 0;
+    if (s->stored == held && (held != DTYPE_INT8 || s->group == m->int8[t->input].group)) return 0;
+    if (s->stored == held)
+        error_set("%s: tensor '%s' is stored with int8 scales per %d columns, but this load "
+                  "scales it per %d (0: per row)",
+                  path, t->name, s->group, m->int8[t->input].group);
+    else
+        error_set("%s: tensor '%s' is stored in %s, which a load holding it in %s cannot take "
+                  "(allowed: the stored dtype, or f32 from bf16)",
+                  path, t->name, dtype_name(s->stored), dtype_name(held));
+    return 1;
+}
+
+/* Opens every /weights dataset (an int8 one's scales too) and checks its shape and stored
+ * dtype against the model's, agreed over world before any collective read, so no rank starts
+ * a read another skips. On success fills tensors and counts in *unchecked the tensors written
+ * without checksums; otherwise closes what it opened and returns STATUS_BAD_INPUT. */
 static int weights_open_checked(hid_t file, const model *m, const char *path, MPI_Comm world,
-                                hid_t dsets[CHECKPOINT_N_TENSORS], long *max_local,
-                                int *unchecked) {
+                                const checkpoint_storage *st,
+                                stored_tensor tensors[CHECKPOINT_N_TENSORS], int *unchecked) {
     int bad = 0;
-    *max_local = 1;
     *unchecked = 0;
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
-        dsets[i] = -1;
+        tensors[i] = (stored_tensor){.values = -1, .scales = -1};
     for (int i = 0; i < n_names; i++) {
         const char *name = names[i];
+        stored_tensor *s = &tensors[i];
+        s->stored = checkpoint_tensor_dtype(&m->cfg, st, name, &s->group);
         char link[64];
         snprintf(link, sizeof link, "/weights/%s", name);
-        H5E_BEGIN_TRY { dsets[i] = H5Dopen2(file, link, H5P_DEFAULT); }
+        H5E_BEGIN_TRY { s->values = H5Dopen2(file, link, H5P_DEFAULT); }
         H5E_END_TRY;
+        if (s->stored == DTYPE_INT8) {
+            snprintf(link, sizeof link, "/weights/%s%s", name, CHECKPOINT_SCALE_SUFFIX);
+            H5E_BEGIN_TRY { s->scales = H5Dopen2(file, link, H5P_DEFAULT); }
+            H5E_END_TRY;
+        }
         const tensor_desc *t = model_find_tensor(m, name);
-        if (dsets[i] < 0) {
-            if (!bad) error_set("%s: tensor '%s' is missing", path, name);
+        if (s->values < 0 || (s->stored == DTYPE_INT8 && s->scales < 0)) {
+            if (!bad)
+                error_set("%s: tensor '%s%s' is missing", path, name,
+                          s->values < 0 ? "" : CHECKPOINT_SCALE_SUFFIX);
             bad = 1;
             continue;
         }
-        *unchecked += !checkpoint_dataset_checksummed(dsets[i]);
+        /* a tensor is checked when its values and (int8) its scales both are */
+        *unchecked += !checkpoint_dataset_checksummed(s->values) ||
+                      (s->scales >= 0 && !checkpoint_dataset_checksummed(s->scales));
         if (!t) continue;
-        hid_t space = H5Dget_space(dsets[i]);
+        hid_t space = H5Dget_space(s->values);
         hsize_t dims[H5S_MAX_RANK];
         int ndims = H5Sget_simple_extent_dims(space, dims, NULL);
         H5Sclose(space);
@@ -536,14 +617,38 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
             error_set("%s: tensor '%s' does not have the model's shape %s", path, name, a);
         }
         if (!same) bad = 1;
-        if (tensor_held(t) && tensor_local_elems(t) > *max_local)
-            *max_local = tensor_local_elems(t);
+        if (!bad && stored_unloadable(m, t, s, path)) bad = 1;
     }
     if (!agree_any_bad(world, bad)) return STATUS_OK;
     if (!bad) error_set("%s: the checkpoint does not match the model (see rank 0)", path);
-    for (int i = 0; i < n_names; i++)
-        if (dsets[i] >= 0) H5Dclose(dsets[i]);
+    for (int i = 0; i < n_names; i++) {
+        if (tensors[i].values >= 0) H5Dclose(tensors[i].values);
+        if (tensors[i].scales >= 0) H5Dclose(tensors[i].scales);
+    }
     return STATUS_BAD_INPUT;
+}
+
+/* The scales of an int8 table row as a row of their own: the weight's rows, and per group of
+ * columns one scale (none per row). A rank's columns start and end on group boundaries
+ * (model_int8_layout), except where the row's last, shorter group ends it. */
+static tensor_desc scale_desc(const tensor_desc *t, int group) {
+    tensor_desc s = *t;
+    const int last = t->ndims - 1;
+    if (group == 0) {
+        s.ndims = last;
+        return s;
+    }
+    const long cols = t->global_shape[last];
+    s.global_shape[last] = (cols + group - 1) / group;
+    for (int b = 0; b < t->local[last].nblocks; b++) {
+        const long start = t->local[last].start[b], count = t->local[last].count[b];
+        CHECK(start % group == 0 && (count % group == 0 || start + count == cols),
+              "tensor %s: columns [%ld, %ld) split a group of %d", t->name, start, start + count,
+              group);
+        s.local[last].start[b] = start / group;
+        s.local[last].count[b] = (count + group - 1) / group;
+    }
+    return s;
 }
 
 /* Block k of t's shard (counted over the product of every dimension's blocks, the last
@@ -560,13 +665,15 @@ static void shard_block(const tensor_desc *t, long k, hsize_t *fstart, hsize_t *
     }
 }
 
-/* Reads this rank's n elements of t into staging, one collective read per block, each block
- * selected alike in the file and in a memory space of the shard's local shape. Selections of
- * the same shape let HDF5 map chunks block by block; a flat memory space made it walk the
- * chunked selection element by element (15 times slower than contiguous storage). Ranks with
- * fewer blocks take part in the rest with empty selections. The first failure is kept in err. */
-static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t xfer, MPI_Comm world,
-                       float *staging, checkpoint_read_error *err) {
+/* Reads this rank's n elements of t (a whole shard, or a part of it: tensor_part narrows dim 0,
+ * and with it every block) from one stored dataset into buf as mem_type, one collective read
+ * per block, each block selected alike in the file and in a memory space of t's local shape.
+ * Selections of the same shape let HDF5 map chunks block by block; a flat memory space made it
+ * walk the chunked selection element by element (15 times slower than contiguous storage).
+ * Ranks with fewer blocks (or none: n is 0, t may be NULL) take part in the rest with empty
+ * selections. The first failure is kept in err. */
+static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t mem_type, hid_t xfer,
+                       MPI_Comm world, void *buf, checkpoint_read_error *err) {
     long blocks = n > 0 ? 1 : 0;
     hsize_t local[TENSOR_MAX_DIMS] = {1};
     for (int d = 0; n > 0 && d < t->ndims; d++) {
@@ -596,7 +703,7 @@ static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t xfer, MPI
         /* a failed read leaves the collective complete on every rank (HDF5 checks a chunk's
          * checksum after the rank has read it), so the rounds go on */
         H5E_BEGIN_TRY {
-            if (H5Dread(dset, H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging) < 0 &&
+            if (H5Dread(dset, mem_type, mspace, fspace, xfer, buf) < 0 &&
                 err->kind == CHECKPOINT_READ_OK)
                 checkpoint_read_error_take(err);
         }
@@ -627,48 +734,172 @@ static void read_failure_report(const checkpoint_read_error *mine, const char *p
     free(all);
 }
 
-/* Reads this rank's shard of every dataset (collectively; closing each) and stores it. The
- * ranks agree after each tensor whether any read failed, so all of them stop at the same one:
- * a failed checksum fails the read only on the ranks whose chunks hold the damage. */
-static int weights_read_shards(model *m, const backend *be, hid_t dsets[CHECKPOINT_N_TENSORS],
-                               long max_local, comm *tp, const char *path, MPI_Comm world,
-                               int verify) {
-    float *staging = xmalloc((unsigned long)max_local * sizeof(float));
+/* A load stages at most this many bytes of a tensor at a time (or one dim-0 entry, a layer or
+ * an embedding row, when that is larger), so its peak is about the weights themselves, not the
+ * weights plus a whole stacked shard (an 8B model's gate_up_w is 15 GB in fp32). The
+ * environment variable TRIPAR_LOAD_CHUNK_BYTES changes it, so that tests on tiny models read
+ * in many parts; the ranks agree on each tensor's part count, so it may differ between them. */
+#define LOAD_CHUNK_BYTES (64L << 20)
+
+static long load_chunk_bytes(void) {
+    const char *env = getenv("TRIPAR_LOAD_CHUNK_BYTES");
+    char *end = NULL;
+    long v = env ? strtol(env, &end, 10) : 0;
+    return env && end != env && *end == '\0' && v > 0 ? v : LOAD_CHUNK_BYTES;
+}
+
+/* How one tensor is read: in `parts` runs of its local dim 0 (the same count on every rank,
+ * so the collective reads line up), each of at most `per_part` dim-0 entries. */
+typedef struct {
+    long parts, per_part;
+    size_t entry_bytes; /* staged bytes per dim-0 entry: stored values, + f32 when widened */
+    long entry_scales;  /* int8 scales per dim-0 entry */
+} read_plan;
+
+/* This rank's entries of t's dim 0, one block in every table (layers, vocab rows, ...). */
+static long held_entries(const tensor_desc *t) {
+    if (!tensor_held(t)) return 0;
+    CHECK(t->local[0].nblocks == 1, "tensor %s: dim 0 in %d blocks", t->name, t->local[0].nblocks);
+    return t->local[0].count[0];
+}
+
+/* Plans every tensor's parts, agreed over world, and the staging the largest part needs. */
+static void read_plans_make(const model *m, const stored_tensor *tensors, int n_names,
+                            const char *const *names, MPI_Comm world, read_plan *plans,
+                            size_t *max_bytes, long *max_scales) {
+    *max_bytes = sizeof(float), *max_scales = 1;
+    const long chunk = load_chunk_bytes();
+    for (int i = 0; i < n_names; i++) {
+        const tensor_desc *t = model_find_tensor(m, names[i]);
+        const stored_tensor *s = &tensors[i];
+        read_plan *p = &plans[i];
+        *p = (read_plan){0};
+        const long n0 = held_entries(t), n = n0 > 0 ? tensor_local_elems(t) : 0;
+        long mine = 0;
+        if (n > 0) {
+            const long inner = n / n0;
+            p->entry_bytes = (size_t)inner * dtype_size(s->stored);
+            /* bf16 widened to f32 needs the f32 values beside the stored ones */
+            if (s->stored == DTYPE_BF16 && held_dtype(m, t) == DTYPE_F32)
+                p->entry_bytes += (size_t)inner * sizeof(float);
+            if (s->stored == DTYPE_INT8) p->entry_scales = tensor_scale_count(m, t) / n0;
+            const long fit = chunk / (long)p->entry_bytes;
+            const long per = fit < 1 ? 1 : fit;
+            mine = (n0 + per - 1) / per;
+        }
+        p->parts = agree_max_long(world, mine);
+        if (p->parts < 1) p->parts = 1; /* nobody holds it: one empty collective read */
+        p->per_part = n0 ? (n0 + p->parts - 1) / p->parts : 0;
+        if ((size_t)p->per_part * p->entry_bytes > *max_bytes)
+            *max_bytes = (size_t)p->per_part * p->entry_bytes;
+        if (p->per_part * p->entry_scales > *max_scales)
+            *max_scales = p->per_part * p->entry_scales;
+    }
+}
+
+/* Stores one part of t staged in its stored dtype: float32 through model_store_tensor
+ * (converted to the held dtype), a bf16 or int8 one held as stored through
+ * model_store_tensor_stored, and bf16 held as f32 widened first. */
+static void part_store(model *m, const backend *be, const tensor_desc *t, const stored_tensor *s,
+                       long first, long count, char *staging, const float *scales, comm *tp) {
+    tensor_part part;
+    tensor_part_init(&part, m, t, first, count);
+    const long n = tensor_local_elems(&part.d);
+    /* every TP rank of a stage holds the same rows and parts, so the TP collectives inside
+     * model_store_tensor line up */
+    if (s->stored != DTYPE_F32 && s->stored == held_dtype(m, t)) {
+        model_store_tensor_stored(m, be, &part.d, staging, scales);
+        return;
+    }
+    float *values = (float *)staging;
+    if (s->stored == DTYPE_BF16) { /* held as f32: widened exactly */
+        values = (float *)(staging + (size_t)n * sizeof(uint16_t));
+        convert_bf16_to_f32(values, (const uint16_t *)staging, n);
+    }
+    model_store_tensor(m, be, &part.d, values, tp);
+    /* a tied head kept in the weight dtype is a second tensor named wte over the same shard
+     * (model_add_head_copy): it stores the values just read (wte is always stored as float32,
+     * checkpoint_tensor_dtype) */
+    for (int c = 0; c < m->n_tensors; c++) {
+        const tensor_desc *copy = &m->tensors[c];
+        if (copy == t || strcmp(copy->name, t->name) != 0 || !tensor_held(copy)) continue;
+        CHECK(tensor_local_elems(copy) == tensor_local_elems(t), "tensor %s: the copy differs",
+              t->name);
+        tensor_part copy_part;
+        tensor_part_init(&copy_part, m, copy, first, count);
+        model_store_tensor(m, be, &copy_part.d, values, tp);
+    }
+}
+
+/* Reads part k of one tensor (its values and an int8 one's scales, collectively) and, when no
+ * rank's read of it failed, stores it. The ranks agree on failure before storing: the store's
+ * TP collectives need every TP rank of a stage, and a failed checksum fails the read only on
+ * the ranks whose chunks hold the damage. Returns 1 when some rank failed (err holds this
+ * rank's reason, if it had one). */
+static int part_read(model *m, const backend *be, const tensor_desc *t, const stored_tensor *s,
+                     const read_plan *p, long k, hid_t mem, hid_t xfer, MPI_Comm world,
+                     char *staging, float *scales, comm *tp, checkpoint_read_error *err) {
+    /* this rank's dim-0 entries of part k: none once its own run out */
+    const long n0 = held_entries(t);
+    const long first = k * p->per_part < n0 ? k * p->per_part : n0;
+    const long count = n0 - first < p->per_part ? n0 - first : p->per_part;
+    tensor_part part;
+    if (count > 0) tensor_part_init(&part, m, t, first, count);
+    const long n = count > 0 ? tensor_local_elems(&part.d) : 0;
+    shard_read(s->values, n > 0 ? &part.d : NULL, n, mem, xfer, world, staging, err);
+    if (s->stored == DTYPE_INT8) {
+        const tensor_desc sd = n > 0 ? scale_desc(&part.d, s->group) : (tensor_desc){0};
+        const long ns = n > 0 ? tensor_local_elems(&sd) : 0;
+        shard_read(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, world, scales, err);
+    }
+    if (agree_any_bad(world, err->kind != CHECKPOINT_READ_OK)) return 1;
+    if (n > 0) part_store(m, be, t, s, first, count, staging, scales, tp);
+    return 0;
+}
+
+/* Reads this rank's shard of every dataset, part by part (collectively; closing each), and
+ * stores it. With verify, HDF5 checks the checksum of every chunk read. The ranks stop
+ * together at the first tensor whose read failed on any rank, and report it once. */
+static int weights_read_shards(model *m, const backend *be,
+                               stored_tensor tensors[CHECKPOINT_N_TENSORS], MPI_Comm world,
+                               comm *tp, const char *path, int verify) {
+    const char *const *names = NULL;
+    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    read_plan plans[CHECKPOINT_N_TENSORS];
+    size_t max_bytes;
+    long max_scales;
+    read_plans_make(m, tensors, n_names, names, world, plans, &max_bytes, &max_scales);
+    char *staging = xmalloc(max_bytes);
+    float *scales = xmalloc((size_t)max_scales * sizeof(float));
     hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
     H5_CHECK(xfer);
     H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_COLLECTIVE));
     H5_CHECK(H5Pset_edc_check(xfer, verify ? H5Z_ENABLE_EDC : H5Z_DISABLE_EDC));
-    const char *const *names = NULL;
-    const int n_names = checkpoint_tensor_list(&m->cfg, &names);
+    /* memory types equal to the file's, so HDF5 converts nothing and stays collective */
+    hid_t bf16 = checkpoint_h5_type(DTYPE_BF16);
     int rc = STATUS_OK;
     for (int i = 0; i < n_names; i++) {
-        if (rc != STATUS_OK) { /* a read failed: close the rest unread */
-            H5Dclose(dsets[i]);
-            continue;
-        }
         const tensor_desc *t = model_find_tensor(m, names[i]);
-        long n = tensor_held(t) ? tensor_local_elems(t) : 0;
+        const stored_tensor *s = &tensors[i];
+        const hid_t mem = s->stored == DTYPE_INT8   ? H5T_NATIVE_INT8
+                          : s->stored == DTYPE_BF16 ? bf16
+                                                    : H5T_NATIVE_FLOAT;
         checkpoint_read_error err = {.kind = CHECKPOINT_READ_OK};
-        shard_read(dsets[i], t, n, xfer, world, staging, &err);
-        H5Dclose(dsets[i]);
-        if (agree_any_bad(world, err.kind != CHECKPOINT_READ_OK)) {
+        int failed = 0;
+        /* after a failed read the rest are closed unread */
+        for (long k = 0; rc == STATUS_OK && !failed && k < plans[i].parts; k++)
+            failed =
+                part_read(m, be, t, s, &plans[i], k, mem, xfer, world, staging, scales, tp, &err);
+        H5Dclose(s->values);
+        if (s->scales >= 0) H5Dclose(s->scales);
+        if (failed) {
             read_failure_report(&err, path, names[i], world);
             rc = STATUS_BAD_INPUT;
-            continue;
-        }
-        /* every TP rank of a stage holds the same rows, so the TP collectives inside
-         * model_store_tensor line up */
-        if (n > 0) model_store_tensor(m, be, t, staging, tp);
-        /* a tied head kept in the weight dtype is a second tensor named wte over the same
-         * shard (model_add_head_copy): it stores the values just read */
-        for (int c = 0; n > 0 && c < m->n_tensors; c++) {
-            const tensor_desc *copy = &m->tensors[c];
-            if (copy == t || strcmp(copy->name, t->name) != 0 || !tensor_held(copy)) continue;
-            CHECK(tensor_local_elems(copy) == n, "tensor %s: the copy's shard differs", t->name);
-            model_store_tensor(m, be, copy, staging, tp);
         }
     }
+    H5Tclose(bf16);
     H5Pclose(xfer);
+    free(scales);
     free(staging);
     return rc;
 }
@@ -680,10 +911,18 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
         error_set("%s: cannot open the checkpoint with parallel HDF5", path);
         return STATUS_BAD_INPUT;
     }
-    hid_t dsets[CHECKPOINT_N_TENSORS];
-    long max_local;
+    /* the same attributes on every rank (checkpoint_read_stored has checked them) */
+    long long version = 0;
+    checkpoint_storage st;
+    if (h5_attr_read_long(file, "format_version", &version) != 0 ||
+        checkpoint_read_storage_attrs(file, path, version, &st) != STATUS_OK) {
+        if (version == 0) error_set("%s: no root attribute 'format_version'", path);
+        H5Fclose(file);
+        return STATUS_BAD_INPUT;
+    }
+    stored_tensor tensors[CHECKPOINT_N_TENSORS];
     int unchecked = 0;
-    if (weights_open_checked(file, m, path, world, dsets, &max_local, &unchecked) != STATUS_OK) {
+    if (weights_open_checked(file, m, path, world, &st, tensors, &unchecked) != STATUS_OK) {
         H5Fclose(file);
         return STATUS_BAD_INPUT;
     }
@@ -696,7 +935,7 @@ int checkpoint_load(model *m, const backend *be, const char *path, MPI_Comm worl
                 "before tripar checksummed checkpoints): they load unverified. Write the "
                 "checkpoint again to add them (docs/checkpoint.md, \"Integrity\")\n",
                 path, unchecked, n_names);
-    const int rc = weights_read_shards(m, be, dsets, max_local, tp, path, world, verify_checksums);
+    const int rc = weights_read_shards(m, be, tensors, world, tp, path, verify_checksums);
     H5_CHECK(H5Fclose(file));
     if (rc != STATUS_OK) return rc;
     return model_weights_finite(m, world, path); /* NaN and Inf are refused (docs/checkpoint.md) */
@@ -716,7 +955,7 @@ static uint64_t slice_fingerprint(const tensor_desc *t) {
 
 void checkpoint_write_config_attrs(hid_t file, const model_config *cfg) {
     h5_attr_write_string(file, "format", CHECKPOINT_FORMAT);
-    h5_attr_write_int(file, "format_version", CHECKPOINT_FORMAT_VERSION);
+    h5_attr_write_int(file, "format_version", CHECKPOINT_FORMAT_VERSION_FP32);
     h5_attr_write_int(file, "layers", cfg->layers);
     h5_attr_write_int(file, "heads", cfg->heads);
     h5_attr_write_int(file, "embd", cfg->embd);
@@ -745,12 +984,18 @@ hid_t checkpoint_dataset_create(hid_t group, const model_config *cfg, const char
     long shape[3];
     int ndims = checkpoint_tensor_shape(cfg, name, shape);
     CHECK(ndims > 0, "unknown checkpoint tensor %s", name);
+    return checkpoint_dataset_create_typed(group, name, ndims, shape, H5T_IEEE_F32LE);
+}
+
+hid_t checkpoint_dataset_create_typed(hid_t group, const char *name, int ndims, const long *shape,
+                                      hid_t type) {
     hsize_t dims[3];
     for (int d = 0; d < ndims; d++)
         dims[d] = (hsize_t)shape[d];
     hid_t space = H5Screate_simple(ndims, dims, NULL);
-    hid_t dcpl = checkpoint_dcpl_create(ndims, dims, sizeof(float));
-    hid_t dset = H5Dcreate2(group, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    /* chunked and checksummed, with the stored element's size (bf16 2 bytes, int8 1) */
+    hid_t dcpl = checkpoint_dcpl_create(ndims, dims, H5Tget_size(type));
+    hid_t dset = H5Dcreate2(group, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5_CHECK(dset);
     H5Pclose(dcpl);
     H5Sclose(space);

@@ -4,6 +4,7 @@
 #pragma once
 #include <hdf5.h>
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "io/tokenizer.h"
@@ -16,7 +17,10 @@ extern "C" {
 #endif
 
 #define CHECKPOINT_FORMAT "tripar-checkpoint"
-#define CHECKPOINT_FORMAT_VERSION 1
+/* Version 1: every tensor float32. Version 2 adds the stored precision (bf16, int8w); an fp32
+ * file is still written as version 1, so every tripar reads it. This tripar reads both. */
+#define CHECKPOINT_FORMAT_VERSION 2
+#define CHECKPOINT_FORMAT_VERSION_FP32 1
 #define CHECKPOINT_N_TENSORS 16
 
 /* The weight datasets in file order (also the order in which every rank loads them). */
@@ -32,6 +36,59 @@ int checkpoint_tensor_list(const model_config *cfg, const char *const **names);
  * name is not a checkpoint tensor. */
 int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shape[3]);
 
+/* How a checkpoint stores its weights (docs/checkpoint.md, "Stored precision"): each tensor
+ * in the dtype a load in `precision` holds it in (matrices bf16, or int8 with float32 scales
+ * in /weights/<name>_scale; vectors and the embedding float32). Root attributes precision,
+ * int8_group and quantize_head; files without them (format_version 1) are fp32. */
+typedef struct {
+    precision_kind precision; /* PRECISION_FP32, PRECISION_BF16 or PRECISION_INT8W */
+    int int8_group;           /* int8w: the model.int8_group its scales were made for */
+    int quantize_head;        /* an untied head_w stored in precision (1) or float32 (0) */
+} checkpoint_storage;
+
+#define CHECKPOINT_SCALE_SUFFIX "_scale"
+
+/* The precisions a checkpoint is stored in ("fp32, bf16, int8w"), and one by name (0, or -1
+ * when the name is none of them). */
+const char *checkpoint_precision_names(void);
+int checkpoint_precision_parse(const char *name, precision_kind *p);
+
+/* The storage of cfg's model imported in precision p with int8_group (ignored unless int8w),
+ * the LM head as model.quantize_head: auto decides (an untied head in p). */
+checkpoint_storage checkpoint_storage_for(const model_config *cfg, precision_kind p,
+                                          int int8_group);
+
+/* The dtype /weights/<name> is stored in under st (DTYPE_F32, DTYPE_BF16 or DTYPE_INT8) and,
+ * for int8, its weight columns per scale in *group (0: one per row; group may be NULL). The
+ * engine's own size table decides, so a load in st's precision takes the values as stored. */
+dtype checkpoint_tensor_dtype(const model_config *cfg, const checkpoint_storage *st,
+                              const char *name, int *group);
+
+/* The global shape of /weights/<name>_scale for an int8 tensor of `group` columns per scale:
+ * the weight's shape less its columns (group 0), or with ceil(columns / group) of them. */
+int checkpoint_scale_shape(const model_config *cfg, const char *name, int group, long shape[3]);
+void checkpoint_scale_name(const char *name, char *out, size_t len);
+
+/* The HDF5 file type of a stored dtype (caller closes): float32, int8, or bf16 as a 16-bit
+ * HDF5 float with 8 exponent bits; and whether a dataset's type is that one. */
+hid_t checkpoint_h5_type(dtype t);
+int checkpoint_h5_type_is(hid_t type, dtype t);
+
+/* Reads the storage attributes of an open checkpoint of the given format_version into st
+ * (fp32 for version 1). STATUS_OK or STATUS_BAD_INPUT with error_message() naming the file. */
+int checkpoint_read_storage_attrs(hid_t file, const char *path, long long version,
+                                  checkpoint_storage *st);
+/* Writes them, and format_version 2, unless st is fp32 (then the file stays version 1). */
+void checkpoint_write_storage_attrs(hid_t file, const checkpoint_storage *st);
+
+/* Whether a job in precision p whose model config is cfg (model_config_from_job: int8_group,
+ * quantize_head) may load a checkpoint stored as st: NULL when it may, else the job key at
+ * fault ("model.precision", "model.int8_group", "model.quantize_head") with error_message()
+ * saying what is stored and what is allowed. Allowed: an fp32 file with any precision; bf16
+ * with bf16 or fp32 (widened exactly); int8w with int8w of the same int8_group. */
+const char *checkpoint_storage_refusal(const checkpoint_storage *st, precision_kind p,
+                                       const model_config *cfg, const char *path);
+
 /* Opens path with the serial driver and checks everything a load needs: the format and
  * version attributes, the config attributes, every /weights dataset present as float32 with
  * exactly the expected shape, and every dataset's storage inside the file (a truncated
@@ -39,6 +96,9 @@ int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shap
  * STATUS_BAD_INPUT with error_message() naming the file and the tensor. Pure function of the
  * file, so every rank may call it and gets the same answer without communication. */
 int checkpoint_read_config(const char *path, model_config *cfg);
+/* The same, with how the weights are stored: every dataset is checked in its stored dtype (and
+ * an int8 one's scales too). */
+int checkpoint_read_stored(const char *path, model_config *cfg, checkpoint_storage *st);
 
 /* Reads this rank's shard of every present table row of m (model_tensor_table done,
  * model_alloc done) and stores it with model_store_tensor. Collective over world: the file is
@@ -61,6 +121,11 @@ int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh 
  * one float32 dataset /weights/<name> of the global shape (caller closes it). */
 void checkpoint_write_config_attrs(hid_t file, const model_config *cfg);
 hid_t checkpoint_dataset_create(hid_t weights_group, const model_config *cfg, const char *name);
+/* The one place a checkpoint's datasets get their storage properties: name under group, of
+ * the global shape and HDF5 file type given (checkpoint_h5_type), chunked and checksummed by
+ * checkpoint_dcpl_create for that type's element size. Caller closes it. */
+hid_t checkpoint_dataset_create_typed(hid_t group, const char *name, int ndims, const long *shape,
+                                      hid_t type);
 
 /* About this many bytes per chunk of a weight dataset. */
 #define CHECKPOINT_CHUNK_BYTES (1u << 20)

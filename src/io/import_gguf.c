@@ -60,9 +60,9 @@ static int gguf_plan_validate(const gguf *g, const gguf_plan_tensor *list, int n
     return STATUS_OK;
 }
 
-/* Reads, dequantizes and un-permutes one tensor into its slice of dset. */
+/* Reads, dequantizes and un-permutes one tensor, and stores it through the writer. */
 static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_config *cfg,
-                               hid_t dset) {
+                               import_writer *w) {
     const gguf_tensor *t = gguf_tensor_find(g, p->name);
     float *a = xmalloc(t->elems * sizeof(float));
     int rc = gguf_tensor_read_f32(g, t, a);
@@ -80,25 +80,19 @@ static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_c
         free(tmp);
     }
     if (rc == STATUS_OK)
-        import_slice_write(dset, p->layer, p->row_offset, p->ndims, p->rows, p->cols, a);
+        import_writer_put(w, p->dst, p->layer, p->row_offset, p->ndims, p->rows, p->cols, a);
     free(a);
     return rc;
 }
 
 static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n, const model_config *cfg,
-                              hid_t file) {
-    hid_t group = h5_group_open_or_create(file, "weights");
-    const char *const *names;
-    const int nd = checkpoint_tensor_list(cfg, &names);
-    hid_t dsets[CHECKPOINT_N_TENSORS];
-    for (int d = 0; d < nd; d++)
-        dsets[d] = checkpoint_dataset_create(group, cfg, names[d]);
+                              hid_t file, const import_options *o) {
+    import_writer w;
+    import_writer_open(&w, file, cfg, o);
     int rc = STATUS_OK;
     for (int k = 0; k < n && rc == STATUS_OK; k++)
-        rc = gguf_tensor_convert(g, &list[k], cfg, dsets[import_dataset_index(names, list[k].dst)]);
-    for (int d = 0; d < nd; d++)
-        H5Dclose(dsets[d]);
-    H5Gclose(group);
+        rc = gguf_tensor_convert(g, &list[k], cfg, &w);
+    import_writer_close(&w);
     return rc;
 }
 
@@ -162,7 +156,8 @@ static void gguf_tokenizer_write(hid_t file, const char *json, const gguf_tokeni
     H5Gclose(group);
 }
 
-int import_gguf_convert(const char *path, const char *out, import_gguf_summary *summary) {
+int import_gguf_convert(const char *path, const char *out, const import_options *o,
+                        import_gguf_summary *summary) {
     gguf g;
     int rc = gguf_open(&g, path);
     if (rc != STATUS_OK) return rc;
@@ -186,7 +181,7 @@ int import_gguf_convert(const char *path, const char *out, import_gguf_summary *
     if (rc == STATUS_OK) rc = import_checkpoint_create(out, &file);
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &s.cfg);
-        rc = gguf_weights_write(&g, list, n, &s.cfg, file);
+        rc = gguf_weights_write(&g, list, n, &s.cfg, file, o);
         if (rc == STATUS_OK && tok_json) gguf_tokenizer_write(file, tok_json, &tok_attrs);
         H5_CHECK(H5Fclose(file));
         if (rc != STATUS_OK) unlink(out); /* no half-written checkpoint is left behind */

@@ -3,6 +3,7 @@
  * is its command line. */
 #pragma once
 
+#include "io/import_write.h"
 #include "model/model.h"
 
 /* What an import read and wrote, for the command's summary. */
@@ -14,9 +15,10 @@ typedef struct {
     int has_tokenizer; /* tokenizer.ggml.* stored as /tokenizer/json */
 } import_gguf_summary;
 
-/* Converts the GGUF file path into the checkpoint out. The metadata, every tensor's presence,
- * type and shape, and the output path are checked before the first byte is written; tensors
- * are then read, dequantized and written one at a time. Returns STATUS_OK with *summary
- * filled, or STATUS_BAD_INPUT with error_message() naming the key or tensor and its value (a
- * tensor found truncated or non-finite while writing removes the partial checkpoint). */
-int import_gguf_convert(const char *path, const char *out, import_gguf_summary *summary);
+/* Converts the GGUF file path into the checkpoint out, its weights stored as o asks. The metadata,
+ * every tensor's presence, type and shape, and the output path are checked before the first byte is
+ * written; tensors are then read, dequantized and written one at a time. Returns STATUS_OK with
+ * *summary filled, or STATUS_BAD_INPUT with error_message() naming the key or tensor and its value
+ * (a tensor found truncated or non-finite while writing removes the partial checkpoint). */
+int import_gguf_convert(const char *path, const char *out, const import_options *o,
+                        import_gguf_summary *summary);

@@ -391,9 +391,9 @@ static int hf_check_finite(const hf_model *hf, const hf_tensor *list, int n) {
     return STATUS_OK;
 }
 
-/* Writes one HF tensor into its layer slice of the stacked dataset. */
-static void hf_tensor_write(hid_t dset, const hf_tensor *h, const safetensors_tensor *t, float *a,
-                            float *b) {
+/* Stores one HF tensor into its layer slice of the stacked dataset. */
+static void hf_tensor_write(import_writer *w, const hf_tensor *h, const safetensors_tensor *t,
+                            float *a, float *b) {
     safetensors_tensor_to_f32(t, a);
     const float *src = a;
     long rows = h->ndims == 2 ? h->shape[0] : 1, cols = h->ndims == 2 ? h->shape[1] : h->shape[0];
@@ -407,7 +407,7 @@ static void hf_tensor_write(hid_t dset, const hf_tensor *h, const safetensors_te
         rows = cols;
         cols = tmp;
     }
-    import_slice_write(dset, h->layer, h->row_offset, h->ndims, rows, cols, src);
+    import_writer_put(w, h->dst, h->layer, h->row_offset, h->ndims, rows, cols, src);
 }
 
 /* lm_head.weight is tied to wte in tripar; say so when the file's differs. */
@@ -532,14 +532,14 @@ static int hf_out_check(const hf_import *im) {
     return rc;
 }
 
-/* Converts one HF tensor into its slice of dset; only it is in memory (twice when it is
- * transposed). */
-static void hf_tensor_convert(hf_import *im, const hf_tensor *h, hid_t dset) {
+/* Converts one HF tensor into its slice; only it is in memory (twice when it is transposed,
+ * and once more in its stored precision). */
+static void hf_tensor_convert(hf_import *im, const hf_tensor *h, import_writer *w) {
     const safetensors_tensor *t = hf_find(im->hf, h->name, NULL);
     uint64_t elems = safetensors_tensor_elems(t);
     float *a = xmalloc(elems * sizeof(float));
     float *b = h->transpose ? xmalloc(elems * sizeof(float)) : NULL;
-    hf_tensor_write(dset, h, t, a, b);
+    hf_tensor_write(w, h, t, a, b);
     hf_tensor_release(t);
     /* an untied Llama's lm_head is head_w; a tied model's must equal wte */
     if (strcmp(h->dst, "wte") == 0 && (im->cfg.arch != ARCH_LLAMA || im->cfg.tie_embeddings))
@@ -549,21 +549,16 @@ static void hf_tensor_convert(hf_import *im, const hf_tensor *h, hid_t dset) {
     free(b);
 }
 
-static void hf_weights_write(hf_import *im, hid_t file) {
-    hid_t group = h5_group_open_or_create(file, "weights");
-    const char *const *names;
-    const int n = checkpoint_tensor_list(&im->cfg, &names);
-    hid_t dsets[CHECKPOINT_N_TENSORS];
-    for (int d = 0; d < n; d++)
-        dsets[d] = checkpoint_dataset_create(group, &im->cfg, names[d]);
+static void hf_weights_write(hf_import *im, hid_t file, const import_options *o) {
+    import_writer w;
+    import_writer_open(&w, file, &im->cfg, o);
     for (int k = 0; k < im->n_tensors; k++)
-        hf_tensor_convert(im, &im->list[k], dsets[import_dataset_index(names, im->list[k].dst)]);
-    for (int d = 0; d < n; d++)
-        H5Dclose(dsets[d]);
-    H5Gclose(group);
+        hf_tensor_convert(im, &im->list[k], &w);
+    import_writer_close(&w);
 }
 
-int import_hf_convert(const char *dir, const char *out, import_hf_summary *summary) {
+int import_hf_convert(const char *dir, const char *out, const import_options *o,
+                      import_hf_summary *summary) {
     hf_import im = {.dir = dir, .out = out};
     im.hf = xcalloc(1, sizeof *im.hf);
     hid_t file = -1;
@@ -572,7 +567,7 @@ int import_hf_convert(const char *dir, const char *out, import_hf_summary *summa
     if (rc == STATUS_OK) rc = import_checkpoint_create(im.out, &file);
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &im.cfg);
-        hf_weights_write(&im, file);
+        hf_weights_write(&im, file, o);
         if (im.has_tokenizer) checkpoint_write_tokenizer(file, im.vocab, im.merges, im.tok_json);
         H5_CHECK(H5Fclose(file));
         *summary = (import_hf_summary){.cfg = im.cfg,

@@ -1,12 +1,15 @@
 /* What the importers share for writing a checkpoint (import_write.h): output checks, creating
- * the file, and one tensor into its slice of a stacked dataset. */
+ * the file, and the /weights writer that stores each source tensor in the precision asked for. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
 #include "base/path.h"
 #include "io/h5util.h"
 #include "io/import_write.h"
+#include "kernels/quant.h"
 
 int import_out_check(const char *out, const char *const *inputs, int n) {
     char why[PATH_WHY_MAX];
@@ -34,15 +37,10 @@ int import_checkpoint_create(const char *out, hid_t *file) {
     return STATUS_OK;
 }
 
-int import_dataset_index(const char *const *names, const char *name) {
-    int d = 0;
-    while (strcmp(names[d], name) != 0)
-        d++;
-    return d;
-}
-
-void import_slice_write(hid_t dset, int layer, long row_offset, int ndims, long rows, long cols,
-                        const float *src) {
+/* Writes src (mem_type), rows x cols (ndims 2) or cols values (ndims 1), into layer slice
+ * `layer` of dset (-1: unstacked) from row_offset of its row dimension. */
+static void slice_write(hid_t dset, int layer, long row_offset, int ndims, long rows, long cols,
+                        hid_t mem_type, const void *src) {
     hid_t fspace = H5Dget_space(dset);
     hsize_t start[3] = {0, 0, 0}, count[3];
     int nd = 0;
@@ -55,7 +53,75 @@ void import_slice_write(hid_t dset, int layer, long row_offset, int ndims, long 
     count[nd++] = (hsize_t)cols;
     H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
     hid_t mspace = H5Screate_simple(nd, count, NULL);
-    H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, H5P_DEFAULT, src));
+    H5_CHECK(H5Dwrite(dset, mem_type, mspace, fspace, H5P_DEFAULT, src));
     H5Sclose(mspace);
     H5Sclose(fspace);
+}
+
+void import_writer_open(import_writer *w, hid_t file, const model_config *cfg,
+                        const import_options *o) {
+    w->cfg = *cfg;
+    w->st = checkpoint_storage_for(cfg, o->precision, o->int8_group);
+    checkpoint_write_storage_attrs(file, &w->st);
+    w->group = h5_group_open_or_create(file, "weights");
+    w->n = checkpoint_tensor_list(cfg, &w->names);
+    for (int d = 0; d < w->n; d++) {
+        const char *name = w->names[d];
+        w->stored[d] = checkpoint_tensor_dtype(cfg, &w->st, name, &w->int8_group[d]);
+        w->scales[d] = -1;
+        long shape[3];
+        int nd = checkpoint_tensor_shape(cfg, name, shape);
+        hid_t type = checkpoint_h5_type(w->stored[d]);
+        w->values[d] = checkpoint_dataset_create_typed(w->group, name, nd, shape, type);
+        H5Tclose(type);
+        if (w->stored[d] != DTYPE_INT8) continue;
+        char scale[64];
+        checkpoint_scale_name(name, scale, sizeof scale);
+        nd = checkpoint_scale_shape(cfg, name, w->int8_group[d], shape);
+        w->scales[d] = checkpoint_dataset_create_typed(w->group, scale, nd, shape, H5T_IEEE_F32LE);
+    }
+}
+
+void import_writer_put(import_writer *w, const char *dst, int layer, long row_offset, int ndims,
+                       long rows, long cols, const float *src) {
+    int d = 0;
+    while (strcmp(w->names[d], dst) != 0)
+        d++;
+    const size_t n = (size_t)(ndims == 2 ? rows * cols : cols);
+    if (w->stored[d] == DTYPE_F32) {
+        slice_write(w->values[d], layer, row_offset, ndims, rows, cols, H5T_NATIVE_FLOAT, src);
+    } else if (w->stored[d] == DTYPE_BF16) {
+        uint16_t *half = xmalloc(n * sizeof(uint16_t));
+        convert_f32_to_bf16(half, src, (long)n);
+        hid_t bf16 = checkpoint_h5_type(DTYPE_BF16); /* as stored: HDF5 converts nothing */
+        slice_write(w->values[d], layer, row_offset, ndims, rows, cols, bf16, half);
+        H5Tclose(bf16);
+        free(half);
+    } else {
+        /* the rows are whole here, so a row's absmax is the one the TP ranks agree on at
+         * load, and groups start at column 0 as they do on every rank (model_int8_layout) */
+        const int group = w->int8_group[d];
+        const long per_row = group ? (cols + group - 1) / group : 1;
+        int8_t *q = xmalloc(n);
+        float *scale = xmalloc((size_t)(rows * per_row) * sizeof(float));
+        if (group)
+            quant_groups_int8(q, scale, src, rows, cols, group);
+        else
+            quant_rows_int8(q, scale, src, rows, cols, NULL);
+        slice_write(w->values[d], layer, row_offset, ndims, rows, cols, H5T_NATIVE_INT8, q);
+        if (group)
+            slice_write(w->scales[d], layer, row_offset, 2, rows, per_row, H5T_NATIVE_FLOAT, scale);
+        else /* one per row: a 1-D block of the scale dataset's rows */
+            slice_write(w->scales[d], layer, row_offset, 1, 1, rows, H5T_NATIVE_FLOAT, scale);
+        free(scale);
+        free(q);
+    }
+}
+
+void import_writer_close(import_writer *w) {
+    for (int d = 0; d < w->n; d++) {
+        H5Dclose(w->values[d]);
+        if (w->scales[d] >= 0) H5Dclose(w->scales[d]);
+    }
+    H5Gclose(w->group);
 }

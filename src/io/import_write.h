@@ -1,8 +1,10 @@
 /* What the importers (import_hf.c, import_gguf.c) share for writing a checkpoint: the output
- * path checks, creating the file, and one source tensor written into its slice of a stacked
- * /weights dataset. */
+ * path checks, creating the file, and the writer of /weights, which stores each source tensor
+ * (one layer's row block of a stacked dataset) in the precision asked for. */
 #pragma once
 #include <hdf5.h>
+
+#include "io/checkpoint.h"
 
 /* The checkpoint path out may be written (path_check_output) and is none of the n inputs,
  * compared by inode so a link or DIR/./file is caught too. STATUS_OK or STATUS_BAD_INPUT with
@@ -12,11 +14,38 @@ int import_out_check(const char *out, const char *const *inputs, int n);
 /* Creates (truncates) the checkpoint out; STATUS_BAD_INPUT with a message when it cannot. */
 int import_checkpoint_create(const char *out, hid_t *file);
 
-/* Index of /weights/<name> in names (name is one of them). */
-int import_dataset_index(const char *const *names, const char *name);
+/* How an import stores the weights: `--precision` (fp32, bf16, int8w) and, for int8w,
+ * `--int8-group` (model.int8_group's values: 0, one scale per row, or a multiple of 32). */
+typedef struct import_options {
+    precision_kind precision;
+    int int8_group;
+} import_options;
 
-/* Writes src, rows x cols (ndims 2) or cols values (ndims 1), into layer slice `layer` of dset
- * (-1: an unstacked dataset), starting at row_offset of its row dimension (the last one for a
- * 1-D tensor): a row block of qkv_w / gate_up_w, or a block of qkv_b. */
-void import_slice_write(hid_t dset, int layer, long row_offset, int ndims, long rows, long cols,
-                        const float *src);
+/* The /weights datasets of one import, created in their stored dtypes. */
+typedef struct {
+    model_config cfg;
+    checkpoint_storage st;
+    hid_t group;
+    const char *const *names;
+    int n;
+    hid_t values[CHECKPOINT_N_TENSORS]; /* /weights/<name> */
+    hid_t scales[CHECKPOINT_N_TENSORS]; /* /weights/<name>_scale for int8, else -1 */
+    dtype stored[CHECKPOINT_N_TENSORS];
+    int int8_group[CHECKPOINT_N_TENSORS]; /* int8: columns per scale, 0 per row */
+} import_writer;
+
+/* Writes the storage attributes of o (checkpoint_write_storage_attrs) and creates every
+ * dataset of cfg's model in the dtype the storage gives it. */
+void import_writer_open(import_writer *w, hid_t file, const model_config *cfg,
+                        const import_options *o);
+
+/* Stores src, rows x cols (ndims 2) or cols values (ndims 1), fp32, into layer slice `layer`
+ * of /weights/<dst> (-1: an unstacked dataset), starting at row_offset of its row dimension
+ * (the last one for a 1-D tensor): a row block of qkv_w / gate_up_w, or a block of qkv_b.
+ * A matrix stored in bf16 is rounded to nearest even; in int8 its rows are quantised whole,
+ * as a load in int8w quantises them (a row's scale from all its columns, the TP agreement's
+ * result), and the scales go to the same rows of /weights/<dst>_scale. */
+void import_writer_put(import_writer *w, const char *dst, int layer, long row_offset, int ndims,
+                       long rows, long cols, const float *src);
+
+void import_writer_close(import_writer *w);

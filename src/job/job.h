@@ -149,6 +149,10 @@ int job_validate_model(const job *j);
  * the key took its default. Writes into buf and returns it. */
 const char *job_key_origin(const job *j, const char *key, char *buf, size_t len);
 
+/* Whether a dotted key was set (in the file, by --set or --sweep), not left to its default:
+ * a checkpoint's stored precision fills model.precision only when the job does not set it. */
+int job_key_given(const job *j, const char *key);
+
 /* The line in the job file where a dotted key ("parallel.tp") was set, or 0. */
 int job_key_line(const job *j, const char *key);
 

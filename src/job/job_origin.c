@@ -40,6 +40,8 @@ int job_key_line(const job *j, const char *key) {
     return w ? w->line : 0;
 }
 
+int job_key_given(const job *j, const char *key) { return job_key_find(j, key) != NULL; }
+
 const char *job_key_origin(const job *j, const char *key, char *buf, size_t len) {
     const job_key_where *w = job_key_find(j, key);
     if (w && w->set[0])

@@ -47,6 +47,16 @@ int8_layout model_int8_layout(const model_config *cfg, matrix_input input) {
     return (int8_layout){.group = group, .act_block = 32};
 }
 
+void model_config_set_precision(model_config *cfg, precision_kind p, int int8_group,
+                                int quantize_head) {
+    cfg->int8_group = p == PRECISION_INT8W ? int8_group : 0;
+    /* auto: an untied head takes the weight precision, a tied one (wte, also the embedding)
+     * stays fp32 unless asked; in fp32 there is nothing to quantise */
+    cfg->quantize_head =
+        p != PRECISION_FP32 && (quantize_head >= 0 ? quantize_head : !cfg->tie_embeddings);
+    cfg->mlp_unit = model_mlp_unit(cfg->mlp, p == PRECISION_INT8W, cfg->int8_group);
+}
+
 void model_config_from_job(model_config *cfg, const job *j) {
     cfg->layers = j->layers;
     cfg->heads = j->heads;
@@ -63,12 +73,7 @@ void model_config_from_job(model_config *cfg, const job *j) {
     cfg->rope_theta = j->rope_theta;
     cfg->attention_bias = j->arch == ARCH_LLAMA && j->attention_bias; /* from a checkpoint */
     cfg->rope_scaled = j->arch == ARCH_LLAMA && j->rope_scaling;
-    cfg->int8_group = j->precision == PRECISION_INT8W ? j->int8_group : 0;
-    /* auto: an untied head takes the weight precision, a tied one (wte, also the embedding)
-     * stays fp32 unless asked; in fp32 there is nothing to quantise */
-    cfg->quantize_head = j->precision != PRECISION_FP32 &&
-                         (j->quantize_head >= 0 ? j->quantize_head : !cfg->tie_embeddings);
-    cfg->mlp_unit = model_mlp_unit(cfg->mlp, j->precision == PRECISION_INT8W, cfg->int8_group);
+    model_config_set_precision(cfg, j->precision, j->int8_group, j->quantize_head);
     cfg->rope_scaling = (rope_llama3){.factor = j->rope_factor,
                                       .low_freq_factor = j->rope_low_freq_factor,
                                       .high_freq_factor = j->rope_high_freq_factor,
@@ -217,6 +222,26 @@ long tensor_global_index(const tensor_desc *t, long local_index) {
     return global;
 }
 
+void tensor_part_init(tensor_part *p, const model *m, const tensor_desc *t, long first,
+                      long count) {
+    const long n0 = slice_elems(&t->local[0]);
+    CHECK(t->local[0].nblocks == 1 && first >= 0 && count >= 0 && first + count <= n0,
+          "tensor %s: part [%ld, %ld) of %ld", t->name, first, first + count, n0);
+    p->d = *t;
+    p->d.local[0].start[0] += first;
+    p->d.local[0].count[0] = count;
+    /* dim 0 is outermost, so a run of its entries is one contiguous run of values and, for an
+     * int8 matrix, of scales (rows, then groups) */
+    const long inner = n0 ? tensor_local_elems(t) / n0 : 0;
+    const size_t esize = t->is_matrix ? dtype_size(m->weight_dtype) : sizeof(float);
+    p->slot = *t->slot ? (char *)*t->slot + (size_t)(first * inner) * esize : NULL;
+    p->scale = NULL;
+    if (t->is_matrix && m->weight_dtype == DTYPE_INT8 && *t->scale_slot)
+        p->scale = *t->scale_slot + first * (tensor_scale_count(m, t) / n0);
+    p->d.slot = &p->slot;
+    p->d.scale_slot = t->scale_slot ? &p->scale : NULL;
+}
+
 /* Rows of a matrix tensor = product of all but its last local dimension. */
 static long matrix_rows(const tensor_desc *t) {
     return tensor_local_elems(t) / slice_elems(&t->local[t->ndims - 1]);
@@ -286,13 +311,17 @@ static long long nonfinite_key(int row, long global_index, float v) {
     return ((long long)row << 46) | ((long long)global_index << 2) | kind;
 }
 
+/* Notes the non-finite value v at local element i of a table row, when it comes first. */
+static void nonfinite_note(model *m, const tensor_desc *t, long i, float v) {
+    long long key = nonfinite_key(t->index, tensor_global_index(t, i), v);
+    if (key < m->nonfinite_key) m->nonfinite_key = key;
+}
+
 /* Notes the first non-finite value of a table row, once, as weights land in host memory. */
 static void nonfinite_scan(model *m, const tensor_desc *t, const float *values, long elems) {
     for (long i = 0; i < elems; i++)
         if (!isfinite(values[i])) {
-            long long key =
-                nonfinite_key((int)(t - m->tensors), tensor_global_index(t, i), values[i]);
-            if (key < m->nonfinite_key) m->nonfinite_key = key;
+            nonfinite_note(m, t, i, values[i]);
             return;
         }
 }
@@ -361,6 +390,41 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
         convert_f32_to_f16(half, host_values, elems);
     be->ops->copy_to_device(be->ctx, *t->slot, half, (size_t)elems * sizeof(uint16_t));
     free(half);
+}
+
+/* The float a bf16 bit pattern widens to (exact). */
+static float bf16_value(uint16_t bits) {
+    float v;
+    convert_bf16_to_f32(&v, &bits, 1);
+    return v;
+}
+
+void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t,
+                               const void *values, const float *scales) {
+    if (!t->present) return;
+    const long elems = tensor_local_elems(t);
+    CHECK(t->is_matrix && (m->weight_dtype == DTYPE_INT8 || m->weight_dtype == DTYPE_BF16),
+          "tensor %s: only int8 and bf16 matrices are stored as they are held", t->name);
+    if (m->weight_dtype == DTYPE_BF16) {
+        const uint16_t *bits = values;
+        for (long i = 0; i < elems; i++)
+            if ((bits[i] & 0x7F80u) == 0x7F80u) { /* exponent all ones: Inf or NaN */
+                nonfinite_note(m, t, i, bf16_value(bits[i]));
+                break;
+            }
+        be->ops->copy_to_device(be->ctx, *t->slot, values, (size_t)elems * sizeof(uint16_t));
+        return;
+    }
+    /* int8 values are finite; a scale that is not makes every value of its row or group so */
+    const long n_scales = tensor_scale_count(m, t), rows = matrix_rows(t);
+    const long per_row = n_scales / rows, cols = elems / rows, group = m->int8[t->input].group;
+    for (long s = 0; s < n_scales; s++)
+        if (!isfinite(scales[s])) {
+            nonfinite_note(m, t, (s / per_row) * cols + (s % per_row) * group, scales[s]);
+            break;
+        }
+    be->ops->copy_to_device(be->ctx, *t->slot, values, (size_t)elems);
+    be->ops->copy_to_device(be->ctx, *t->scale_slot, scales, (size_t)n_scales * sizeof(float));
 }
 
 void model_fill_synthetic(model *m, const backend *be, uint64_t seed, comm *tp) {

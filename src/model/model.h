@@ -155,6 +155,7 @@ typedef struct {
     init_kind init;
     float init_std;
     int present; /* 0 when this rank holds none of it (e.g. wpe off the first stage) */
+    int index;   /* its row in the size table (a tensor_part keeps its tensor's) */
 } tensor_desc;
 
 #define MODEL_MAX_TENSORS 24
@@ -197,6 +198,12 @@ typedef struct model {
 #define MODEL_FINITE 0x7fffffffffffffffLL
 
 void model_config_from_job(model_config *cfg, const job *j);
+/* The part of model_config_from_job that follows model.precision, model.int8_group and
+ * model.quantize_head (-1: auto) for a cfg whose shape is set: int8_group, quantize_head and
+ * mlp_unit. The importers call it too, so a checkpoint stored in a precision is quantised
+ * exactly as a load in that precision would quantise it. */
+void model_config_set_precision(model_config *cfg, precision_kind p, int int8_group,
+                                int quantize_head);
 
 /* Fills the size table for this rank's shard (no allocation). */
 void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, dtype wtype);
@@ -207,6 +214,18 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
 void model_add_head_copy(model *m, const shard_geom *g, float wte_std);
 /* Scales of an int8 matrix tensor: rows x groups (1 group when scaled per row). */
 long tensor_scale_count(const model *m, const tensor_desc *t);
+
+/* Local dim-0 entries [first, first + count) of a table row (a stacked tensor's layers, a 2-D
+ * one's rows) as a row of its own, whose slots point at their place in the row's memory: what
+ * the checkpoint reader selects in the file and stores, so that it stages a few layers at a
+ * time, not the whole shard. Not to be copied once made (d's slots point into it). */
+typedef struct {
+    tensor_desc d;
+    void *slot;
+    float *scale;
+} tensor_part;
+void tensor_part_init(tensor_part *p, const struct model *m, const tensor_desc *t, long first,
+                      long count);
 
 /* Local element count of a table row. */
 long tensor_local_elems(const tensor_desc *t);
@@ -228,6 +247,13 @@ void model_free(model *m, const backend *be);
  * reader, so both take the same path. */
 void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const float *host_values,
                         comm *tp);
+
+/* Stores this rank's values of a matrix table row that are already in the weight dtype, as a
+ * checkpoint stored in that precision holds them: bf16 bit patterns, or int8 values with
+ * their tensor_scale_count scales in model_store_tensor's layout. Copies them to the backend
+ * as they are; non-finite bf16 values and scales are noted as model_store_tensor notes them. */
+void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t,
+                               const void *values, const float *scales);
 
 /* Whether every weight stored since model_tensor_table was finite, on every rank of world
  * (collective). Otherwise STATUS_BAD_INPUT with error_message() naming the tensor, the

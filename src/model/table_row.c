@@ -32,6 +32,7 @@ void model_add_row(model *m, table_row r) {
     t->init = r.init;
     t->init_std = r.std;
     t->present = r.present;
+    t->index = m->n_tensors - 1;
 }
 
 void model_add_head_copy(model *m, const shard_geom *g, float wte_std) {

@@ -8,7 +8,10 @@ Each kind of checkpoint is its own case:
   save  a synthetic model written by `tripar run --save-checkpoint` (every tensor's last chunk
         flipped in turn, which also shows that the ranks' shards together read every chunk;
         the first chunk and the checksum's own bytes; the old layout);
-  hf    `tripar import-hf` of a random GPT-2 directory (tests/io/make_hf_dir.py);
+  hf    `tripar import-hf` of a random GPT-2 directory (tests/io/make_hf_dir.py), in fp32 and
+        with --precision bf16 and int8w (docs/checkpoint.md, "Stored precision"): bf16 and
+        int8 values and the float32 scales are checksummed too, in chunks sized by their own
+        element, and a load reading in many parts (TRIPAR_LOAD_CHUNK_BYTES) stops once;
   gguf  `tripar import-gguf` of the same kind of model written by gguf-py (in a venv, as
         tests/io/gguf_import_check.py makes it; exit 77, skipped, only when the `gguf`
         package cannot be downloaded).
@@ -79,13 +82,15 @@ def expect_loads(tripar, work, ckpt, extra=(), warn=0, tag="ok"):
     return tokens(run_file), secs
 
 
-def expect_flip_refused(tripar, work, ckpt, tensor, chunk="last", bit=None):
-    """Flips one bit, checks the refusal, flips it back; returns the run's seconds."""
+def expect_flip_refused(tripar, work, ckpt, tensor, chunk="last", bit=None, named=None):
+    """Flips one bit of dataset tensor, checks the refusal naming the weight tensor `named`
+    (default: the dataset; an int8 one's `_scale` names its weight), flips it back; returns
+    the run's seconds."""
     from ckpt_flip import flip
     what = flip(ckpt, tensor, chunk, bit)
     rc, out, secs, _ = tripar_run(tripar, work, f"{{checkpoint: {ckpt}}}", tag="flip")
     flip(ckpt, tensor, chunk, bit)
-    want = re.escape(ckpt) + r": tensor '" + tensor + r"' fails its checksum"
+    want = re.escape(ckpt) + r": tensor '" + (named or tensor) + r"' fails its checksum"
     if rc != 2 or not re.search(want, out):
         fail(f"flipped {what}: exit {rc}, expected 2 with /{want}/:\n{out}")
     if len(re.findall("fails its checksum", out)) != 1:
@@ -162,11 +167,43 @@ def importer(tripar, args):
         fail(f"{' '.join(args)}: exit {r.returncode}:\n{r.stdout}{r.stderr}")
 
 
+def chunk_bytes_check(ckpt, name, want):
+    """The chunk of /weights/NAME holds `want` bytes of its stored element: the dcpl was made for
+    the stored element's size, not float32's."""
+    import h5py
+    import numpy as np
+    with h5py.File(ckpt, "r") as f:
+        d = f["weights"][name]
+        # the file type's size: h5py shows a bf16 dataset as float32
+        size = d.id.get_type().get_size()
+        got = int(np.prod(d.chunks)) * size
+    if got != want:
+        fail(f"{ckpt}: /weights/{name} ({size}-byte elements) has chunks {d.chunks} of {got} "
+             f"bytes, expected {want}")
+
+
 def case_hf(tripar, work):
     ckpt = os.path.join(work, "hf.h5")
-    importer(tripar, ["import-hf", hf_dir(work, 512), "--out", ckpt])
+    hf = hf_dir(work, 512)
+    importer(tripar, ["import-hf", hf, "--out", ckpt])
     weight_names(ckpt)
     flip_cases(tripar, work, ckpt, ["fc1_w", "wte", "lnf_b"])
+    # fc1_w is (2, 2048, 512): one 1 MiB chunk per 1024 bf16 rows, per 2048 int8 rows
+    os.environ["TRIPAR_LOAD_CHUNK_BYTES"] = "4096"
+    for prec, extra, flips in (("bf16", [], ["qkv_w", "wte"]),
+                               ("int8w", ["--int8-group", "32"], ["fc1_w", "proj_w"])):
+        p = os.path.join(work, f"hf-{prec}.h5")
+        importer(tripar, ["import-hf", hf, "--out", p, "--precision", prec] + extra)
+        names = weight_names(p)
+        chunk_bytes_check(p, "fc1_w", 1 << 20)
+        if prec == "int8w":
+            if "fc1_w_scale" not in names:
+                fail(f"{p}: no /weights/fc1_w_scale among {names}")
+            expect_flip_refused(tripar, work, p, "fc1_w_scale", named="fc1_w")
+            expect_flip_refused(tripar, work, p, "proj_w_scale", chunk="first", named="proj_w")
+        flip_cases(tripar, work, p, flips)
+        print(f"--precision {prec}: every dataset checksummed, flips refused, read in parts")
+    del os.environ["TRIPAR_LOAD_CHUNK_BYTES"]
 
 
 def case_gguf(tripar, work):

@@ -176,21 +176,22 @@ def tripar(args, want_rc=0, pattern=None, env=None):
     return out
 
 
-def run_tokens(tripar_bin, ckpt, work, tag):
+def run_tokens(tripar_bin, ckpt, work, tag, sets=(), logits=False):
     job = os.path.join(work, f"{tag}.yaml")
     with open(job, "w") as f:
         f.write(f"model: {{checkpoint: {ckpt}}}\nbackend: {{kind: cpu, threads: 1}}\n"
                 f"input: {{tokens: [[{', '.join(map(str, PROMPT))}]]}}\n"
-                "generate: {new_tokens: 6}\n")
+                "generate: {new_tokens: 6}\nrecord: {activations: [logits]}\n")
     out = os.path.join(work, f"{tag}-run.h5")
-    cmd = [tripar_bin, "run", job, "--out", out]
+    cmd = [tripar_bin, "run", job, "--out", out] + [a for s in sets for a in ("--set", s)]
     if os.environ.get("MPIEXEC"):
         cmd = [os.environ["MPIEXEC"], "-n", "1", "--oversubscribe"] + cmd
     # Open MPI's own allocations are not freed at exit; LeakSanitizer checks the imports only
     tripar(cmd, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
     import h5py
     with h5py.File(out, "r") as f:
-        return f["output/tokens"][0].tolist()
+        tokens = f["output/tokens"][0].tolist()
+        return (tokens, f["activations/logits"][()]) if logits else tokens
 
 
 def checkpoint_read(path):
@@ -254,6 +255,17 @@ def outer(tripar_bin, work):
     assert (qw["wte"] == deq["token_embd.weight"]).all(), "Q8_0: wte differs"
     assert (qw["head_w"] == deq["output.weight"]).all(), "Q8_0: head_w differs"
     print("q8_0: the checkpoint equals gguf-py's dequantized tensors")
+    # --precision: the Q8_0 file stored in bf16 and int8w runs as its fp32 import does in that
+    # model.precision, tokens and logits bit for bit (docs/checkpoint.md, "Stored precision")
+    for prec in ("bf16", "int8w"):
+        ck = d + f"/q8_0-{prec}.h5"
+        tripar([tripar_bin, "import-gguf", d + "/q8_0.gguf", "--out", ck, "--precision", prec],
+               pattern=f"stored {prec}")
+        want = run_tokens(tripar_bin, d + "/q8_0.h5", d, "q8-fp32", [f"model.precision={prec}"],
+                          logits=True)
+        got = run_tokens(tripar_bin, ck, d, f"q8-{prec}", logits=True)
+        assert want[0] == got[0] and (want[1] == got[1]).all(), f"--precision {prec} differs"
+        print(f"q8_0 --precision {prec}: tokens {got[0]} and logits as the fp32 import's")
     # refusals, exit 2, naming the key or tensor and the value
     for name, pattern in (
             ("bad-arch", r"general\.architecture' = \"falcon\" is not supported"),

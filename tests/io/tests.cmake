@@ -69,6 +69,29 @@ add_test(NAME ckpt_cli_import_header
 set_tests_properties(ckpt_cli_import_ok ckpt_cli_import_usage ckpt_cli_import_missing
                      ckpt_cli_import_shape ckpt_cli_import_header
                      PROPERTIES LABELS "unit;checkpoint" FIXTURES_REQUIRED ckpt_hf TIMEOUT 60)
+# --precision and --int8-group: another value exits 2 listing the allowed ones (both importers
+# share the parser, cli_import.c).
+function(ckpt_import_refusal name regex)
+  add_test(NAME ckpt_cli_import_${name}
+           COMMAND ${CKPT_EXPECT} 2 "${regex}" -- $<TARGET_FILE:tripar> import-hf
+                   ${CKPT_FIXTURES}/f32 --out ${CKPT_FIXTURES}/cli_never.h5 ${ARGN})
+  set_tests_properties(ckpt_cli_import_${name} PROPERTIES LABELS "unit;checkpoint"
+                       FIXTURES_REQUIRED ckpt_hf TIMEOUT 60)
+endfunction()
+ckpt_import_refusal(precision
+    "--precision 'fp16' is not a stored precision. allowed: fp32, bf16, int8w" --precision fp16)
+ckpt_import_refusal(group "--int8-group '48': allowed: 0 .one scale per row., 32, 64"
+                    --precision int8w --int8-group 48)
+ckpt_import_refusal(group_bf16 "--int8-group 64 needs --precision int8w. allowed with bf16: 0"
+                    --precision=bf16 --int8-group=64)
+ckpt_import_refusal(precision_value "--precision needs a value" --precision)
+# Stored precisions end to end (tests/io/ckpt_precision_check.py): bf16 and int8w files run bit
+# for bit as the fp32 file in that model.precision, on 1 rank and tp=2 x pp=2; sizes; refusals.
+add_test(NAME ckpt_precision_e2e
+         COMMAND ${CKPT_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/io/ckpt_precision_check.py
+                 $<TARGET_FILE:tripar> ${CMAKE_CURRENT_BINARY_DIR}/ckpt_precision)
+set_tests_properties(ckpt_precision_e2e PROPERTIES LABELS "mpi;checkpoint" TIMEOUT 600
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}")
 # End to end with real checkpoints: Hugging Face import against an independent numpy GPT-2,
 # on one rank and on a tp=2 x pp=2 mesh, and the save/reload round trip (label mpi).
 foreach(variant f32 f16 bf16 f32-mlp)
