@@ -188,9 +188,19 @@ def words(cmd):
         return cmd.split()
 
 
+def tracked_tops(src):
+    """The top-level entries git tracks in src (every non-hidden one where src is no git
+    checkout)."""
+    r = subprocess.run(["git", "-C", src, "ls-files"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return [n for n in os.listdir(src) if not n.startswith(".")]
+    return sorted({line.split("/")[0] for line in r.stdout.splitlines() if line})
+
+
 def repo_paths(src, ws):
-    """The words (or KEY=a,b values) that name something under a top-level source entry."""
-    tops = [n for n in os.listdir(src) if not n.startswith(".")] + ["build"]
+    """The words (or KEY=a,b values) that name something under a top-level entry the checkout
+    tracks (jobs/, data/, ...; not out/, which runs make and a fresh clone lacks)."""
+    tops = tracked_tops(src) + ["build"]
     out = []
     for w in ws:
         for piece in re.split(r"[=,]", w):
