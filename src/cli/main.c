@@ -2,6 +2,7 @@
  * command that runs on a mesh; the file tools run serially. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
@@ -25,6 +26,16 @@ static void usage(FILE *f) {
             "  --version\n");
 }
 
+/* Open MPI's own MPI-IO (OMPIO) opens a shared-file-pointer module at every MPI_File_open, and
+ * on more than one node (or wherever its sm module is unavailable) that module creates
+ * RUN.h5.partial.HOST.PID-JOBID-PID.lock (lockedfile) or RUN...data.N/.metadata.N files
+ * (individual) beside the run file, removed only at close: a killed run leaves them behind.
+ * Open MPI 4.1 cannot open a file with no such module, and HDF5 never uses shared file
+ * pointers, so tripar asks for ROMIO, which creates its shared-pointer file only on first use
+ * (never, here). Set before MPI_Init, without overwriting: a user's OMPI_MCA_io (or mpirun
+ * --mca io) wins. Other MPIs ignore the variable. */
+static void prefer_mpiio_without_side_files(void) { setenv("OMPI_MCA_io", "^ompio", 0); }
+
 int main(int argc, char **argv) {
     double process_start = timer_host_seconds();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -36,6 +47,7 @@ int main(int argc, char **argv) {
         return TRIPAR_EXIT_OK;
     }
     if (!strcmp(argv[1], "run") || !strcmp(argv[1], "commbench")) {
+        prefer_mpiio_without_side_files();
         MPI_CHECK(MPI_Init(&argc, &argv));
         int rc = !strcmp(argv[1], "run") ? run_main(argc - 1, argv + 1, process_start)
                                          : commbench_main(argc - 1, argv + 1);

@@ -3,6 +3,10 @@
 #   term-mpirun  SIGTERM to mpirun, which forwards it to the 4 ranks (tp2 pp2)
 #   term-rank    SIGTERM to one of 2 ranks (pp2) only: the stop vote must stop both
 #   kill-rank    SIGKILL to one of 4 ranks (tp2 pp2), not to mpirun
+#   kill-alone   SIGKILL to one of 2 ranks (pp2), the run in a folder of its own, with Open MPI's
+#                node-local shared-file-pointer module (sm) ruled out as on several nodes: the
+#                folder must then hold the partial file and nothing else (no OMPIO `.lock`,
+#                `.data.N` or `.metadata.N` side file; docs/schema.md)
 #   term-stalled SIGSTOP to one of 2 ranks (pp2), then SIGTERM to the other: the stop vote can
 #                never complete, so the signalled rank leaves by itself after
 #                record.stop_grace_seconds (2 here) and the launcher ends the stopped one
@@ -29,11 +33,13 @@ py=/usr/bin/python3
 mode=$1 out=$2
 mkdir -p "$out"
 run="$out/$mode.h5"
+[ "$mode" = kill-alone ] && rm -rf "${out:?}/$mode" && mkdir "$out/$mode" && run="$out/$mode/$mode.h5"
 rm -f "$run" "$run".partial*
 case $mode in
 term-mpirun) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
 term-rank) np=2 mesh=(parallel.pp=2 parallel.microbatches=2) ;;
 kill-rank) np=4 mesh=(parallel.tp=2 parallel.pp=2) ;;
+kill-alone) np=2 mesh=(parallel.pp=2) && export OMPI_MCA_sharedfp_sm_priority=0 ;;
 term-stalled) np=2 mesh=(parallel.pp=2 record.stop_grace_seconds=2) ;;
 stall) np=2 mesh=(parallel.pp=2 record.stall_seconds=5) ;;
 *) echo "unknown mode $mode"; exit 2 ;;
@@ -72,6 +78,7 @@ case $mode in
 term-mpirun) kill -TERM "$mp" ;;
 term-rank) kill -TERM "${ranks[1]}" ;;
 kill-rank) kill -KILL "${ranks[2]}" ;;
+kill-alone) kill -KILL "${ranks[1]}" ;;
 term-stalled) kill -STOP "${ranks[1]}" && kill -TERM "${ranks[0]}" ;;
 stall) kill -STOP "${ranks[1]}" ;;
 esac
@@ -128,7 +135,12 @@ print("partial file readable: complete=%d, world %d" % (c, int(f.attrs["world_si
 sys.exit(0 if c == 0 else 1)
 PY
 fi
-if [ "$mode" = kill-rank ]; then
+if [ "$mode" = kill-alone ]; then
+    mapfile -t beside < <(find "$out/$mode" -mindepth 1 ! -path "$partial")
+    [ "${#beside[@]}" -eq 0 ] || { echo "FAIL: beside the partial file: ${beside[*]}"; exit 1; }
+    echo "kill-alone: the folder holds only $(basename "$partial")"
+fi
+if [ "$mode" = kill-rank ] || [ "$mode" = kill-alone ]; then
     exec "$py" - "$partial" <<'PY'
 import sys, h5py
 path = sys.argv[1]

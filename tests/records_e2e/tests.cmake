@@ -56,7 +56,7 @@ records_e2e_test(plot /usr/bin/python3 ${E2E}/check_plot.py ${PROJECT_SOURCE_DIR
   ${E2E_OUT} FIXTURE required TIMEOUT 300)
 
 # 6, 7. interrupted runs
-foreach(mode term-mpirun term-rank kill-rank term-stalled stall)
+foreach(mode term-mpirun term-rank kill-rank kill-alone term-stalled stall)
   records_e2e_test(${mode} ${E2E}/test_signal.sh ${mode} ${E2E_OUT}/signal)
 endforeach()
 
