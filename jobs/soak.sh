@@ -15,8 +15,9 @@
 # record.timings and record.activations. A fault (--fault-rate of the runs) is a SIGKILL or a
 # SIGSTOP of one rank at a random moment; faulty runs get record.stall_seconds 3, so a stopped
 # rank is ended by the others' stall watchdog. Everything is drawn from --seed.
-# Outcomes: complete (exit 0), killed / stalled (exit non-zero after a fault, partial readable, or
-# no file yet when the fault came before the run file), refused (exit 2: a combination the job
+# Outcomes: complete (exit 0), killed / stalled (exit non-zero after a fault, partial readable; or
+# no file yet when the fault came before the run file; or the complete file when it came after the
+# run file was finished, while the ranks ended), refused (exit 2: a combination the job
 # checks reject, nothing written). Failures: hang, unreadable, leak, error (any other exit).
 # OUTDIR (new or empty) gets soak.tsv (one line per run) and a folder per failing run (its log,
 # command and files); passing runs' folders are removed. Exit 0 only without a failure.
@@ -193,6 +194,8 @@ while read -r np fault delay pick sets_line; do
         if [ -n "$runfile" ]; then
             case $runfile in
             "$dir"/run/run.h5.partial.*) detail=$(check_file "$runfile" 0) || outcome=unreadable ;;
+            # the fault came after the run file was finished (renamed), while the ranks ended
+            "$dir"/run/run.h5) detail=$(check_file "$runfile" 1) && detail="after the run file was complete" || outcome=unreadable ;;
             *) outcome=unreadable detail="a faulty run left ${files[*]}" ;;
             esac
         else
