@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The memory check (docs/jobs.md, "Memory check") on a cgroup-limited run: the test makes a
-# memory cgroup with a 256 MiB limit, moves `mpirun -n 2 tripar run` into it (a shell writes
+# memory cgroup with a 256 MiB limit (1 GiB for fits, below), moves `mpirun -n 2 tripar run` into it (a shell writes
 # its own pid to cgroup.procs, then execs mpirun, so mpirun and both ranks are inside), and
 #   refuse: a synthetic model whose plan needs about 1.5 GiB a node: exit 2 within 60 s, one
 #           message naming rank, host, need and have and the cgroup, and no OOM kill;
@@ -16,7 +16,11 @@ set -uo pipefail
 : "${TRIPAR_BIN:?}"
 case_name=$1 work=$2/$1
 MPIEXEC=${MPIEXEC:-mpiexec}
+# 256 MiB, but 1 GiB where a tiny model must fit: every library the run maps is charged to the
+# cgroup as page cache when first read, about 210 MiB in a CUDA build (cuBLAS, NCCL), which the
+# check counts as in use (only inactive_file counts as reclaimable)
 LIMIT=$((256 << 20))
+[ "$case_name" = fits ] && LIMIT=$((1024 << 20))
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
 skip() {
