@@ -1,33 +1,11 @@
 /* Cuts the job's text into perplexity windows (perplexity_input.h). */
 #include "io/perplexity_input.h"
 
-#include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
-#include "io/h5util.h"
-
-/* The checkpoint's add_bos_token and bos_token_id (/tokenizer attributes, docs/checkpoint.md):
- * 1 with *bos set when the model wants bos first, else 0 (no checkpoint, no attributes, or
- * add_bos_token = 0). */
-static int checkpoint_wants_bos(const char *path, int32_t *bos) {
-    if (!path[0]) return 0;
-    hid_t file = h5_open_read(path);
-    if (file < 0) return 0;
-    long long add = 0, id = -1;
-    if (h5_exists(file, "/tokenizer")) {
-        hid_t g = H5Gopen2(file, "/tokenizer", H5P_DEFAULT);
-        if (g >= 0) {
-            if (h5_attr_exists(g, "add_bos_token")) h5_attr_read_long(g, "add_bos_token", &add);
-            if (h5_attr_exists(g, "bos_token_id")) h5_attr_read_long(g, "bos_token_id", &id);
-            H5Gclose(g);
-        }
-    }
-    H5Fclose(file);
-    *bos = (int32_t)id;
-    return add != 0 && id >= 0;
-}
+#include "io/prompt.h"
 
 int perplexity_windows(job *j) {
     if (j->perplexity_window <= 0) return STATUS_OK;
@@ -40,8 +18,11 @@ int perplexity_windows(job *j) {
     }
     /* the whole text, bos first when the model asks for it: as llama-perplexity tokenizes it
      * (a prompt that already starts with bos keeps its one) */
-    int32_t bos = -1;
-    const int add_bos = checkpoint_wants_bos(j->checkpoint, &bos);
+    tokenizer_meta meta;
+    if (prompt_meta_read(j, &meta) != STATUS_OK) return STATUS_BAD_INPUT;
+    const int add_bos = meta.add_bos == 1 && meta.bos_id >= 0;
+    const int32_t bos = (int32_t)meta.bos_id;
+    tokenizer_meta_free(&meta);
     const long n_text = j->batch == 1 ? j->prompt_len : 0;
     const int prepend = add_bos && (n_text == 0 || j->tokens[0] != bos);
     const long n = n_text + prepend;

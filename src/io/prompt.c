@@ -46,10 +46,7 @@ static int prompt_tokenizer_load(const job *j, tokenizer **tok) {
     return j->checkpoint[0] ? checkpoint_load_tokenizer(tok, j->checkpoint) : 1;
 }
 
-/* What the model asks of its text: the checkpoint's /tokenizer attributes when its own
- * tokenizer runs; model.tokenizer is another vocabulary, whose ids these may not name, so with
- * it there are none. */
-static int prompt_meta_read(const job *j, tokenizer_meta *meta) {
+int prompt_meta_read(const job *j, tokenizer_meta *meta) {
     meta->bos_id = meta->eos_id = -1;
     meta->add_bos = -1;
     meta->chat_template = NULL;

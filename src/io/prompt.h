@@ -3,6 +3,7 @@
  * one) reads text as bytes: token id = byte value. */
 #pragma once
 #include "job/job.h"
+#include "io/checkpoint.h"
 #include "io/tokenizer.h"
 
 /* When the job gives text, sets j->tokens as one prompt: through model.tokenizer or the
@@ -13,6 +14,13 @@
  * j->eos_id (the checkpoint's eos_token_id, or -1). Returns STATUS_OK (tok set when there is a
  * tokenizer, else NULL) or STATUS_BAD_INPUT with error_message() set at the input key. */
 int prompt_tokenize(job *j, tokenizer **tok);
+
+/* What the model asks of its text (bos, eos, add_bos_token, chat template): the checkpoint's
+ * /tokenizer attributes when its own tokenizer runs; model.tokenizer is another vocabulary,
+ * whose ids these may not name, so with it (or without a checkpoint) there are none: ids -1,
+ * add_bos -1. STATUS_OK, or STATUS_BAD_INPUT with error_message() set; free with
+ * tokenizer_meta_free. */
+int prompt_meta_read(const job *j, tokenizer_meta *meta);
 
 /* Decodes rows (rows, cols) of token ids into malloc'ed strings (texts[rows]); ids the
  * tokenizer lacks (a vocab padded past it) are left out. */
