@@ -1,4 +1,5 @@
-/* Agreements over a communicator (agree.h): each is one MPI collective, checked. */
+/* Agreements over a communicator (agree.h): each is one MPI collective, checked, and marked as
+ * a wait for the stall watchdog (a peer lost during set-up or recording stops them all). */
 #include "parallel/agree.h"
 #include "parallel/watchdog.h"
 
@@ -18,59 +19,71 @@ int agree_comm_size(MPI_Comm comm) {
 
 int agree_all_ok(MPI_Comm comm, int ok) {
     int all_ok = 0;
-    MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
+    WATCH_WAIT(WATCH_ALLREDUCE, comm, -1,
+               MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm)));
     return all_ok;
 }
 
 int agree_any_bad(MPI_Comm comm, int bad) {
     int any_bad = 0;
-    MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, comm));
+    WATCH_WAIT(WATCH_ALLREDUCE, comm, -1,
+               MPI_CHECK(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, comm)));
     return any_bad;
 }
 
-void agree_root_int(MPI_Comm comm, int *value) { MPI_CHECK(MPI_Bcast(value, 1, MPI_INT, 0, comm)); }
+void agree_root_int(MPI_Comm comm, int *value) {
+    WATCH_WAIT(WATCH_BCAST, comm, -1, MPI_CHECK(MPI_Bcast(value, 1, MPI_INT, 0, comm)));
+}
 
 void agree_root_long(MPI_Comm comm, long long *value) {
-    MPI_CHECK(MPI_Bcast(value, 1, MPI_LONG_LONG, 0, comm));
+    WATCH_WAIT(WATCH_BCAST, comm, -1, MPI_CHECK(MPI_Bcast(value, 1, MPI_LONG_LONG, 0, comm)));
 }
 
 void agree_root_doubles(MPI_Comm comm, double *values, int n) {
-    MPI_CHECK(MPI_Bcast(values, n, MPI_DOUBLE, 0, comm));
+    WATCH_WAIT(WATCH_BCAST, comm, -1, MPI_CHECK(MPI_Bcast(values, n, MPI_DOUBLE, 0, comm)));
 }
 
 void agree_root_text(MPI_Comm comm, char *text, int size) {
-    MPI_CHECK(MPI_Bcast(text, size, MPI_CHAR, 0, comm));
+    WATCH_WAIT(WATCH_BCAST, comm, -1, MPI_CHECK(MPI_Bcast(text, size, MPI_CHAR, 0, comm)));
 }
 
 long long agree_max_long(MPI_Comm comm, long long mine) {
     long long max = 0;
-    MPI_CHECK(MPI_Allreduce(&mine, &max, 1, MPI_LONG_LONG, MPI_MAX, comm));
+    WATCH_WAIT(WATCH_ALLREDUCE, comm, -1,
+               MPI_CHECK(MPI_Allreduce(&mine, &max, 1, MPI_LONG_LONG, MPI_MAX, comm)));
     return max;
 }
 
 long long agree_min_long(MPI_Comm comm, long long mine) {
     long long min = 0;
-    MPI_CHECK(MPI_Allreduce(&mine, &min, 1, MPI_LONG_LONG, MPI_MIN, comm));
+    WATCH_WAIT(WATCH_ALLREDUCE, comm, -1,
+               MPI_CHECK(MPI_Allreduce(&mine, &min, 1, MPI_LONG_LONG, MPI_MIN, comm)));
     return min;
 }
 
 void agree_max_floats(MPI_Comm comm, float *values, int n) {
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_FLOAT, MPI_MAX, comm));
+    WATCH_WAIT(WATCH_ALLREDUCE, comm, -1,
+               MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_FLOAT, MPI_MAX, comm)));
 }
 
 void agree_gather_longs(MPI_Comm comm, const long long *mine, int n, long long *all) {
-    MPI_CHECK(MPI_Allgather(mine, n, MPI_LONG_LONG, all, n, MPI_LONG_LONG, comm));
+    WATCH_WAIT(WATCH_ALLGATHER, comm, -1,
+               MPI_CHECK(MPI_Allgather(mine, n, MPI_LONG_LONG, all, n, MPI_LONG_LONG, comm)));
 }
 
 void agree_gather_doubles(MPI_Comm comm, const double *mine, int n, double *all) {
-    MPI_CHECK(MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, comm));
+    WATCH_WAIT(WATCH_ALLGATHER, comm, -1,
+               MPI_CHECK(MPI_Allgather(mine, n, MPI_DOUBLE, all, n, MPI_DOUBLE, comm)));
 }
 
 void agree_gather_bytes(MPI_Comm comm, const void *mine, int bytes, void *all) {
-    MPI_CHECK(MPI_Allgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm));
+    WATCH_WAIT(WATCH_ALLGATHER, comm, -1,
+               MPI_CHECK(MPI_Allgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm)));
 }
 
-void agree_barrier(MPI_Comm comm) { MPI_CHECK(MPI_Barrier(comm)); }
+void agree_barrier(MPI_Comm comm) {
+    WATCH_WAIT(WATCH_BARRIER, comm, -1, MPI_CHECK(MPI_Barrier(comm)));
+}
 
 double agree_wtime(void) { return MPI_Wtime(); }
 

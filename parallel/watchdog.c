@@ -24,6 +24,10 @@ enum {
     WATCH_EXIT_GRACE_S = 2,
     /* After the exit: how long the launcher gets to end the job before the guard ends it */
     WATCH_LAUNCHER_GRACE_S = 5,
+    /* The least timeout in set-up: a peer may legitimately take this long to reach a collective
+     * of the start (its process launched late on a loaded node, its libraries loading, MPI's
+     * wire-up across many nodes), whatever the run's own timeout */
+    WATCH_SETUP_FLOOR_S = 30,
 };
 
 typedef struct {
@@ -42,6 +46,9 @@ static int n_comms;
 static _Atomic uint64_t waiting;
 static _Atomic int64_t last_progress_ns, last_step_ns, slowest_step_ns;
 static _Atomic int fired, phase;
+/* 1 while a run generates and records (any stretch without progress counts), 0 in set-up (only
+ * a marked wait counts): watchdog.h */
+static _Atomic int run_mode;
 
 static void (*hooks[WATCH_HOOKS])(void);
 static int n_hooks;
@@ -120,7 +127,8 @@ void watch_on_stall(void (*hook)(void)) {
 }
 
 static const char *host_of(int world_rank) {
-    if (world_rank < 0 || world_rank >= wd.world_size) return "?";
+    if (world_rank == wd.world_rank) return tripar_host(); /* known before the gather */
+    if (!wd.hosts || world_rank < 0 || world_rank >= wd.world_size) return "?";
     return wd.hosts + (size_t)world_rank * WATCH_HOST;
 }
 
@@ -169,17 +177,30 @@ static void report(double idle_s, double timeout_s) {
         snprintf(what, sizeof what, "waiting in run-file write (collective over every rank)");
     } else if (op == WATCH_NCCL) {
         snprintf(what, sizeof what, "waiting in NCCL stream wait (its TP and PP groups)");
+    } else if (op == WATCH_INIT) {
+        snprintf(what, sizeof what, "waiting in MPI_Init for every rank of the job to start "
+                 "(one never started, froze or lost its node: see the launcher's messages)");
+    } else if (op == WATCH_FINALIZE) {
+        snprintf(what, sizeof what, "waiting in MPI_Finalize for every rank of the job");
+    } else if (op == WATCH_CHECKPOINT) {
+        snprintf(what, sizeof what, "waiting in checkpoint read or write (collective over every "
+                 "rank)");
+    } else if (op == WATCH_SETUP) {
+        snprintf(what, sizeof what, "waiting in set-up: mesh, communicators or clock alignment "
+                 "(collective over every rank)");
     } else {
         char peers[768];
         describe_peers(c, op == WATCH_RECV || op == WATCH_SEND ? peer : -1, peers, sizeof peers);
         snprintf(what, sizeof what, "waiting in %s %s%s%s", c ? c->label : "group", words[op],
                  op == WATCH_RECV || op == WATCH_SEND ? " " : " of ", peers);
     }
-    char line[1400];
+    char line[1400], setup[64] = "";
+    if (!atomic_load(&run_mode))
+        snprintf(setup, sizeof setup, ", at least %d s in set-up", WATCH_SETUP_FLOOR_S);
     int n = snprintf(line, sizeof line,
                      "tripar: stall: [rank %d host %s] no progress for %.1f s, %s; ending the run "
-                     "(timeout %.0f s: record.stall_seconds)\n",
-                     wd.world_rank, host_of(wd.world_rank), idle_s, what, timeout_s);
+                     "(timeout %.0f s: record.stall_seconds%s)\n",
+                     wd.world_rank, host_of(wd.world_rank), idle_s, what, timeout_s, setup);
     if (n < 0) return;
     /* write(2), not stdio: the main thread may hold stderr's lock, blocked mid-print */
     if (write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0)
@@ -210,10 +231,16 @@ static void *watch_main(void *arg) {
         pthread_cond_timedwait(&wd.wake, &wd.lock, &until);
         if (wd.stopping) break;
         const double slowest = (double)atomic_load(&slowest_step_ns) * 1e-9;
-        const double timeout = wd.floor_s > WATCH_STEP_FACTOR * slowest ? wd.floor_s
-                                                                         : WATCH_STEP_FACTOR * slowest;
+        const int running = atomic_load(&run_mode);
+        const double least = running || wd.floor_s > WATCH_SETUP_FLOOR_S ? wd.floor_s
+                                                                          : WATCH_SETUP_FLOOR_S;
+        const double timeout = !running || least > WATCH_STEP_FACTOR * slowest
+                                   ? least
+                                   : WATCH_STEP_FACTOR * slowest;
         const double idle = (double)(now_ns() - atomic_load(&last_progress_ns)) * 1e-9;
-        if (idle > timeout) {
+        const int in_marked_wait = (atomic_load(&waiting) & 0xff) != WATCH_NONE ||
+                                   atomic_load(&phase) != WATCH_NONE;
+        if (idle > timeout && (running || in_marked_wait)) {
             pthread_mutex_unlock(&wd.lock);
             fire(idle, timeout);
         }
@@ -222,23 +249,7 @@ static void *watch_main(void *arg) {
     return NULL;
 }
 
-void watch_start(double floor_seconds) {
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &wd.world_rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &wd.world_size));
-    free(wd.hosts);
-    wd.hosts = xcalloc((size_t)wd.world_size, WATCH_HOST);
-    char mine[WATCH_HOST] = {0};
-    snprintf(mine, sizeof mine, "%s", tripar_host());
-    MPI_CHECK(MPI_Allgather(mine, WATCH_HOST, MPI_CHAR, wd.hosts, WATCH_HOST, MPI_CHAR,
-                            MPI_COMM_WORLD));
-    watch_comm_name(MPI_COMM_WORLD, "world");
-    /* one rank has no peer to wait for */
-    if (floor_seconds <= 0 || wd.world_size < 2 || wd.running) return;
-    atomic_store(&waiting, WATCH_NONE);
-    atomic_store(&phase, WATCH_NONE);
-    atomic_store(&slowest_step_ns, 0);
-    atomic_store(&last_step_ns, now_ns());
-    atomic_store(&last_progress_ns, now_ns());
+static void thread_start(double floor_seconds) {
     wd.floor_s = floor_seconds;
     wd.stopping = 0;
     pthread_condattr_t attr;
@@ -251,16 +262,86 @@ void watch_start(double floor_seconds) {
     wd.running = 1;
 }
 
-void watch_stop(void) {
-    if (wd.running) {
-        pthread_mutex_lock(&wd.lock);
-        wd.stopping = 1;
-        pthread_cond_signal(&wd.wake);
-        pthread_mutex_unlock(&wd.lock);
-        pthread_join(wd.thread, NULL);
-        pthread_cond_destroy(&wd.wake);
-        wd.running = 0;
+static void thread_stop(void) {
+    if (!wd.running) return;
+    pthread_mutex_lock(&wd.lock);
+    wd.stopping = 1;
+    pthread_cond_signal(&wd.wake);
+    pthread_mutex_unlock(&wd.lock);
+    pthread_join(wd.thread, NULL);
+    pthread_cond_destroy(&wd.wake);
+    wd.running = 0;
+}
+
+/* The first of the variables the launchers set (Open MPI, PMIx, Slurm, MPICH's PMI), or
+ * fallback. */
+static int launcher_env(const char *const *names, int fallback) {
+    for (int i = 0; names[i]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return atoi(v);
     }
+    return fallback;
+}
+
+void watch_init_begin(double floor_seconds) {
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID",
+                                            "PMI_RANK", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE",
+                                            NULL};
+    wd.world_rank = launcher_env(rank_vars, 0);
+    wd.world_size = launcher_env(size_vars, 0); /* 0: unknown (a singleton, say) */
+    if (floor_seconds <= 0 || wd.world_size == 1 || wd.running) return;
+    atomic_store(&run_mode, 0);
+    atomic_store(&phase, WATCH_NONE);
+    atomic_store(&last_progress_ns, now_ns());
+    watch_wait_begin(WATCH_INIT, MPI_COMM_NULL, -1);
+    thread_start(floor_seconds);
+}
+
+void watch_init_end(void) {
+    watch_wait_end();
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &wd.world_rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &wd.world_size));
+    if (wd.world_size < 2) thread_stop(); /* one rank has no peer to wait for */
+}
+
+void watch_start(double floor_seconds) {
+    if (!wd.hosts) {
+        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &wd.world_rank));
+        MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &wd.world_size));
+        char *hosts = xcalloc((size_t)wd.world_size, WATCH_HOST);
+        char mine[WATCH_HOST] = {0};
+        snprintf(mine, sizeof mine, "%s", tripar_host());
+        WATCH_WAIT(WATCH_ALLGATHER, MPI_COMM_WORLD, -1,
+                   MPI_CHECK(MPI_Allgather(mine, WATCH_HOST, MPI_CHAR, hosts, WATCH_HOST, MPI_CHAR,
+                                           MPI_COMM_WORLD)));
+        wd.hosts = hosts;
+        watch_comm_name(MPI_COMM_WORLD, "world");
+    }
+    if (floor_seconds <= 0 || wd.world_size < 2) return;
+    atomic_store(&slowest_step_ns, 0);
+    atomic_store(&last_step_ns, now_ns());
+    atomic_store(&last_progress_ns, now_ns());
+    if (!wd.running) {
+        atomic_store(&waiting, WATCH_NONE);
+        atomic_store(&phase, WATCH_NONE);
+        thread_start(floor_seconds);
+    }
+    pthread_mutex_lock(&wd.lock); /* the thread reads it under the lock */
+    wd.floor_s = floor_seconds;   /* a sweep point may set its own */
+    pthread_mutex_unlock(&wd.lock);
+    atomic_store(&run_mode, 1);
+}
+
+void watch_stop(void) {
+    atomic_store(&run_mode, 0);
+    atomic_store(&last_progress_ns, now_ns());
+}
+
+void watch_finalize(void) {
+    watch_stop();
+    WATCH_WAIT(WATCH_FINALIZE, MPI_COMM_NULL, -1, MPI_Finalize());
+    thread_stop();
     free(wd.hosts);
     wd.hosts = NULL;
 }

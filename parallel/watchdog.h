@@ -21,6 +21,10 @@ typedef enum {
     WATCH_SEND, /* to one peer */
     WATCH_RUNFILE, /* a collective write or flush of the run file */
     WATCH_NCCL,    /* the host waiting on the NCCL stream */
+    WATCH_INIT,    /* MPI_Init: every rank of the job must start and reach it */
+    WATCH_FINALIZE,
+    WATCH_SETUP,      /* a phase: the mesh, the communicators, the clock alignment (collective) */
+    WATCH_CHECKPOINT, /* a phase: reading or writing the checkpoint (collective) */
     WATCH_OP_COUNT
 } watch_op;
 
@@ -42,18 +46,34 @@ void watch_wait_end(void);
     } while (0)
 
 /* The phase reported while no wait is marked: WATCH_RUNFILE around the run file's collective
- * writes (HDF5 calls MPI-IO itself, unmarked), WATCH_NONE after. */
+ * writes (HDF5 calls MPI-IO itself, unmarked), WATCH_SETUP and WATCH_CHECKPOINT around the
+ * set-up's collective stretches, WATCH_NONE after. In set-up a phase other than WATCH_NONE
+ * counts as a marked wait. */
 void watch_phase(watch_op op);
 
 /* A step completed: progress, and its duration feeds the adaptive timeout. */
 void watch_step(void);
 
-/* Collective over MPI_COMM_WORLD (it gathers the host names the report uses). Starts the
- * thread when floor_seconds > 0 and the world has more than one rank: the timeout is the larger
- * of floor_seconds and 20 times the slowest completed step. watch_stop ends it; both may be
- * called when nothing was started. */
+/* The watchdog has two modes. From before MPI_Init until the run generates, and again between
+ * a sweep's points and through MPI_Finalize, it guards set-up: it fires only while the rank is
+ * in a marked wait (MPI_Init, a collective, a collective file open) with no progress for
+ * floor_seconds, since set-up also holds long local work (synthetic weights, reading a
+ * checkpoint part) that no timeout should cut. While the run generates and records it fires on
+ * any stretch without progress longer than the larger of floor_seconds and 20 times the
+ * slowest completed step.
+ *
+ * watch_init_begin is called before MPI_Init (no MPI call; the rank and world size come from
+ * the launcher's environment) and marks the wait in MPI_Init, so a peer frozen or lost before
+ * the job is up ends the job too; watch_init_end after it. floor_seconds <= 0 starts nothing. */
+void watch_init_begin(double floor_seconds);
+void watch_init_end(void);
+/* Collective over MPI_COMM_WORLD the first time (it gathers the host names the report uses).
+ * Enters the run mode, starting the thread when watch_init_begin did not and floor_seconds > 0
+ * and the world has more than one rank. watch_stop returns to the set-up mode. */
 void watch_start(double floor_seconds);
 void watch_stop(void);
+/* MPI_Finalize, marked; then the thread ends. */
+void watch_finalize(void);
 
 /* 1 once the watchdog has fired: a host wait that polls (the NCCL lane) stops waiting. */
 int watch_expired(void);

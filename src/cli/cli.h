@@ -12,6 +12,10 @@ extern "C" {
 
 /* Under mpirun/srun: main.c has initialised MPI. */
 int run_main(int argc, char **argv, double process_start);
+/* record.stall_seconds of the job that `tripar run ARGS` names (--set applied), read before
+ * MPI_Init without a word, for the watchdog's guard of MPI_Init; the job's default when the job
+ * cannot be read (the real load, after MPI_Init, then reports why). */
+int run_stall_seconds_early(int argc, char **argv);
 int commbench_main(int argc, char **argv);
 
 /* Serial file tools: no mpirun needed. */

@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "cli/cli.h"
 #include "metrics/timing.h"
+#include "parallel/watchdog.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -47,11 +48,16 @@ int main(int argc, char **argv) {
         return TRIPAR_EXIT_OK;
     }
     if (!strcmp(argv[1], "run") || !strcmp(argv[1], "commbench")) {
+        const int is_run = !strcmp(argv[1], "run");
         prefer_mpiio_without_side_files();
+        /* a peer that never reaches MPI_Init (frozen, or its node lost while the job starts)
+         * would hold every other rank in it for good: the watchdog guards it from here */
+        if (is_run) watch_init_begin(run_stall_seconds_early(argc - 1, argv + 1));
         MPI_CHECK(MPI_Init(&argc, &argv));
-        int rc = !strcmp(argv[1], "run") ? run_main(argc - 1, argv + 1, process_start)
-                                         : commbench_main(argc - 1, argv + 1);
-        MPI_Finalize();
+        if (is_run) watch_init_end();
+        int rc = is_run ? run_main(argc - 1, argv + 1, process_start)
+                        : commbench_main(argc - 1, argv + 1);
+        watch_finalize(); /* MPI_Finalize, guarded the same way */
         return rc;
     }
     /* The file tools read run files serially and need no MPI. */

@@ -195,7 +195,7 @@ static int run_one(const run_args *a, long point, double process_start, int chec
             free(rm.tpot);
             free(rm.itl);
             serve_result_free(&stream);
-            watch_stop();
+            watch_stop(); /* back to guarding set-up: a sweep's next point, MPI_Finalize */
         }
         stop_grace_disarm();
     }
@@ -230,6 +230,19 @@ static int sweep_check_paths(const sweep *spec, const run_point *results, long p
               "distinct names (files: distinct stems)",
               first + 1, a, clash + 1, b, results[clash].out);
     return run_user_error();
+}
+
+int run_stall_seconds_early(int argc, char **argv) {
+    run_args args;
+    job j;
+    memset(&j, 0, sizeof j);
+    int seconds = -1;
+    if (parse_args(&args, argc, argv) == 0 &&
+        job_load(&j, args.job_path, args.overrides, args.n_overrides) == STATUS_OK)
+        seconds = j.stall_seconds;
+    job_free(&j);
+    sweep_free(&args.sweep);
+    return seconds < 0 ? JOB_STALL_SECONDS_DEFAULT : seconds;
 }
 
 int run_main(int argc, char **argv, double process_start) {

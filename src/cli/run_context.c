@@ -14,6 +14,7 @@
 #include "io/prompt.h"
 #include "parallel/agree.h"
 #include "parallel/comm_setup.h"
+#include "parallel/watchdog.h"
 #include "parallel/device.h"
 
 /* Mesh checks that depend on the model and the batch; the world-size check is separate so
@@ -360,16 +361,20 @@ static int model_start(run_context *rc, const run_args *a) {
                 j->checkpoint[0] ? "loading" : "generating", rc->m.weight_bytes / 1048576.0);
     comm *tp = &rc->mesh.axis[AXIS_TP];
     if (j->checkpoint[0]) {
-        if (checkpoint_load(&rc->m, &rc->be, j->checkpoint, MPI_COMM_WORLD, tp,
-                            j->verify_checksums) != STATUS_OK)
-            return run_user_error();
+        watch_phase(WATCH_CHECKPOINT); /* collective; the set-up watchdog guards it */
+        const int status = checkpoint_load(&rc->m, &rc->be, j->checkpoint, MPI_COMM_WORLD, tp,
+                                           j->verify_checksums);
+        watch_phase(WATCH_NONE);
+        if (status != STATUS_OK) return run_user_error();
     } else {
         model_fill_synthetic(&rc->m, &rc->be, j->seed, tp);
     }
     timer_add_host(&rc->tm, PHASE_WEIGHT_INIT, -1, -1, TIMER_NO_LAYER, w0, timer_host_seconds());
     if (a->save_checkpoint) {
+        watch_phase(WATCH_CHECKPOINT);
         if (checkpoint_save(&rc->m, j->seed, a->save_checkpoint, &rc->mesh) != STATUS_OK)
             CHECK(0, "could not write checkpoint %s: %s", a->save_checkpoint, error_message());
+        watch_phase(WATCH_NONE);
         if (rc->mesh.world_rank == 0) printf("tripar: wrote checkpoint %s\n", a->save_checkpoint);
     }
     return TRIPAR_EXIT_OK;
@@ -404,10 +409,14 @@ static void telemetry_begin(run_context *rc) {
 
 int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t *stop_flag) {
     const job *j = &rc->j;
+    /* the mesh's, the comms' and the clock's collectives are one marked stretch for the stall
+     * watchdog, which in set-up fires only inside one (parallel/watchdog.h) */
+    watch_phase(WATCH_SETUP);
     /* auto's tp must fit inside a node, which only the built mesh knows: the same refusal on
      * every rank, exit 2 */
-    if (mesh_try_init(&rc->mesh, MPI_COMM_WORLD, j->dp, j->tp, j->pp, j->order) != 0)
-        return run_user_error();
+    const int refused = mesh_try_init(&rc->mesh, MPI_COMM_WORLD, j->dp, j->tp, j->pp, j->order);
+    watch_phase(WATCH_NONE);
+    if (refused) return run_user_error();
     rc->have_mesh = 1;
     const long capacity = timer_event_capacity(j);
     int code = backend_start(rc, capacity);
@@ -418,15 +427,19 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
         rank_memory_plan(j, &rc->cfg, c[AXIS_TP], c[AXIS_PP], c[AXIS_DP], &plan, &g);
         code = run_memory_check(rc, &plan);
     }
+    watch_phase(WATCH_SETUP);
     if (code == TRIPAR_EXIT_OK) code = comms_start(rc);
+    if (code == TRIPAR_EXIT_OK) timer_init(&rc->tm, j->timings, &rc->be, capacity, MPI_COMM_WORLD);
+    watch_phase(WATCH_NONE);
     if (code != TRIPAR_EXIT_OK) return code;
-    timer_init(&rc->tm, j->timings, &rc->be, capacity, MPI_COMM_WORLD);
     rc->tm.iteration = -1; /* set-up events belong to no measured iteration */
     rc->have_timer = 1;
     telemetry_begin(rc);
     if ((code = model_start(rc, a)) != TRIPAR_EXIT_OK) return code;
     engine_start(rc, stop_flag);
+    watch_phase(WATCH_RUNFILE);
     rc->rf = runfile_create(rc->out_path, j, &rc->mesh);
+    watch_phase(WATCH_NONE);
     if (!rc->rf) { /* every rank has the same answer: one message, and all exit 1 */
         if (rc->mesh.world_rank == 0) fprintf(stderr, "tripar: error: %s\n", error_message());
         return TRIPAR_EXIT_RUNTIME;

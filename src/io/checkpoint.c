@@ -458,49 +458,9 @@ static const tensor_desc *model_find_tensor(const model *m, const char *name) {
     return NULL;
 }
 
-/* Selects this rank's union of blocks in a file space: the cartesian product of the blocks of
- * every dimension, OR-ed together. Blocks are ascending within a dimension, so HDF5 returns
- * the elements in the same order as the local layout of the table. */
-static void select_local_blocks(hid_t space, const tensor_desc *t) {
-    int idx[TENSOR_MAX_DIMS] = {0};
-    int first = 1;
-    for (int d = 0; d < t->ndims; d++)
-        for (int b = 1; b < t->local[d].nblocks; b++)
-            CHECK(t->local[d].start[b] >= t->local[d].start[b - 1] + t->local[d].count[b - 1],
-                  "tensor %s: blocks of dim %d are not ascending", t->name, d);
-    for (;;) {
-        hsize_t start[TENSOR_MAX_DIMS], count[TENSOR_MAX_DIMS];
-        int empty = 0;
-        for (int d = 0; d < t->ndims; d++) {
-            start[d] = (hsize_t)t->local[d].start[idx[d]];
-            count[d] = (hsize_t)t->local[d].count[idx[d]];
-            if (count[d] == 0) empty = 1;
-        }
-        if (!empty) {
-            H5_CHECK(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, start, NULL,
-                                         count, NULL));
-            first = 0;
-        }
-        int d = t->ndims - 1;
-        while (d >= 0 && ++idx[d] == t->local[d].nblocks)
-            idx[d--] = 0;
-        if (d < 0) break;
-    }
-    if (first) H5_CHECK(H5Sselect_none(space));
-}
-
 /* Holds none of it, or an empty slice: takes part in the collective with no elements. */
 static int tensor_held(const tensor_desc *t) {
     return t && t->present && tensor_local_elems(t) > 0;
-}
-
-/* Memory space of n contiguous floats, or an empty selection when n is 0. */
-static hid_t memory_space(long n) {
-    hsize_t dims[1] = {(hsize_t)(n > 0 ? n : 1)};
-    hid_t space = H5Screate_simple(1, dims, NULL);
-    H5_CHECK(space);
-    if (n <= 0) H5_CHECK(H5Sselect_none(space));
-    return space;
 }
 
 /* Opens path read-only (or creates it) with the MPI-IO driver on every rank of world. Returns
@@ -521,17 +481,6 @@ static hid_t file_open_mpio(const char *path, MPI_Comm world, int create) {
     const int any_bad = agree_any_bad(world, file < 0);
     if (any_bad && file >= 0) H5Fclose(file);
     return any_bad ? -1 : file;
-}
-
-/* The file space of dset with this rank's n elements of t selected (none when n is 0). */
-static hid_t shard_file_space(hid_t dset, const tensor_desc *t, long n) {
-    hid_t fspace = H5Dget_space(dset);
-    H5_CHECK(fspace);
-    if (n > 0)
-        select_local_blocks(fspace, t);
-    else
-        H5_CHECK(H5Sselect_none(fspace));
-    return fspace;
 }
 
 /* One /weights tensor as the file stores it. */
@@ -665,15 +614,16 @@ static void shard_block(const tensor_desc *t, long k, hsize_t *fstart, hsize_t *
     }
 }
 
-/* Reads this rank's n elements of t (a whole shard, or a part of it: tensor_part narrows dim 0,
- * and with it every block) from one stored dataset into buf as mem_type, one collective read
- * per block, each block selected alike in the file and in a memory space of t's local shape.
- * Selections of the same shape let HDF5 map chunks block by block; a flat memory space made it
- * walk the chunked selection element by element (15 times slower than contiguous storage).
- * Ranks with fewer blocks (or none: n is 0, t may be NULL) take part in the rest with empty
- * selections. The first failure is kept in err. */
-static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t mem_type, hid_t xfer,
-                       MPI_Comm world, void *buf, checkpoint_read_error *err) {
+/* Reads (or, writing, writes) this rank's n elements of t (a whole shard, or a part of it:
+ * tensor_part narrows dim 0, and with it every block) between one stored dataset and buf as
+ * mem_type, one collective transfer per block, each block selected alike in the file and in a
+ * memory space of t's local shape. Selections of the same shape let HDF5 map chunks block by
+ * block; a flat memory space made it walk the chunked selection element by element (15 times
+ * slower than contiguous storage, reading; twice, writing). Ranks with fewer blocks (or none:
+ * n is 0, t may be NULL) take part in the rest with empty selections. A failed read's first
+ * failure is kept in err; a failed write ends the run (H5_CHECK). */
+static void shard_transfer(hid_t dset, const tensor_desc *t, long n, hid_t mem_type, hid_t xfer,
+                           MPI_Comm world, void *buf, int writing, checkpoint_read_error *err) {
     long blocks = n > 0 ? 1 : 0;
     hsize_t local[TENSOR_MAX_DIMS] = {1};
     for (int d = 0; n > 0 && d < t->ndims; d++) {
@@ -699,6 +649,10 @@ static void shard_read(hid_t dset, const tensor_desc *t, long n, hid_t mem_type,
         } else {
             H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, fstart, NULL, count, NULL));
             H5_CHECK(H5Sselect_hyperslab(mspace, H5S_SELECT_SET, mstart, NULL, count, NULL));
+        }
+        if (writing) {
+            H5_CHECK(H5Dwrite(dset, mem_type, mspace, fspace, xfer, buf));
+            continue;
         }
         /* a failed read leaves the collective complete on every rank (HDF5 checks a chunk's
          * checksum after the rank has read it), so the rounds go on */
@@ -846,11 +800,12 @@ static int part_read(model *m, const backend *be, const tensor_desc *t, const st
     tensor_part part;
     if (count > 0) tensor_part_init(&part, m, t, first, count);
     const long n = count > 0 ? tensor_local_elems(&part.d) : 0;
-    shard_read(s->values, n > 0 ? &part.d : NULL, n, mem, xfer, world, staging, err);
+    shard_transfer(s->values, n > 0 ? &part.d : NULL, n, mem, xfer, world, staging, 0, err);
     if (s->stored == DTYPE_INT8) {
         const tensor_desc sd = n > 0 ? scale_desc(&part.d, s->group) : (tensor_desc){0};
         const long ns = n > 0 ? tensor_local_elems(&sd) : 0;
-        shard_read(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, world, scales, err);
+        shard_transfer(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, world, scales, 0,
+                       err);
     }
     if (agree_any_bad(world, err->kind != CHECKPOINT_READ_OK)) return 1;
     if (n > 0) part_store(m, be, t, s, first, count, staging, scales, tp);
@@ -1043,11 +998,8 @@ int checkpoint_save(const model *m, uint64_t seed, const char *path, const mesh 
         for (long k = 0; k < n; k++)
             staging[k] =
                 synthetic_value(seed, t->name, tensor_global_index(t, k), t->init, t->init_std);
-        hid_t fspace = shard_file_space(dset, t, n);
-        hid_t mspace = memory_space(n);
-        H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mspace, fspace, xfer, staging));
-        H5Sclose(mspace);
-        H5Sclose(fspace);
+        shard_transfer(dset, n > 0 ? t : NULL, n, H5T_NATIVE_FLOAT, xfer, mesh->world, staging, 1,
+                       NULL);
         H5Dclose(dset);
     }
     H5Pclose(xfer);

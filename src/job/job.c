@@ -304,7 +304,7 @@ static int job_walk_record(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
     snprintf(j->out, sizeof j->out, "run.h5");
     j->timings = TIMINGS_STEP, j->flush_every = 0, j->flush_seconds = 10;
-    j->stop_grace_seconds = 5, j->stall_seconds = 60;
+    j->stop_grace_seconds = 5, j->stall_seconds = JOB_STALL_SECONDS_DEFAULT;
     j->telemetry_hz = 10;
     TRY(job_section_check(m, m_key, "record", JOB_RECORD_KEYS));
     TRY(job_get_string(L, m, "record", "out", j->out, sizeof j->out));

@@ -127,6 +127,7 @@ typedef struct {
     int stall_seconds;             /* the stall watchdog's least timeout (parallel/watchdog.h):
                                       a rank with no progress for the larger of this and 20x
                                       the slowest step reports and ends the run; 0 = off */
+#define JOB_STALL_SECONDS_DEFAULT 60
 
     /* provenance, for error messages after loading */
     char source[JOB_PATH_MAX];     /* the job file path */

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end GPU checks of the runner (label gpu): the CUDA backend against the CPU backend on
 # the same synthetic models, NCCL on one rank, ranks sharing one GPU over the staged MPI comm,
-# CUDA-graph decode, bf16. Exits 77 ("skipped: no CUDA device") where there is no usable GPU.
-#   tests/gpu/e2e.sh CHECK      CHECK: logits | nccl1 | shared2 | shared4 | graphs | bf16
+# CUDA-graph decode, bf16, the stall watchdog. Exits 77 ("skipped: no CUDA device") where there is no usable GPU.
+#   tests/gpu/e2e.sh CHECK      CHECK: logits | nccl1 | shared2 | shared4 | graphs | bf16 | stall
 # Needs TRIPAR_BIN and TRIPAR_SOURCE_DIR (CTest and tests/gpu/device_check.sh set them).
 set -u
 : "${TRIPAR_BIN:?TRIPAR_BIN must point at the tripar binary}"
 : "${TRIPAR_SOURCE_DIR:?TRIPAR_SOURCE_DIR must point at the source tree}"
 MPIEXEC=${MPIEXEC:-mpirun}
-check=${1:?usage: e2e.sh logits|nccl1|shared2|shared4|graphs|bf16}
+check=${1:?usage: e2e.sh logits|nccl1|shared2|shared4|graphs|bf16|stall}
 work=$(mktemp -d "${TMPDIR:-/tmp}/tripar-gpu-$check.XXXXXX") || exit 1
 TINY=$TRIPAR_SOURCE_DIR/jobs/tiny.yaml
 FACTOR=$TRIPAR_SOURCE_DIR/data/fixtures/factor.yaml
@@ -156,6 +156,26 @@ bf16) # bf16 weights on the GPU complete; generated tokens mostly agree with the
             cat "$work/bf16.diff"
             fail=1
         fi
+    fi
+    ;;
+stall) # one of 2 ranks frozen mid-run on the cuda backend: the other's stall watchdog names
+    # the wait and ends the run (tests/records_e2e/test_signal.sh stall, with the device's comm)
+    signal=$TRIPAR_SOURCE_DIR/tests/records_e2e/test_signal.sh
+    if SIGNAL_EXTRA_SETS="backend.kind=cuda backend.comm=mpi backend.device=0" \
+        "$signal" stall "$work/staged" >"$work/stall-staged.log" 2>&1; then
+        echo "ok   stall on one GPU over mpi-staged: $(grep -m1 '^stall:' "$work/stall-staged.log")"
+    else
+        echo "FAIL stall over mpi-staged"; tail -20 "$work/stall-staged.log"; fail=1
+    fi
+    if ((gpus >= 2)); then # NCCL: the host's stream wait stops, the communicators abort
+        if SIGNAL_EXTRA_SETS="backend.kind=cuda backend.comm=nccl" \
+            "$signal" stall "$work/nccl" >"$work/stall-nccl.log" 2>&1; then
+            echo "ok   stall over NCCL: $(grep -m1 '^stall:' "$work/stall-nccl.log")"
+        else
+            echo "FAIL stall over NCCL"; tail -20 "$work/stall-nccl.log"; fail=1
+        fi
+    else
+        echo "not run: the NCCL stall needs 2 GPUs (NCCL refuses two ranks on one device)"
     fi
     ;;
 *)

@@ -23,6 +23,8 @@
 # the rest is slack for a busy machine: only a hang fails), rank 0's stall line naming rank 1
 # (or the run file's collective write, when the stop lands in a flush),
 # exit 1, the partial file readable with complete=0.
+# SIGNAL_EXTRA_SETS (space-separated KEY=V) adds --sets to the run: tests/gpu/e2e.sh runs the
+# stall mode on the cuda backend with it (NCCL, or the staged MPI comm on one GPU).
 # The run takes minutes uninterrupted, so the signal always lands while it generates; the test
 # itself takes a few seconds. Nothing here depends on machine speed beyond "not 1000x faster".
 set -euo pipefail
@@ -46,7 +48,8 @@ stall) np=2 mesh=(parallel.pp=2 record.stall_seconds=5) ;;
 esac
 sets=()
 for kv in "${mesh[@]}" model.synthetic.layers=2 model.synthetic.ctx=20010 generate.new_tokens=20000 \
-    input.synthetic.batch=2 "record.activations=[]" record.timings=layer record.flush_every=20; do
+    input.synthetic.batch=2 "record.activations=[]" record.timings=layer record.flush_every=20 \
+    ${SIGNAL_EXTRA_SETS:-}; do
     sets+=(--set "$kv")
 done
 
@@ -118,7 +121,7 @@ if [ "$mode" = stall ]; then
     [ "$rc" -eq 1 ] || { echo "FAIL: exit $rc, want 1"; exit 1; }
     # rank 0 (stage 0) waits for rank 1: its next tokens, its activations, the stop vote, the
     # flush vote, or a flush's collective write (every 20 steps here) that rank 1 never joins
-    grep -E "^tripar: stall: \[rank 0 host [^]]+\] no progress for [0-9.]+ s, waiting in (PP receive from rank 1 \(host [^)]+\)|(PP|world|flush-vote) [a-z-]+ of ranks 0,1 \(hosts [^)]+\)|run-file write \(collective over every rank\))" \
+    grep -E "^tripar: stall: \[rank 0 host [^]]+\] no progress for [0-9.]+ s, waiting in (PP receive from rank 1 \(host [^)]+\)|(PP|world|flush-vote) [a-z-]+ of ranks 0,1 \(hosts [^)]+\)|run-file write \(collective over every rank\)|NCCL stream wait \(its TP and PP groups\))" \
         "$out/$mode.log" || { echo "FAIL: no stall line of rank 0 naming rank 1"; cat "$out/$mode.log"; exit 1; }
 fi
 if [ "$mode" = term-stalled ]; then

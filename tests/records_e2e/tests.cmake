@@ -59,6 +59,8 @@ records_e2e_test(plot /usr/bin/python3 ${E2E}/check_plot.py ${PROJECT_SOURCE_DIR
 foreach(mode term-mpirun term-rank kill-rank kill-alone term-stalled stall)
   records_e2e_test(${mode} ${E2E}/test_signal.sh ${mode} ${E2E_OUT}/signal)
 endforeach()
+# a rank frozen before MPI_Init: the watchdog's set-up mode ends the job (30 s; bound 90 s)
+records_e2e_test(startup_stall ${E2E}/test_startup_stall.sh ${E2E_OUT}/signal TIMEOUT 150)
 
 # 9. the run file under faults (issue 14): a file system filled at the end of a dp=2 run (the
 # collective activation writes) and mid-run (a timing flush) exits 1 with one message and an
