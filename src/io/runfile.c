@@ -154,10 +154,7 @@ static void mesh_write(runfile *rf) {
 
 /* Root attributes that describe the run; every value is made identical on every rank. */
 static void root_attrs_write(runfile *rf, const job *j, const mesh *m) {
-    hid_t root = rf->file;
-    h5_attr_write_string(root, "format", "tripar-run");
-    h5_attr_write_int(root, "format_version", RUNFILE_FORMAT_VERSION);
-    h5_attr_write_string(root, "tripar_version", TRIPAR_VERSION);
+    hid_t root = rf->file; /* format, format_version, tripar_version: partial_skeleton */
 
     /* the job text and clock come from rank 0 so every rank writes the same metadata */
     long long len = (rf->rank == 0 && j->yaml) ? (long long)strlen(j->yaml) : 0;
@@ -243,6 +240,39 @@ static int space_agree(runfile *rf, double bytes, const char *what) {
     return 0;
 }
 
+/* The file creation properties of a run file: the 1.8 object format stores large attributes
+ * densely (the job YAML may exceed 64 KiB). */
+static void run_file_plists(hid_t *fcpl, hid_t *fapl) {
+    *fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5_CHECK(*fapl);
+    H5_CHECK(H5Pset_libver_bounds(*fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
+    if (!fcpl) return;
+    *fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5_CHECK(*fcpl);
+    H5_CHECK(H5Pset_attr_phase_change(*fcpl, 0, 0));
+}
+
+/* Rank 0 makes the claimed, empty file a run file at once, alone and serially: the identity
+ * attributes and complete = 0, closed. Until the collective open's first flush (the job, the
+ * mesh) the file would otherwise stay empty, and a fault in between (a peer frozen or killed
+ * during set-up; found by jobs/soak.sh) would leave a partial file no tool can open. What is
+ * left is the moment of this write, a rank's own local work. 0, or -1. */
+static int partial_skeleton(const char *partial) {
+    hid_t fcpl, fapl;
+    run_file_plists(&fcpl, &fapl);
+    hid_t file;
+    H5E_BEGIN_TRY { file = H5Fcreate(partial, H5F_ACC_TRUNC, fcpl, fapl); }
+    H5E_END_TRY;
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    if (file < 0) return -1;
+    h5_attr_write_string(file, "format", "tripar-run");
+    h5_attr_write_int(file, "format_version", RUNFILE_FORMAT_VERSION);
+    h5_attr_write_string(file, "tripar_version", TRIPAR_VERSION);
+    h5_attr_write_int(file, "complete", 0);
+    return H5Fclose(file) < 0 ? -1 : 0;
+}
+
 /* Rank 0 claims PATH.partial.HOST.PID (its own pid) by creating it exclusively, so two runs
  * writing one PATH at once never share a partial file, and each renames its own whole file
  * over PATH; a name already taken (a dead run's, the same pid on the same host) gets a .N
@@ -264,6 +294,7 @@ static int partial_claim(runfile *rf) {
             err = fd < 0 ? errno : 0;
             if (fd >= 0) close(fd);
         }
+        if (err == 0 && partial_skeleton(rf->partial) != 0) err = EIO;
     }
     agree_root_int(rf->comm, &err);
     agree_root_text(rf->comm, rf->partial, (int)sizeof rf->partial);
@@ -300,19 +331,15 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
         return NULL;
     }
 
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    hid_t fapl;
+    run_file_plists(NULL, &fapl);
     H5_CHECK(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL));
     H5_CHECK(H5Pset_all_coll_metadata_ops(fapl, 1));
     H5_CHECK(H5Pset_coll_metadata_write(fapl, 1));
-    /* the 1.8 object format stores large attributes densely (the job YAML may exceed 64 KiB) */
-    H5_CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
-    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    H5_CHECK(H5Pset_attr_phase_change(fcpl, 0, 0));
     mpiio_guard_install(); /* what still fails after space_agree ends the job, not a hang */
-    hid_t file;
-    H5E_BEGIN_TRY { file = H5Fcreate(rf->partial, H5F_ACC_TRUNC, fcpl, fapl); }
+    hid_t file; /* the skeleton rank 0 wrote (partial_skeleton), opened by every rank */
+    H5E_BEGIN_TRY { file = H5Fopen(rf->partial, H5F_ACC_RDWR, fapl); }
     H5E_END_TRY;
-    H5Pclose(fcpl);
     H5Pclose(fapl);
     if (!agree_all_ok(comm, file >= 0)) {
         if (file >= 0) H5Fclose(file);
