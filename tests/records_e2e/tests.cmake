@@ -30,7 +30,7 @@ records_e2e_test(events_pp2 ${E2E}/run_case.sh ${E2E_OUT} pp2 2
   FIXTURE setup)
 records_e2e_test(events_one ${E2E}/run_case.sh ${E2E_OUT} one 1 FIXTURE setup)
 records_e2e_test(events_tp2 ${E2E}/run_case.sh ${E2E_OUT} tp2 2 parallel.tp=2)
-records_e2e_test(events_dp3 ${E2E}/run_case.sh ${E2E_OUT} dp3 3 parallel.dp=3)
+records_e2e_test(events_dp3 ${E2E}/run_case.sh ${E2E_OUT} dp3 3 parallel.dp=3 record.sched=false)
 records_e2e_test(events_pp4 ${E2E}/run_case.sh ${E2E_OUT} pp4 4
   parallel.pp=4 parallel.microbatches=3 record.flush_every=2)
 records_e2e_test(events_overlap ${E2E}/run_case.sh ${E2E_OUT} overlap 4
