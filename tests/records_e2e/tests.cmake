@@ -73,3 +73,6 @@ records_e2e_test(concurrent_out ${E2E}/test_concurrent_out.sh ${E2E_OUT}/faults)
 foreach(mode default seconds)
   records_e2e_test(kill_${mode} ${E2E}/test_kill_default.sh ${mode} ${E2E_OUT}/faults TIMEOUT 120)
 endforeach()
+
+# record.sched: a busy loop pinned on rank 1's core shows as rank 1's run delay in /sched
+records_e2e_test(preempt ${E2E}/test_preempt.sh ${E2E_OUT}/preempt TIMEOUT 300)
