@@ -13,7 +13,8 @@
 const int explain_row_kinds[] = {
     PHASE_EMBED,    PHASE_NORM,      PHASE_QKV_GEMM,   PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM,
     PHASE_MLP_GEMM, PHASE_HEAD,      PHASE_SAMPLE,     PHASE_TP_WAIT,   PHASE_PP_RECV_WAIT,
-    PHASE_PP_SEND,  PHASE_DP_GATHER, EXPLAIN_HOST_GAP,
+    PHASE_PP_SEND,  PHASE_DP_GATHER, PHASE_SAMPLE_WAIT, PHASE_NLL_WAIT, PHASE_STOP_WAIT,
+    EXPLAIN_HOST_GAP,
 };
 const int explain_row_count = (int)(sizeof explain_row_kinds / sizeof explain_row_kinds[0]);
 
@@ -27,6 +28,9 @@ const char *explain_kind_words(int kind) {
     case PHASE_PP_RECV_WAIT: return "PP wait / pipeline bubble";
     case PHASE_PP_SEND: return "PP send";
     case PHASE_DP_GATHER: return "DP gather";
+    case PHASE_SAMPLE_WAIT: return "exposed sampling collective";
+    case PHASE_NLL_WAIT: return "exposed perplexity reduction";
+    case PHASE_STOP_WAIT: return "stop vote wait";
     case EXPLAIN_HOST_GAP: return "idle between recorded phases";
     default: return "";
     }

@@ -434,6 +434,9 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
     if (code != TRIPAR_EXIT_OK) return code;
     rc->tm.iteration = -1; /* set-up events belong to no measured iteration */
     rc->have_timer = 1;
+    sched_init(&rc->sched, j->sched, timer_step_capacity(j));
+    rc->have_sched = 1;
+    if (rc->sched.on) rc->tm.sched = &rc->sched;
     telemetry_begin(rc);
     if ((code = model_start(rc, a)) != TRIPAR_EXIT_OK) return code;
     engine_start(rc, stop_flag);
@@ -450,6 +453,7 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
 void run_context_free(run_context *rc) {
     if (rc->have_engine) engine_free(&rc->e);
     if (rc->have_telemetry) telemetry_free(&rc->tel); /* before the clock it reads */
+    if (rc->have_sched) sched_free(&rc->sched);
     if (rc->have_timer) timer_free(&rc->tm);
     if (rc->have_model) model_free(&rc->m, &rc->be);
     if (rc->have_comms) comm_teardown(&rc->mesh); /* staged comms free through the backend */

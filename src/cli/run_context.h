@@ -13,6 +13,7 @@
 #include "job/sweep.h"
 #include "metrics/roofline.h"
 #include "metrics/run_metrics.h"
+#include "metrics/sched.h"
 
 #define RUN_MAX_OVERRIDES 256
 
@@ -75,6 +76,7 @@ typedef struct {
     backend be;
     timer tm;
     telemetry tel; /* record.telemetry: sampled from the timer's start to run_record */
+    sched_sampler sched; /* record.sched: sampled by the timer at each step event */
     model m;
     engine e;
     runfile *rf;
@@ -83,7 +85,7 @@ typedef struct {
     char out_path[JOB_PATH_MAX + 512];
     /* what has been built, so run_context_free undoes exactly that */
     int have_mesh, have_backend, have_comms, have_timer, have_model, have_engine;
-    int have_telemetry;
+    int have_telemetry, have_sched;
 } run_context;
 
 /* Builds the mesh, backend, comms, timer, model shard (synthetic or from the checkpoint, then

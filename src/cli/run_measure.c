@@ -24,6 +24,7 @@ static int measure_stream(run_context *rc, run_metrics *rm, serve_result *stream
                           double process_start, int *cold_done) {
     comm *world = &rc->mesh.world_host;
     serve_config sc = {rc->j.arrival_rate, rc->j.duration, rc->j.arrival_seed};
+    sched_threads_refresh(&rc->sched); /* threads the warm-up started */
     int stopped = serve_run(&rc->e, &sc, stream);
     if (!*cold_done && stream->batches > 0) {
         rm->cold_start_seconds = stream->first_token_time - process_start;
@@ -39,6 +40,7 @@ static int measure_one(run_context *rc, int measured, double *latency, double *t
     comm *world = &rc->mesh.world_host;
     engine *e = &rc->e;
     const int last_stage = e->m->geom.last_stage;
+    sched_threads_refresh(&rc->sched); /* threads started since: BLAS's on first use, say */
     world->ops->barrier(world->ctx);
     double t0 = timer_host_seconds();
     rc->tm.iteration = measured >= 0 ? measured : -1; /* before the event opens: it is tagged */

@@ -29,6 +29,8 @@ void run_record_step(void *user, int step) {
     if (due) { /* a killed job keeps what it measured */
         watch_phase(WATCH_RUNFILE);
         runfile_write_events(rc->rf, &rc->tm);
+        runfile_write_sched(rc->rf, &rc->sched, &rc->tm);
+        sched_threads_refresh(&rc->sched);
         runfile_write_telemetry(rc->rf, &rc->tel);
         watch_phase(WATCH_NONE);
     }
@@ -362,6 +364,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
     watch_phase(WATCH_RUNFILE); /* the stall report's words while HDF5 writes collectively */
     record_outputs(rc);
     runfile_write_events(rc->rf, &rc->tm);
+    runfile_write_sched(rc->rf, &rc->sched, &rc->tm);
     telemetry_stop(&rc->tel); /* the last samples, then the file is finalised */
     runfile_write_telemetry(rc->rf, &rc->tel);
     runfile_write_metrics(rc->rf, rm);

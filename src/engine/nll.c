@@ -94,22 +94,27 @@ void engine_nll_score(engine *e, const float *x, int mb) {
     float *head_in = e->head_in + (size_t)e->mb_max * C;
     float *logits = e->logits + (size_t)e->mb_max * VL;
     comm *tp = e->tp;
-    TIMER_SCOPE(e->tm, PHASE_HEAD, 0, mb, TIMER_NO_LAYER) {
-        for (int b = 0; b < e->split.size[mb]; b++) {
-            const int s = e->split.begin[mb] + b;
+    for (int b = 0; b < e->split.size[mb]; b++) {
+        const int s = e->split.begin[mb] + b;
+        TIMER_SCOPE(e->tm, PHASE_HEAD, 0, mb, TIMER_NO_LAYER) {
             engine_head_rows(e, logits, head_in, x + ((size_t)b * T + first) * C, n);
             e->be->ops->copy_to_host(e->be->ctx, e->nll_rows_host, logits,
                                      (size_t)n * VL * sizeof(float));
             shard_reduce(e, s, n);
-            if (tp->size > 1)
-                tp->ops->allgatherv(tp->ctx, e->nll_parts, e->nll_part, e->nll_counts,
-                                    e->nll_displs, COMM_DOUBLE);
-            else
-                memcpy(e->nll_parts, e->nll_part, (size_t)n * 3 * sizeof(double));
-            const int32_t *next = e->tokens + (size_t)s * e->total_len + first + 1;
-            for (int r = 0; r < n; r++)
-                e->nll[(size_t)s * T + first + 1 + r] = row_nll(e, r, n, next[r]);
         }
+        /* the gather waits for the slowest TP rank: its own event, not the head's work */
+        if (tp->size > 1) {
+            double t0 = timer_host_seconds();
+            tp->ops->allgatherv(tp->ctx, e->nll_parts, e->nll_part, e->nll_counts, e->nll_displs,
+                                COMM_DOUBLE);
+            timer_add_host(e->tm, PHASE_NLL_WAIT, 0, mb, TIMER_NO_LAYER, t0, timer_host_seconds());
+        } else {
+            memcpy(e->nll_parts, e->nll_part, (size_t)n * 3 * sizeof(double));
+        }
+        /* n log-sum-exps over tp parts: untimed, negligible beside the head's GEMM */
+        const int32_t *next = e->tokens + (size_t)s * e->total_len + first + 1;
+        for (int r = 0; r < n; r++)
+            e->nll[(size_t)s * T + first + 1 + r] = row_nll(e, r, n, next[r]);
     }
 }
 
@@ -127,8 +132,10 @@ void engine_nll_finish(engine *e) {
                 sum += e->nll[(size_t)s * T + first + 1 + r];
             e->nll_seq_sum[e->seq_global_begin + s] = sum;
         }
+    double t0 = timer_host_seconds(); /* after the steps: step -1, like dp_gather */
     e->world->ops->allreduce(e->world->ctx, e->nll_seq_sum, (size_t)e->cfg.batch, COMM_DOUBLE,
                              COMM_OP_SUM);
+    timer_add_host(e->tm, PHASE_NLL_WAIT, -1, -1, TIMER_NO_LAYER, t0, timer_host_seconds());
     e->nll_sum = 0.0;
     for (int s = 0; s < e->cfg.batch; s++)
         e->nll_sum += e->nll_seq_sum[s];

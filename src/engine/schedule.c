@@ -30,13 +30,28 @@ static int row_finite(const float *row, int n) {
     return 1;
 }
 
+/* Ends the sampler's local work before its TP collective and returns the collective's start:
+ * the collective is timed as sample_wait, so a slow peer never shows as sampling compute. */
+static double sample_wait_begin(engine *e, int *ev) {
+    timer_end(e->tm, *ev);
+    return timer_host_seconds();
+}
+
+/* After the collective: its sample_wait event, and the sampler's remaining work reopens as a
+ * second sample event. */
+static void sample_wait_end(engine *e, int *ev, double t0, int step, int mb) {
+    timer_add_host(e->tm, PHASE_SAMPLE_WAIT, step, mb, TIMER_NO_LAYER, t0, timer_host_seconds());
+    *ev = timer_begin(e->tm, PHASE_SAMPLE, step, mb, TIMER_NO_LAYER);
+}
+
 /* Next token of each sequence of micro-batch mb from the logits on the backend, and whether
  * its logits were finite (e->row_finite); identical on every TP rank. Greedy uses a
  * distributed argmax (local max, then MAXLOC across TP, which breaks ties to the lowest index
  * like a single rank): NaN wins both, so a non-finite maximum is how a row with NaN (or with
  * an infinite maximum) shows, at the cost of copying nb floats back. Sampling assembles the
- * full rows and checks them whole. */
-static void select_tokens(engine *e, int mb, int position, int32_t *out) {
+ * full rows and checks them whole. *ev is the open sample event; with tp > 1 it is ended
+ * before the collective and a new one begun after it (sample_wait_begin, sample_wait_end). */
+static void select_tokens(engine *e, int mb, int step, int position, int32_t *out, int *ev) {
     const shard_geom *g = &e->m->geom;
     const backend_ops *ops = e->be->ops;
     const int nb = e->split.size[mb], V = e->m->cfg.vocab, VL = g->vocab_local;
@@ -52,7 +67,11 @@ static void select_tokens(engine *e, int mb, int position, int32_t *out) {
             pairs[b].value = vals[b];
             pairs[b].index = e->tok_host[b] + g->vocab_begin;
         }
-        if (tp->size > 1) tp->ops->allreduce_maxloc(tp->ctx, pairs, (size_t)nb);
+        if (tp->size > 1) {
+            double t0 = sample_wait_begin(e, ev);
+            tp->ops->allreduce_maxloc(tp->ctx, pairs, (size_t)nb);
+            sample_wait_end(e, ev, t0, step, mb);
+        }
         for (int b = 0; b < nb; b++) {
             out[b] = pairs[b].index;
             e->row_finite[b] = isfinite(pairs[b].value) != 0;
@@ -60,13 +79,15 @@ static void select_tokens(engine *e, int mb, int position, int32_t *out) {
         return;
     }
     ops->copy_to_host(e->be->ctx, e->logits_shard_host, e->logits, (size_t)nb * VL * sizeof(float));
-    for (int b = 0; b < nb; b++) {
-        float *row = e->logits_host + (size_t)b * V;
-        if (tp->size > 1)
-            tp->ops->allgatherv(tp->ctx, row, e->logits_shard_host + (size_t)b * VL,
-                                e->vocab_counts, e->vocab_displs, COMM_FLOAT);
-        else
-            memcpy(row, e->logits_shard_host + (size_t)b * VL, (size_t)V * sizeof(float));
+    if (tp->size > 1) {
+        double t0 = sample_wait_begin(e, ev);
+        for (int b = 0; b < nb; b++)
+            tp->ops->allgatherv(tp->ctx, e->logits_host + (size_t)b * V,
+                                e->logits_shard_host + (size_t)b * VL, e->vocab_counts,
+                                e->vocab_displs, COMM_FLOAT);
+        sample_wait_end(e, ev, t0, step, mb);
+    } else {
+        memcpy(e->logits_host, e->logits_shard_host, (size_t)nb * V * sizeof(float));
     }
     for (int b = 0; b < nb; b++) {
         long seq = e->seq_global_begin + e->split.begin[mb] + b;
@@ -161,7 +182,8 @@ static void drain_pending(engine *e) {
 static int stop_vote_finish(engine *e, int *all_done) {
     const int voted = e->vote_open;
     e->vote_open = 0;
-    comm_wait(e->world, &e->stop_req);
+    /* between steps, so tagged with the step voted on and no micro-batch */
+    wait_timed(e, e->world, &e->stop_req, PHASE_STOP_WAIT, e->vote_step, -1);
     if (e->stop_vote[1] > 0 && e->nonfinite_step < 0) e->nonfinite_step = e->vote_step;
     *all_done = voted && e->cfg.stop_at_eos && e->stop_vote[2] == 0;
     return e->stop_vote[0] > 0 || e->stop_vote[1] > 0;
@@ -243,7 +265,7 @@ static void sample_tokens(engine *e, int mb, int step, int steps) {
     const int nb = e->split.size[mb], T = e->prompt_len;
     int ev = timer_begin(e->tm, PHASE_SAMPLE, step, mb, TIMER_NO_LAYER);
     int32_t *chosen = e->tok_host;
-    select_tokens(e, mb, T + step, chosen);
+    select_tokens(e, mb, step, T + step, chosen, &ev);
     timer_end(e->tm, ev);
     for (int b = 0; b < nb; b++) {
         const int s = e->split.begin[mb] + b, record = step < e->new_tokens;

@@ -75,6 +75,12 @@ void runfile_write_events(runfile *rf, timer *t);
  * and at the end. Nothing is written when record.telemetry is 0 (t NULL or rate 0 on rank 0). */
 void runfile_write_telemetry(runfile *rf, telemetry *t);
 
+/* /sched/rank_NNNNN for every rank and the /sched attributes (source, threads, dropped): one
+ * row per step event ended since the last call, its iteration, step, micro-batch and times
+ * taken from the timer's event (call after runfile_write_events, which resolves them). Nothing
+ * is written when record.sched is off or record.timings is (s->on 0 on rank 0). */
+void runfile_write_sched(runfile *rf, sched_sampler *s, timer *t);
+
 /* /metrics. */
 void runfile_write_metrics(runfile *rf, const run_metrics *metrics);
 

@@ -12,3 +12,8 @@ MPI_Comm runfile_comm(const runfile *rf);
 /* Collective: 1 while the file system has room for bytes more (plus metadata), else 0 with
  * the file marked failed on every rank (runfile.c's space_agree). */
 int runfile_room(runfile *rf, double bytes, const char *what);
+
+/* Collective: appends counts[r] rows to group/rank_NNNNN for every rank r (created, empty, with
+ * chunks of chunk_rows rows at the first call), this rank's from rows (runfile_tables.c). */
+void runfile_tables_append(runfile *rf, const char *group, hid_t mtype, long chunk_rows,
+                           const long long *counts, const void *rows);

@@ -45,26 +45,6 @@ static hid_t telemetry_sample_type(void) {
     return t;
 }
 
-/* Creates every rank's empty table (collective: every rank creates every one). */
-static void tables_create(hid_t file, int size, hid_t ftype) {
-    hid_t g = h5_group_open_or_create(file, "telemetry");
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hsize_t chunk[1] = {TELEMETRY_CHUNK_ROWS}, zero[1] = {0}, unlimited[1] = {H5S_UNLIMITED};
-    H5_CHECK(H5Pset_chunk(dcpl, 1, chunk));
-    H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
-    hid_t space = H5Screate_simple(1, zero, unlimited);
-    for (int r = 0; r < size; r++) {
-        char name[32];
-        snprintf(name, sizeof name, "rank_%05d", r);
-        hid_t d = H5Dcreate2(g, name, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-        H5_CHECK(d);
-        H5Dclose(d);
-    }
-    H5Sclose(space);
-    H5Pclose(dcpl);
-    H5Gclose(g);
-}
-
 /* The group's attributes; the strings are rank 0's so every rank writes identical metadata. */
 static void attrs_write(hid_t file, MPI_Comm comm, int size, const telemetry *t, int rate) {
     char text[2][256] = {"", ""};
@@ -96,7 +76,7 @@ void runfile_write_telemetry(runfile *rf, telemetry *t) {
     if (!rf || runfile_failed(rf) || runfile_hdf5(rf) < 0) return;
     const MPI_Comm comm = runfile_comm(rf);
     const hid_t file = runfile_hdf5(rf);
-    const int rank = agree_comm_rank(comm), size = agree_comm_size(comm);
+    const int size = agree_comm_size(comm);
     int rate = t ? t->rate_hz : 0;
     agree_root_int(comm, &rate); /* the job's, the same on every rank */
     if (rate <= 0) return;
@@ -113,35 +93,9 @@ void runfile_write_telemetry(runfile *rf, telemetry *t) {
         return;
     }
     hid_t mtype = telemetry_sample_type();
-    if (!h5_exists(file, "telemetry")) tables_create(file, size, mtype);
-    hid_t xfer = H5Pcreate(H5P_DATASET_XFER);
-    H5_CHECK(H5Pset_dxpl_mpio(xfer, H5FD_MPIO_INDEPENDENT));
-    /* extending is collective, so every rank extends every table; rows are then per rank */
-    for (int r = 0; r < size; r++) {
-        if (counts[r] == 0) continue; /* same decision on every rank */
-        char path[64];
-        snprintf(path, sizeof path, "telemetry/rank_%05d", r);
-        hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
-        H5_CHECK(d);
-        hid_t space = H5Dget_space(d);
-        hsize_t have[1];
-        H5Sget_simple_extent_dims(space, have, NULL);
-        H5Sclose(space);
-        hsize_t grown[1] = {have[0] + (hsize_t)counts[r]};
-        H5_CHECK(H5Dset_extent(d, grown));
-        if (r == rank) {
-            hid_t fspace = H5Dget_space(d);
-            hsize_t start[1] = {have[0]}, count[1] = {(hsize_t)fresh};
-            H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL));
-            hid_t mspace = H5Screate_simple(1, count, NULL);
-            H5_CHECK(H5Dwrite(d, mtype, mspace, fspace, xfer, t->samples + t->flushed));
-            H5Sclose(mspace);
-            H5Sclose(fspace);
-        }
-        H5Dclose(d);
-    }
+    runfile_tables_append(rf, "telemetry", mtype, TELEMETRY_CHUNK_ROWS, counts,
+                          t ? t->samples + t->flushed : NULL);
     if (t) t->flushed += fresh;
-    H5Pclose(xfer);
     H5Tclose(mtype);
     free(counts);
     attrs_write(file, comm, size, t, rate);

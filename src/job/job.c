@@ -306,6 +306,7 @@ static int job_walk_record(job_loader *L, const jnode *m, const jnode *m_key) {
     j->timings = TIMINGS_STEP, j->flush_every = 0, j->flush_seconds = 10;
     j->stop_grace_seconds = 5, j->stall_seconds = JOB_STALL_SECONDS_DEFAULT;
     j->telemetry_hz = 10;
+    j->sched = 1;
     TRY(job_section_check(m, m_key, "record", JOB_RECORD_KEYS));
     TRY(job_get_string(L, m, "record", "out", j->out, sizeof j->out));
     const jnode *acts = job_field(L, m, "record", "activations", NULL);
@@ -345,6 +346,7 @@ static int job_walk_record(job_loader *L, const jnode *m, const jnode *m_key) {
     TRY(job_get_int(L, m, "record", "stop_grace_seconds", 0, 86400, &j->stop_grace_seconds));
     TRY(job_get_int(L, m, "record", "telemetry", 0, JOB_TELEMETRY_MAX_HZ, &j->telemetry_hz));
     TRY(job_get_int(L, m, "record", "stall_seconds", 0, 86400, &j->stall_seconds));
+    TRY(job_get_bool(L, m, "record", "sched", &j->sched));
     return STATUS_OK;
 }
 

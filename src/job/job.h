@@ -124,6 +124,7 @@ typedef struct {
                                       the stop before it exits by itself (a lost peer never lets
                                       it agree); 0 = no limit */
     int telemetry_hz;              /* telemetry samples per second per rank, 0 = off */
+    int sched;                     /* record.sched: preemption per step into /sched */
     int stall_seconds;             /* the stall watchdog's least timeout (parallel/watchdog.h):
                                       a rank with no progress for the larger of this and 20x
                                       the slowest step reports and ends the run; 0 = off */

@@ -171,9 +171,9 @@ void job_dump(const job *j, FILE *out) {
     /* quoted: YAML 1.1 readers take a bare off for false */
     fprintf(out,
             "]\n  timings: \"%s\"\n  flush_every: %d\n  flush_seconds: %d\n"
-            "  stop_grace_seconds: %d\n  telemetry: %d\n  stall_seconds: %d\n",
+            "  stop_grace_seconds: %d\n  telemetry: %d\n  stall_seconds: %d\n  sched: %s\n",
             timings_level_name(j->timings), j->flush_every, j->flush_seconds, j->stop_grace_seconds,
-            j->telemetry_hz, j->stall_seconds);
+            j->telemetry_hz, j->stall_seconds, j->sched ? "true" : "false");
     if (j->perplexity_window > 0) /* only when on: the section's presence turns it on */
         fprintf(out, "perplexity:\n  window: %d\n  chunks: %d\n", j->perplexity_window,
                 j->perplexity_chunks);

@@ -52,7 +52,7 @@ const char *const JOB_BENCH_KEYS[] = {"warmup",   "iterations",   "roofline", "a
                                       "duration", "arrival_seed", NULL};
 const char *const JOB_RECORD_KEYS[] = {
     "out",           "activations",        "timings",   "flush_every",
-    "flush_seconds", "stop_grace_seconds", "telemetry", "stall_seconds", NULL};
+    "flush_seconds", "stop_grace_seconds", "telemetry", "stall_seconds", "sched", NULL};
 
 const char *const JOB_PERPLEXITY_KEYS[] = {"window", "chunks", NULL};
 

@@ -12,7 +12,8 @@
 static const char *const phase_names[PHASE_COUNT] = {
     "embed",   "norm",         "qkv_gemm", "attention",    "attn_out_gemm", "mlp_gemm",
     "tp_allreduce", "tp_wait", "pp_send",  "pp_recv_wait", "head",          "sample",
-    "dp_gather", "step",       "weight_init", "iteration",
+    "dp_gather", "step",       "weight_init", "iteration", "sample_wait", "nll_wait",
+    "stop_wait",
 };
 
 const char *phase_name(phase p) {
@@ -82,10 +83,22 @@ void clock_align(MPI_Comm world, double inject_offset, double *offset, double *u
     MPI_CHECK(MPI_Comm_free(&c));
 }
 
-/* Upper bounds per step of one micro-batch: outside layers embed, its TP all-reduce (2),
- * pp_recv_wait, pp_send, head, sample and step are 8, so 16 leaves room; inside a layer at
- * most 16 phases (norms, GEMMs, attention, the all-reduces of the overlap pieces). */
-enum { EVENTS_PER_STEP = 16, EVENTS_PER_LAYER = 16, EVENTS_OUTSIDE_STEPS = 64 };
+/* Upper bounds per step of one micro-batch: outside layers a first stage has step, the token
+ * pp_recv_wait, two pp_send, embed and its TP all-reduce (2): 7; a last stage step,
+ * pp_recv_wait, head, sample (2, around sample_wait), sample_wait, pp_send and the step's
+ * stop_wait: 8; so 16 leaves room; inside a layer at most 16 phases (norms, GEMMs, attention,
+ * the all-reduces of the overlap pieces). Perplexity adds a head and an nll_wait per sequence
+ * at prefill (NLL_EVENTS_PER_SEQUENCE). */
+enum { EVENTS_PER_STEP = 16, EVENTS_PER_LAYER = 16, EVENTS_OUTSIDE_STEPS = 64,
+       NLL_EVENTS_PER_SEQUENCE = 2 };
+
+/* Step events of every generation the run may make: steps x micro-batches x generations. */
+static long step_events(const job *j) {
+    long steps = j->new_tokens > 0 ? j->new_tokens : 1;
+    /* an arrival stream may run up to one generation per request */
+    long stream = j->arrival_rate > 0 ? (long)(2.0 * j->arrival_rate * j->duration) + 64 : 0;
+    return (long)(j->warmup + j->iterations + stream) * steps * (long)j->microbatches;
+}
 
 long timer_event_capacity(const job *j) {
     long per_mb;
@@ -94,13 +107,16 @@ long timer_event_capacity(const job *j) {
     case TIMINGS_LAYER: per_mb = (long)j->layers * EVENTS_PER_LAYER + EVENTS_PER_STEP; break;
     default: return 0;
     }
-    long steps = j->new_tokens > 0 ? j->new_tokens : 1;
-    long per_step = (long)j->microbatches * per_mb;
-    /* an arrival stream may run up to one generation per request */
-    long stream = j->arrival_rate > 0 ? (long)(2.0 * j->arrival_rate * j->duration) + 64 : 0;
-    long capacity =
-        EVENTS_OUTSIDE_STEPS + (long)(j->warmup + j->iterations + stream) * steps * per_step;
+    long capacity = EVENTS_OUTSIDE_STEPS + step_events(j) * per_mb;
+    if (j->perplexity_window > 0) /* perplexity: one generation per run, a prefill only */
+        capacity += (long)(j->warmup + j->iterations) * j->batch * NLL_EVENTS_PER_SEQUENCE;
     return capacity > TIMER_MAX_EVENTS ? TIMER_MAX_EVENTS : capacity;
+}
+
+long timer_step_capacity(const job *j) {
+    if (j->timings == TIMINGS_OFF) return 0;
+    long n = step_events(j);
+    return n > TIMER_MAX_EVENTS ? TIMER_MAX_EVENTS : n;
 }
 
 void timer_init(timer *t, timings_level level, const backend *be, long capacity, MPI_Comm world) {
@@ -173,6 +189,8 @@ static long timer_push(timer *t, phase p, int step, int microbatch, int layer) {
 int timer_begin(timer *t, phase p, int step, int microbatch, int layer) {
     long i = timer_push(t, p, step, microbatch, layer);
     if (i < 0) return -1;
+    /* before the start time, so the sample's interval covers the step's */
+    if (p == PHASE_STEP && t->sched) sched_step_begin(t->sched, i);
     if (t->range_ids) t->range_ids[i] = t->be->ops->range_start(t->be->ctx, phase_name(p), layer);
     if (timer_uses_marks(t, i)) {
         t->be->ops->mark(t->be->ctx, (int)(2 * i));
@@ -194,6 +212,7 @@ void timer_end(timer *t, int handle) {
         t->events[handle].t_end = timer_now(t);
         t->mark_slots[2 * handle + 1] = SLOT_DONE;
     }
+    if (t->sched && t->events[handle].phase == PHASE_STEP) sched_step_end(t->sched, handle);
 }
 
 void timer_add_host(timer *t, phase p, int step, int microbatch, int layer, double t0, double t1) {

@@ -8,6 +8,7 @@
 
 #include "kernels/backend.h"
 #include "job/job.h"
+#include "metrics/sched.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,6 +32,11 @@ typedef enum {
     PHASE_STEP,           /* one whole step (prefill or one decode step) of one micro-batch */
     PHASE_WEIGHT_INIT,
     PHASE_ITERATION,      /* one whole generation (benchmark iteration) */
+    /* appended so the values above stay: each is the blocking part of a collective that
+     * would otherwise count as the enclosing work */
+    PHASE_SAMPLE_WAIT,    /* the sampler's TP collective (argmax MAXLOC, or the rows' gather) */
+    PHASE_NLL_WAIT,       /* perplexity: the TP gather of row parts, the world sum after */
+    PHASE_STOP_WAIT,      /* the stop vote's world all-reduce, completed after the next step */
     PHASE_COUNT
 } phase;
 
@@ -69,6 +75,8 @@ typedef struct {
                                 max_marks / 2 fall back to the host clock. timer_init sets
                                 2 * capacity: lower it if the backend has fewer slots */
     long resolved;           /* events before this index hold final times */
+    sched_sampler *sched;    /* record.sched: sampled as each step event begins and ends;
+                                NULL: not sampled */
 } timer;
 
 /* Monotonic seconds on this host. */
@@ -85,6 +93,9 @@ void clock_align(MPI_Comm world, double inject_offset, double *offset, double *u
  * CUDA creates one event per slot at start-up, so `off` must cost none. */
 enum { TIMER_MAX_EVENTS = 4000000 };
 long timer_event_capacity(const job *j);
+/* The step events (one per step per micro-batch per generation) the job may make: the rows
+ * /sched preallocates (0 when record.timings is off, capped like the events). */
+long timer_step_capacity(const job *j);
 
 void timer_init(timer *t, timings_level level, const backend *be, long capacity, MPI_Comm world);
 void timer_free(timer *t);

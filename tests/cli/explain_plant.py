@@ -37,7 +37,8 @@ JOB = os.path.join(SRC, "tests/cli/tools_tiny.yaml")
 PLANT_S = 1e-3  # far above the tiny model's phase times, so the planted rank stays critical
 BENCH = ["bench.warmup=1", "bench.iterations=3"]
 ROWS = ("embed", "norm", "qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm", "head", "sample",
-        "tp_wait", "pp_recv_wait", "pp_send", "dp_gather", "host_gap")
+        "tp_wait", "pp_recv_wait", "pp_send", "dp_gather", "sample_wait", "nll_wait", "stop_wait",
+        "host_gap")
 
 
 def run(args, expect=0):

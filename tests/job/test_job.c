@@ -145,6 +145,7 @@ static void test_tiny_fields(void **state) {
     assert_int_equal(j.flush_seconds, 10);
     assert_int_equal(j.stop_grace_seconds, 5);
     assert_int_equal(j.stall_seconds, 60);
+    assert_int_equal(j.sched, 1);
     assert_int_equal(j.telemetry_hz, 10);
     /* where keys were set */
     assert_int_equal(job_key_line(&j, "model.synthetic.layers"), 3);
@@ -228,7 +229,7 @@ static void test_all_keys(void **state) {
         "generate: {new_tokens: 0, sampling: sample, temperature: 0.5, top_k: 40, seed: 77}\n"
         "bench: {warmup: 10, iterations: 100}\n"
         "record:\n  out: x/y.h5\n  activations: all\n  timings: off\n  flush_every: 3\n"
-        "  flush_seconds: 0\n  stop_grace_seconds: 0\n  stall_seconds: 7\n");
+        "  flush_seconds: 0\n  stop_grace_seconds: 0\n  stall_seconds: 7\n  sched: false\n");
     load_ok(&j, path, NULL, 0);
     assert_int_equal(j.layers, 3);
     assert_int_equal(j.heads, 6);
@@ -271,6 +272,7 @@ static void test_all_keys(void **state) {
     assert_int_equal(j.flush_seconds, 0);
     assert_int_equal(j.stop_grace_seconds, 0);
     assert_int_equal(j.stall_seconds, 7);
+    assert_int_equal(j.sched, 0);
     assert_int_equal(job_key_line(&j, "backend.tf32"), 14);
     job_free(&j);
 }
@@ -384,7 +386,8 @@ static void test_error_details(void **state) {
     snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nrecord: [out]\n", m);
     expect_error(write_tmp("e4.yaml", text), NULL, 0,
                  "e4\\.yaml:3: record must be a mapping of keys \\(out, activations, timings, "
-                 "flush_every, flush_seconds, stop_grace_seconds, telemetry, stall_seconds\\), "
+                 "flush_every, flush_seconds, stop_grace_seconds, telemetry, stall_seconds, "
+                 "sched\\), "
                  "got a sequence");
     snprintf(text, sizeof text, "%sinput: {tokens: [1]}\n---\nmodel: {}\n", m);
     expect_error(write_tmp("e5.yaml", text), NULL, 0, "e5\\.yaml:4: .*second one");
@@ -540,7 +543,7 @@ static void round_trip(const char *path, const char *const *sets, int n_sets) {
     assert_true(a.warmup == b.warmup && a.iterations == b.iterations && a.timings == b.timings &&
                 a.flush_every == b.flush_every && a.flush_seconds == b.flush_seconds &&
                 a.stop_grace_seconds == b.stop_grace_seconds && a.telemetry_hz == b.telemetry_hz &&
-                a.stall_seconds == b.stall_seconds);
+                a.stall_seconds == b.stall_seconds && a.sched == b.sched);
     job_free(&a);
     job_free(&b);
 }

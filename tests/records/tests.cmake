@@ -45,3 +45,6 @@ tripar_unit_test(records_timer_capacity SOURCES records/test_timer_capacity.c LA
 
 # record.telemetry: the sampler in a real run, the report table, the refused values.
 include(${TRIPAR_AREA_DIR}/telemetry.cmake)
+
+# record.sched: the preemption sampler's rows, threads and drops, and its cost per step.
+tripar_unit_test(records_sched SOURCES records/test_sched.c LABELS records)

@@ -84,6 +84,10 @@ def check_fields(run):
         expect(bool((ts >= -1.0).all()), "rank %d: event before the run's start" % r)
         scoped = ev["step"] >= 0
         expect(bool((ev["step"][scoped] < steps).all()), "rank %d: step out of range" % r)
+        between = np.isin(ev["phase"], list(L.BETWEEN_STEPS))
+        expect(bool((ev["microbatch"][between] == -1).all()),
+               "rank %d: events between steps with a micro-batch" % r)
+        scoped = scoped & ~between
         n_micro = len(run.mb_sizes(r))
         expect(bool(((ev["microbatch"][scoped] >= 0) &
                      (ev["microbatch"][scoped] < n_micro)).all()),
@@ -92,8 +96,8 @@ def check_fields(run):
         lay = ev["layer"][ev["layer"] != -1]
         expect(bool(((lay >= l0) & (lay < l1)).all()),
                "rank %d: layer outside this stage's [%d, %d)" % (r, l0, l1))
-        unscoped = {str(p) for p in ev["phase"][~scoped]}
-        expect(unscoped <= {"iteration", "weight_init", "dp_gather"},
+        unscoped = {str(p) for p in ev["phase"][(ev["step"] < 0)]}
+        expect(unscoped <= {"iteration", "weight_init", "dp_gather", "nll_wait"},
                "rank %d: step-less events of phases %s" % (r, sorted(unscoped)))
         # every step-scoped event lies inside its step event on the same rank (same clock)
         if run.level == "off":
@@ -218,6 +222,49 @@ def check_clocks(run):
     return pairs
 
 
+def check_sched(run):
+    """/sched: present when record.sched and timings are on, one row per step event of each
+    rank with that event's numbering and interval, counters finite and non-negative, and no
+    more run delay than the threads sampled could have waited during the step."""
+    want = run.sched_on and run.level != "off"
+    expect((run.sched is not None) == want, "/sched %s, want %s (record.sched %s, timings %s)" % (
+        "present" if run.sched is not None else "absent", "present" if want else "absent",
+        run.sched_on, run.level))
+    if run.sched is None:
+        return
+    a = run.sched_attrs
+    expect(len(L.text(a.get("source", b""))) > 0, "/sched has no source attribute")
+    threads = [int(x) for x in a.get("threads_per_rank", [])]
+    expect(len(threads) == run.world and min(threads) >= 1 and int(a.get("threads", 0)) ==
+           max(threads), "/sched threads %s, threads_per_rank %s" % (a.get("threads"), threads))
+    expect(int(np.sum(a.get("dropped", [1]))) == 0, "/sched dropped rows: %s" % a.get("dropped"))
+    for r, rows in enumerate(run.sched):
+        ev = run.events[r]
+        if not expect(rows is not None, "rank %d: no /sched table" % r):
+            continue
+        st = ev["phase"] == "step"
+        steps = sorted(zip(ev["iteration"][st].tolist(), ev["step"][st].tolist(),
+                           ev["microbatch"][st].tolist(), ev["t_start"][st].tolist(),
+                           ev["t_end"][st].tolist()))
+        got = sorted(zip(rows["iteration"].tolist(), rows["step"].tolist(),
+                         rows["microbatch"].tolist(), rows["t_start"].tolist(),
+                         rows["t_end"].tolist()))
+        expect(got == steps, "rank %d: %d /sched rows, %d step events, or their numbering or "
+               "times differ" % (r, len(got), len(steps)))
+        if len(rows) == 0:
+            continue
+        delay, span = rows["run_delay"], rows["t_end"] - rows["t_start"]
+        expect(bool(np.isfinite(delay).all() and (delay >= 0).all()),
+               "rank %d: run_delay not finite and non-negative: %s" % (r, delay[:8]))
+        expect(bool((rows["nivcsw"] >= 0).all() and (rows["nvcsw"] >= 0).all()),
+               "rank %d: negative context switch counts" % r)
+        # a thread waits at most the whole sampled interval (a little wider than the step's)
+        bound = threads[r] * (span + 1e-3) if threads else np.inf
+        expect(bool((delay <= bound).all()), "rank %d: run_delay beyond %d threads x the step" % (
+            r, threads[r] if threads else 0))
+    print("/sched: %s rows, as many as step events" % [len(x) for x in run.sched])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
@@ -237,6 +284,7 @@ def main():
     expect(dropped is not None and int(np.sum(dropped)) == 0, "dropped events: %s" % dropped)
     check_counts(run)
     check_fields(run)
+    check_sched(run)
     pairs = check_clocks(run)
     if run.level == "layer" and (run.tp > 1 or run.pp > 1):
         expect(pairs > 0, "no cross-rank pair was checked")

@@ -16,7 +16,10 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
 
 PHASES = ["embed", "norm", "qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm",
           "tp_allreduce", "tp_wait", "pp_send", "pp_recv_wait", "head", "sample",
-          "dp_gather", "step", "weight_init", "iteration"]
+          "dp_gather", "step", "weight_init", "iteration", "sample_wait", "nll_wait",
+          "stop_wait"]
+# Phases tagged with a step but no micro-batch (-1): they lie between step events.
+BETWEEN_STEPS = {"stop_wait"}
 
 failures = []
 
@@ -79,6 +82,10 @@ class Run:
                     "step": ev["step"], "microbatch": ev["microbatch"], "layer": ev["layer"],
                     "iteration": ev["iteration"], "t_start": ev["t_start"],
                     "t_end": ev["t_end"]})
+            # /sched: one table per rank (docs/schema.md), None when the group is absent
+            self.sched_attrs = dict(f["sched"].attrs) if "sched" in f else None
+            self.sched = [f["sched/rank_%05d" % r][...] if "sched/rank_%05d" % r in f else None
+                          for r in range(self.world)] if "sched" in f else None
         j = self.job
         syn = j["model"]["synthetic"]
         self.layers = int(syn["layers"])
@@ -101,6 +108,7 @@ class Run:
         # PyYAML reads YAML 1.1, where a bare `off` is the boolean false
         level = j["record"]["timings"]
         self.level = "off" if level is False else str(level)
+        self.sched_on = bool(j["record"].get("sched", True))
 
     def coords(self, r):
         row = self.mesh[r]
@@ -146,6 +154,8 @@ def predict_counts(run, r):
 
     for _ in range(gens):
         add("iteration", 1)
+        if run.world > 1:
+            add("stop_wait", steps)                     # each step's stop vote, waited after the next
         for s in range(steps):
             n_new = run.prompt_len if s == 0 else 1
             for nb in run.mb_sizes(r):
@@ -183,7 +193,11 @@ def predict_counts(run, r):
                     add("pp_send", 1)                   # middle stage: wait for step s-1's send
                 if last:
                     add("head", 1)
-                    add("sample", 1)
+                    if run.tp > 1:
+                        add("sample", 2)                # local work before and after the collective
+                        add("sample_wait", 1)           # the argmax MAXLOC across TP
+                    else:
+                        add("sample", 1)
                     if run.pp > 1 and s >= 1 and s + 1 < steps:
                         add("pp_send", 1)               # wait for the previous token send
     add("weight_init", 1)

@@ -30,7 +30,7 @@ records_e2e_test(events_pp2 ${E2E}/run_case.sh ${E2E_OUT} pp2 2
   FIXTURE setup)
 records_e2e_test(events_one ${E2E}/run_case.sh ${E2E_OUT} one 1 FIXTURE setup)
 records_e2e_test(events_tp2 ${E2E}/run_case.sh ${E2E_OUT} tp2 2 parallel.tp=2)
-records_e2e_test(events_dp3 ${E2E}/run_case.sh ${E2E_OUT} dp3 3 parallel.dp=3)
+records_e2e_test(events_dp3 ${E2E}/run_case.sh ${E2E_OUT} dp3 3 parallel.dp=3 record.sched=false)
 records_e2e_test(events_pp4 ${E2E}/run_case.sh ${E2E_OUT} pp4 4
   parallel.pp=4 parallel.microbatches=3 record.flush_every=2)
 records_e2e_test(events_overlap ${E2E}/run_case.sh ${E2E_OUT} overlap 4
@@ -75,3 +75,6 @@ records_e2e_test(concurrent_out ${E2E}/test_concurrent_out.sh ${E2E_OUT}/faults)
 foreach(mode default seconds)
   records_e2e_test(kill_${mode} ${E2E}/test_kill_default.sh ${mode} ${E2E_OUT}/faults TIMEOUT 120)
 endforeach()
+
+# record.sched: a busy loop pinned on rank 1's core shows as rank 1's run delay in /sched
+records_e2e_test(preempt ${E2E}/test_preempt.sh ${E2E_OUT}/preempt TIMEOUT 300)
