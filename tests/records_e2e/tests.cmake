@@ -78,3 +78,5 @@ endforeach()
 
 # record.sched: a busy loop pinned on rank 1's core shows as rank 1's run delay in /sched
 records_e2e_test(preempt ${E2E}/test_preempt.sh ${E2E_OUT}/preempt TIMEOUT 300)
+# alone: the planted loops must be the only load the suite itself puts on rank 1's core
+set_tests_properties(records_e2e_preempt PROPERTIES RUN_SERIAL TRUE)
