@@ -126,7 +126,11 @@ while read -r np fault delay pick sets_line; do
     echo >>"$dir/cmd.txt"
     before_ipc=$(shm_ids)
     t0=$(date +%s.%N)
-    TMPDIR=$dir/tmp OMPI_MCA_btl_vader_backing_directory=$shm/$id setsid "${cmd[@]}" </dev/null >"$dir/log" 2>&1 &
+    # SIGPIPE ignored (inherited through exec): Open MPI 4.1.4's mpirun takes a SIGPIPE when a
+    # rank leaves inside MPI_Init (killed, or ended by the stall watchdog there) and dies of it
+    # or segfaults after it, leaving its session directory in TMPDIR; ignored, it ends the job
+    # with the rank's exit code and cleans up (docs/benchmarks.md, "Soak")
+    (trap '' PIPE && TMPDIR=$dir/tmp OMPI_MCA_btl_vader_backing_directory=$shm/$id exec setsid "${cmd[@]}" </dev/null >"$dir/log" 2>&1) &
     mp=$!
     sid=$mp # setsid from a non-leader execs in place: mpirun leads its own session
     faulted=no hang=no fault_note=
