@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/check.h"
 #include "analysis/explain.h"
 
 /* Clauses stop once they cover this share of the summed |contributions| ... */
@@ -16,6 +17,9 @@
 #define VERDICT_MIN_SHARE 0.01
 /* A difference under this fraction of BASE's latency is said to be none. */
 #define VERDICT_SAME 0.01
+/* The per-window verdicts (TTFT, TPOT) say at most this many causes each. */
+#define VERDICT_WINDOW_CLAUSES 3
+enum { STRAGGLER_WORDS = 2048 };
 
 typedef struct {
     char *out;
@@ -94,35 +98,49 @@ static int by_magnitude_desc(const void *a, const void *b) {
     return x > y ? -1 : x < y ? 1 : 0;
 }
 
-/* The ranked clauses over the row kinds' end-to-end contributions. */
-static void say_causes(text_buf *t, const explain_run *b, const explain_run *o, double total) {
-    double rows[64][2], magnitude = 0;
-    int n = 0;
-    for (int i = 0; i < explain_row_count && n < 64; i++) {
-        int k = explain_row_kinds[i];
-        double d =
-            explain_kind_seconds(o, EXPLAIN_E2E, k) - explain_kind_seconds(b, EXPLAIN_E2E, k);
-        rows[n][0] = k;
-        rows[n][1] = d;
+/* The ranked clauses over the row kinds' contributions to quantity q, at most max_clauses.
+ * A share is of the difference while no part exceeds it; where parts cancel (one is larger
+ * than the whole difference), the increases and savings are said apart, each share of its
+ * own side, so no share is over 100%. */
+static void say_causes(text_buf *t, const explain_run *b, const explain_run *o, explain_qty q,
+                       int max_clauses) {
+    double rows[EXPLAIN_KIND_COUNT][2], magnitude = 0, up = 0, down = 0;
+    int kinds[EXPLAIN_KIND_COUNT], n = explain_row_kinds(kinds);
+    double total = explain_total_seconds(o, q) - explain_total_seconds(b, q);
+    for (int i = 0; i < n; i++) {
+        double d = explain_kind_seconds(o, q, kinds[i]) - explain_kind_seconds(b, q, kinds[i]);
+        rows[i][0] = kinds[i];
+        rows[i][1] = d;
         magnitude += fabs(d);
-        n++;
+        if (d > 0) up += d;
+        else down -= d;
     }
     qsort(rows, (size_t)n, sizeof rows[0], by_magnitude_desc);
+    const int cancel = fabs(rows[0][1]) > fabs(total) * (1 + 1e-9);
+    if (cancel)
+        say(t, "The parts cancel: %+.3f ms of increases and %.3f ms of savings make the %+.3f "
+               "ms difference. ",
+            1e3 * up, 1e3 * down, 1e3 * total);
     double covered = 0;
     int said = 0;
-    for (int i = 0; i < n && said < VERDICT_CLAUSES && covered < VERDICT_COVER * magnitude; i++) {
+    for (int i = 0; i < n && said < max_clauses && covered < VERDICT_COVER * magnitude; i++) {
         int k = (int)rows[i][0];
-        double d = rows[i][1], share = d / total;
-        if (fabs(share) < VERDICT_MIN_SHARE) break;
+        double d = rows[i][1], side = cancel ? (d > 0 ? up : down) : fabs(total);
+        double share = side > 0 ? fabs(d) / side : 0;
+        if (share < VERDICT_MIN_SHARE) break;
         covered += fabs(d);
         say(t, said ? " " : "");
-        if (share > 0) {
+        if (cancel) {
+            say_row_name(t, b, o, k);
+            say(t, " %s %.3f ms (%.0f%% of the %s)", d > 0 ? "adds" : "saves", 1e3 * fabs(d),
+                100 * share, d > 0 ? "increases" : "savings");
+        } else if (d * total > 0) {
             say(t, "%.0f%% of the difference (%+.3f ms) is ", 100 * share, 1e3 * d);
             say_row_name(t, b, o, k);
         } else {
             say_row_name(t, b, o, k);
             say(t, " %s %.3f ms (%.0f%% of the difference, against it)",
-                total > 0 ? "saves" : "costs", 1e3 * fabs(d), 100 * fabs(share));
+                total > 0 ? "saves" : "costs", 1e3 * fabs(d), 100 * share);
         }
         say_row_rates(t, b, o, k);
         say(t, ".");
@@ -130,25 +148,54 @@ static void say_causes(text_buf *t, const explain_run *b, const explain_run *o, 
     }
 }
 
-/* Layer count against per-layer cost, for the per-layer work of the critical ranks. */
+/* A structure part: its share of the difference when every part is within it, else in ms. */
+static void say_part(text_buf *t, double part, double total, int cancel) {
+    if (cancel)
+        say(t, "%+.3f ms", 1e3 * part);
+    else
+        say(t, "%.0f%% of the difference (%+.3f ms)", 100 * part / total, 1e3 * part);
+}
+
+/* Layer count against per-layer cost, for the per-layer work of the critical ranks, and the
+ * pipeline bubble by name. */
 static void say_structure(text_buf *t, const explain_run *b, const explain_run *o, double total) {
     explain_structure s;
     explain_structure_compute(b, o, EXPLAIN_E2E, &s);
+    const double parts[] = {s.layer_count, s.per_layer_cost, s.pipeline_bubble, s.outside_layers};
+    int cancel = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (fabs(parts[i]) > fabs(total) * (1 + 1e-9) || parts[i] * total < 0) cancel = 1;
     if (s.layers_other != s.layers_base && s.layers_base > 0) {
         double change = s.layers_other / s.layers_base - 1;
-        say(t,
-            " %.0f vs %.0f layers on the critical rank is %.0f%% of the difference (%+.3f ms; "
-            "the layer count %s %.0f%% of BASE's per-layer work), per-layer cost %.0f%% "
-            "(%+.3f ms).",
-            s.layers_other, s.layers_base, 100 * s.layer_count / total, 1e3 * s.layer_count,
-            change < 0 ? "saves" : "adds", 100 * fabs(change), 100 * s.per_layer_cost / total,
-            1e3 * s.per_layer_cost);
+        say(t, " %.0f vs %.0f layers on the critical rank is ", s.layers_other, s.layers_base);
+        say_part(t, s.layer_count, total, cancel);
+        say(t, " (the layer count %s %.0f%% of BASE's per-layer work), per-layer cost ",
+            change < 0 ? "saves" : "adds", 100 * fabs(change));
+        say_part(t, s.per_layer_cost, total, cancel);
     } else {
-        say(t,
-            " Both critical ranks run %.0f layer%s, so the per-layer part (%+.3f ms) is all "
-            "per-layer cost.",
+        say(t, " Both critical ranks run %.0f layer%s, so the per-layer part (%+.3f ms) is all "
+               "per-layer cost",
             s.layers_base, s.layers_base == 1 ? "" : "s", 1e3 * s.per_layer_cost);
     }
+    if (b->run.pp > 1 || o->run.pp > 1) {
+        say(t, "; the pipeline bubble (pp_recv_wait outside layers) is ");
+        say_part(t, s.pipeline_bubble, total, cancel);
+    }
+    say(t, "; the rest outside layers %+.3f ms", 1e3 * s.outside_layers);
+    say(t, cancel ? " (the parts cancel, so they are given in ms)." : ".");
+}
+
+/* The causes of one window's difference, when it is one: "To the first token (+1.2 ms): ...". */
+static void say_window(text_buf *t, const explain_run *b, const explain_run *o, explain_qty q,
+                       const char *what) {
+    double total = explain_total_seconds(o, q) - explain_total_seconds(b, q);
+    if (fabs(total) < VERDICT_SAME * b->measured[q] || total == 0) {
+        say(t, " %s (%+.3f ms): no difference beyond %.0f%%.", what, 1e3 * total,
+            100 * VERDICT_SAME);
+        return;
+    }
+    say(t, " %s (%+.3f ms): ", what, 1e3 * total);
+    say_causes(t, b, o, q, VERDICT_WINDOW_CLAUSES);
 }
 
 void explain_verdict(const explain_run *b, const explain_run *o, char *out, size_t len) {
@@ -174,10 +221,16 @@ void explain_verdict(const explain_run *b, const explain_run *o, char *out, size
             1e3 * total, 100 * VERDICT_SAME);
         return;
     }
-    say(&t, " ");
-    say_causes(&t, b, o, total);
+    char *straggler = xmalloc(STRAGGLER_WORDS);
+    explain_straggler_words(b, o, straggler, STRAGGLER_WORDS);
+    if (straggler[0]) say(&t, " %s", straggler);
+    free(straggler);
+    say(&t, " End to end: ");
+    say_causes(&t, b, o, EXPLAIN_E2E, VERDICT_CLAUSES);
     say_structure(&t, b, o, total);
-    if (b->critical_rank != o->critical_rank)
+    if (b->critical_named && o->critical_named && b->critical_rank != o->critical_rank)
         say(&t, " The critical rank moves from rank %d to rank %d.", b->critical_rank,
             o->critical_rank);
+    say_window(&t, b, o, EXPLAIN_TTFT, "To the first token");
+    if (b->steps > 1 && o->steps > 1) say_window(&t, b, o, EXPLAIN_TPOT, "Per token");
 }
