@@ -43,6 +43,7 @@ typedef struct {
     double own;       /* window - waited - shared: its work, gaps, late exits */
     double *own_it;   /* (iterations) own per iteration, for the noise */
     double preempted; /* /sched run_delay summed over its steps; NaN when not recorded */
+    double *preempted_it; /* (iterations) per iteration; NULL when not recorded */
     double nivcsw;    /* /sched involuntary context switches; NaN when not recorded */
 } explain_rank;
 
@@ -132,11 +133,15 @@ double explain_rank_work(const explain_rank *rk, int kind);
 /* One rank of OTHER against the same rank of BASE (explain_straggler.c), seconds per
  * iteration. lead: its own-time change minus the smallest change among the other ranks of
  * its groups (TP group, pipeline, DP group); noise: what the lead must exceed (twice the
- * standard error of the per-iteration difference, in both runs, and 1% of BASE's E2E). */
+ * standard error of the per-iteration difference, in both runs, and 1% of BASE's E2E). When
+ * both runs recorded /sched, the same lead of the preempted time counts too (time a rank
+ * lost to other processes lands in whatever phase it was in, a collective's too, where
+ * timestamps cannot tell whose it was): the one further beyond its noise is kept. */
 typedef struct {
     int rank;
     double own, work, late, waited, shared, preempted; /* OTHER - BASE */
     double lead, noise;
+    int by_preemption; /* lead and noise are of the preempted time (/sched), not own time */
     int straggler; /* its lead is beyond the noise in one of its groups */
     int waiter;    /* shares a group with a straggler, and its waits grew */
 } explain_rank_diff;

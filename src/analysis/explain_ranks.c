@@ -77,6 +77,54 @@ static int has_sample_wait(const run_data *run) {
     return 0;
 }
 
+/* A rank's step events sorted by (iteration, step, micro-batch), to find when a stage's step
+ * ended: the hand-off it sends is ready then. */
+static coll_event *steps_of(const run_data *run, int r, long *n) {
+    coll_event *c = xcalloc((unsigned long)(run->n_events[r] + 1), sizeof(coll_event));
+    *n = 0;
+    for (long i = 0; i < run->n_events[r]; i++) {
+        const timing_event *e = &run->events[r][i];
+        if (e->phase == PHASE_STEP && e->iteration >= 0)
+            c[(*n)++] = (coll_event){e->iteration, e->step, e->microbatch, -1, PHASE_STEP, 0,
+                                     e->t_start, e->t_end};
+    }
+    qsort(c, (size_t)*n, sizeof(coll_event), coll_sort_cmp);
+    return c;
+}
+
+/* The rank that sends what r's pipeline receive waits for: the previous stage's (activations
+ * of the same step) or, on the first stage, the last stage's (tokens of the step before), with
+ * r's dp and tp coordinates; -1 when none. */
+static int pp_producer(const run_data *run, int r, const timing_event *e, int *step) {
+    const run_rank *me = &run->ranks[r];
+    int stage = me->pp_rank > 0 ? me->pp_rank - 1 : run->pp - 1;
+    *step = me->pp_rank > 0 ? e->step : e->step - 1;
+    if (run->pp < 2 || *step < 0) return -1;
+    for (int q = 0; q < run->world_size; q++)
+        if (run->ranks[q].pp_rank == stage && run->ranks[q].dp_rank == me->dp_rank &&
+            run->ranks[q].tp_rank == me->tp_rank)
+            return q;
+    return -1;
+}
+
+/* Splits a pipeline receive of rank r at the end of the producer's step (when what it waits
+ * for was sent): before it, r waited for the producer; after it, r was late itself. Returns
+ * the waited part; *late the rest (0 without a producer: waited whole). */
+static double pp_recv_split(const run_data *run, int r, const timing_event *e,
+                            coll_event *const *steps, const long *n_steps, double *late) {
+    int step, q = pp_producer(run, r, e, &step);
+    double d = e->t_end - e->t_start;
+    *late = 0;
+    if (q < 0) return d;
+    coll_event key = {e->iteration, step, e->microbatch, -1, PHASE_STEP, 0, 0, 0};
+    const coll_event *m =
+        bsearch(&key, steps[q], (size_t)n_steps[q], sizeof(coll_event), coll_find_cmp);
+    if (!m) return d;
+    double waited = fmin(fmax(m->t_end - e->t_start, 0.0), d);
+    *late = d - waited;
+    return waited;
+}
+
 /* Splits every wait of every rank (sums per iteration into waited_it and shared_it, per kind
  * into the ranks' waited and late). */
 static void waits_split(explain_run *x, double *waited_it, double *shared_it) {
@@ -85,8 +133,12 @@ static void waits_split(explain_run *x, double *waited_it, double *shared_it) {
     const int sample_coll = run->tp > 1 && !has_sample_wait(run);
     long *n = xcalloc((unsigned long)P, sizeof(long));
     coll_event **coll = xcalloc((unsigned long)P, sizeof(coll_event *));
-    for (int r = 0; r < P; r++)
+    long *n_steps = xcalloc((unsigned long)P, sizeof(long));
+    coll_event **steps = xcalloc((unsigned long)P, sizeof(coll_event *));
+    for (int r = 0; r < P; r++) {
         coll[r] = coll_events_of(run, r, n_it, sample_coll, &n[r]);
+        steps[r] = steps_of(run, r, &n_steps[r]);
+    }
     int *peers = xcalloc((unsigned long)P, sizeof(int));
     for (int r = 0; r < P; r++) {
         explain_rank *rk = &x->ranks[r];
@@ -102,8 +154,12 @@ static void waits_split(explain_run *x, double *waited_it, double *shared_it) {
             if (e->iteration < 0 || e->iteration >= n_it || !explain_kind_is_wait(e->phase) ||
                 phase_is_group_wait(e->phase, sample_coll))
                 continue;
-            rk->waited[e->phase] += e->t_end - e->t_start;
-            waited_it[(size_t)r * n_it + e->iteration] += e->t_end - e->t_start;
+            double late = 0, waited = e->t_end - e->t_start;
+            if (e->phase == PHASE_PP_RECV_WAIT)
+                waited = pp_recv_split(run, r, e, steps, n_steps, &late);
+            rk->waited[e->phase] += waited;
+            rk->late[e->phase] += late;
+            waited_it[(size_t)r * n_it + e->iteration] += waited;
         }
         for (long i = 0; i < n[r]; i++) {
             const coll_event *e = &coll[r][i];
@@ -134,9 +190,13 @@ static void waits_split(explain_run *x, double *waited_it, double *shared_it) {
             shared_it[(size_t)r * n_it + e->iteration] += shared;
         }
     }
-    for (int r = 0; r < P; r++)
+    for (int r = 0; r < P; r++) {
         free(coll[r]);
+        free(steps[r]);
+    }
     free(coll);
+    free(steps);
+    free(n_steps);
     free(peers);
     free(n);
 }
@@ -151,9 +211,11 @@ static void sched_account(explain_run *x) {
     for (int r = 0; r < P; r++) {
         explain_rank *rk = &x->ranks[r];
         rk->preempted = rk->nivcsw = s.present ? 0.0 : NAN;
+        if (s.present) rk->preempted_it = xcalloc((unsigned long)n_it, sizeof(double));
         for (long i = 0; i < s.n_rows[r]; i++) {
             const sched_row *row = &s.rows[r][i];
             if (row->iteration < 0 || row->iteration >= n_it) continue;
+            rk->preempted_it[row->iteration] += row->run_delay;
             rk->preempted += row->run_delay / n_it;
             rk->nivcsw += (double)row->nivcsw / n_it;
         }
@@ -231,8 +293,10 @@ double explain_rank_work(const explain_rank *rk, int kind) {
 
 void explain_ranks_free(explain_run *x) {
     if (!x->ranks) return;
-    for (int r = 0; r < x->run.world_size; r++)
+    for (int r = 0; r < x->run.world_size; r++) {
         free(x->ranks[r].own_it);
+        free(x->ranks[r].preempted_it);
+    }
     free(x->ranks);
     x->ranks = NULL;
 }

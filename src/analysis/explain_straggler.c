@@ -54,15 +54,22 @@ static void work_kinds(const explain_rank *rk, double *out) {
         out[k] = explain_rank_work(rk, k);
 }
 
-/* Squared standard error of the mean of r's own time minus q's, per iteration, in one run. */
-static double pair_variance(const explain_run *x, int r, int q) {
+/* The per-iteration series a lead is of: own time, or preempted time (NULL when /sched is
+ * absent). */
+static const double *series_of(const explain_rank *rk, int preempted) {
+    return preempted ? rk->preempted_it : rk->own_it;
+}
+
+/* Squared standard error of the mean of r's series minus q's, per iteration, in one run. */
+static double pair_variance(const explain_run *x, int r, int q, int preempted) {
     const int n = x->iterations;
+    const double *a = series_of(&x->ranks[r], preempted), *b = series_of(&x->ranks[q], preempted);
     if (n < 2) return 0.0;
     double m = 0, ss = 0;
     for (int it = 0; it < n; it++)
-        m += (x->ranks[r].own_it[it] - x->ranks[q].own_it[it]) / n;
+        m += (a[it] - b[it]) / n;
     for (int it = 0; it < n; it++) {
-        double d = x->ranks[r].own_it[it] - x->ranks[q].own_it[it] - m;
+        double d = a[it] - b[it] - m;
         ss += d * d;
     }
     return ss / (n - 1) / n;
@@ -88,25 +95,31 @@ int explain_rank_diffs(const explain_run *b, const explain_run *o, explain_rank_
         d->lead = -INFINITY;
         d->noise = STRAGGLER_FLOOR * b->measured[EXPLAIN_E2E];
     }
-    /* the lead over the least-changed other rank of each group; the group with the largest */
+    /* the lead over the least-changed other rank of each group, in own time and (with /sched
+     * in both runs) in preempted time; the one furthest beyond its noise */
+    const int bases = b->sched_present && o->sched_present ? 2 : 1;
     double best_lead = 0;
     for (int r = 0; r < P; r++)
-        for (int axis = 0; axis < AXIS_COUNT; axis++) {
-            if (axis_size(&b->run, axis) < 2) continue;
-            int ref = -1;
-            for (int q = 0; q < P; q++)
-                if (q != r && same_group(&b->run, r, q, axis) &&
-                    (ref < 0 || out[q].own < out[ref].own))
-                    ref = q;
-            if (ref < 0) continue;
-            double lead = out[r].own - out[ref].own;
-            double noise = fmax(2 * sqrt(pair_variance(b, r, ref) + pair_variance(o, r, ref)),
-                                STRAGGLER_FLOOR * b->measured[EXPLAIN_E2E]);
-            if (lead - noise > out[r].lead - out[r].noise) {
-                out[r].lead = lead;
-                out[r].noise = noise;
+        for (int axis = 0; axis < AXIS_COUNT; axis++)
+            for (int pre = 0; pre < bases; pre++) {
+                if (axis_size(&b->run, axis) < 2) continue;
+                int ref = -1;
+                for (int q = 0; q < P; q++)
+                    if (q != r && same_group(&b->run, r, q, axis) &&
+                        (ref < 0 || (pre ? out[q].preempted < out[ref].preempted
+                                         : out[q].own < out[ref].own)))
+                        ref = q;
+                if (ref < 0) continue;
+                double lead = pre ? out[r].preempted - out[ref].preempted : out[r].own - out[ref].own;
+                double noise =
+                    fmax(2 * sqrt(pair_variance(b, r, ref, pre) + pair_variance(o, r, ref, pre)),
+                         STRAGGLER_FLOOR * b->measured[EXPLAIN_E2E]);
+                if (!isfinite(out[r].lead) || lead / noise > out[r].lead / out[r].noise) {
+                    out[r].lead = lead;
+                    out[r].noise = noise;
+                    out[r].by_preemption = pre;
+                }
             }
-        }
     for (int r = 0; r < P; r++)
         if (out[r].lead > out[r].noise && out[r].lead > best_lead) best_lead = out[r].lead;
     for (int r = 0; r < P; r++)
@@ -178,10 +191,15 @@ static void put_straggler(words_buf *t, const explain_run *b, const explain_run 
     work_kinds(ro, wo);
     double work_b = sum_kinds(wb);
     put_rank(t, o, d->rank);
-    put(t, " took %+.3f ms more of its own time than in BASE, %.3f ms more than %s (noise "
-           "%.3f ms): its work %+.3f ms",
-        1e3 * d->own, 1e3 * d->lead, only_peer ? "the other rank" : "its least-changed peer",
-        1e3 * d->noise, 1e3 * d->work);
+    const char *peer = only_peer ? "the other rank" : "its least-changed peer";
+    if (d->by_preemption)
+        put(t, " was preempted %+.3f ms more than in BASE, %.3f ms more than %s (noise %.3f ms); "
+               "its own time %+.3f ms: its work %+.3f ms",
+            1e3 * d->preempted, 1e3 * d->lead, peer, 1e3 * d->noise, 1e3 * d->own, 1e3 * d->work);
+    else
+        put(t, " took %+.3f ms more of its own time than in BASE, %.3f ms more than %s (noise "
+               "%.3f ms): its work %+.3f ms",
+            1e3 * d->own, 1e3 * d->lead, peer, 1e3 * d->noise, 1e3 * d->work);
     if (work_b > 0) put(t, " (%+.0f%%", 100 * d->work / work_b);
     put(t, "%s", work_b > 0 ? ": " : " (");
     put_top_kinds(t, wb, wo, 1);

@@ -214,6 +214,11 @@ void explain_verdict(const explain_run *b, const explain_run *o, char *out, size
     say(&t, " to the first token (%.3f vs %.3f ms).", 1e3 * mo[EXPLAIN_TTFT],
         1e3 * mb[EXPLAIN_TTFT]);
     double total = explain_total_seconds(o, EXPLAIN_E2E) - explain_total_seconds(b, EXPLAIN_E2E);
+    /* a straggler can hide in an unchanged latency (its peers' slack absorbed it) */
+    char *straggler = xmalloc(STRAGGLER_WORDS);
+    explain_straggler_words(b, o, straggler, STRAGGLER_WORDS);
+    if (straggler[0]) say(&t, " %s", straggler);
+    free(straggler);
     if (fabs(total) < VERDICT_SAME * mb[EXPLAIN_E2E]) {
         say(&t,
             " The end-to-end difference (%+.3f ms) is within %.0f%% of BASE's latency: no "
@@ -221,10 +226,6 @@ void explain_verdict(const explain_run *b, const explain_run *o, char *out, size
             1e3 * total, 100 * VERDICT_SAME);
         return;
     }
-    char *straggler = xmalloc(STRAGGLER_WORDS);
-    explain_straggler_words(b, o, straggler, STRAGGLER_WORDS);
-    if (straggler[0]) say(&t, " %s", straggler);
-    free(straggler);
     say(&t, " End to end: ");
     say_causes(&t, b, o, EXPLAIN_E2E, VERDICT_CLAUSES);
     say_structure(&t, b, o, total);
