@@ -41,6 +41,7 @@ import subprocess
 import sys
 
 import h5py
+import jsonschema
 import numpy as np
 
 TRIPAR = os.environ["TRIPAR_BIN"]
@@ -48,6 +49,7 @@ SRC = os.environ["TRIPAR_SOURCE_DIR"]
 MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
 JOB = os.path.join(SRC, "tests/cli/explain_straggler.yaml")
 TINY = os.path.join(SRC, "tests/cli/tools_tiny.yaml")
+SCHEMA = os.path.join(SRC, "docs/explain.schema.json")
 ITERATIONS = int(os.environ.get("EXPLAIN_STRAGGLER_ITERATIONS", "10"))
 BUSY_ON, BUSY_OFF = 0.002, 0.001  # the planted loop takes about 2/3 of the slowed rank's core
 
@@ -154,7 +156,12 @@ def make(work, case):
 
 def explain(work, *files, fmt="json"):
     done = run([TRIPAR, "explain"] + [os.path.join(work, f) for f in files] + ["--format", fmt])
-    return json.loads(done.stdout) if fmt == "json" else done.stdout
+    if fmt != "json":
+        return done.stdout
+    out = json.loads(done.stdout)
+    with open(SCHEMA) as f:
+        jsonschema.validate(out, json.load(f))  # docs/explain.schema.json
+    return out
 
 
 def no_share_over_100(text):
