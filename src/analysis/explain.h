@@ -40,11 +40,11 @@ typedef struct {
     double waited[EXPLAIN_KIND_COUNT]; /* per wait kind: blocked for a peer */
     double late[EXPLAIN_KIND_COUNT];   /* per wait kind: blocked after a peer had left */
     double shared[EXPLAIN_KIND_COUNT]; /* per wait kind: once all arrived, until one left */
-    double own;       /* window - waited - shared: its work, gaps, late exits */
-    double *own_it;   /* (iterations) own per iteration, for the noise */
-    double preempted; /* /sched run_delay summed over its steps; NaN when not recorded */
+    double own;                        /* window - waited - shared: its work, gaps, late exits */
+    double *own_it;                    /* (iterations) own per iteration, for the noise */
+    double preempted;     /* /sched run_delay summed over its steps; NaN when not recorded */
     double *preempted_it; /* (iterations) per iteration; NULL when not recorded */
-    double nivcsw;    /* /sched involuntary context switches; NaN when not recorded */
+    double nivcsw;        /* /sched involuntary context switches; NaN when not recorded */
 } explain_rank;
 
 /* One run file reduced to what explain compares. */
@@ -142,14 +142,13 @@ typedef struct {
     double own, work, late, waited, shared, preempted; /* OTHER - BASE */
     double lead, noise;
     int by_preemption; /* lead and noise are of the preempted time (/sched), not own time */
-    int straggler; /* its lead is beyond the noise in one of its groups */
-    int waiter;    /* shares a group with a straggler, and its waits grew */
+    int straggler;     /* its lead is beyond the noise in one of its groups */
+    int waiter;        /* shares a group with a straggler, and its waits grew */
 } explain_rank_diff;
 
 /* Fills out (world_size entries) and returns the count, or 0 when the runs' meshes differ
  * (ranks are then not comparable one to one). */
-int explain_rank_diffs(const explain_run *base, const explain_run *other,
-                       explain_rank_diff *out);
+int explain_rank_diffs(const explain_run *base, const explain_run *other, explain_rank_diff *out);
 
 /* The stragglers and the ranks that waited for them, in sentences ("In the TP group dp0 pp0
  * (ranks 0-1), rank 1 (host h, tp1 pp0) took 53.0 ms more of its own time ...; rank 0 waited
@@ -157,6 +156,13 @@ int explain_rank_diffs(const explain_run *base, const explain_run *other,
  * their place (no rank beyond the noise; the meshes differ). */
 void explain_straggler_words(const explain_run *base, const explain_run *other, char *out,
                              size_t len);
+
+/* A text being written: explain_say appends (printf-like), truncating at len. */
+typedef struct {
+    char *out;
+    size_t len, used;
+} explain_text;
+void explain_say(explain_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* "38% of the E2E difference" when 0 < part/total <= 1, else the parts in ms against the
  * difference, never a share over 100% ("+77.0 ms against a difference of +50.0 ms"). */

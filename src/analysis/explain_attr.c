@@ -29,9 +29,9 @@ int explain_kind_is_work(int kind) { return phase_is_leaf(kind) && !explain_kind
 
 int explain_row_kinds(int kinds[EXPLAIN_KIND_COUNT]) {
     /* the forward pass's order first; any other leaf after its group, in enum order */
-    static const int work_order[] = {PHASE_EMBED,    PHASE_NORM, PHASE_QKV_GEMM,
+    static const int work_order[] = {PHASE_EMBED,     PHASE_NORM,          PHASE_QKV_GEMM,
                                      PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM, PHASE_MLP_GEMM,
-                                     PHASE_HEAD,     PHASE_SAMPLE};
+                                     PHASE_HEAD,      PHASE_SAMPLE};
     static const int wait_order[] = {PHASE_TP_WAIT, PHASE_PP_RECV_WAIT, PHASE_PP_SEND,
                                      PHASE_DP_GATHER};
     char listed[EXPLAIN_KIND_COUNT] = {0};
@@ -336,8 +336,8 @@ static void critical_reasons(explain_run *x, rank_leaves *leaves, const double *
     double w = x->ranks[c].window;
     x->busiest_share = w > 0 ? mine[x->busiest_kind] / w : NAN;
     for (int r = 0; r < P; r++)
-        column[r] = x->ranks[r].window > 0 ? x->ranks[r].kind[x->busiest_kind] / x->ranks[r].window
-                                           : 0;
+        column[r] =
+            x->ranks[r].window > 0 ? x->ranks[r].kind[x->busiest_kind] / x->ranks[r].window : 0;
     x->busiest_median_share = P > 1 ? median_others(column, P, c, scratch) : NAN;
     free(scratch);
     free(column);
@@ -475,8 +475,8 @@ void explain_structure_compute(const explain_run *base, const explain_run *other
     s->total = explain_total_seconds(other, q) - explain_total_seconds(base, q);
     /* the pipeline bubble is the stage waiting outside layers for its input: named apart */
     const size_t bubble = (size_t)PHASE_PP_RECV_WAIT * (size_t)base->slots;
-    s->pipeline_bubble = other->bucket[q][(size_t)PHASE_PP_RECV_WAIT * other->slots] -
-                         base->bucket[q][bubble];
+    s->pipeline_bubble =
+        other->bucket[q][(size_t)PHASE_PP_RECV_WAIT * other->slots] - base->bucket[q][bubble];
     s->outside_layers = (explain_total_seconds(other, q) - lo) -
                         (explain_total_seconds(base, q) - lb) - s->pipeline_bubble;
 }
@@ -508,8 +508,7 @@ void explain_critical_words(const explain_run *x, char *out, size_t len) {
                   1e3 * x->critical_lead, 1e3 * x->critical_noise, 100 * x->busiest_share,
                   explain_kind_name(x->busiest_kind), others, 100 * x->busiest_median_share);
     if ((size_t)n < len && x->excess_kind >= 0 && x->excess_seconds > 0)
-        snprintf(out + n, len - (size_t)n,
-                 "; it spends %.3f ms per iteration more than %s in %s",
+        snprintf(out + n, len - (size_t)n, "; it spends %.3f ms per iteration more than %s in %s",
                  1e3 * x->excess_seconds, others, explain_kind_name(x->excess_kind));
 }
 

@@ -49,8 +49,7 @@ static int phase_is_group_wait(int p, int sample_is_collective) {
            p != PHASE_DP_GATHER;
 }
 
-static coll_event *coll_events_of(const run_data *run, int r, int n_it, int sample_coll,
-                                  long *n) {
+static coll_event *coll_events_of(const run_data *run, int r, int n_it, int sample_coll, long *n) {
     coll_event *c = xcalloc((unsigned long)(run->n_events[r] + 1), sizeof(coll_event));
     *n = 0;
     for (long i = 0; i < run->n_events[r]; i++) {
@@ -58,8 +57,8 @@ static coll_event *coll_events_of(const run_data *run, int r, int n_it, int samp
         if (e->iteration < 0 || e->iteration >= n_it || !phase_is_group_wait(e->phase, sample_coll))
             continue;
         coll_event *o = &c[(*n)++];
-        *o = (coll_event){e->iteration, e->step, e->microbatch, e->layer, e->phase, 0,
-                          e->t_start, e->t_end};
+        *o = (coll_event){e->iteration, e->step, e->microbatch, e->layer,
+                          e->phase,     0,       e->t_start,    e->t_end};
     }
     qsort(c, (size_t)*n, sizeof(coll_event), coll_sort_cmp);
     for (long i = 1; i < *n; i++)
@@ -85,8 +84,8 @@ static coll_event *steps_of(const run_data *run, int r, long *n) {
     for (long i = 0; i < run->n_events[r]; i++) {
         const timing_event *e = &run->events[r][i];
         if (e->phase == PHASE_STEP && e->iteration >= 0)
-            c[(*n)++] = (coll_event){e->iteration, e->step, e->microbatch, -1, PHASE_STEP, 0,
-                                     e->t_start, e->t_end};
+            c[(*n)++] = (coll_event){e->iteration, e->step, e->microbatch, -1,
+                                     PHASE_STEP,   0,       e->t_start,    e->t_end};
     }
     qsort(c, (size_t)*n, sizeof(coll_event), coll_sort_cmp);
     return c;
@@ -300,4 +299,3 @@ void explain_ranks_free(explain_run *x) {
     free(x->ranks);
     x->ranks = NULL;
 }
-

@@ -3,7 +3,6 @@
  * and its DP group; a rank whose own time grew beyond the noise more than its peers' is named,
  * with the phases it grew in, and so are the ranks that waited for it. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,11 +105,12 @@ int explain_rank_diffs(const explain_run *b, const explain_run *o, explain_rank_
                 int ref = -1;
                 for (int q = 0; q < P; q++)
                     if (q != r && same_group(&b->run, r, q, axis) &&
-                        (ref < 0 || (pre ? out[q].preempted < out[ref].preempted
-                                         : out[q].own < out[ref].own)))
+                        (ref < 0 ||
+                         (pre ? out[q].preempted < out[ref].preempted : out[q].own < out[ref].own)))
                         ref = q;
                 if (ref < 0) continue;
-                double lead = pre ? out[r].preempted - out[ref].preempted : out[r].own - out[ref].own;
+                double lead =
+                    pre ? out[r].preempted - out[ref].preempted : out[r].own - out[ref].own;
                 double noise =
                     fmax(2 * sqrt(pair_variance(b, r, ref, pre) + pair_variance(o, r, ref, pre)),
                          STRAGGLER_FLOOR * b->measured[EXPLAIN_E2E]);
@@ -123,7 +123,8 @@ int explain_rank_diffs(const explain_run *b, const explain_run *o, explain_rank_
     for (int r = 0; r < P; r++)
         if (out[r].lead > out[r].noise && out[r].lead > best_lead) best_lead = out[r].lead;
     for (int r = 0; r < P; r++)
-        out[r].straggler = out[r].lead > out[r].noise && out[r].lead >= STRAGGLER_SEVERAL * best_lead;
+        out[r].straggler =
+            out[r].lead > out[r].noise && out[r].lead >= STRAGGLER_SEVERAL * best_lead;
     for (int r = 0; r < P; r++) {
         if (out[r].straggler || !(out[r].waited > STRAGGLER_FLOOR * b->measured[EXPLAIN_E2E]))
             continue;
@@ -145,24 +146,9 @@ void explain_share_words(double part, double total, char *out, size_t len) {
                  1e3 * total);
 }
 
-typedef struct {
-    char *out;
-    size_t len, used;
-} words_buf;
-
-static void put(words_buf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(words_buf *t, const char *fmt, ...) {
-    if (t->used >= t->len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->out + t->used, t->len - t->used, fmt, ap);
-    va_end(ap);
-    if (n > 0) t->used += (size_t)n;
-}
-
 /* The two kinds that changed most, of one per-kind table (OTHER - BASE), as "mlp_gemm +7.3 ms,
  * norm +0.2 ms"; kinds filtered by work (1), waits (0). */
-static void put_top_kinds(words_buf *t, const double *vb, const double *vo, int work) {
+static void put_top_kinds(explain_text *t, const double *vb, const double *vo, int work) {
     int used[EXPLAIN_KIND_COUNT] = {0}, said = 0;
     for (int n = 0; n < 2; n++) {
         int best = -1;
@@ -173,17 +159,18 @@ static void put_top_kinds(words_buf *t, const double *vb, const double *vo, int 
         }
         if (best < 0 || fabs(vo[best] - vb[best]) < 1e-6) break;
         used[best] = 1;
-        put(t, "%s%s %+.3f ms", said++ ? ", " : "", explain_kind_name(best),
-            1e3 * (vo[best] - vb[best]));
+        explain_say(t, "%s%s %+.3f ms", said++ ? ", " : "", explain_kind_name(best),
+                    1e3 * (vo[best] - vb[best]));
     }
 }
 
-static void put_rank(words_buf *t, const explain_run *o, int r) {
+static void put_rank(explain_text *t, const explain_run *o, int r) {
     const run_rank *k = &o->run.ranks[r];
-    put(t, "rank %d (host %s, dp%d tp%d pp%d)", r, k->host, k->dp_rank, k->tp_rank, k->pp_rank);
+    explain_say(t, "rank %d (host %s, dp%d tp%d pp%d)", r, k->host, k->dp_rank, k->tp_rank,
+                k->pp_rank);
 }
 
-static void put_straggler(words_buf *t, const explain_run *b, const explain_run *o,
+static void put_straggler(explain_text *t, const explain_run *b, const explain_run *o,
                           const explain_rank_diff *d, int only_peer) {
     const explain_rank *rb = &b->ranks[d->rank], *ro = &o->ranks[d->rank];
     double wb[EXPLAIN_KIND_COUNT], wo[EXPLAIN_KIND_COUNT];
@@ -193,50 +180,55 @@ static void put_straggler(words_buf *t, const explain_run *b, const explain_run 
     put_rank(t, o, d->rank);
     const char *peer = only_peer ? "the other rank" : "its least-changed peer";
     if (d->by_preemption)
-        put(t, " was preempted %+.3f ms more than in BASE, %.3f ms more than %s (noise %.3f ms); "
-               "its own time %+.3f ms: its work %+.3f ms",
+        explain_say(
+            t,
+            " was preempted %+.3f ms more than in BASE, %.3f ms more than %s (noise %.3f ms); "
+            "its own time %+.3f ms: its work %+.3f ms",
             1e3 * d->preempted, 1e3 * d->lead, peer, 1e3 * d->noise, 1e3 * d->own, 1e3 * d->work);
     else
-        put(t, " took %+.3f ms more of its own time than in BASE, %.3f ms more than %s (noise "
-               "%.3f ms): its work %+.3f ms",
-            1e3 * d->own, 1e3 * d->lead, peer, 1e3 * d->noise, 1e3 * d->work);
-    if (work_b > 0) put(t, " (%+.0f%%", 100 * d->work / work_b);
-    put(t, "%s", work_b > 0 ? ": " : " (");
+        explain_say(t,
+                    " took %+.3f ms more of its own time than in BASE, %.3f ms more than %s (noise "
+                    "%.3f ms): its work %+.3f ms",
+                    1e3 * d->own, 1e3 * d->lead, peer, 1e3 * d->noise, 1e3 * d->work);
+    if (work_b > 0) explain_say(t, " (%+.0f%%", 100 * d->work / work_b);
+    explain_say(t, "%s", work_b > 0 ? ": " : " (");
     put_top_kinds(t, wb, wo, 1);
-    put(t, ")");
+    explain_say(t, ")");
     if (fabs(d->late) >= 1e-6) {
-        put(t, ", late out of collectives its peers had left %+.3f ms (", 1e3 * d->late);
+        explain_say(t, ", late out of collectives its peers had left %+.3f ms (", 1e3 * d->late);
         put_top_kinds(t, rb->late, ro->late, 0);
-        put(t, ")");
+        explain_say(t, ")");
     }
     if (fabs(d->shared) >= 1e-6)
-        put(t, ", and the collectives themselves (all arrived, none left yet) took %+.3f ms "
-               "more on it",
-            1e3 * d->shared);
+        explain_say(t,
+                    ", and the collectives themselves (all arrived, none left yet) took %+.3f ms "
+                    "more on it",
+                    1e3 * d->shared);
     if (o->sched_present && isfinite(ro->preempted)) {
-        put(t, "; rank %d was preempted for %.3f ms", d->rank, 1e3 * ro->preempted);
-        if (isfinite(d->preempted)) put(t, " (%+.3f ms against BASE)", 1e3 * d->preempted);
+        explain_say(t, "; rank %d was preempted for %.3f ms", d->rank, 1e3 * ro->preempted);
+        if (isfinite(d->preempted)) explain_say(t, " (%+.3f ms against BASE)", 1e3 * d->preempted);
     }
 }
 
-static void put_waiter(words_buf *t, const explain_run *b, const explain_run *o,
+static void put_waiter(explain_text *t, const explain_run *b, const explain_run *o,
                        const explain_rank_diff *d, int n_stragglers, double total) {
     char share[128];
     put_rank(t, o, d->rank);
-    put(t, " waited for %s %+.3f ms more (", n_stragglers > 1 ? "them" : "it", 1e3 * d->waited);
+    explain_say(t, " waited for %s %+.3f ms more (", n_stragglers > 1 ? "them" : "it",
+                1e3 * d->waited);
     put_top_kinds(t, b->ranks[d->rank].waited, o->ranks[d->rank].waited, 0);
     explain_share_words(d->waited, total, share, sizeof share);
-    put(t, "), %s", share);
+    explain_say(t, "), %s", share);
 }
 
 void explain_straggler_words(const explain_run *b, const explain_run *o, char *out, size_t len) {
-    words_buf t = {out, len, 0};
+    explain_text t = {out, len, 0};
     out[0] = '\0';
     const int P = b->run.world_size;
     if (P == 1 && o->run.world_size == 1) return;
     explain_rank_diff *d = xcalloc((unsigned long)P, sizeof(explain_rank_diff));
     if (!explain_rank_diffs(b, o, d)) {
-        put(&t, "The meshes differ, so ranks are not compared one to one.");
+        explain_say(&t, "The meshes differ, so ranks are not compared one to one.");
         free(d);
         return;
     }
@@ -259,34 +251,34 @@ void explain_straggler_words(const explain_run *b, const explain_run *o, char *o
                     n_wait += d[q].waiter;
                 }
             if (!n_str) continue;
-            put(&t, "%sIn the %s of ranks", said++ ? " " : "", axis_names[axis]);
+            explain_say(&t, "%sIn the %s of ranks", said++ ? " " : "", axis_names[axis]);
             for (int q = 0, c = 0; q < P; q++)
-                if (same_group(&b->run, r0, q, axis)) put(&t, "%s %d", c++ ? "," : "", q);
-            put(&t, ", ");
+                if (same_group(&b->run, r0, q, axis)) explain_say(&t, "%s %d", c++ ? "," : "", q);
+            explain_say(&t, ", ");
             int c = 0;
             for (int q = 0; q < P; q++)
                 if (same_group(&b->run, r0, q, axis) && d[q].straggler && !done[q]) {
-                    put(&t, "%s", c++ ? "; " : "");
+                    explain_say(&t, "%s", c++ ? "; " : "");
                     put_straggler(&t, b, o, &d[q], size == 2);
                     done[q] = 1;
                 }
             c = 0;
             for (int q = 0; q < P; q++)
                 if (same_group(&b->run, r0, q, axis) && d[q].waiter) {
-                    put(&t, "%s", c++ ? "; " : "; ");
+                    explain_say(&t, "%s", c++ ? "; " : "; ");
                     put_waiter(&t, b, o, &d[q], n_str, total);
                 }
-            put(&t, ".");
+            explain_say(&t, ".");
         }
     }
     if (!said) {
         int top = 0;
         for (int r = 1; r < P; r++)
             if (d[r].lead > d[top].lead) top = r;
-        put(&t,
-            "No rank's own time grew beyond the noise against its peers (the largest lead: "
-            "rank %d, %+.3f ms, noise %.3f ms).",
-            top, 1e3 * (isfinite(d[top].lead) ? d[top].lead : 0.0), 1e3 * d[top].noise);
+        explain_say(&t,
+                    "No rank's own time grew beyond the noise against its peers (the largest lead: "
+                    "rank %d, %+.3f ms, noise %.3f ms).",
+                    top, 1e3 * (isfinite(d[top].lead) ? d[top].lead : 0.0), 1e3 * d[top].noise);
     }
     free(done);
     free(d);

@@ -158,8 +158,10 @@ static void text_rows(FILE *f, const explain_run *b, const explain_run *o) {
     for (int i = 0; i < n_kinds; i++) {
         double d = kind_diff(b, o, EXPLAIN_E2E, kinds[i]);
         if (fabs(d) > fabs(total) * (1 + 1e-9)) cancel = 1;
-        if (d > 0) up += d;
-        else down -= d;
+        if (d > 0)
+            up += d;
+        else
+            down -= d;
     }
     for (int i = 0; i < n_kinds; i++) {
         int k = kinds[i];
@@ -169,7 +171,9 @@ static void text_rows(FILE *f, const explain_run *b, const explain_run *o) {
                  words[0] ? ")" : "");
         explain_roof_words(o, k, roof, sizeof roof);
         double d = kind_diff(b, o, EXPLAIN_E2E, k);
-        double share = cancel ? (d > 0 ? d / up : d < 0 ? d / down : 0.0)
+        double share = cancel ? (d > 0   ? d / up
+                                 : d < 0 ? d / down
+                                         : 0.0)
                               : (total != 0 ? d / total : 0.0);
         fprintf(f, "  %-40s %10.3f %10.3f %+10.3f %6.1f%% %+10.3f %+10.3f  %s\n", name,
                 1e3 * explain_kind_seconds(b, EXPLAIN_E2E, k),
@@ -178,8 +182,9 @@ static void text_rows(FILE *f, const explain_run *b, const explain_run *o) {
                 roof);
     }
     if (cancel)
-        fprintf(f, "  (the parts cancel: +%.3f ms of increases, -%.3f ms of savings; each share "
-                   "is of its own side, the savings negative)\n",
+        fprintf(f,
+                "  (the parts cancel: +%.3f ms of increases, -%.3f ms of savings; each share "
+                "is of its own side, the savings negative)\n",
                 1e3 * up, 1e3 * down);
     fprintf(f, "  %-40s %10.3f %10.3f %+10.3f %6.1f%% %+10.3f %+10.3f\n", "total",
             1e3 * explain_total_seconds(b, EXPLAIN_E2E),
@@ -214,8 +219,8 @@ static void text_ranks(FILE *f, const explain_run *b, const explain_run *o) {
     if (n) {
         fprintf(f, "ranks (ms per iteration, OTHER - BASE; own = work + gaps + late exits):\n");
         fprintf(f, "  %-4s %-16s %-12s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", "rank",
-                "host", "coords", "own", "work", "late", "waited", "shared", "preempted",
-                "lead", "noise", "");
+                "host", "coords", "own", "work", "late", "waited", "shared", "preempted", "lead",
+                "noise", "");
     }
     for (int r = 0; r < n; r++) {
         const run_rank *k = &o->run.ranks[r];
@@ -225,11 +230,14 @@ static void text_ranks(FILE *f, const explain_run *b, const explain_run *o) {
             snprintf(pre, sizeof pre, "%+10.3f", 1e3 * d[r].preempted);
         else
             snprintf(pre, sizeof pre, "%10s", "n/r");
-        fprintf(f, "  %-4d %-16.16s %-12s %+10.3f %+10.3f %+10.3f %+10.3f %+10.3f %s %+10.3f %10.3f  %s\n",
-                r, k->host, coords, 1e3 * d[r].own, 1e3 * d[r].work, 1e3 * d[r].late,
-                1e3 * d[r].waited, 1e3 * d[r].shared, pre,
-                1e3 * (isfinite(d[r].lead) ? d[r].lead : 0.0), 1e3 * d[r].noise,
-                d[r].straggler ? "straggler" : d[r].waiter ? "waited" : "");
+        fprintf(
+            f,
+            "  %-4d %-16.16s %-12s %+10.3f %+10.3f %+10.3f %+10.3f %+10.3f %s %+10.3f %10.3f  %s\n",
+            r, k->host, coords, 1e3 * d[r].own, 1e3 * d[r].work, 1e3 * d[r].late, 1e3 * d[r].waited,
+            1e3 * d[r].shared, pre, 1e3 * (isfinite(d[r].lead) ? d[r].lead : 0.0), 1e3 * d[r].noise,
+            d[r].straggler ? "straggler"
+            : d[r].waiter  ? "waited"
+                           : "");
     }
     if (n && !(b->sched_present && o->sched_present))
         fprintf(f, "  (preemption not recorded%s: n/r)\n",
@@ -289,8 +297,7 @@ typedef struct {
 static void csv_layer_row(void *ctx, int kind, int layer, const char *group, double base_s,
                           double other_s) {
     const csv_ctx *c = ctx;
-    csv_row(c->f, c->other, c->q, group, explain_kind_name(kind), layer, base_s, other_s,
-            c->total);
+    csv_row(c->f, c->other, c->q, group, explain_kind_name(kind), layer, base_s, other_s, c->total);
 }
 
 static void csv_write(FILE *f, const explain_run *runs, int n) {
@@ -346,24 +353,24 @@ static json_t *run_json(const explain_run *x) {
         cli_json_number(x->busiest_median_share), "excess_bucket",
         x->excess_kind >= 0 ? explain_kind_name(x->excess_kind) : NULL, "excess_s",
         cli_json_number(x->excess_seconds), "words", words);
-    json_t *model = json_pack("{s:s, s:o, s:o, s:i}", "arch", x->arch, "embd",
-                              model_number(x->embd), "vocab", model_number(x->vocab), "layers",
-                              x->model_layers);
+    json_t *model =
+        json_pack("{s:s, s:o, s:o, s:i}", "arch", x->arch, "embd", model_number(x->embd), "vocab",
+                  model_number(x->vocab), "layers", x->model_layers);
     json_t *sched = x->sched_present ? json_pack("{s:s}", "source", x->sched_source) : json_null();
     return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:i, s:i, s:o, s:o, s:o, s:o}", "file",
                      x->run.path, "strategy", x->label, "backend", x->run.backend, "precision",
-                     x->run.precision, "kv_cache", x->has_roof ? x->roof.kv_cache : NULL,
-                     "model", model, "iterations", x->iterations, "steps", x->steps, "measured",
-                     measured, "metrics", metrics, "critical_rank", critical, "sched", sched);
+                     x->run.precision, "kv_cache", x->has_roof ? x->roof.kv_cache : NULL, "model",
+                     model, "iterations", x->iterations, "steps", x->steps, "measured", measured,
+                     "metrics", metrics, "critical_rank", critical, "sched", sched);
 }
 
 static json_t *row_json(explain_qty q, const char *group, const char *bucket, int layer,
                         double base_s, double other_s, double total, const char *roof) {
-    json_t *row = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "quantity", explain_qty_name(q),
-                            "kind", group, "bucket", bucket, "base_s", cli_json_number(base_s),
-                            "other_s", cli_json_number(other_s), "diff_s",
-                            cli_json_number(other_s - base_s), "share",
-                            cli_json_number(total != 0 ? (other_s - base_s) / total : NAN));
+    json_t *row =
+        json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "quantity", explain_qty_name(q), "kind",
+                  group, "bucket", bucket, "base_s", cli_json_number(base_s), "other_s",
+                  cli_json_number(other_s), "diff_s", cli_json_number(other_s - base_s), "share",
+                  cli_json_number(total != 0 ? (other_s - base_s) / total : NAN));
     json_object_set_new(row, "layer", layer >= 0 ? json_integer(layer) : json_null());
     if (roof && roof[0]) json_object_set_new(row, "other_roofline", json_string(roof));
     return row;
@@ -391,18 +398,18 @@ static json_t *ranks_json(const explain_run *b, const explain_run *o) {
         const explain_rank *ro = &o->ranks[r];
         const run_rank *k = &o->run.ranks[r];
         json_array_append_new(
-            ranks, json_pack("{s:i, s:s, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
-                             "s:o, s:o, s:b, s:b}",
-                             "rank", r, "host", k->host, "dp_rank", k->dp_rank, "tp_rank",
-                             k->tp_rank, "pp_rank", k->pp_rank, "own_s", cli_json_number(ro->own),
-                             "own_diff_s", cli_json_number(d[r].own), "work_diff_s",
-                             cli_json_number(d[r].work), "late_diff_s", cli_json_number(d[r].late),
-                             "waited_diff_s", cli_json_number(d[r].waited), "shared_diff_s",
-                             cli_json_number(d[r].shared), "preempted_s",
-                             cli_json_number(ro->preempted), "preempted_diff_s",
-                             cli_json_number(d[r].preempted), "lead_s", cli_json_number(d[r].lead),
-                             "noise_s", cli_json_number(d[r].noise), "straggler", d[r].straggler,
-                             "waiter", d[r].waiter));
+            ranks,
+            json_pack("{s:i, s:s, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+                      "s:o, s:o, s:b, s:b}",
+                      "rank", r, "host", k->host, "dp_rank", k->dp_rank, "tp_rank", k->tp_rank,
+                      "pp_rank", k->pp_rank, "own_s", cli_json_number(ro->own), "own_diff_s",
+                      cli_json_number(d[r].own), "work_diff_s", cli_json_number(d[r].work),
+                      "late_diff_s", cli_json_number(d[r].late), "waited_diff_s",
+                      cli_json_number(d[r].waited), "shared_diff_s", cli_json_number(d[r].shared),
+                      "preempted_s", cli_json_number(ro->preempted), "preempted_diff_s",
+                      cli_json_number(d[r].preempted), "lead_s", cli_json_number(d[r].lead),
+                      "noise_s", cli_json_number(d[r].noise), "straggler", d[r].straggler, "waiter",
+                      d[r].waiter));
     }
     free(d);
     return ranks;
@@ -432,15 +439,14 @@ static json_t *other_json(const explain_run *b, const explain_run *o) {
         explain_structure_compute(b, o, (explain_qty)q, &s);
         json_object_set_new(
             structure, explain_qty_name((explain_qty)q),
-            json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "layers_base",
-                      cli_json_number(s.layers_base), "layers_other",
-                      cli_json_number(s.layers_other), "per_layer_base_s",
-                      cli_json_number(s.per_layer_base), "per_layer_other_s",
-                      cli_json_number(s.per_layer_other), "layer_count_s",
-                      cli_json_number(s.layer_count), "per_layer_cost_s",
-                      cli_json_number(s.per_layer_cost), "pipeline_bubble_s",
-                      cli_json_number(s.pipeline_bubble), "outside_layers_s",
-                      cli_json_number(s.outside_layers), "total_s", cli_json_number(s.total)));
+            json_pack(
+                "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "layers_base",
+                cli_json_number(s.layers_base), "layers_other", cli_json_number(s.layers_other),
+                "per_layer_base_s", cli_json_number(s.per_layer_base), "per_layer_other_s",
+                cli_json_number(s.per_layer_other), "layer_count_s", cli_json_number(s.layer_count),
+                "per_layer_cost_s", cli_json_number(s.per_layer_cost), "pipeline_bubble_s",
+                cli_json_number(s.pipeline_bubble), "outside_layers_s",
+                cli_json_number(s.outside_layers), "total_s", cli_json_number(s.total)));
     }
     char *verdict = xmalloc(VERDICT_LEN), *straggler = xmalloc(VERDICT_LEN);
     explain_verdict(b, o, verdict, VERDICT_LEN);

@@ -19,11 +19,11 @@ typedef struct {
 } sched_row;
 
 typedef struct {
-    int present;           /* 0: the file has no /sched (not recorded) */
-    char source[128];      /* the group attribute source: what was read */
-    long long threads;     /* the group attribute threads (0 when absent) */
-    long *n_rows;          /* (world_size) */
-    sched_row **rows;      /* (world_size) arrays of n_rows[r]; a rank without a table has 0 */
+    int present;       /* 0: the file has no /sched (not recorded) */
+    char source[128];  /* the group attribute source: what was read */
+    long long threads; /* the group attribute threads (0 when absent) */
+    long *n_rows;      /* (world_size) */
+    sched_row **rows;  /* (world_size) arrays of n_rows[r]; a rank without a table has 0 */
 } sched_data;
 
 /* Reads /sched of an open run file for world_size ranks. An absent group leaves present 0
