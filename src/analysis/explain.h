@@ -27,6 +27,8 @@ enum { EXPLAIN_KIND_COUNT = PHASE_COUNT + 1 };
  * enum (sample_wait) is one without a change here. The host gap is neither. */
 int explain_kind_is_wait(int kind);
 int explain_kind_is_work(int kind);
+/* Leaves: every phase but step, iteration, weight_init and tp_allreduce (they enclose others). */
+int explain_kind_is_leaf(int kind);
 
 /* One rank's own iteration windows, means per measured iteration (docs/explain.md, "Ranks").
  * Its waits inside a group collective (the same phase, step, micro-batch, layer and
