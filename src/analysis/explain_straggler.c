@@ -195,7 +195,9 @@ static void put_straggler(explain_text *t, const explain_run *b, const explain_r
     put_top_kinds(t, wb, wo, 1);
     explain_say(t, ")");
     if (fabs(d->late) >= 1e-6) {
-        explain_say(t, ", late out of collectives its peers had left %+.3f ms (", 1e3 * d->late);
+        explain_say(t, ", late out of waits already satisfied (a peer had left, the data had come) "
+                       "%+.3f ms (",
+                    1e3 * d->late);
         put_top_kinds(t, rb->late, ro->late, 0);
         explain_say(t, ")");
     }
