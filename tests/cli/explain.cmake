@@ -61,6 +61,7 @@ foreach(case tp_straggler pp_straggler allreduce bubble precision sched lead)
                        ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE};ASAN_OPTIONS=detect_leaks=0"
                        TIMEOUT 300)
 endforeach()
-# The busy loops must not share the machine with another test's ranks.
-set_tests_properties(explain_names_tp_straggler explain_names_pp_straggler PROPERTIES
-                     RUN_SERIAL TRUE)
+# The planted loops must not share the machine with another test's ranks, nor the all-reduce's
+# transports another test's load.
+set_tests_properties(explain_names_tp_straggler explain_names_pp_straggler
+                     explain_names_allreduce PROPERTIES RUN_SERIAL TRUE)
