@@ -15,7 +15,7 @@ JOBS=$(nproc)
 install_packages() {
     local packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev
         libhdf5-openmpi-dev hdf5-tools libopenblas-dev libopenblas-openmp-dev libyaml-dev libcmocka-dev libjansson-dev
-        libpcre2-dev libicu-dev python3 python3-h5py python3-matplotlib python3-numpy python3-yaml python3-jinja2 python3-venv clang
+        libpcre2-dev libicu-dev python3 python3-h5py python3-jsonschema python3-matplotlib python3-numpy python3-yaml python3-jinja2 python3-venv clang
         libclang-rt-14-dev slurm-wlm slurmctld slurmd slurm-client munge
         iproute2 iptables iputils-ping libnetfilter-queue-dev)
     local sudo=""

@@ -10,44 +10,6 @@
 #include "base/check.h"
 #include "analysis/explain.h"
 
-const int explain_row_kinds[] = {
-    PHASE_EMBED,    PHASE_NORM,      PHASE_QKV_GEMM,   PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM,
-    PHASE_MLP_GEMM, PHASE_HEAD,      PHASE_SAMPLE,     PHASE_TP_WAIT,   PHASE_PP_RECV_WAIT,
-    PHASE_PP_SEND,  PHASE_DP_GATHER, PHASE_SAMPLE_WAIT, PHASE_NLL_WAIT, PHASE_STOP_WAIT,
-    EXPLAIN_HOST_GAP,
-};
-const int explain_row_count = (int)(sizeof explain_row_kinds / sizeof explain_row_kinds[0]);
-
-const char *explain_kind_name(int kind) {
-    return kind == EXPLAIN_HOST_GAP ? "host_gap" : phase_name((phase)kind);
-}
-
-const char *explain_kind_words(int kind) {
-    switch (kind) {
-    case PHASE_TP_WAIT: return "exposed TP all-reduce";
-    case PHASE_PP_RECV_WAIT: return "PP wait / pipeline bubble";
-    case PHASE_PP_SEND: return "PP send";
-    case PHASE_DP_GATHER: return "DP gather";
-    case PHASE_SAMPLE_WAIT: return "exposed sampling collective";
-    case PHASE_NLL_WAIT: return "exposed perplexity reduction";
-    case PHASE_STOP_WAIT: return "stop vote wait";
-    case EXPLAIN_HOST_GAP: return "idle between recorded phases";
-    default: return "";
-    }
-}
-
-const char *explain_qty_name(explain_qty q) {
-    static const char *const names[EXPLAIN_QTY_COUNT] = {"ttft", "tpot", "e2e"};
-    return names[q];
-}
-
-/* Leaves are the phases that enclose no other phase; tp_allreduce spans compute and its
- * exposed part is recorded as tp_wait. */
-static int phase_is_leaf(int p) {
-    return p >= 0 && p < PHASE_COUNT && p != PHASE_STEP && p != PHASE_ITERATION &&
-           p != PHASE_WEIGHT_INIT && p != PHASE_TP_ALLREDUCE;
-}
-
 /* One rank's leaf events sorted by start, with the running maximum of their ends so the
  * first event reaching into a window is found by bisection. */
 typedef struct {
@@ -67,7 +29,7 @@ static void rank_leaves_init(rank_leaves *rl, const timing_event *ev, long n) {
     memset(rl, 0, sizeof *rl);
     rl->ev = xcalloc((unsigned long)(n > 0 ? n : 1), sizeof(timing_event));
     for (long i = 0; i < n; i++)
-        if (phase_is_leaf(ev[i].phase) && ev[i].t_end > ev[i].t_start) rl->ev[rl->n++] = ev[i];
+        if (explain_kind_is_leaf(ev[i].phase) && ev[i].t_end > ev[i].t_start) rl->ev[rl->n++] = ev[i];
     qsort(rl->ev, (size_t)rl->n, sizeof(timing_event), event_start_cmp);
     rl->max_end = xcalloc((unsigned long)(rl->n > 0 ? rl->n : 1), sizeof(double));
     for (long i = 0; i < rl->n; i++)
@@ -87,7 +49,7 @@ static void rank_leaves_free(rank_leaves *rl) {
  * later start), then the later in the table. */
 static int event_wins(const rank_leaves *rl, long a, long b) {
     const timing_event *x = &rl->ev[a], *y = &rl->ev[b];
-    int cx = phase_is_compute((phase)x->phase), cy = phase_is_compute((phase)y->phase);
+    int cx = explain_kind_is_work(x->phase), cy = explain_kind_is_work(y->phase);
     if (cx != cy) return cx > cy;
     if (x->t_start != y->t_start) return x->t_start > y->t_start;
     return a > b;
@@ -271,52 +233,56 @@ static double median_of(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Why the critical rank is slow: each rank's own iteration windows split by kind, its
- * busiest kind, and the kind where it exceeds the median rank the most. */
+/* The median of the column over every rank but skip (every rank when skip < 0). */
+static double median_others(const double *v, int n, int skip, double *scratch) {
+    int m = 0;
+    for (int r = 0; r < n; r++)
+        if (r != skip) scratch[m++] = v[r];
+    return m ? median_of(scratch, m) : 0.0;
+}
+
+/* Each rank's own iteration windows split by kind (means, into x->ranks), and why the
+ * critical rank is slow: its busiest kind, and the kind where it exceeds the median of the
+ * other ranks the most (with two ranks, the other rank: the real gap, not half of it). */
 static void critical_reasons(explain_run *x, rank_leaves *leaves, const double *it_start,
                              const double *it_end) {
-    const int P = x->run.world_size, n_it = x->iterations;
-    double *kinds = xcalloc((unsigned long)P * EXPLAIN_KIND_COUNT, sizeof(double));
-    double *window = xcalloc((unsigned long)P, sizeof(double));
-    for (int r = 0; r < P; r++)
+    const int P = x->run.world_size, n_it = x->iterations, c = x->critical_rank;
+    x->ranks = xcalloc((unsigned long)P, sizeof(explain_rank));
+    for (int r = 0; r < P; r++) {
+        explain_rank *rk = &x->ranks[r];
         for (int it = 0; it < n_it; it++) {
             double a = it_start[(size_t)r * n_it + it], b = it_end[(size_t)r * n_it + it];
-            window_split(&leaves[r], a, b, kinds + (size_t)r * EXPLAIN_KIND_COUNT, 1, 0);
-            window[r] += b - a;
+            window_split(&leaves[r], a, b, rk->kind, 1, 0);
+            rk->window += b - a;
         }
-    const double *mine = kinds + (size_t)x->critical_rank * EXPLAIN_KIND_COUNT;
+        rk->window /= n_it;
+        for (int k = 0; k < EXPLAIN_KIND_COUNT; k++)
+            rk->kind[k] /= n_it;
+    }
+    const double *mine = x->ranks[c].kind;
     double *column = xcalloc((unsigned long)P, sizeof(double));
-    /* the rank whose window is the median one */
-    for (int r = 0; r < P; r++)
-        column[r] = window[r];
-    double median_window = median_of(column, P);
-    x->median_rank = 0;
-    for (int r = 1; r < P; r++)
-        if (fabs(window[r] - median_window) < fabs(window[x->median_rank] - median_window))
-            x->median_rank = r;
+    double *scratch = xcalloc((unsigned long)P, sizeof(double));
     x->busiest_kind = EXPLAIN_HOST_GAP;
     x->excess_kind = -1;
     x->excess_seconds = -INFINITY;
     for (int k = 0; k < EXPLAIN_KIND_COUNT; k++) {
         if (mine[k] > mine[x->busiest_kind]) x->busiest_kind = k;
         for (int r = 0; r < P; r++)
-            column[r] = kinds[(size_t)r * EXPLAIN_KIND_COUNT + k];
-        double excess = mine[k] - median_of(column, P);
-        if (excess > x->excess_seconds) {
+            column[r] = x->ranks[r].kind[k];
+        double excess = mine[k] - median_others(column, P, c, scratch);
+        if (P > 1 && excess > x->excess_seconds) {
             x->excess_seconds = excess;
             x->excess_kind = k;
         }
     }
-    double w = window[x->critical_rank];
+    double w = x->ranks[c].window;
     x->busiest_share = w > 0 ? mine[x->busiest_kind] / w : NAN;
     for (int r = 0; r < P; r++)
         column[r] =
-            window[r] > 0 ? kinds[(size_t)r * EXPLAIN_KIND_COUNT + x->busiest_kind] / window[r] : 0;
-    x->busiest_median_share = median_of(column, P);
-    x->excess_seconds /= n_it;
+            x->ranks[r].window > 0 ? x->ranks[r].kind[x->busiest_kind] / x->ranks[r].window : 0;
+    x->busiest_median_share = P > 1 ? median_others(column, P, c, scratch) : NAN;
+    free(scratch);
     free(column);
-    free(window);
-    free(kinds);
 }
 
 /* Every measured iteration: its critical rank's prefill window [iteration start, first
@@ -395,6 +361,7 @@ int explain_run_load(explain_run *x, const char *path) {
             rank_leaves_init(&leaves[r], run->events[r], run->n_events[r]);
         windows_attribute(x, leaves, it_start, it_end);
         critical_reasons(x, leaves, it_start, it_end);
+        explain_ranks_account(x, it_start, it_end);
         for (int r = 0; r < run->world_size; r++)
             rank_leaves_free(&leaves[r]);
         free(leaves);
@@ -416,6 +383,7 @@ int explain_run_load(explain_run *x, const char *path) {
 }
 
 void explain_run_free(explain_run *x) {
+    explain_ranks_free(x);
     for (int q = 0; q < EXPLAIN_QTY_COUNT; q++)
         free(x->bucket[q]);
     run_data_free(&x->run); /* safe on a failed or zeroed load */
@@ -447,12 +415,26 @@ void explain_structure_compute(const explain_run *base, const explain_run *other
     s->layer_count = (s->layers_other - s->layers_base) * s->per_layer_base;
     s->per_layer_cost = s->layers_other * (s->per_layer_other - s->per_layer_base);
     s->total = explain_total_seconds(other, q) - explain_total_seconds(base, q);
-    s->outside_layers =
-        (explain_total_seconds(other, q) - lo) - (explain_total_seconds(base, q) - lb);
+    /* the pipeline bubble is the stage waiting outside layers for its input: named apart */
+    const size_t bubble = (size_t)PHASE_PP_RECV_WAIT * (size_t)base->slots;
+    s->pipeline_bubble =
+        other->bucket[q][(size_t)PHASE_PP_RECV_WAIT * other->slots] - base->bucket[q][bubble];
+    s->outside_layers = (explain_total_seconds(other, q) - lo) -
+                        (explain_total_seconds(base, q) - lb) - s->pipeline_bubble;
 }
 
 void explain_critical_words(const explain_run *x, char *out, size_t len) {
     const run_rank *c = &x->run.ranks[x->critical_rank];
+    if (x->run.world_size > 1 && !x->critical_named) {
+        snprintf(out, len,
+                 "%s finish%s together: no rank's lead is beyond the noise (rank %d, critical "
+                 "in %d/%d iterations, leads by %.3f ms on average, noise %.3f ms)",
+                 x->run.world_size == x->run.tp ? "the TP group" : "the ranks",
+                 x->run.world_size == x->run.tp ? "es" : "", x->critical_rank,
+                 x->critical_iterations, x->iterations, 1e3 * x->critical_lead,
+                 1e3 * x->critical_noise);
+        return;
+    }
     int n = snprintf(out, len, "rank %d (dp%d tp%d pp%d) is critical in %d/%d iterations",
                      x->critical_rank, c->dp_rank, c->tp_rank, c->pp_rank, x->critical_iterations,
                      x->iterations);
@@ -462,14 +444,14 @@ void explain_critical_words(const explain_run *x, char *out, size_t len) {
                  100 * x->busiest_share, explain_kind_name(x->busiest_kind));
         return;
     }
-    n += snprintf(out + n, len - (size_t)n, ": %.0f%% of its time is %s (median rank %.0f%%)",
-                  100 * x->busiest_share, explain_kind_name(x->busiest_kind),
-                  100 * x->busiest_median_share);
+    const char *others = x->run.world_size == 2 ? "the other rank" : "median of the other ranks";
+    n += snprintf(out + n, len - (size_t)n,
+                  ", leading by %.3f ms (noise %.3f ms): %.0f%% of its time is %s (%s %.0f%%)",
+                  1e3 * x->critical_lead, 1e3 * x->critical_noise, 100 * x->busiest_share,
+                  explain_kind_name(x->busiest_kind), others, 100 * x->busiest_median_share);
     if ((size_t)n < len && x->excess_kind >= 0 && x->excess_seconds > 0)
-        snprintf(out + n, len - (size_t)n,
-                 "; it exceeds the median rank most in %s, by %.3f ms "
-                 "per iteration",
-                 explain_kind_name(x->excess_kind), 1e3 * x->excess_seconds);
+        snprintf(out + n, len - (size_t)n, "; it spends %.3f ms per iteration more than %s in %s",
+                 1e3 * x->excess_seconds, others, explain_kind_name(x->excess_kind));
 }
 
 /* A phase's roofline over both periods: summed seconds, FLOPs and bytes; the label and

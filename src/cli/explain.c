@@ -12,7 +12,7 @@
 #include "analysis/explain.h"
 #include "cli/cli.h"
 
-enum { VERDICT_LEN = 4096, WORDS_LEN = 512 };
+enum { VERDICT_LEN = 8192, WORDS_LEN = 1024 };
 typedef enum { FORMAT_TEXT = 0, FORMAT_CSV, FORMAT_JSON } explain_format;
 
 typedef struct {
@@ -94,13 +94,33 @@ static double total_diff(const explain_run *b, const explain_run *o, explain_qty
     return explain_total_seconds(o, q) - explain_total_seconds(b, q);
 }
 
+/* A bucket's seconds in one layer; layer -1 is its row outside layers (slot 0: the embedding
+ * all-reduce's tp_wait, the bubble's pp_recv_wait), so a bucket's layer rows and its outside
+ * row sum to it. */
 static double layer_cell(const explain_run *x, explain_qty q, int k, int layer) {
     return layer + 1 < x->slots ? x->bucket[q][(size_t)k * x->slots + layer + 1] : 0;
 }
 
 static const char *kind_group(int k) {
     if (k == EXPLAIN_HOST_GAP) return "gap";
-    return phase_is_compute((phase)k) ? "phase" : "comm";
+    return explain_kind_is_work(k) ? "phase" : "comm";
+}
+
+/* The per-layer rows of every bucket, then its outside-layers row (layer -1), the ones that
+ * are not zero in both runs: emit(kind, layer, group, base_s, other_s) for each. */
+typedef void (*layer_row_fn)(void *ctx, int kind, int layer, const char *group, double base_s,
+                             double other_s);
+static void layer_rows_each(const explain_run *b, const explain_run *o, explain_qty q,
+                            layer_row_fn emit, void *ctx) {
+    int kinds[EXPLAIN_KIND_COUNT], n = explain_row_kinds(kinds);
+    int layers = (b->slots > o->slots ? b->slots : o->slots) - 1;
+    for (int r = 0; r < n; r++)
+        for (int l = 0; l <= layers; l++) {
+            int layer = l < layers ? l : -1; /* the outside row last */
+            double vb = layer_cell(b, q, kinds[r], layer), vo = layer_cell(o, q, kinds[r], layer);
+            if (vb != 0 || vo != 0)
+                emit(ctx, kinds[r], layer, layer >= 0 ? "layer" : "outside_layers", vb, vo);
+        }
 }
 
 /* ---- text ---- */
@@ -132,20 +152,40 @@ static void text_rows(FILE *f, const explain_run *b, const explain_run *o) {
     double total = total_diff(b, o, EXPLAIN_E2E);
     fprintf(f, "%-42s %10s %10s %10s %7s %10s %10s  %s\n", "bucket (ms, means)", "E2E BASE",
             "E2E OTHER", "E2E diff", "share", "TTFT diff", "TPOT diff", "OTHER roofline");
-    for (int i = 0; i < explain_row_count; i++) {
-        int k = explain_row_kinds[i];
+    int kinds[EXPLAIN_KIND_COUNT], n_kinds = explain_row_kinds(kinds);
+    int cancel = 0; /* some row exceeds the whole difference: shares of each side instead */
+    double up = 0, down = 0;
+    for (int i = 0; i < n_kinds; i++) {
+        double d = kind_diff(b, o, EXPLAIN_E2E, kinds[i]);
+        if (fabs(d) > fabs(total) * (1 + 1e-9)) cancel = 1;
+        if (d > 0)
+            up += d;
+        else
+            down -= d;
+    }
+    for (int i = 0; i < n_kinds; i++) {
+        int k = kinds[i];
         char name[64], roof[WORDS_LEN];
         const char *words = explain_kind_words(k);
         snprintf(name, sizeof name, "%s%s%s%s", explain_kind_name(k), words[0] ? " (" : "", words,
                  words[0] ? ")" : "");
         explain_roof_words(o, k, roof, sizeof roof);
         double d = kind_diff(b, o, EXPLAIN_E2E, k);
+        double share = cancel ? (d > 0   ? d / up
+                                 : d < 0 ? d / down
+                                         : 0.0)
+                              : (total != 0 ? d / total : 0.0);
         fprintf(f, "  %-40s %10.3f %10.3f %+10.3f %6.1f%% %+10.3f %+10.3f  %s\n", name,
                 1e3 * explain_kind_seconds(b, EXPLAIN_E2E, k),
-                1e3 * explain_kind_seconds(o, EXPLAIN_E2E, k), 1e3 * d,
-                total != 0 ? 100 * d / total : 0.0, 1e3 * kind_diff(b, o, EXPLAIN_TTFT, k),
-                1e3 * kind_diff(b, o, EXPLAIN_TPOT, k), roof);
+                1e3 * explain_kind_seconds(o, EXPLAIN_E2E, k), 1e3 * d, 100 * share,
+                1e3 * kind_diff(b, o, EXPLAIN_TTFT, k), 1e3 * kind_diff(b, o, EXPLAIN_TPOT, k),
+                roof);
     }
+    if (cancel)
+        fprintf(f,
+                "  (the parts cancel: +%.3f ms of increases, -%.3f ms of savings; each share "
+                "is of its own side, the savings negative)\n",
+                1e3 * up, 1e3 * down);
     fprintf(f, "  %-40s %10.3f %10.3f %+10.3f %6.1f%% %+10.3f %+10.3f\n", "total",
             1e3 * explain_total_seconds(b, EXPLAIN_E2E),
             1e3 * explain_total_seconds(o, EXPLAIN_E2E), 1e3 * total, total != 0 ? 100.0 : 0.0,
@@ -163,8 +203,46 @@ static void text_structure(FILE *f, const explain_run *b, const explain_run *o) 
             1e3 * s.layer_count);
     fprintf(f, "  %-16s %-22s %+10.3f ms\n", "per-layer cost", "L_o x (c_o - c_b)",
             1e3 * s.per_layer_cost);
-    fprintf(f, "  %-16s %-22s %+10.3f ms\n", "outside layers", "", 1e3 * s.outside_layers);
+    fprintf(f, "  %-16s %-22s %+10.3f ms\n", "pipeline bubble", "pp_recv_wait outside layers",
+            1e3 * s.pipeline_bubble);
+    fprintf(f, "  %-16s %-22s %+10.3f ms\n", "outside layers", "the rest", 1e3 * s.outside_layers);
     fprintf(f, "  %-16s %-22s %+10.3f ms\n", "total", "", 1e3 * s.total);
+}
+
+/* Every rank of OTHER against the same rank of BASE: own time (work, late exits), waits, the
+ * collectives' shared part, preemption; the lead over its peers and the noise. */
+static void text_ranks(FILE *f, const explain_run *b, const explain_run *o) {
+    const int P = b->run.world_size;
+    if (P == 1 && o->run.world_size == 1) return;
+    explain_rank_diff *d = xcalloc((unsigned long)P, sizeof(explain_rank_diff));
+    int n = explain_rank_diffs(b, o, d);
+    if (n) {
+        fprintf(f, "ranks (ms per iteration, OTHER - BASE; own = work + gaps + late exits):\n");
+        fprintf(f, "  %-4s %-16s %-12s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", "rank",
+                "host", "coords", "own", "work", "late", "waited", "shared", "preempted", "lead",
+                "noise", "");
+    }
+    for (int r = 0; r < n; r++) {
+        const run_rank *k = &o->run.ranks[r];
+        char coords[32], pre[32];
+        snprintf(coords, sizeof coords, "dp%d tp%d pp%d", k->dp_rank, k->tp_rank, k->pp_rank);
+        if (isfinite(d[r].preempted))
+            snprintf(pre, sizeof pre, "%+10.3f", 1e3 * d[r].preempted);
+        else
+            snprintf(pre, sizeof pre, "%10s", "n/r");
+        fprintf(
+            f,
+            "  %-4d %-16.16s %-12s %+10.3f %+10.3f %+10.3f %+10.3f %+10.3f %s %+10.3f %10.3f  %s\n",
+            r, k->host, coords, 1e3 * d[r].own, 1e3 * d[r].work, 1e3 * d[r].late, 1e3 * d[r].waited,
+            1e3 * d[r].shared, pre, 1e3 * (isfinite(d[r].lead) ? d[r].lead : 0.0), 1e3 * d[r].noise,
+            d[r].straggler ? "straggler"
+            : d[r].waiter  ? "waited"
+                           : "");
+    }
+    if (n && !(b->sched_present && o->sched_present))
+        fprintf(f, "  (preemption not recorded%s: n/r)\n",
+                b->sched_present || o->sched_present ? " in both runs" : "");
+    free(d);
 }
 
 static void text_write(FILE *f, const explain_run *runs, int n) {
@@ -178,6 +256,7 @@ static void text_write(FILE *f, const explain_run *runs, int n) {
         text_measured(f, b, o);
         text_rows(f, b, o);
         text_structure(f, b, o);
+        text_ranks(f, b, o);
         explain_critical_words(b, words, sizeof words);
         fprintf(f, "critical rank: BASE %s\n", words);
         explain_critical_words(o, words, sizeof words);
@@ -208,15 +287,29 @@ static void csv_row(FILE *f, const char *other, explain_qty q, const char *group
     fprintf(f, "\n");
 }
 
+typedef struct {
+    FILE *f;
+    const char *other;
+    explain_qty q;
+    double total;
+} csv_ctx;
+
+static void csv_layer_row(void *ctx, int kind, int layer, const char *group, double base_s,
+                          double other_s) {
+    const csv_ctx *c = ctx;
+    csv_row(c->f, c->other, c->q, group, explain_kind_name(kind), layer, base_s, other_s, c->total);
+}
+
 static void csv_write(FILE *f, const explain_run *runs, int n) {
     const explain_run *b = &runs[0];
+    int kinds[EXPLAIN_KIND_COUNT], n_kinds = explain_row_kinds(kinds);
     fprintf(f, "other,quantity,kind,bucket,layer,base_s,other_s,diff_s,share\n");
     for (int i = 1; i < n; i++) {
         const explain_run *o = &runs[i];
         for (int q = 0; q < EXPLAIN_QTY_COUNT; q++) {
             double total = total_diff(b, o, (explain_qty)q);
-            for (int r = 0; r < explain_row_count; r++) {
-                int k = explain_row_kinds[r];
+            for (int r = 0; r < n_kinds; r++) {
+                int k = kinds[r];
                 csv_row(f, o->run.path, (explain_qty)q, kind_group(k), explain_kind_name(k), -1,
                         explain_kind_seconds(b, (explain_qty)q, k),
                         explain_kind_seconds(o, (explain_qty)q, k), total);
@@ -224,21 +317,20 @@ static void csv_write(FILE *f, const explain_run *runs, int n) {
             csv_row(f, o->run.path, (explain_qty)q, "total", "total", -1,
                     explain_total_seconds(b, (explain_qty)q),
                     explain_total_seconds(o, (explain_qty)q), total);
-            int layers = (b->slots > o->slots ? b->slots : o->slots) - 1;
-            for (int r = 0; r < explain_row_count; r++)
-                for (int l = 0; l < layers; l++) {
-                    int k = explain_row_kinds[r];
-                    double vb = layer_cell(b, (explain_qty)q, k, l),
-                           vo = layer_cell(o, (explain_qty)q, k, l);
-                    if (vb != 0 || vo != 0)
-                        csv_row(f, o->run.path, (explain_qty)q, "layer", explain_kind_name(k), l,
-                                vb, vo, total);
-                }
+            csv_ctx c = {f, o->run.path, (explain_qty)q, total};
+            layer_rows_each(b, o, (explain_qty)q, csv_layer_row, &c);
         }
     }
 }
 
 /* ---- json ---- */
+
+/* A model size recorded as text in the job: a JSON number, null when absent ("?"). */
+static json_t *model_number(const char *v) {
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    return end != v && *end == '\0' ? json_integer(n) : json_null();
+}
 
 static json_t *run_json(const explain_run *x) {
     char words[WORDS_LEN];
@@ -251,41 +343,86 @@ static json_t *run_json(const explain_run *x) {
         json_object_set_new(measured, key, cli_json_number(x->measured[q]));
         json_object_set_new(metrics, key, cli_json_number(x->metrics[q]));
     }
-    json_t *critical =
-        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:o, s:o, s:s?, s:o, s:s}", "rank",
-                  x->critical_rank, "dp_rank", c->dp_rank, "tp_rank", c->tp_rank, "pp_rank",
-                  c->pp_rank, "iterations", x->critical_iterations, "layers", x->critical_layers,
-                  "busiest_bucket", explain_kind_name(x->busiest_kind), "busiest_share",
-                  cli_json_number(x->busiest_share), "busiest_median_share", cli_json_number(x->busiest_median_share),
-                  "excess_bucket", x->excess_kind >= 0 ? explain_kind_name(x->excess_kind) : NULL,
-                  "excess_s", cli_json_number(x->excess_seconds), "words", words);
-    return json_pack(
-        "{s:s, s:s, s:s, s:s, s:s?, s:{s:s, s:s, s:s, s:i}, s:i, s:i, s:o, s:o, s:o}", "file",
-        x->run.path, "strategy", x->label, "backend", x->run.backend, "precision", x->run.precision,
-        "kv_cache", x->has_roof ? x->roof.kv_cache : NULL, "model", "arch", x->arch, "embd",
-        x->embd, "vocab", x->vocab, "layers", x->model_layers, "iterations", x->iterations, "steps",
-        x->steps, "measured", measured, "metrics", metrics, "critical_rank", critical);
+    json_t *critical = json_pack(
+        "{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:o, s:o, s:s, s:o, s:o, s:s?, s:o, s:s}", "rank",
+        x->critical_rank, "dp_rank", c->dp_rank, "tp_rank", c->tp_rank, "pp_rank", c->pp_rank,
+        "iterations", x->critical_iterations, "layers", x->critical_layers, "named",
+        x->critical_named, "lead_s", cli_json_number(x->critical_lead), "noise_s",
+        cli_json_number(x->critical_noise), "busiest_bucket", explain_kind_name(x->busiest_kind),
+        "busiest_share", cli_json_number(x->busiest_share), "busiest_median_share",
+        cli_json_number(x->busiest_median_share), "excess_bucket",
+        x->excess_kind >= 0 ? explain_kind_name(x->excess_kind) : NULL, "excess_s",
+        cli_json_number(x->excess_seconds), "words", words);
+    json_t *model =
+        json_pack("{s:s, s:o, s:o, s:i}", "arch", x->arch, "embd", model_number(x->embd), "vocab",
+                  model_number(x->vocab), "layers", x->model_layers);
+    json_t *sched = x->sched_present ? json_pack("{s:s}", "source", x->sched_source) : json_null();
+    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:i, s:i, s:o, s:o, s:o, s:o}", "file",
+                     x->run.path, "strategy", x->label, "backend", x->run.backend, "precision",
+                     x->run.precision, "kv_cache", x->has_roof ? x->roof.kv_cache : NULL, "model",
+                     model, "iterations", x->iterations, "steps", x->steps, "measured", measured,
+                     "metrics", metrics, "critical_rank", critical, "sched", sched);
 }
 
 static json_t *row_json(explain_qty q, const char *group, const char *bucket, int layer,
                         double base_s, double other_s, double total, const char *roof) {
-    json_t *row = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "quantity", explain_qty_name(q),
-                            "kind", group, "bucket", bucket, "base_s", cli_json_number(base_s), "other_s",
-                            cli_json_number(other_s), "diff_s", cli_json_number(other_s - base_s), "share",
-                            cli_json_number(total != 0 ? (other_s - base_s) / total : NAN));
+    json_t *row =
+        json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "quantity", explain_qty_name(q), "kind",
+                  group, "bucket", bucket, "base_s", cli_json_number(base_s), "other_s",
+                  cli_json_number(other_s), "diff_s", cli_json_number(other_s - base_s), "share",
+                  cli_json_number(total != 0 ? (other_s - base_s) / total : NAN));
     json_object_set_new(row, "layer", layer >= 0 ? json_integer(layer) : json_null());
     if (roof && roof[0]) json_object_set_new(row, "other_roofline", json_string(roof));
     return row;
 }
 
+typedef struct {
+    json_t *rows;
+    explain_qty q;
+    double total;
+} json_ctx;
+
+static void json_layer_row(void *ctx, int kind, int layer, const char *group, double base_s,
+                           double other_s) {
+    json_ctx *c = ctx;
+    json_array_append_new(c->rows, row_json(c->q, group, explain_kind_name(kind), layer, base_s,
+                                            other_s, c->total, NULL));
+}
+
+/* Every rank of OTHER against the same rank of BASE (empty when the meshes differ). */
+static json_t *ranks_json(const explain_run *b, const explain_run *o) {
+    json_t *ranks = json_array();
+    explain_rank_diff *d = xcalloc((unsigned long)b->run.world_size, sizeof(explain_rank_diff));
+    int n = explain_rank_diffs(b, o, d);
+    for (int r = 0; r < n; r++) {
+        const explain_rank *ro = &o->ranks[r];
+        const run_rank *k = &o->run.ranks[r];
+        json_array_append_new(
+            ranks,
+            json_pack("{s:i, s:s, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, "
+                      "s:o, s:o, s:b, s:b}",
+                      "rank", r, "host", k->host, "dp_rank", k->dp_rank, "tp_rank", k->tp_rank,
+                      "pp_rank", k->pp_rank, "own_s", cli_json_number(ro->own), "own_diff_s",
+                      cli_json_number(d[r].own), "work_diff_s", cli_json_number(d[r].work),
+                      "late_diff_s", cli_json_number(d[r].late), "waited_diff_s",
+                      cli_json_number(d[r].waited), "shared_diff_s", cli_json_number(d[r].shared),
+                      "preempted_s", cli_json_number(ro->preempted), "preempted_diff_s",
+                      cli_json_number(d[r].preempted), "lead_s", cli_json_number(d[r].lead),
+                      "noise_s", cli_json_number(d[r].noise), "straggler", d[r].straggler, "waiter",
+                      d[r].waiter));
+    }
+    free(d);
+    return ranks;
+}
+
 static json_t *other_json(const explain_run *b, const explain_run *o) {
     json_t *rows = json_array(), *structure = json_object();
     char roof[WORDS_LEN];
-    int layers = (b->slots > o->slots ? b->slots : o->slots) - 1;
+    int kinds[EXPLAIN_KIND_COUNT], n_kinds = explain_row_kinds(kinds);
     for (int q = 0; q < EXPLAIN_QTY_COUNT; q++) {
         double total = total_diff(b, o, (explain_qty)q);
-        for (int r = 0; r < explain_row_count; r++) {
-            int k = explain_row_kinds[r];
+        for (int r = 0; r < n_kinds; r++) {
+            int k = kinds[r];
             explain_roof_words(o, k, roof, sizeof roof);
             json_array_append_new(
                 rows, row_json((explain_qty)q, kind_group(k), explain_kind_name(k), -1,
@@ -296,31 +433,28 @@ static json_t *other_json(const explain_run *b, const explain_run *o) {
                               row_json((explain_qty)q, "total", "total", -1,
                                        explain_total_seconds(b, (explain_qty)q),
                                        explain_total_seconds(o, (explain_qty)q), total, NULL));
-        for (int r = 0; r < explain_row_count; r++)
-            for (int l = 0; l < layers; l++) {
-                int k = explain_row_kinds[r];
-                double vb = layer_cell(b, (explain_qty)q, k, l),
-                       vo = layer_cell(o, (explain_qty)q, k, l);
-                if (vb != 0 || vo != 0)
-                    json_array_append_new(rows,
-                                          row_json((explain_qty)q, "layer", explain_kind_name(k), l,
-                                                   vb, vo, total, NULL));
-            }
+        json_ctx c = {rows, (explain_qty)q, total};
+        layer_rows_each(b, o, (explain_qty)q, json_layer_row, &c);
         explain_structure s;
         explain_structure_compute(b, o, (explain_qty)q, &s);
-        json_object_set_new(structure, explain_qty_name((explain_qty)q),
-                            json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "layers_base",
-                                      cli_json_number(s.layers_base), "layers_other", cli_json_number(s.layers_other),
-                                      "per_layer_base_s", cli_json_number(s.per_layer_base),
-                                      "per_layer_other_s", cli_json_number(s.per_layer_other),
-                                      "layer_count_s", cli_json_number(s.layer_count), "per_layer_cost_s",
-                                      cli_json_number(s.per_layer_cost), "outside_layers_s",
-                                      cli_json_number(s.outside_layers), "total_s", cli_json_number(s.total)));
+        json_object_set_new(
+            structure, explain_qty_name((explain_qty)q),
+            json_pack(
+                "{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "layers_base",
+                cli_json_number(s.layers_base), "layers_other", cli_json_number(s.layers_other),
+                "per_layer_base_s", cli_json_number(s.per_layer_base), "per_layer_other_s",
+                cli_json_number(s.per_layer_other), "layer_count_s", cli_json_number(s.layer_count),
+                "per_layer_cost_s", cli_json_number(s.per_layer_cost), "pipeline_bubble_s",
+                cli_json_number(s.pipeline_bubble), "outside_layers_s",
+                cli_json_number(s.outside_layers), "total_s", cli_json_number(s.total)));
     }
-    char *verdict = xmalloc(VERDICT_LEN);
+    char *verdict = xmalloc(VERDICT_LEN), *straggler = xmalloc(VERDICT_LEN);
     explain_verdict(b, o, verdict, VERDICT_LEN);
-    json_t *j = json_pack("{s:s, s:o, s:o, s:o, s:s}", "file", o->run.path, "run", run_json(o),
-                          "rows", rows, "structure", structure, "verdict", verdict);
+    explain_straggler_words(b, o, straggler, VERDICT_LEN);
+    json_t *j = json_pack("{s:s, s:o, s:o, s:o, s:o, s:s, s:s}", "file", o->run.path, "run",
+                          run_json(o), "rows", rows, "structure", structure, "ranks",
+                          ranks_json(b, o), "stragglers", straggler, "verdict", verdict);
+    free(straggler);
     free(verdict);
     return j;
 }

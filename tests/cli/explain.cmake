@@ -48,3 +48,20 @@ add_test(NAME explain_out_is_input COMMAND ${TOOLS_EXPECT} 2
          -o ${EXPLAIN_WORK}/./base.h5)
 set_tests_properties(explain_out_is_input PROPERTIES FIXTURES_REQUIRED explain_files
                      LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 60)
+
+# What explain names on real runs with one cause planted (issue 29; explain_straggler.py says
+# how each is planted): a busy loop on one rank's core at tp=2 and at pp=2, a slowed
+# all-reduce, a pipeline bubble, a precision change; and, on planted files, /sched's
+# preemption and the critical rank's lead against the noise. Each asserts names, never a time.
+foreach(case tp_straggler pp_straggler allreduce bubble precision sched lead)
+  add_test(NAME explain_names_${case}
+           COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/explain_straggler.py test
+                   ${CMAKE_CURRENT_BINARY_DIR}/explain_names_${case} ${case})
+  set_tests_properties(explain_names_${case} PROPERTIES LABELS "mpi;cli"
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE};ASAN_OPTIONS=detect_leaks=0"
+                       TIMEOUT 300)
+endforeach()
+# The planted loops must not share the machine with another test's ranks, nor the all-reduce's
+# transports another test's load.
+set_tests_properties(explain_names_tp_straggler explain_names_pp_straggler
+                     explain_names_allreduce PROPERTIES RUN_SERIAL TRUE)

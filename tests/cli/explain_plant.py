@@ -28,6 +28,7 @@ import subprocess
 import sys
 
 import h5py
+import jsonschema
 import numpy as np
 
 TRIPAR = os.environ["TRIPAR_BIN"]
@@ -39,6 +40,14 @@ BENCH = ["bench.warmup=1", "bench.iterations=3"]
 ROWS = ("embed", "norm", "qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm", "head", "sample",
         "tp_wait", "pp_recv_wait", "pp_send", "dp_gather", "sample_wait", "nll_wait", "stop_wait",
         "host_gap")
+SCHEMA = os.path.join(SRC, "docs/explain.schema.json")
+
+
+def validate(out):
+    """explain's JSON against docs/explain.schema.json (every number a number, every field
+    named there)."""
+    with open(SCHEMA) as f:
+        jsonschema.validate(out, json.load(f))
 
 
 def run(args, expect=0):
@@ -169,7 +178,11 @@ def make(work):
 
 def explain(work, *files, fmt="json"):
     done = run([TRIPAR, "explain"] + [os.path.join(work, p) for p in files] + ["--format", fmt])
-    return json.loads(done.stdout) if fmt == "json" else done.stdout
+    if fmt != "json":
+        return done.stdout
+    out = json.loads(done.stdout)
+    validate(out)
+    return out
 
 
 def rows_of(other, quantity, kind=None):
@@ -178,13 +191,18 @@ def rows_of(other, quantity, kind=None):
 
 
 def check_sums(other):
-    """The buckets sum to the total, the total is the measured difference, the layer rows sum
-    to their phase rows, the shares to 1."""
+    """The buckets sum to the total, the total is the measured difference, every bucket's layer
+    rows and its outside-layers row sum to it, the shares to 1."""
     run_o = other["run"]
     for q in ("ttft", "tpot", "e2e"):
         agg = [r for r in rows_of(other, q) if r["kind"] in ("phase", "comm", "gap")]
         total = [r for r in rows_of(other, q, "total")][0]
-        assert [r["bucket"] for r in agg] == list(ROWS), [r["bucket"] for r in agg]
+        names = [r["bucket"] for r in agg]
+        # the documented rows, in order; a wait phase the run file's enum adds (sample_wait)
+        # joins the waits, before the host gap
+        extra = [n for n in names if n not in ROWS]
+        assert all(n.endswith("_wait") for n in extra), names
+        assert [n for n in names if n in ROWS] == list(ROWS) and names[-1] == "host_gap", names
         s = sum(r["diff_s"] for r in agg)
         scale = max(abs(total["diff_s"]), 1e-12)
         assert abs(s - total["diff_s"]) <= 1e-9 * scale, (q, s, total["diff_s"])
@@ -194,14 +212,17 @@ def check_sums(other):
             q, total["other_s"], run_o["measured"])
         if total["diff_s"] != 0:
             assert abs(sum(r["share"] for r in agg) - 1) <= 1e-9, q
-        for r in agg:  # phases only inside layers are their layer rows' sums
-            layers = [x for x in rows_of(other, q, "layer") if x["bucket"] == r["bucket"]]
+        for r in agg:  # a bucket is its layer rows plus its outside-layers row
+            parts = [x for x in rows_of(other, q) if x["bucket"] == r["bucket"] and
+                     x["kind"] in ("layer", "outside_layers")]
+            assert len([x for x in parts if x["kind"] == "outside_layers"]) <= 1, parts
             for side in ("base_s", "other_s"):
-                inside = sum(x[side] for x in layers)
-                if r["bucket"] in ("qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm"):
-                    assert abs(inside - r[side]) <= 1e-9 * max(r[side], 1e-12), (q, r, inside)
-                else:
-                    assert inside <= r[side] * (1 + 1e-9) + 1e-15, (q, r, inside)
+                inside = sum(x[side] for x in parts)
+                assert abs(inside - r[side]) <= 1e-9 * max(r[side], 1e-12) + 1e-15, (q, r, inside)
+            if r["bucket"] in ("qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm"):
+                assert all(x["kind"] == "layer" for x in parts), parts
+        assert isinstance(run_o["model"]["embd"], int) and isinstance(run_o["model"]["vocab"],
+                                                                      int), run_o["model"]
 
 
 def check_planted(work, case):
@@ -256,7 +277,8 @@ def check_formats(work):
     for other in out["others"]:
         check_sums(other)
         for q, s in other["structure"].items():
-            parts = s["layer_count_s"] + s["per_layer_cost_s"] + s["outside_layers_s"]
+            parts = s["layer_count_s"] + s["per_layer_cost_s"] + s["pipeline_bubble_s"] + \
+                s["outside_layers_s"]
             assert abs(parts - s["total_s"]) <= 1e-9 * max(abs(s["total_s"]), 1e-12), (q, s)
     layers3 = out["others"][0]["structure"]["e2e"]
     assert (layers3["layers_base"], layers3["layers_other"]) == (2, 3), layers3
