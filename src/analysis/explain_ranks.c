@@ -212,7 +212,7 @@ static void sched_account(explain_run *x) {
         rk->preempted = rk->nivcsw = s.present ? 0.0 : NAN;
         if (s.present) rk->preempted_it = xcalloc((unsigned long)n_it, sizeof(double));
         for (long i = 0; i < s.n_rows[r]; i++) {
-            const sched_row *row = &s.rows[r][i];
+            const sched_file_row *row = &s.rows[r][i];
             if (row->iteration < 0 || row->iteration >= n_it) continue;
             rk->preempted_it[row->iteration] += row->run_delay;
             rk->preempted += row->run_delay / n_it;

@@ -9,30 +9,10 @@
 #include "io/h5util.h"
 #include "io/runfile.h"
 #include "io/runfile_internal.h"
+#include "io/sched_read.h"
 #include "parallel/agree.h"
 
 enum { SCHED_CHUNK_ROWS = 1024 };
-
-/* A stored row: the step event's numbering and interval beside the sampler's counters. */
-typedef struct {
-    int64_t iteration, step, microbatch;
-    double t_start, t_end, run_delay;
-    int64_t nivcsw, nvcsw;
-} sched_file_row;
-
-static hid_t sched_row_type(void) {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(sched_file_row));
-    H5_CHECK(t);
-    H5_CHECK(H5Tinsert(t, "iteration", HOFFSET(sched_file_row, iteration), H5T_NATIVE_INT64));
-    H5_CHECK(H5Tinsert(t, "step", HOFFSET(sched_file_row, step), H5T_NATIVE_INT64));
-    H5_CHECK(H5Tinsert(t, "microbatch", HOFFSET(sched_file_row, microbatch), H5T_NATIVE_INT64));
-    H5_CHECK(H5Tinsert(t, "t_start", HOFFSET(sched_file_row, t_start), H5T_NATIVE_DOUBLE));
-    H5_CHECK(H5Tinsert(t, "t_end", HOFFSET(sched_file_row, t_end), H5T_NATIVE_DOUBLE));
-    H5_CHECK(H5Tinsert(t, "run_delay", HOFFSET(sched_file_row, run_delay), H5T_NATIVE_DOUBLE));
-    H5_CHECK(H5Tinsert(t, "nivcsw", HOFFSET(sched_file_row, nivcsw), H5T_NATIVE_INT64));
-    H5_CHECK(H5Tinsert(t, "nvcsw", HOFFSET(sched_file_row, nvcsw), H5T_NATIVE_INT64));
-    return t;
-}
 
 /* The group's attributes: identical on every rank (gathered, or rank 0's). */
 static void attrs_write(runfile *rf, const sched_sampler *s) {
@@ -87,7 +67,7 @@ void runfile_write_sched(runfile *rf, sched_sampler *s, timer *t) {
                                    ev->t_start,   ev->t_end,     src->run_delay,
                                    src->nivcsw,   src->nvcsw};
     }
-    hid_t mtype = sched_row_type();
+    hid_t mtype = sched_file_row_type();
     runfile_tables_append(rf, "sched", mtype, SCHED_CHUNK_ROWS, counts, rows);
     s->flushed += fresh;
     H5Tclose(mtype);

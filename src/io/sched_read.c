@@ -9,24 +9,24 @@
 #include "base/check.h"
 #include "io/h5util.h"
 
-static hid_t sched_row_type(void) {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(sched_row));
+hid_t sched_file_row_type(void) {
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(sched_file_row));
     H5_CHECK(t);
-    H5_CHECK(H5Tinsert(t, "iteration", HOFFSET(sched_row, iteration), H5T_NATIVE_INT64));
-    H5_CHECK(H5Tinsert(t, "step", HOFFSET(sched_row, step), H5T_NATIVE_INT64));
-    H5_CHECK(H5Tinsert(t, "microbatch", HOFFSET(sched_row, microbatch), H5T_NATIVE_INT64));
-    H5_CHECK(H5Tinsert(t, "t_start", HOFFSET(sched_row, t_start), H5T_NATIVE_DOUBLE));
-    H5_CHECK(H5Tinsert(t, "t_end", HOFFSET(sched_row, t_end), H5T_NATIVE_DOUBLE));
-    H5_CHECK(H5Tinsert(t, "run_delay", HOFFSET(sched_row, run_delay), H5T_NATIVE_DOUBLE));
-    H5_CHECK(H5Tinsert(t, "nivcsw", HOFFSET(sched_row, nivcsw), H5T_NATIVE_INT64));
-    H5_CHECK(H5Tinsert(t, "nvcsw", HOFFSET(sched_row, nvcsw), H5T_NATIVE_INT64));
+    H5_CHECK(H5Tinsert(t, "iteration", HOFFSET(sched_file_row, iteration), H5T_NATIVE_INT64));
+    H5_CHECK(H5Tinsert(t, "step", HOFFSET(sched_file_row, step), H5T_NATIVE_INT64));
+    H5_CHECK(H5Tinsert(t, "microbatch", HOFFSET(sched_file_row, microbatch), H5T_NATIVE_INT64));
+    H5_CHECK(H5Tinsert(t, "t_start", HOFFSET(sched_file_row, t_start), H5T_NATIVE_DOUBLE));
+    H5_CHECK(H5Tinsert(t, "t_end", HOFFSET(sched_file_row, t_end), H5T_NATIVE_DOUBLE));
+    H5_CHECK(H5Tinsert(t, "run_delay", HOFFSET(sched_file_row, run_delay), H5T_NATIVE_DOUBLE));
+    H5_CHECK(H5Tinsert(t, "nivcsw", HOFFSET(sched_file_row, nivcsw), H5T_NATIVE_INT64));
+    H5_CHECK(H5Tinsert(t, "nvcsw", HOFFSET(sched_file_row, nvcsw), H5T_NATIVE_INT64));
     return t;
 }
 
 int sched_data_read(hid_t file, int world_size, sched_data *s) {
     memset(s, 0, sizeof *s);
     s->n_rows = xcalloc((unsigned long)(world_size > 0 ? world_size : 1), sizeof(long));
-    s->rows = xcalloc((unsigned long)(world_size > 0 ? world_size : 1), sizeof(sched_row *));
+    s->rows = xcalloc((unsigned long)(world_size > 0 ? world_size : 1), sizeof(sched_file_row *));
     if (h5_object_type(file, "sched") != H5I_GROUP) return 0;
     s->present = 1;
     hid_t g = H5Gopen2(file, "sched", H5P_DEFAULT);
@@ -34,7 +34,7 @@ int sched_data_read(hid_t file, int world_size, sched_data *s) {
     if (h5_attr_read_string(g, "source", s->source, sizeof s->source) != 0) s->source[0] = '\0';
     if (h5_attr_read_long(g, "threads", &s->threads) != 0) s->threads = 0;
     H5Gclose(g);
-    hid_t t = sched_row_type();
+    hid_t t = sched_file_row_type();
     for (int r = 0; r < world_size; r++) {
         char path[64];
         snprintf(path, sizeof path, "sched/rank_%05d", r);
@@ -44,7 +44,7 @@ int sched_data_read(hid_t file, int world_size, sched_data *s) {
         hid_t space = H5Dget_space(d);
         hssize_t n = H5Sget_simple_extent_npoints(space);
         if (n > 0) {
-            s->rows[r] = xcalloc((unsigned long)n, sizeof(sched_row));
+            s->rows[r] = xcalloc((unsigned long)n, sizeof(sched_file_row));
             herr_t err;
             H5E_BEGIN_TRY { err = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->rows[r]); }
             H5E_END_TRY;
