@@ -384,9 +384,16 @@ static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTER, c->nodes > 1, path, c);
     if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTER2, 0, path, c);
     if (rc) return rc;
-    /* a tier a strategy never crosses still needs numbers the cost code can divide by */
-    if (!c->tier[PLAN_TIER_INTER].present) c->tier[PLAN_TIER_INTER] = c->tier[PLAN_TIER_INTRA];
-    if (!c->tier[PLAN_TIER_INTER2].present) c->tier[PLAN_TIER_INTER2] = c->tier[PLAN_TIER_INTER];
+    /* a tier a strategy never crosses still needs numbers the cost code can divide by; the
+     * copy stays marked absent, so the outputs list only the tiers the file gives */
+    if (!c->tier[PLAN_TIER_INTER].present) {
+        c->tier[PLAN_TIER_INTER] = c->tier[PLAN_TIER_INTRA];
+        c->tier[PLAN_TIER_INTER].present = 0;
+    }
+    if (!c->tier[PLAN_TIER_INTER2].present) {
+        c->tier[PLAN_TIER_INTER2] = c->tier[PLAN_TIER_INTER];
+        c->tier[PLAN_TIER_INTER2].present = 0;
+    }
     return STATUS_OK;
 }
 

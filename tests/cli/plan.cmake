@@ -66,6 +66,13 @@ plan_refuses(bad_objective "--objective fastest is not allowed"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective fastest)
 plan_refuses(bad_precision "--precision fp8 is not allowed. allowed: fp32, int8w, bf16, fp16"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --precision fp8)
+# An empty --calibrate, at the end, before another option or before a file that is not HDF5.
+plan_refuses(calibrate_empty "--calibrate needs at least one run file \\(RUN\\.h5, recorded with record\\.timings: layer\\)$"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate)
+plan_refuses(calibrate_empty_option "--calibrate needs at least one run file .*. got --top, an option$"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate --top 3)
+plan_refuses(calibrate_job_file "--calibrate needs at least one run file .*. got .*this-machine\\.yaml, which is not an HDF5 file$"
+             --preset gpt2-124m --calibrate ${PLAN_CLUSTERS}/this-machine.yaml --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
 # Calibration refuses what every run-file tool refuses (tools.cmake's fixtures).
 tools_test(tools_plan_calibrate_foreign 2 "^tripar plan: .*foreign\\.h5: not a tripar run file" 1
            plan --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate @W@/foreign.h5)
