@@ -150,6 +150,12 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const p
      * say less about the code's rate, and calibrate only phases no rank with a core to itself
      * measured. */
     int any = 0;
+    const plan_strategy ran = plan_run_strategy(&run);
+    const run_rank *rk = run.ranks ? &run.ranks[slowest] : NULL;
+    const double rank_weights =
+        c->llc_bytes > 0 ? plan_rank_weight_bytes(&table.cfg, table.precision, &ran,
+                                                  rk ? rk->tp_rank : 0, rk ? rk->pp_rank : 0)
+                         : 0;
     for (int period = 0; period < ROOF_PERIOD_COUNT; period++) {
         const plan_ceilings k = run_rank_ceilings(&run, slowest, c, period);
         const int shared = k.share > 1;
@@ -158,7 +164,9 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const p
             if (!phase_cost_modelled((phase)p) || ph->events == 0 || !(ph->seconds > 0)) continue;
             const double intensity = fmax(ph->bytes > 0 ? ph->flops / ph->bytes : 0, 1e-9);
             point_add(&sum->phase[shared][period][p], intensity,
-                      fmax(ph->flops / k.flops, ph->bytes / k.bw), ph->seconds);
+                      plan_phase_roofline(c, &k, ph->flops, ph->bytes, ph->weight_bytes,
+                                          rank_weights, NULL),
+                      ph->seconds);
             any = 1;
         }
         if (run.overlap && run.tp > 1) {

@@ -17,7 +17,8 @@
 
 static const char *const TOP_KEYS[] = {"name",     "nodes",  "devices_per_node", "cores_per_node",
                                        "node_gbs", "device", "network",          NULL};
-static const char *const DEVICE_KEYS[] = {"memory", "gflops", "gbs", "from", NULL};
+static const char *const DEVICE_KEYS[] = {"memory",  "gflops",  "gbs", "from",
+                                          "llc_mib", "llc_gbs", NULL};
 static const char *const NETWORK_KEYS[] = {"intra", "inter", "inter2", NULL};
 static const char *const INTRA_KEYS[] = {"alpha", "beta", "efficiency", "from", NULL};
 static const char *const TIER_KEYS[] = {"alpha",          "beta", "efficiency",
@@ -362,6 +363,21 @@ static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     if (rc) return rc;
     c->peak_flops = gflops * 1e9;
     c->mem_bw = gbs * 1e9;
+    /* the last-level cache weights may stay in, and how fast a rank reads them there: both
+     * or neither (docs/planner.md "Weights in the cache") */
+    const jnode *llc = jnode_get(device, "llc_mib", NULL),
+                *llc_gbs = jnode_get(device, "llc_gbs", NULL);
+    if (!llc != !llc_gbs)
+        return jnode_fail(llc ? llc : llc_gbs,
+                          "device.%s needs device.%s too: the cache's size and the bandwidth a "
+                          "rank reads weights at from it go together",
+                          llc ? "llc_mib" : "llc_gbs", llc ? "llc_gbs" : "llc_mib");
+    double llc_mib = 0, llc_read = 0;
+    rc = number_read(device, dkey, "llc_mib", "device.llc_mib (MiB)", NULL, 0, &llc_mib);
+    if (!rc) rc = number_read(device, dkey, "llc_gbs", "device.llc_gbs (GB/s)", NULL, 0, &llc_read);
+    if (rc) return rc;
+    c->llc_bytes = llc_mib * 1048576.0;
+    c->llc_bw = llc_read * 1e9;
     /* CPU nodes: the cores their ranks time-share, and the bandwidth the ranks running at once
      * split (docs/planner.md "Shared nodes"); a GPU node gives neither */
     if (jnode_get(root, "cores_per_node", NULL))

@@ -32,7 +32,10 @@ typedef struct {
     double device_memory;        /* bytes per device */
     double peak_flops;           /* FLOP/s per device */
     double mem_bw;               /* bytes/s per device, streaming alone */
-    double node_bw; /* bytes/s the running ranks of a node draw together; 0: no limit */
+    double node_bw;   /* bytes/s the running ranks of a node draw together; 0: no limit */
+    double llc_bytes; /* the last-level cache a device's weights may stay in (a CPU node's
+                         cores share it); 0: no cache term, weights stream from memory */
+    double llc_bw;    /* bytes/s one rank reads weights at from that cache */
     plan_tier tier[PLAN_TIER_COUNT];
     int inter2_group_nodes; /* nodes per group joined by `inter`; 0 when there is no inter2 */
 } plan_cluster;
@@ -226,6 +229,23 @@ typedef struct {
  * inside a node. Returns 1, or 0 with the reason in why. */
 int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_cluster *c,
                         const plan_strategy *s, char *why, int why_len);
+
+/* The weights one rank at (tp_rank, pp_rank) holds, in bytes, as the runner's size table
+ * counts them (model_tensor_table). */
+double plan_rank_weight_bytes(const model_config *cfg, precision_kind weight_dtype,
+                              const plan_strategy *s, int tp_rank, int pp_rank);
+
+/* The roofline seconds of a phase of flops and bytes on one rank's ceilings k, weight_bytes of
+ * those bytes its weights, the rank holding rank_weights in all: the FLOPs at k.flops, the
+ * bytes at k.bw, except the weights, read at the cluster's cache bandwidth (llc_bw, shared
+ * as k.bw is) when they stay in the last-level cache: the weights of the ranks sharing it,
+ * the busy ranks of a CPU node (k.busy, the costed rank's weights each) or a device's own,
+ * fit in llc_bytes. *memory_bound (may be NULL): whether the bytes bound it. The planner and
+ * the calibration both read a phase's roofline here, so a measured efficiency is relative to
+ * the same roof it is applied to. */
+double plan_phase_roofline(const plan_cluster *c, const plan_ceilings *k, double flops,
+                           double bytes, double weight_bytes, double rank_weights,
+                           int *memory_bound);
 
 /* Memory of one rank at (tp_rank, pp_rank): its weights (the size table of src/model), its
  * activation arena and KV cache (the engine's own arena table, engine_arena_plan, for the

@@ -113,13 +113,12 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
             }
             if (*count == 0) {
                 const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-                fprintf(stderr,
-                        "tripar plan: %s needs at least one run file (RUN.h5%s)%s%s%s\n", o,
+                fprintf(stderr, "tripar plan: %s needs at least one run file (RUN.h5%s)%s%s%s\n", o,
                         validate ? "" : ", recorded with record.timings: layer",
                         next ? "; got " : "", next ? next : "",
-                        !next              ? ""
-                        : next[0] == '-'   ? ", an option"
-                                           : ", which is not an HDF5 file");
+                        !next            ? ""
+                        : next[0] == '-' ? ", an option"
+                                         : ", which is not an HDF5 file");
                 return -1;
             }
             continue;
@@ -369,8 +368,8 @@ static int plan_run(const plan_args *a) {
             }
         }
         if (rc == STATUS_OK && a->out)
-            printf("tripar plan: wrote %s (%s, %d of %d strategies)\n", a->out, a->format,
-                   written, n);
+            printf("tripar plan: wrote %s (%s, %d of %d strategies)\n", a->out, a->format, written,
+                   n);
     }
     free(list);
     return rc;

@@ -198,6 +198,11 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
     json_object_set_new(device, "memory_bytes", json_real(c->device_memory));
     json_object_set_new(device, "gflops", json_real(c->peak_flops / 1e9));
     json_object_set_new(device, "gbs", json_real(c->mem_bw / 1e9));
+    /* null: no cache term, weights stream from memory */
+    json_object_set_new(device, "llc_mib",
+                        c->llc_bytes > 0 ? json_real(c->llc_bytes / 1048576.0) : json_null());
+    json_object_set_new(device, "llc_gbs",
+                        c->llc_bytes > 0 ? json_real(c->llc_bw / 1e9) : json_null());
     json_object_set_new(root, "device", device);
     json_t *node = json_object();
     json_object_set_new(node, "devices", json_integer(c->devices_per_node));

@@ -511,6 +511,51 @@ static void test_predict_shared_node(void **state) {
     assert_close(shared.time_share, 1);
 }
 
+/* Weights in the last-level cache (docs/planner.md "Weights in the cache"): a phase reads its
+ * weights at llc_bw when the rank's weights, times the busy ranks sharing a CPU node's cache,
+ * fit in llc_bytes; everything else at memory bandwidth. */
+static void test_weights_in_cache(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes(); /* a GPU node: each device its own cache */
+    c.llc_bytes = 50.0 * 1048576, c.llc_bw = 4e12;
+    plan_ceilings k = {.flops = 100e12, .bw = 1e12, .share = 1};
+    int mb = 0;
+    /* 1e8 FLOPs (1 us), 8 MB of weights and 2 MB of activations; weights 40 MiB fit:
+     * 8e6 / 4e12 + 2e6 / 1e12 = 4 us, memory-bound */
+    assert_close(plan_phase_roofline(&c, &k, 1e8, 10e6, 8e6, 40.0 * 1048576, &mb), 4e-6);
+    assert_int_equal(mb, 1);
+    /* 60 MiB do not: all 10 MB at 1e12, 10 us */
+    assert_close(plan_phase_roofline(&c, &k, 1e8, 10e6, 8e6, 60.0 * 1048576, &mb), 10e-6);
+    /* no cache given: the same as weights that do not fit */
+    c.llc_bytes = 0;
+    assert_close(plan_phase_roofline(&c, &k, 1e8, 10e6, 8e6, 1.0, NULL), 10e-6);
+    /* a CPU node: its busy ranks share the cache, 20 MiB each; 2 fit in 50 MiB, 3 do not; a
+     * core shared by 2 busy ranks reads the cache at half its rate, as it streams at half */
+    c = cpu_node();
+    c.llc_bytes = 50.0 * 1048576, c.llc_bw = 40e9;
+    k = (plan_ceilings){.flops = 20e9, .bw = 6.4e9, .share = 2, .busy = 2};
+    assert_close(plan_phase_roofline(&c, &k, 1e6, 10e6, 8e6, 20.0 * 1048576, NULL),
+                 8e6 / 20e9 + 2e6 / 6.4e9);
+    k.busy = 3;
+    assert_close(plan_phase_roofline(&c, &k, 1e6, 10e6, 8e6, 20.0 * 1048576, NULL), 10e6 / 6.4e9);
+    /* a whole prediction: GPT-2 124M on one rank decodes faster when its 475 MiB fit, and
+     * exactly as without the term when the cache is smaller than they are */
+    c = two_nodes();
+    plan_model m = {.cfg = gpt2_124m(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 1, .prompt = 32, .new_tokens = 8};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_strategy s = {.dp = 1, .tp = 1, .pp = 1, .microbatches = 1};
+    plan_prediction none, small, fits;
+    plan_predict(&m, &w, &c, &r, &s, &none);
+    c.llc_bw = 4e12, c.llc_bytes = 400.0 * 1048576;
+    plan_predict(&m, &w, &c, &r, &s, &small);
+    c.llc_bytes = 512.0 * 1048576;
+    plan_predict(&m, &w, &c, &r, &s, &fits);
+    assert_close(small.tpot, none.tpot);
+    assert_true(fits.tpot < 0.5 * none.tpot);
+}
+
 /* Pipelines: more micro-batches shrink the prefill bubble; the parts always add up to E2E. */
 static void test_predict_parts_add_up(void **state) {
     (void)state;
@@ -573,6 +618,7 @@ int main(void) {
         cmocka_unit_test(test_stage_ceilings),
         cmocka_unit_test(test_rate_curve),
         cmocka_unit_test(test_predict_shared_node),
+        cmocka_unit_test(test_weights_in_cache),
         cmocka_unit_test(test_predict_parts_add_up),
         cmocka_unit_test(test_enumerate_count),
     };

@@ -26,6 +26,7 @@ set(plan_bad_clusters
   device_from_and_gflops "device_from_and_gflops\\.yaml:6: device\\.from gives gflops and gbs. give them or from, not both"
   tier_from_missing  "tier_from_missing\\.yaml:5: network\\.intra\\.from: .*missing-commbench\\.h5 does not exist"
   links_zero         "links_zero\\.yaml:8: network\\.inter\\.links_per_node: '0' must be a whole number from 1 to 10000000$"
+  llc_alone          "llc_alone\\.yaml:8: device\\.llc_mib needs device\\.llc_gbs too: the cache's size and the bandwidth a rank reads weights at from it go together$"
   links_intra        "links_intra\\.yaml:6: unknown key 'links_per_node' in network\\.intra. allowed: alpha, beta, efficiency, from$")
 list(LENGTH plan_bad_clusters plan_n)
 math(EXPR plan_last "${plan_n} - 1")

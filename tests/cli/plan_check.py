@@ -334,6 +334,24 @@ if len(sys.argv) > 2:
     assert r.returncode == 2 and "from-bare.yaml:3: device.from:" in r.stderr and \
         "records no ceilings" in r.stderr, r.stderr
 
+# device.llc_mib and llc_gbs: GPT-2 124M's 475 MiB of fp32 weights on one rank stay in a cache
+# of 512 MiB and decode faster; in one of 256 MiB they stream from memory, as with no cache
+def llc_plan(llc):
+    path = os.path.join(WORK, f"llc-{llc}.yaml")
+    with open(path, "w") as f:
+        f.write("nodes: 1\ndevices_per_node: 2\ndevice: {memory: 4 GiB, gflops: 100, gbs: 20" +
+                (f", llc_mib: {llc}, llc_gbs: 100" if llc else "") + "}\n"
+                "network:\n  intra: {alpha: 1 us, beta: 4 GB/s}\n")
+    doc = plan("--preset", "gpt2-124m", "--cluster", path, "--gpus", "1", "--prompt", "64", "--new-tokens", "8")
+    return doc
+
+
+none, small, big = llc_plan(0), llc_plan(256), llc_plan(512)
+assert none["device"]["llc_mib"] is None and none["device"]["llc_gbs"] is None, none["device"]
+assert big["device"]["llc_mib"] == 512 and big["device"]["llc_gbs"] == 100, big["device"]
+assert small["strategies"][0]["tpot_s"] == none["strategies"][0]["tpot_s"]
+assert big["strategies"][0]["tpot_s"] < 0.5 * none["strategies"][0]["tpot_s"], (big["strategies"][0], none["strategies"][0])
+
 # links_per_node: 1 on the inter tier: the TP groups that cross it together share each node's
 # link (dp=2 x tp=2 in order dp-tp-pp: two pairs across, one member of each a node), so their
 # all-reduce costs more; TP inside the node (tp-pp-dp) does not cross and costs the same
