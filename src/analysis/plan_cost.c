@@ -131,6 +131,7 @@ typedef struct {
     double compute, layer_compute; /* all phases; the per-layer ones alone */
     double tp_total, tp_hidden;    /* its TP all-reduces, and the part overlap hides */
     plan_allreduce_algo tp_algo;   /* the layers' all-reduce algorithm */
+    plan_proto tp_proto;           /* and NCCL's protocol for it */
     double phase_time[N_COMPUTE];
     int memory_bound[N_COMPUTE];
     int layers;
@@ -188,7 +189,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         const plan_collective ar = pieces > 1
                                        ? plan_iallreduce(c, tp, bytes, m->collectives, k->busy)
                                        : plan_allreduce_best(c, tp, bytes, m->collectives, k->busy);
-        out->tp_algo = ar.algo;
+        out->tp_algo = ar.algo, out->tp_proto = ar.proto;
         out->tp_total = 2.0 * g.n_layers * pieces * ar.seconds;
         const double hides = r->overlap_efficiency >= 0         ? r->overlap_efficiency
                              : m->collectives == PLAN_COLL_NCCL ? 0.5
@@ -317,7 +318,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     out->tp_total += n_micro * pf.tp_total_max;
     out->tp_hidden += n_micro * pf.tp_hidden_max;
     out->pp_total += n_micro * pf_chain;
-    out->tp_algo = pf.bottleneck->tp_algo;
+    out->tp_algo = pf.bottleneck->tp_algo, out->tp_proto = pf.bottleneck->tp_proto;
     top_phase_set(out, pf.bottleneck, 0);
 
     /* decode: micro-batches circulate through the stages and back to the first (the sampled
@@ -341,7 +342,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
         out->tp_total += steps * n_micro * dc.tp_total_max;
         out->tp_hidden += steps * n_micro * dc.tp_hidden_max;
         out->pp_total += steps * n_micro * chain;
-        out->tp_algo = dc.bottleneck->tp_algo;
+        out->tp_algo = dc.bottleneck->tp_algo, out->tp_proto = dc.bottleneck->tp_proto;
         top_phase_set(out, dc.bottleneck, 1);
     }
     /* the replicas' tokens gathered at the end (PHASE_DP_GATHER) */

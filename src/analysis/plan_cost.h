@@ -25,6 +25,24 @@ typedef struct {
     int links_per_node; /* inter tiers: the links a node's ranks share; 0: one per device */
 } plan_tier;
 
+/* What NCCL's tuning model needs to know of a GPU cluster beyond its tiers (the cluster file's
+ * `nccl` section; docs/planner.md "NCCL's choice"). */
+typedef enum {
+    PLAN_GPU_VOLTA = 0,
+    PLAN_GPU_AMPERE,
+    PLAN_GPU_HOPPER,
+    PLAN_GPU_BLACKWELL,
+    PLAN_GPU_COUNT
+} plan_gpu_arch;
+typedef struct {
+    int given;          /* 0: no nccl section, NCCL's collectives costed as the cheapest form */
+    plan_gpu_arch arch; /* sets NCCL's LL bandwidth ceilings and NVLS efficiency */
+    int intra_pci;      /* the GPUs of a node talk over PCIe, not NVLink (no LL128) */
+    int nvls;           /* NVLink SHARP in the node's NVSwitches (NVLS, NVLS tree) */
+    int cpu_amd;        /* the hosts' CPUs: AMD's set NCCL's multi-node LL ceiling and the
+                           network post overhead */
+} plan_nccl;
+
 typedef struct {
     char name[64];
     int nodes, devices_per_node; /* devices_per_node: the ranks a node may hold */
@@ -38,6 +56,7 @@ typedef struct {
     double llc_bw;    /* bytes/s one rank reads weights at from that cache */
     plan_tier tier[PLAN_TIER_COUNT];
     int inter2_group_nodes; /* nodes per group joined by `inter`; 0 when there is no inter2 */
+    plan_nccl nccl;
 } plan_cluster;
 
 /* Collective costs on one tier (seconds for bytes per rank, p ranks). */
@@ -66,8 +85,14 @@ typedef enum {
     PLAN_AR_HIER,
     PLAN_AR_RECURSIVE_DOUBLING,
     PLAN_AR_RABENSEIFNER,
-    PLAN_AR_BINOMIAL
+    PLAN_AR_BINOMIAL,
+    PLAN_AR_NVLS,     /* NCCL's NVLink SHARP all-reduce, in the switch (one node) */
+    PLAN_AR_NVLS_TREE /* NVLS inside the nodes, a tree between them */
 } plan_allreduce_algo;
+/* NCCL's protocols (LL: 8-byte flag-and-data stores, half the bandwidth, least latency;
+ * LL128: 128-byte lines on NVLink; Simple: bulk copies with fences); NONE for MPI's
+ * algorithms and the alpha-beta forms. */
+typedef enum { PLAN_PROTO_NONE = 0, PLAN_PROTO_LL, PLAN_PROTO_LL128, PLAN_PROTO_SIMPLE } plan_proto;
 /* The library the collectives go through: NCCL on GPUs, MPI on CPUs (tripar's comm backends). */
 typedef enum { PLAN_COLL_NCCL = 0, PLAN_COLL_MPI } plan_collectives;
 const char *plan_allreduce_algo_name(plan_allreduce_algo a);
@@ -76,7 +101,18 @@ const char *plan_tier_name(plan_tier_kind t);
 typedef struct {
     double seconds;
     plan_allreduce_algo algo;
+    plan_proto proto;
 } plan_collective;
+/* "ring", or with NCCL's protocol "ring/LL128", into buf. */
+const char *plan_collective_label(plan_allreduce_algo a, plan_proto p, char *buf, int len);
+
+/* NCCL's own choice and cost of an all-reduce (its tuning model, src/graph/tuning.cc of NCCL
+ * 2.2x: per algorithm and protocol a latency, base plus per hop, and a bus bandwidth from the
+ * link's with the protocol's efficiency; the least time wins) of bytes over p ranks on `nodes`
+ * nodes, per_node of them on a node, the links' bandwidth from the tiers (intra inside one
+ * node, outer across). c->nccl says which algorithms and protocols the hardware has. */
+plan_collective plan_nccl_allreduce(const plan_cluster *c, int p, int nodes, int per_node,
+                                    double bytes, const plan_tier *intra, const plan_tier *outer);
 
 /* Recursive doubling as Open MPI runs it (its small-message all-reduce) over p ranks placed
  * per_node to a node, in order: the p - p2 ranks past the largest power of two p2 <= p fold
@@ -96,9 +132,11 @@ double plan_allreduce_binomial(int p, int per_node, double bytes, const plan_tie
 double plan_allreduce_rabenseifner(int p, int per_node, double bytes, const plan_tier *intra,
                                    const plan_tier *outer);
 
-/* The cheapest all-reduce of bytes over the group. NCCL: ring or tree on its tier inside a
- * node; across nodes flat ring, flat tree or hierarchical (reduce-scatter inside each node,
- * all-reduce over the nodes, all-gather inside), as NCCL picks by tuning per size. MPI: the
+/* The all-reduce of bytes over the group as its library runs it. NCCL, on a cluster that says
+ * what NCCL runs on (c->nccl): NCCL's own choice, plan_nccl_allreduce; else the cheapest of
+ * ring or tree on its tier inside a node, and across nodes of flat ring, flat tree or
+ * hierarchical (reduce-scatter inside each node, all-reduce over the nodes, all-gather
+ * inside). MPI: the
  * algorithm Open MPI 4.1's coll/tuned picks by group size and bytes (ring, recursive doubling
  * or Rabenseifner), flat over the group: a ring step as slow as the slowest tier the group
  * crosses, a recursive step on the tier of the pairs it joins.
@@ -215,6 +253,7 @@ typedef struct {
     double time_share; /* the most time-sharing of its cores any stage sees in prefill, >= 1 */
     plan_group tp_group, pp_group, dp_group;
     plan_allreduce_algo tp_algo; /* the decode all-reduce's algorithm */
+    plan_proto tp_proto;         /* and its NCCL protocol (NONE when not NCCL's model) */
     /* the phase of the bottleneck stage that takes the most time in decode (in prefill when
      * there is no decode step), whether bytes rather than FLOPs bound it, its compute share */
     int top_period; /* 0 prefill, 1 decode */

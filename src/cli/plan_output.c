@@ -182,7 +182,10 @@ static void write_csv(FILE *out, const plan_summary *q, const plan_cluster *c,
             else
                 fprintf(out, ",%.9g", v);
         }
-        fprintf(out, ",%s,%d,", plan_allreduce_algo_name(p[i].tp_algo), plan_meets_slo(q, &p[i]));
+        char algo[32];
+        fprintf(out, ",%s,%d,",
+                plan_collective_label(p[i].tp_algo, p[i].tp_proto, algo, sizeof algo),
+                plan_meets_slo(q, &p[i]));
         csv_quoted(out, why);
         fputc('\n', out);
     }
@@ -250,8 +253,10 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
                                                    : json_real(v);
             json_object_set_new(row, COLUMNS[k].name, value);
         }
-        json_object_set_new(row, "tp_algorithm",
-                            json_string(plan_allreduce_algo_name(p[i].tp_algo)));
+        char algo[32];
+        json_object_set_new(
+            row, "tp_algorithm",
+            json_string(plan_collective_label(p[i].tp_algo, p[i].tp_proto, algo, sizeof algo)));
         json_object_set_new(row, "meets_slo", json_boolean(plan_meets_slo(q, &p[i])));
         json_object_set_new(row, "reason", json_string(why));
         json_array_append_new(list, row);

@@ -8,7 +8,7 @@ set(PLAN_CLUSTERS ${PROJECT_SOURCE_DIR}/data/clusters)
 # Bad cluster files: exit 2 with file:line and what is allowed. Each pair: fixture, regex
 # (no ';' in a regex: it would split the CMake list; '.' stands for it).
 set(plan_bad_clusters
-  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, cores_per_node, node_gbs, device, network$"
+  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, cores_per_node, node_gbs, device, network, nccl$"
   bad_unit           "bad_unit\\.yaml:6: network\\.intra\\.beta: '100 GB/h' has an unknown unit. allowed units: B/s, .*Gbit/s"
   efficiency         "efficiency\\.yaml:6: network\\.intra\\.efficiency = 1\\.5 must be a fraction of the link, in \\(0, 1.$"
   missing_inter      "missing_inter\\.yaml:5: network\\.inter is missing. it is required when nodes > 1"
@@ -27,6 +27,8 @@ set(plan_bad_clusters
   tier_from_missing  "tier_from_missing\\.yaml:5: network\\.intra\\.from: .*missing-commbench\\.h5 does not exist"
   links_zero         "links_zero\\.yaml:8: network\\.inter\\.links_per_node: '0' must be a whole number from 1 to 10000000$"
   llc_alone          "llc_alone\\.yaml:8: device\\.llc_mib needs device\\.llc_gbs too: the cache's size and the bandwidth a rank reads weights at from it go together$"
+  nccl_bad_arch      "nccl_bad_arch\\.yaml:8: nccl\\.arch: 'pascal' is not allowed. allowed: volta, ampere, hopper, blackwell$"
+  nccl_nvls_ampere   "nccl_nvls_ampere\\.yaml:9: nccl\\.nvls: true needs NVLink SHARP: NVSwitches with hopper or blackwell GPUs on nvlink \\(got ampere on nvlink\\)$"
   links_intra        "links_intra\\.yaml:6: unknown key 'links_per_node' in network\\.intra. allowed: alpha, beta, efficiency, from$")
 list(LENGTH plan_bad_clusters plan_n)
 math(EXPR plan_last "${plan_n} - 1")
