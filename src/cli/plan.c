@@ -44,6 +44,7 @@ static void plan_usage(FILE *f) {
         "  --objective latency|throughput|goodput (default latency)\n"
         "  --ttft S --tpot S        SLO targets in seconds (goodput needs at least one)\n"
         "  --calibrate RUN.h5...    per-phase rates from runs recorded with timings: layer\n"
+        "                           (the list ends at an option or a file that is not HDF5)\n"
         "  --validate RUN.h5...     predict each run from the others' calibration (leave one\n"
         "                           out) and print predicted vs measured, with the errors\n"
         "  --top K                  rows of the text table (default 10; CSV/JSON hold all)\n"
