@@ -16,6 +16,11 @@ extern "C" {
  * STATUS_BAD_INPUT with error_message() = "file:line: ..." naming the allowed keys or values. */
 int plan_cluster_load(plan_cluster *c, const char *path);
 
+/* Loads a job file to plan: one that names only a model (no input section) loads as if it
+ * gave a one-token synthetic prompt, with *no_input = 1, so the flags give the workload.
+ * Returns job_load's status. */
+int plan_job_load(job *j, const char *path, int *no_input);
+
 /* The model and workload of a loaded job (its checkpoint's shape when it names one). */
 int plan_model_from_job(const job *j, plan_model *m, plan_workload *w);
 /* The model of a preset (fp32 weights, which `tripar plan` replaces by the cluster's default

@@ -95,11 +95,40 @@ static plan_ceilings run_rank_ceilings(const run_data *run, int r, const plan_cl
     return plan_stage_ceilings(&here, &s, s.dp, s.microbatches, period, stage);
 }
 
+/* "gpt2: 12 layers, embd 768, 12 heads (12 kv), mlp 3072, vocab 50257" */
+static void shape_text(const model_config *m, char *buf, size_t len) {
+    snprintf(buf, len, "%s: %d layers, embd %d, %d heads (%d kv), mlp %d, vocab %d",
+             arch_kind_name(m->arch), m->layers, m->embd, m->heads,
+             m->kv_heads > 0 ? m->kv_heads : m->heads, m->mlp, m->vocab);
+}
+
+/* A run of another shape than the model planned still calibrates (a phase's efficiency is
+ * read by arithmetic intensity, docs/planner.md "Calibration"), but not without a word: the
+ * user may have named the wrong file. */
+static void shape_warn(FILE *warn, const char *path, const model_config *ran,
+                       const model_config *planned) {
+    const int kr = ran->kv_heads > 0 ? ran->kv_heads : ran->heads;
+    const int kp = planned->kv_heads > 0 ? planned->kv_heads : planned->heads;
+    if (!warn || (ran->arch == planned->arch && ran->layers == planned->layers &&
+                  ran->embd == planned->embd && ran->heads == planned->heads && kr == kp &&
+                  ran->mlp == planned->mlp && ran->vocab == planned->vocab))
+        return;
+    char a[160], b[160];
+    shape_text(ran, a, sizeof a);
+    shape_text(planned, b, sizeof b);
+    fprintf(warn,
+            "tripar plan: warning: %s ran another model (%s) than the one planned (%s); its "
+            "phase times calibrate this one by arithmetic intensity, which holds between the "
+            "shapes measured (docs/planner.md \"Calibration\")\n",
+            path, a, b);
+}
+
 /* Adds a run's phases to the sums; *measured gets what it ran and measured, for the cost of
  * shared cores, and *has_measured whether it could be read (runs without /metrics or whose job
  * no longer loads still calibrate the phases). */
-static int calibration_add(calibration_sums *sum, const plan_cluster *c, const char *path,
-                           plan_measured_run *measured, int *has_measured) {
+static int calibration_add(calibration_sums *sum, const plan_cluster *c, const plan_model *m,
+                           const char *path, FILE *warn, plan_measured_run *measured,
+                           int *has_measured) {
     run_data run;
     if (run_data_load(&run, path) != STATUS_OK) return STATUS_BAD_INPUT;
     if (!run.complete) {
@@ -114,12 +143,19 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
         run_data_free(&run);
         return rc;
     }
+    shape_warn(warn, path, &table.cfg, &m->cfg);
     /* The roofline of the run's own placement. A rank that time-shared its core with another
      * busy rank was stopped inside its phases by the scheduler or not, depending on whether
      * the other waited on it (a TP peer) or ran beside it (another replica): its phase times
      * say less about the code's rate, and calibrate only phases no rank with a core to itself
      * measured. */
     int any = 0;
+    const plan_strategy ran = plan_run_strategy(&run);
+    const run_rank *rk = run.ranks ? &run.ranks[slowest] : NULL;
+    const double rank_weights =
+        c->llc_bytes > 0 ? plan_rank_weight_bytes(&table.cfg, table.precision, &ran,
+                                                  rk ? rk->tp_rank : 0, rk ? rk->pp_rank : 0)
+                         : 0;
     for (int period = 0; period < ROOF_PERIOD_COUNT; period++) {
         const plan_ceilings k = run_rank_ceilings(&run, slowest, c, period);
         const int shared = k.share > 1;
@@ -128,7 +164,9 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const c
             if (!phase_cost_modelled((phase)p) || ph->events == 0 || !(ph->seconds > 0)) continue;
             const double intensity = fmax(ph->bytes > 0 ? ph->flops / ph->bytes : 0, 1e-9);
             point_add(&sum->phase[shared][period][p], intensity,
-                      fmax(ph->flops / k.flops, ph->bytes / k.bw), ph->seconds);
+                      plan_phase_roofline(c, &k, ph->flops, ph->bytes, ph->weight_bytes,
+                                          rank_weights, NULL),
+                      ph->seconds);
             any = 1;
         }
         if (run.overlap && run.tp > 1) {
@@ -184,14 +222,13 @@ static void mixed_cost_calibrate(plan_rates *r, const plan_cluster *c,
 }
 
 int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
-                   const char *const *runs, int n) {
-    (void)m; /* the efficiencies carry over between shapes: docs/planner.md says where not */
+                   const char *const *runs, int n, FILE *warn) {
     calibration_sums *sum = xcalloc(1, sizeof *sum);
     plan_measured_run *measured = xcalloc((unsigned long)(n ? n : 1), sizeof *measured);
     int *has_measured = xcalloc((unsigned long)(n ? n : 1), sizeof *has_measured);
     int rc = STATUS_OK;
     for (int i = 0; i < n && rc == STATUS_OK; i++)
-        rc = calibration_add(sum, c, runs[i], &measured[i], &has_measured[i]);
+        rc = calibration_add(sum, c, m, runs[i], warn, &measured[i], &has_measured[i]);
     if (rc != STATUS_OK) {
         free(has_measured);
         free(measured);

@@ -2,6 +2,8 @@
  * roofline on the cluster's ceilings, the cost of cores shared by replicas, and the overlap
  * efficiency (docs/planner.md "Calibration"). */
 #pragma once
+#include <stdio.h>
+
 #include "analysis/plan_cost.h"
 
 #ifdef __cplusplus
@@ -14,10 +16,11 @@ extern "C" {
  * (plan_stage_ceilings), from the ranks with a core to themselves wherever they measured the
  * phase; the cost of a core shared by replicas, from such runs' measured TTFT and TPOT against
  * their prediction; and the overlap efficiency 1 - tp_wait / tp_allreduce from the runs with
- * parallel.overlap and tp > 1. Returns STATUS_OK, or STATUS_BAD_INPUT with error_message()
- * naming the file and why. */
+ * parallel.overlap and tp > 1. A run of another shape than m calibrates too, with one line
+ * on warn naming both shapes (NULL: no warnings). Returns STATUS_OK, or STATUS_BAD_INPUT with
+ * error_message() naming the file and why. */
 int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
-                   const char *const *runs, int n);
+                   const char *const *runs, int n, FILE *warn);
 
 #ifdef __cplusplus
 }

@@ -15,9 +15,16 @@
 #include "job/job_tree.h"
 #include "analysis/plan.h"
 
-static const char *const TOP_KEYS[] = {"name",     "nodes",  "devices_per_node", "cores_per_node",
-                                       "node_gbs", "device", "network",          NULL};
-static const char *const DEVICE_KEYS[] = {"memory", "gflops", "gbs", "from", NULL};
+static const char *const TOP_KEYS[] = {"name",           "nodes",    "devices_per_node",
+                                       "cores_per_node", "node_gbs", "device",
+                                       "network",        "nccl",     NULL};
+static const char *const NCCL_KEYS[] = {"arch", "intra", "nvls", "cpu", NULL};
+static const char *const GPU_ARCHS[] = {"volta", "ampere", "hopper", "blackwell", NULL};
+static const char *const INTRA_LINKS[] = {"nvlink", "pci", NULL};
+static const char *const CPUS[] = {"intel", "amd", NULL};
+static const char *const BOOLS[] = {"false", "true", NULL};
+static const char *const DEVICE_KEYS[] = {"memory",  "gflops",  "gbs", "from",
+                                          "llc_mib", "llc_gbs", NULL};
 static const char *const NETWORK_KEYS[] = {"intra", "inter", "inter2", NULL};
 static const char *const INTRA_KEYS[] = {"alpha", "beta", "efficiency", "from", NULL};
 static const char *const TIER_KEYS[] = {"alpha",          "beta", "efficiency",
@@ -325,6 +332,48 @@ static int file_is_blank(const char *path) {
     return blank;
 }
 
+/* One of `names` at key of m (absent: *out keeps its default); *out is its index. */
+static int choice_read(const jnode *m, const char *key, const char *what, const char *const *names,
+                       int *out) {
+    const jnode *v = jnode_get(m, key, NULL);
+    if (!v) return STATUS_OK;
+    char list[128], buf[128];
+    keys_list(names, list, sizeof list);
+    if (v->type == JNODE_SCALAR)
+        for (int i = 0; names[i]; i++)
+            if (!strcmp(v->value, names[i])) {
+                *out = i;
+                return STATUS_OK;
+            }
+    return jnode_fail(v, "%s: %s is not allowed; allowed: %s", what,
+                      jnode_describe(v, buf, sizeof buf), list);
+}
+
+/* nccl: what NCCL's tuning model needs beyond the tiers (docs/planner.md "NCCL's choice"). */
+static int nccl_read(const jnode *root, plan_nccl *n) {
+    const jnode *key = NULL, *m = jnode_get(root, "nccl", &key);
+    if (!m) return STATUS_OK;
+    int rc = section_check(m, key, "nccl", NCCL_KEYS);
+    if (rc) return rc;
+    if (!jnode_get(m, "arch", NULL))
+        return jnode_fail(key, "nccl.arch is missing; it is required in nccl (volta, ampere, "
+                               "hopper, blackwell)");
+    int arch = 0, intra = 0, nvls = 0, cpu = 0;
+    rc = choice_read(m, "arch", "nccl.arch", GPU_ARCHS, &arch);
+    if (!rc) rc = choice_read(m, "intra", "nccl.intra", INTRA_LINKS, &intra);
+    if (!rc) rc = choice_read(m, "nvls", "nccl.nvls", BOOLS, &nvls);
+    if (!rc) rc = choice_read(m, "cpu", "nccl.cpu", CPUS, &cpu);
+    if (!rc && nvls && (arch < PLAN_GPU_HOPPER || intra))
+        rc = jnode_fail(jnode_get(m, "nvls", NULL),
+                        "nccl.nvls: true needs NVLink SHARP: NVSwitches with hopper or blackwell "
+                        "GPUs on nvlink (got %s on %s)",
+                        GPU_ARCHS[arch], INTRA_LINKS[intra]);
+    if (rc) return rc;
+    *n = (plan_nccl){
+        .given = 1, .arch = (plan_gpu_arch)arch, .intra_pci = intra, .nvls = nvls, .cpu_amd = cpu};
+    return STATUS_OK;
+}
+
 static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     const jnode *root = t->root;
     int rc = section_check(root, root, "the cluster file", TOP_KEYS);
@@ -362,6 +411,21 @@ static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     if (rc) return rc;
     c->peak_flops = gflops * 1e9;
     c->mem_bw = gbs * 1e9;
+    /* the last-level cache weights may stay in, and how fast a rank reads them there: both
+     * or neither (docs/planner.md "Weights in the cache") */
+    const jnode *llc = jnode_get(device, "llc_mib", NULL),
+                *llc_gbs = jnode_get(device, "llc_gbs", NULL);
+    if (!llc != !llc_gbs)
+        return jnode_fail(llc ? llc : llc_gbs,
+                          "device.%s needs device.%s too: the cache's size and the bandwidth a "
+                          "rank reads weights at from it go together",
+                          llc ? "llc_mib" : "llc_gbs", llc ? "llc_gbs" : "llc_mib");
+    double llc_mib = 0, llc_read = 0;
+    rc = number_read(device, dkey, "llc_mib", "device.llc_mib (MiB)", NULL, 0, &llc_mib);
+    if (!rc) rc = number_read(device, dkey, "llc_gbs", "device.llc_gbs (GB/s)", NULL, 0, &llc_read);
+    if (rc) return rc;
+    c->llc_bytes = llc_mib * 1048576.0;
+    c->llc_bw = llc_read * 1e9;
     /* CPU nodes: the cores their ranks time-share, and the bandwidth the ranks running at once
      * split (docs/planner.md "Shared nodes"); a GPU node gives neither */
     if (jnode_get(root, "cores_per_node", NULL))
@@ -383,10 +447,18 @@ static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTRA, 1, path, c);
     if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTER, c->nodes > 1, path, c);
     if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTER2, 0, path, c);
+    if (!rc) rc = nccl_read(root, &c->nccl);
     if (rc) return rc;
-    /* a tier a strategy never crosses still needs numbers the cost code can divide by */
-    if (!c->tier[PLAN_TIER_INTER].present) c->tier[PLAN_TIER_INTER] = c->tier[PLAN_TIER_INTRA];
-    if (!c->tier[PLAN_TIER_INTER2].present) c->tier[PLAN_TIER_INTER2] = c->tier[PLAN_TIER_INTER];
+    /* a tier a strategy never crosses still needs numbers the cost code can divide by; the
+     * copy stays marked absent, so the outputs list only the tiers the file gives */
+    if (!c->tier[PLAN_TIER_INTER].present) {
+        c->tier[PLAN_TIER_INTER] = c->tier[PLAN_TIER_INTRA];
+        c->tier[PLAN_TIER_INTER].present = 0;
+    }
+    if (!c->tier[PLAN_TIER_INTER2].present) {
+        c->tier[PLAN_TIER_INTER2] = c->tier[PLAN_TIER_INTER];
+        c->tier[PLAN_TIER_INTER2].present = 0;
+    }
     return STATUS_OK;
 }
 

@@ -2,16 +2,24 @@
  * transfer on alpha-beta tiers, per algorithm, as NCCL or Open MPI would run it across the
  * nodes a group spans (docs/planner.md "Collectives"). */
 #include <math.h>
+#include <stdio.h>
 
 #include "analysis/plan_cost.h"
 #include "analysis/plan_internal.h"
 
 const char *plan_allreduce_algo_name(plan_allreduce_algo a) {
     static const char *const names[] = {
-        "-", "ring", "tree", "hierarchical", "recursive-doubling", "rabenseifner", "binomial"};
-    _Static_assert(sizeof names / sizeof names[0] == PLAN_AR_BINOMIAL + 1,
+        "-",        "ring", "tree",     "hierarchical", "recursive-doubling", "rabenseifner",
+        "binomial", "nvls", "nvls-tree"};
+    _Static_assert(sizeof names / sizeof names[0] == PLAN_AR_NVLS_TREE + 1,
                    "a name for every all-reduce algorithm");
     return names[a];
+}
+
+const char *plan_collective_label(plan_allreduce_algo a, plan_proto p, char *buf, int len) {
+    static const char *const protos[] = {"", "LL", "LL128", "Simple"};
+    snprintf(buf, (size_t)len, "%s%s%s", plan_allreduce_algo_name(a), p ? "/" : "", protos[p]);
+    return buf;
 }
 
 const char *plan_tier_name(plan_tier_kind t) {
@@ -161,7 +169,7 @@ double plan_bubble_fraction(int pp, int microbatches) {
 static plan_collective collective_pick(plan_collective best, double seconds,
                                        plan_allreduce_algo algo) {
     if (best.algo == PLAN_AR_NONE || seconds < best.seconds)
-        best = (plan_collective){seconds, algo};
+        best = (plan_collective){seconds, algo, PLAN_PROTO_NONE};
     return best;
 }
 
@@ -193,12 +201,12 @@ plan_collective plan_iallreduce(const plan_cluster *c, const plan_group *g, doub
     const group_links links = group_links_of(c, g, node_busy);
     return (plan_collective){plan_allreduce_binomial(g->size, g->per_node, bytes,
                                                      &c->tier[PLAN_TIER_INTRA], &links.per_group),
-                             PLAN_AR_BINOMIAL};
+                             PLAN_AR_BINOMIAL, PLAN_PROTO_NONE};
 }
 
 plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, double bytes,
                                     plan_collectives lib, int node_busy) {
-    plan_collective best = {0, PLAN_AR_NONE};
+    plan_collective best = {0, PLAN_AR_NONE, PLAN_PROTO_NONE};
     if (g->size <= 1) return best;
     const plan_tier *intra = &c->tier[PLAN_TIER_INTRA];
     const group_links links = group_links_of(c, g, node_busy);
@@ -210,8 +218,12 @@ plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, 
             : algo == PLAN_AR_RECURSIVE_DOUBLING
                 ? plan_allreduce_recursive_doubling(p, l, bytes, intra, &links.per_rank)
                 : plan_allreduce_rabenseifner(p, l, bytes, intra, &links.per_rank);
-        return (plan_collective){seconds, algo};
+        return (plan_collective){seconds, algo, PLAN_PROTO_NONE};
     }
+    /* a cluster file that says what NCCL runs on: NCCL's own choice (plan_nccl.c) */
+    if (c->nccl.given)
+        return plan_nccl_allreduce(c, g->size, g->nodes, g->per_node, bytes, intra,
+                                   &links.per_group);
     if (g->nodes <= 1) {
         best = collective_pick(best, plan_allreduce_ring(g->size, bytes, intra), PLAN_AR_RING);
         return collective_pick(best, plan_allreduce_tree(g->size, bytes, intra), PLAN_AR_TREE);

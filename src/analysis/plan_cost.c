@@ -59,13 +59,20 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
 
 /* ---- memory --------------------------------------------------------------------------- */
 
+double plan_rank_weight_bytes(const model_config *cfg, precision_kind weight_dtype,
+                              const plan_strategy *s, int tp_rank, int pp_rank) {
+    shard_geom g;
+    shard_geom_init(&g, cfg, s->tp, tp_rank, s->pp, pp_rank);
+    model table;
+    model_tensor_table(&table, cfg, &g, model_weight_dtype(weight_dtype));
+    return (double)model_weight_bytes(&table);
+}
+
 void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_strategy *s,
                       int tp_rank, int pp_rank, double *weights, double *activations, double *kv) {
     shard_geom g;
     shard_geom_init(&g, &m->cfg, s->tp, tp_rank, s->pp, pp_rank);
-    model table;
-    model_tensor_table(&table, &m->cfg, &g, model_weight_dtype(m->weight_dtype));
-    *weights = (double)model_weight_bytes(&table);
+    *weights = plan_rank_weight_bytes(&m->cfg, m->weight_dtype, s, tp_rank, pp_rank);
     /* the engine's own arena table, for the largest replica (the last) and no captured
      * activations (so the LM head runs on each sequence's last row only) */
     engine_config ec;
@@ -100,6 +107,20 @@ double plan_rate_efficiency(const plan_rates *r, int period, phase p, double int
     return k->efficiency[k->n - 1];
 }
 
+double plan_phase_roofline(const plan_cluster *c, const plan_ceilings *k, double flops,
+                           double bytes, double weight_bytes, double rank_weights,
+                           int *memory_bound) {
+    /* a CPU node's cores share one cache, and its busy ranks each keep their weights there */
+    const int sharers = c->cores_per_node > 0 && k->busy > 1 ? k->busy : 1;
+    const int cached = c->llc_bytes > 0 && sharers * rank_weights <= c->llc_bytes;
+    const double t_flops = flops / k->flops;
+    const double t_bytes =
+        cached ? weight_bytes / (c->llc_bw / k->share) + (bytes - weight_bytes) / k->bw
+               : bytes / k->bw;
+    if (memory_bound) *memory_bound = t_bytes > t_flops;
+    return fmax(t_flops, t_bytes);
+}
+
 static const phase COMPUTE_PHASES[] = {PHASE_EMBED,     PHASE_NORM,          PHASE_QKV_GEMM,
                                        PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM, PHASE_MLP_GEMM,
                                        PHASE_HEAD,      PHASE_SAMPLE};
@@ -110,6 +131,7 @@ typedef struct {
     double compute, layer_compute; /* all phases; the per-layer ones alone */
     double tp_total, tp_hidden;    /* its TP all-reduces, and the part overlap hides */
     plan_allreduce_algo tp_algo;   /* the layers' all-reduce algorithm */
+    plan_proto tp_proto;           /* and NCCL's protocol for it */
     double phase_time[N_COMPUTE];
     int memory_bound[N_COMPUTE];
     int layers;
@@ -131,17 +153,20 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                        .new_positions = new_positions,
                        .past_positions = past};
     double overlappable = 0;
+    const double rank_weights =
+        c->llc_bytes > 0 ? plan_rank_weight_bytes(&m->cfg, m->weight_dtype, s, s->tp - 1, pp_rank)
+                         : 0;
     for (int i = 0; i < N_COMPUTE; i++) {
         phase_cost pc;
         phase_cost_compute(&m->cfg, &step, COMPUTE_PHASES[i], &pc);
-        const double t_flops = pc.flops / k->flops, t_bytes = pc.bytes / k->bw;
+        const double roof = plan_phase_roofline(c, k, pc.flops, pc.bytes, pc.weight_bytes,
+                                                rank_weights, &out->memory_bound[i]);
         const double intensity = pc.bytes > 0 ? pc.flops / pc.bytes : 0;
         /* a core the scheduler switches between replicas costs more than its share */
         const double mixed = k->mixed && k->share > 1 ? r->mixed_cost[period] : 1.0;
-        const double t = fmax(t_flops, t_bytes) * mixed /
-                         plan_rate_efficiency(r, period, COMPUTE_PHASES[i], intensity);
+        const double t =
+            roof * mixed / plan_rate_efficiency(r, period, COMPUTE_PHASES[i], intensity);
         out->phase_time[i] = t;
-        out->memory_bound[i] = t_bytes > t_flops;
         out->compute += t;
         const phase p = COMPUTE_PHASES[i];
         if (p != PHASE_EMBED && p != PHASE_HEAD && p != PHASE_SAMPLE) out->layer_compute += t;
@@ -164,7 +189,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         const plan_collective ar = pieces > 1
                                        ? plan_iallreduce(c, tp, bytes, m->collectives, k->busy)
                                        : plan_allreduce_best(c, tp, bytes, m->collectives, k->busy);
-        out->tp_algo = ar.algo;
+        out->tp_algo = ar.algo, out->tp_proto = ar.proto;
         out->tp_total = 2.0 * g.n_layers * pieces * ar.seconds;
         const double hides = r->overlap_efficiency >= 0         ? r->overlap_efficiency
                              : m->collectives == PLAN_COLL_NCCL ? 0.5
@@ -293,7 +318,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     out->tp_total += n_micro * pf.tp_total_max;
     out->tp_hidden += n_micro * pf.tp_hidden_max;
     out->pp_total += n_micro * pf_chain;
-    out->tp_algo = pf.bottleneck->tp_algo;
+    out->tp_algo = pf.bottleneck->tp_algo, out->tp_proto = pf.bottleneck->tp_proto;
     top_phase_set(out, pf.bottleneck, 0);
 
     /* decode: micro-batches circulate through the stages and back to the first (the sampled
@@ -317,7 +342,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
         out->tp_total += steps * n_micro * dc.tp_total_max;
         out->tp_hidden += steps * n_micro * dc.tp_hidden_max;
         out->pp_total += steps * n_micro * chain;
-        out->tp_algo = dc.bottleneck->tp_algo;
+        out->tp_algo = dc.bottleneck->tp_algo, out->tp_proto = dc.bottleneck->tp_proto;
         top_phase_set(out, dc.bottleneck, 1);
     }
     /* the replicas' tokens gathered at the end (PHASE_DP_GATHER) */

@@ -25,6 +25,24 @@ typedef struct {
     int links_per_node; /* inter tiers: the links a node's ranks share; 0: one per device */
 } plan_tier;
 
+/* What NCCL's tuning model needs to know of a GPU cluster beyond its tiers (the cluster file's
+ * `nccl` section; docs/planner.md "NCCL's choice"). */
+typedef enum {
+    PLAN_GPU_VOLTA = 0,
+    PLAN_GPU_AMPERE,
+    PLAN_GPU_HOPPER,
+    PLAN_GPU_BLACKWELL,
+    PLAN_GPU_COUNT
+} plan_gpu_arch;
+typedef struct {
+    int given;          /* 0: no nccl section, NCCL's collectives costed as the cheapest form */
+    plan_gpu_arch arch; /* sets NCCL's LL bandwidth ceilings and NVLS efficiency */
+    int intra_pci;      /* the GPUs of a node talk over PCIe, not NVLink (no LL128) */
+    int nvls;           /* NVLink SHARP in the node's NVSwitches (NVLS, NVLS tree) */
+    int cpu_amd;        /* the hosts' CPUs: AMD's set NCCL's multi-node LL ceiling and the
+                           network post overhead */
+} plan_nccl;
+
 typedef struct {
     char name[64];
     int nodes, devices_per_node; /* devices_per_node: the ranks a node may hold */
@@ -32,9 +50,13 @@ typedef struct {
     double device_memory;        /* bytes per device */
     double peak_flops;           /* FLOP/s per device */
     double mem_bw;               /* bytes/s per device, streaming alone */
-    double node_bw; /* bytes/s the running ranks of a node draw together; 0: no limit */
+    double node_bw;   /* bytes/s the running ranks of a node draw together; 0: no limit */
+    double llc_bytes; /* the last-level cache a device's weights may stay in (a CPU node's
+                         cores share it); 0: no cache term, weights stream from memory */
+    double llc_bw;    /* bytes/s one rank reads weights at from that cache */
     plan_tier tier[PLAN_TIER_COUNT];
     int inter2_group_nodes; /* nodes per group joined by `inter`; 0 when there is no inter2 */
+    plan_nccl nccl;
 } plan_cluster;
 
 /* Collective costs on one tier (seconds for bytes per rank, p ranks). */
@@ -63,8 +85,14 @@ typedef enum {
     PLAN_AR_HIER,
     PLAN_AR_RECURSIVE_DOUBLING,
     PLAN_AR_RABENSEIFNER,
-    PLAN_AR_BINOMIAL
+    PLAN_AR_BINOMIAL,
+    PLAN_AR_NVLS,     /* NCCL's NVLink SHARP all-reduce, in the switch (one node) */
+    PLAN_AR_NVLS_TREE /* NVLS inside the nodes, a tree between them */
 } plan_allreduce_algo;
+/* NCCL's protocols (LL: 8-byte flag-and-data stores, half the bandwidth, least latency;
+ * LL128: 128-byte lines on NVLink; Simple: bulk copies with fences); NONE for MPI's
+ * algorithms and the alpha-beta forms. */
+typedef enum { PLAN_PROTO_NONE = 0, PLAN_PROTO_LL, PLAN_PROTO_LL128, PLAN_PROTO_SIMPLE } plan_proto;
 /* The library the collectives go through: NCCL on GPUs, MPI on CPUs (tripar's comm backends). */
 typedef enum { PLAN_COLL_NCCL = 0, PLAN_COLL_MPI } plan_collectives;
 const char *plan_allreduce_algo_name(plan_allreduce_algo a);
@@ -73,7 +101,18 @@ const char *plan_tier_name(plan_tier_kind t);
 typedef struct {
     double seconds;
     plan_allreduce_algo algo;
+    plan_proto proto;
 } plan_collective;
+/* "ring", or with NCCL's protocol "ring/LL128", into buf. */
+const char *plan_collective_label(plan_allreduce_algo a, plan_proto p, char *buf, int len);
+
+/* NCCL's own choice and cost of an all-reduce (its tuning model, src/graph/tuning.cc of NCCL
+ * 2.2x: per algorithm and protocol a latency, base plus per hop, and a bus bandwidth from the
+ * link's with the protocol's efficiency; the least time wins) of bytes over p ranks on `nodes`
+ * nodes, per_node of them on a node, the links' bandwidth from the tiers (intra inside one
+ * node, outer across). c->nccl says which algorithms and protocols the hardware has. */
+plan_collective plan_nccl_allreduce(const plan_cluster *c, int p, int nodes, int per_node,
+                                    double bytes, const plan_tier *intra, const plan_tier *outer);
 
 /* Recursive doubling as Open MPI runs it (its small-message all-reduce) over p ranks placed
  * per_node to a node, in order: the p - p2 ranks past the largest power of two p2 <= p fold
@@ -93,9 +132,11 @@ double plan_allreduce_binomial(int p, int per_node, double bytes, const plan_tie
 double plan_allreduce_rabenseifner(int p, int per_node, double bytes, const plan_tier *intra,
                                    const plan_tier *outer);
 
-/* The cheapest all-reduce of bytes over the group. NCCL: ring or tree on its tier inside a
- * node; across nodes flat ring, flat tree or hierarchical (reduce-scatter inside each node,
- * all-reduce over the nodes, all-gather inside), as NCCL picks by tuning per size. MPI: the
+/* The all-reduce of bytes over the group as its library runs it. NCCL, on a cluster that says
+ * what NCCL runs on (c->nccl): NCCL's own choice, plan_nccl_allreduce; else the cheapest of
+ * ring or tree on its tier inside a node, and across nodes of flat ring, flat tree or
+ * hierarchical (reduce-scatter inside each node, all-reduce over the nodes, all-gather
+ * inside). MPI: the
  * algorithm Open MPI 4.1's coll/tuned picks by group size and bytes (ring, recursive doubling
  * or Rabenseifner), flat over the group: a ring step as slow as the slowest tier the group
  * crosses, a recursive step on the tier of the pairs it joins.
@@ -212,6 +253,7 @@ typedef struct {
     double time_share; /* the most time-sharing of its cores any stage sees in prefill, >= 1 */
     plan_group tp_group, pp_group, dp_group;
     plan_allreduce_algo tp_algo; /* the decode all-reduce's algorithm */
+    plan_proto tp_proto;         /* and its NCCL protocol (NONE when not NCCL's model) */
     /* the phase of the bottleneck stage that takes the most time in decode (in prefill when
      * there is no decode step), whether bytes rather than FLOPs bound it, its compute share */
     int top_period; /* 0 prefill, 1 decode */
@@ -226,6 +268,23 @@ typedef struct {
  * inside a node. Returns 1, or 0 with the reason in why. */
 int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_cluster *c,
                         const plan_strategy *s, char *why, int why_len);
+
+/* The weights one rank at (tp_rank, pp_rank) holds, in bytes, as the runner's size table
+ * counts them (model_tensor_table). */
+double plan_rank_weight_bytes(const model_config *cfg, precision_kind weight_dtype,
+                              const plan_strategy *s, int tp_rank, int pp_rank);
+
+/* The roofline seconds of a phase of flops and bytes on one rank's ceilings k, weight_bytes of
+ * those bytes its weights, the rank holding rank_weights in all: the FLOPs at k.flops, the
+ * bytes at k.bw, except the weights, read at the cluster's cache bandwidth (llc_bw, shared
+ * as k.bw is) when they stay in the last-level cache: the weights of the ranks sharing it,
+ * the busy ranks of a CPU node (k.busy, the costed rank's weights each) or a device's own,
+ * fit in llc_bytes. *memory_bound (may be NULL): whether the bytes bound it. The planner and
+ * the calibration both read a phase's roofline here, so a measured efficiency is relative to
+ * the same roof it is applied to. */
+double plan_phase_roofline(const plan_cluster *c, const plan_ceilings *k, double flops,
+                           double bytes, double weight_bytes, double rank_weights,
+                           int *memory_bound);
 
 /* Memory of one rank at (tp_rank, pp_rank): its weights (the size table of src/model), its
  * activation arena and KV cache (the engine's own arena table, engine_arena_plan, for the

@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "base/path.h"
 #include "io/checkpoint.h"
+#include "job/job_tree.h"
 #include "job/presets.h"
 #include "analysis/plan.h"
 
@@ -50,4 +51,19 @@ int plan_model_from_preset(const char *preset, plan_model *m, plan_workload *w) 
     model_config_from_job(&m->cfg, &j);
     m->weight_dtype = PRECISION_FP32;
     return STATUS_OK;
+}
+
+int plan_job_load(job *j, const char *path, int *no_input) {
+    *no_input = 0;
+    jtree t;
+    memset(&t, 0, sizeof t);
+    /* a file that does not parse is left to job_load, which says where */
+    if (jtree_load_file(&t, path) == STATUS_OK && t.root && t.root->type == JNODE_MAP)
+        *no_input = !jnode_get(t.root, "input", NULL);
+    jtree_free(&t);
+    error_clear();
+    /* one prompt of one token: the smallest input every model validates with; the caller
+     * replaces the workload */
+    static const char *const one_token[] = {"input.synthetic.length=1"};
+    return job_load(j, path, *no_input ? one_token : NULL, *no_input ? 1 : 0);
 }

@@ -95,17 +95,18 @@ void plan_reason(const plan_prediction *p, const plan_cluster *c, char *buf, int
     const double e2e = p->e2e;
     const double bubble = p->bubble / e2e, tp = p->tp_exposed / e2e, pp = p->pp_exposed / e2e;
     const double tp_exposed_share = p->tp_total > 0 ? p->tp_exposed / p->tp_total : 0;
+    char algo[32];
+    plan_collective_label(p->tp_algo, p->tp_proto, algo, sizeof algo);
     /* the largest cost beyond compute names the strategy, when it is worth naming */
     if (p->tp_group.nodes > 1 && tp >= bubble && tp >= pp) {
         snprintf(buf, n, "TP all-reduce crosses nodes (%s, %s): %.0f%% exposed, %.0f%% of E2E",
-                 plan_tier_name(p->tp_group.outer), plan_allreduce_algo_name(p->tp_algo),
-                 100 * tp_exposed_share, 100 * tp);
+                 plan_tier_name(p->tp_group.outer), algo, 100 * tp_exposed_share, 100 * tp);
     } else if (bubble >= 0.10 && bubble >= tp && bubble >= pp) {
         snprintf(buf, n, "pp=%d bubble %.0f%% at %d micro-batch%s", p->s.pp, 100 * bubble,
                  p->s.microbatches, p->s.microbatches == 1 ? "" : "es");
     } else if (tp >= 0.10 && tp >= pp) {
-        snprintf(buf, n, "TP all-reduce %.0f%% of E2E (%s, %.0f%% exposed)", 100 * tp,
-                 plan_allreduce_algo_name(p->tp_algo), 100 * tp_exposed_share);
+        snprintf(buf, n, "TP all-reduce %.0f%% of E2E (%s, %.0f%% exposed)", 100 * tp, algo,
+                 100 * tp_exposed_share);
     } else if (pp >= 0.10) {
         snprintf(buf, n, "PP transfers %.0f%% of E2E (%s)", 100 * pp,
                  plan_tier_name(p->pp_group.outer));

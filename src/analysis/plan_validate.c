@@ -51,7 +51,7 @@ int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int
             if (j != i) others[k++] = runs[j];
         plan_rates rates;
         plan_rates_default(&rates);
-        if (k && plan_calibrate(&rates, c, &meas[i].m, others, k) != STATUS_OK) {
+        if (k && plan_calibrate(&rates, c, &meas[i].m, others, k, NULL) != STATUS_OK) {
             rc = STATUS_BAD_INPUT;
             break;
         }

@@ -249,6 +249,7 @@ int run_roofline_compute(const run_data *run, int rank, run_roofline *out) {
     run_shape s;
     if (run_shape_read(run, &s) != STATUS_OK) return STATUS_BAD_INPUT;
     out->rank = rank;
+    out->cfg = s.cfg, out->precision = s.precision;
     snprintf(out->weight_dtype, sizeof out->weight_dtype, "%s", precision_kind_name(s.precision));
     snprintf(out->kv_cache, sizeof out->kv_cache, "%s", kv_cache_kind_name(s.kv_cache));
     out->has_ceilings = ceilings_read(run, out);

@@ -4,6 +4,7 @@
 #pragma once
 #include "io/runread.h"
 #include "metrics/timing.h"
+#include "model/model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +40,8 @@ typedef struct {
     roof_phase phase[ROOF_PERIOD_COUNT][PHASE_COUNT];
     char weight_dtype[16], kv_cache[16];  /* "fp32"/"int8w"/..., "contiguous"/"paged" */
     char gflops_probe[64], gbs_probe[64]; /* which probe produced the ceilings */
+    model_config cfg;                     /* the model the run ran, as its job records it */
+    precision_kind precision;             /* its weights' */
 } run_roofline;
 
 /* An overhead-bound label needs efficiency below this fraction of its ceiling ... */

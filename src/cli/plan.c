@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <hdf5.h>
 
 #include "base/check.h"
 #include "base/path.h"
@@ -41,6 +44,7 @@ static void plan_usage(FILE *f) {
         "  --objective latency|throughput|goodput (default latency)\n"
         "  --ttft S --tpot S        SLO targets in seconds (goodput needs at least one)\n"
         "  --calibrate RUN.h5...    per-phase rates from runs recorded with timings: layer\n"
+        "                           (the list ends at an option or a file that is not HDF5)\n"
         "  --validate RUN.h5...     predict each run from the others' calibration (leave one\n"
         "                           out) and print predicted vs measured, with the errors\n"
         "  --top K                  rows of the text table (default 10; CSV/JSON hold all)\n"
@@ -65,6 +69,16 @@ static int parse_seconds(const char *s, double *out) {
     return 0;
 }
 
+/* Whether path names an existing file that is not HDF5, so not a run file: where a list of
+ * runs ends and the job file begins. */
+static int plan_arg_not_hdf5(const char *path) {
+    if (access(path, F_OK) != 0) return 0;
+    htri_t hdf5;
+    H5E_BEGIN_TRY { hdf5 = H5Fis_hdf5(path); }
+    H5E_END_TRY;
+    return hdf5 <= 0;
+}
+
 /* Returns 0 to go on, 1 after --help, -1 on bad usage (reported). */
 static int plan_parse_args(plan_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
@@ -83,15 +97,14 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
             }
             a->job_path = o;
             continue;
-        } else if (!v) {
-            fprintf(stderr, "tripar plan: %s needs a value\n", o);
-            return -1;
         } else if (!strcmp(o, "--calibrate") || !strcmp(o, "--validate")) {
-            /* every following argument up to the next option */
+            /* the run files that follow, up to the next option or the first file that is not
+             * HDF5 (the job file: `--calibrate a.h5 b.h5 job.yaml`); a missing file stays in
+             * the list, to be reported as missing rather than taken for the job */
             const int validate = o[2] == 'v';
             const char **list = validate ? a->validations : a->calibrations;
             int *count = validate ? &a->n_validations : &a->n_calibrations;
-            while (i + 1 < argc && argv[i + 1][0] != '-') {
+            while (i + 1 < argc && argv[i + 1][0] != '-' && !plan_arg_not_hdf5(argv[i + 1])) {
                 if (*count == PLAN_MAX_CALIBRATIONS) {
                     fprintf(stderr, "tripar plan: at most %d runs after %s\n",
                             PLAN_MAX_CALIBRATIONS, o);
@@ -99,7 +112,20 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
                 }
                 list[(*count)++] = argv[++i];
             }
+            if (*count == 0) {
+                const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+                fprintf(stderr, "tripar plan: %s needs at least one run file (RUN.h5%s)%s%s%s\n", o,
+                        validate ? "" : ", recorded with record.timings: layer",
+                        next ? "; got " : "", next ? next : "",
+                        !next            ? ""
+                        : next[0] == '-' ? ", an option"
+                                         : ", which is not an HDF5 file");
+                return -1;
+            }
             continue;
+        } else if (!v) {
+            fprintf(stderr, "tripar plan: %s needs a value\n", o);
+            return -1;
         } else if (!strcmp(o, "--preset"))
             a->preset = v;
         else if (!strcmp(o, "--cluster"))
@@ -150,7 +176,14 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
                         "it names; give no job file, --preset or --calibrate with it\n");
         return -1;
     }
-    if (!a->n_validations && !a->job_path == !a->preset) {
+    if (!a->n_validations && a->job_path && a->preset) {
+        fprintf(stderr,
+                "tripar plan: give a job file or --preset NAME, not both; got the job file %s "
+                "and --preset %s\n",
+                a->job_path, a->preset);
+        return -1;
+    }
+    if (!a->n_validations && !a->job_path && !a->preset) {
         fprintf(stderr, "tripar plan: give a job file or --preset NAME (one of them)\n");
         return -1;
     }
@@ -197,8 +230,11 @@ static int plan_model_resolve(const plan_args *a, const plan_cluster *c, plan_mo
                  cpu ? "CPU" : "GPU", a->cluster, cpu ? "gives" : "gives no");
     } else {
         job j;
-        if (job_load(&j, a->job_path, NULL, 0) != STATUS_OK) return STATUS_BAD_INPUT;
+        int no_input;
+        if (plan_job_load(&j, a->job_path, &no_input) != STATUS_OK) return STATUS_BAD_INPUT;
         int rc = plan_model_from_job(&j, m, w);
+        /* a job that names only a model: the workload is the flags', else a preset's */
+        if (no_input) w->batch = 1, w->prompt = 128;
         const int line = job_key_line(&j, "model.precision");
         if (line > 0)
             snprintf(why, why_len, "the job's model.precision, %s:%d", a->job_path, line);
@@ -288,7 +324,7 @@ static int plan_run(const plan_args *a) {
     plan_rates rates;
     plan_rates_default(&rates);
     if (a->n_calibrations &&
-        plan_calibrate(&rates, &c, &m, a->calibrations, a->n_calibrations) != STATUS_OK)
+        plan_calibrate(&rates, &c, &m, a->calibrations, a->n_calibrations, stderr) != STATUS_OK)
         return STATUS_BAD_INPUT;
 
     struct timespec t0, t1;
@@ -315,7 +351,7 @@ static int plan_run(const plan_args *a) {
     plan_rank(list, n, &q);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     q.seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    int rc = plan_ranked_check(&q, &c, list, n);
+    int rc = plan_ranked_check(&q, &c, list, n), written = 0;
     if (rc == STATUS_OK) {
         /* CSV has no header to carry where a default precision came from: stderr says it */
         if (!a->precision && !strcmp(a->format, "csv"))
@@ -326,15 +362,15 @@ static int plan_run(const plan_args *a) {
             error_set("cannot write %s", a->out);
             rc = STATUS_BAD_INPUT;
         } else {
-            rc = plan_output_write(out, a->format, &q, &c, list, n, a->top);
+            rc = plan_output_write(out, a->format, &q, &c, list, n, a->top, &written);
             if (a->out && fclose(out) != 0) {
                 error_set("cannot write %s", a->out);
                 rc = STATUS_BAD_INPUT;
             }
         }
-        const int rows = strcmp(a->format, "text") || a->top > n ? n : a->top;
         if (rc == STATUS_OK && a->out)
-            printf("tripar plan: wrote %s (%s, %d of %d strategies)\n", a->out, a->format, rows, n);
+            printf("tripar plan: wrote %s (%s, %d of %d strategies)\n", a->out, a->format, written,
+                   n);
     }
     free(list);
     return rc;

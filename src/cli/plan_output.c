@@ -15,8 +15,25 @@ static void strategy_label(const plan_strategy *s, char *buf, size_t len) {
     snprintf(buf, len, "dp%d-tp%d-pp%d", s->dp, s->tp, s->pp);
 }
 
-static void write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
-                       const plan_prediction *p, int n, int top) {
+/* Whether b repeats a's strategy with every figure the table shows the same: an order that
+ * puts the ranks on the cores alike (every order is planned on a time-shared node). */
+static int same_row(const plan_prediction *a, const plan_prediction *b) {
+    const double fa[] = {a->ttft, a->tpot, a->e2e, a->tokens_per_s, a->rank_bytes};
+    const double fb[] = {b->ttft, b->tpot, b->e2e, b->tokens_per_s, b->rank_bytes};
+    if (a->s.dp != b->s.dp || a->s.tp != b->s.tp || a->s.pp != b->s.pp ||
+        a->s.microbatches != b->s.microbatches || a->s.overlap != b->s.overlap ||
+        a->fits != b->fits)
+        return 0;
+    for (int k = 0; k < 5; k++)
+        if (fabs(fa[k] - fb[k]) > 1e-12 * fmax(fabs(fa[k]), fabs(fb[k]))) return 0;
+    return 1;
+}
+
+/* The table: --top rows, a row per run of consecutive strategies that differ only in the order
+ * (same figures), its ranks as "3-6" and its orders as "auto +3". Returns the strategies its
+ * rows cover. */
+static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
+                      const plan_prediction *p, int n, int top) {
     fprintf(out,
             "tripar plan: %s on %d of %s's devices (%d x %d), batch %d, prompt %d, %d new "
             "tokens; objective %s",
@@ -32,25 +49,41 @@ static void write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
                 p[0].node_ranks, c->cores_per_node);
     fprintf(out, "\nprecision: %s weights (%s)\n\n", precision_kind_name(q->precision),
             q->precision_why);
-    fprintf(out, "%4s  %-16s %3s %3s %-8s %10s %10s %10s %11s %9s %8s  %s\n", "rank", "strategy",
+    fprintf(out, "%7s  %-14s %3s %3s %-11s %10s %10s %10s %11s %9s %8s  %s\n", "rank", "strategy",
             "mb", "ovl", "order", "TTFT ms", "TPOT ms", "E2E ms", "tokens/s", "req/s", "GiB/rank",
             "why");
-    const int rows = top < n ? top : n;
-    for (int i = 0; i < rows; i++) {
-        char label[48], why[160];
+    int i = 0, rows = 0, merged = 0;
+    for (; i < n && rows < top; rows++) {
+        int j = i + 1;
+        while (j < n && same_row(&p[i], &p[j]))
+            j++;
+        char label[48], why[160], ranks[24], order[32];
         strategy_label(&p[i].s, label, sizeof label);
         plan_reason(&p[i], c, why, sizeof why);
+        if (j - i > 1) {
+            snprintf(ranks, sizeof ranks, "%d-%d", i + 1, j);
+            snprintf(order, sizeof order, "%s +%d", plan_order_names[p[i].s.order], j - i - 1);
+            merged = 1;
+        } else {
+            snprintf(ranks, sizeof ranks, "%d", i + 1);
+            snprintf(order, sizeof order, "%s", plan_order_names[p[i].s.order]);
+        }
         const int slo_miss = (q->ttft_slo > 0 || q->tpot_slo > 0) && !plan_meets_slo(q, &p[i]);
-        fprintf(out, "%4d  %-16s %3d %3s %-8s %10.3f %10.3f %10.3f %11.1f %9.3f %8.2f  %s%s\n",
-                i + 1, label, p[i].s.microbatches, p[i].s.overlap ? "on" : "off",
-                plan_order_names[p[i].s.order], 1e3 * p[i].ttft, 1e3 * p[i].tpot, 1e3 * p[i].e2e,
-                p[i].tokens_per_s, p[i].requests_per_s, p[i].rank_bytes / GIB,
-                slo_miss ? "misses the SLO; " : "", why);
+        fprintf(out, "%7s  %-14s %3d %3s %-11s %10.3f %10.3f %10.3f %11.1f %9.3f %8.2f  %s%s\n",
+                ranks, label, p[i].s.microbatches, p[i].s.overlap ? "on" : "off", order,
+                1e3 * p[i].ttft, 1e3 * p[i].tpot, 1e3 * p[i].e2e, p[i].tokens_per_s,
+                p[i].requests_per_s, p[i].rank_bytes / GIB, slo_miss ? "misses the SLO; " : "",
+                why);
+        i = j;
     }
     int fitting = 0;
-    for (int i = 0; i < n; i++)
-        fitting += p[i].fits;
+    for (int k = 0; k < n; k++)
+        fitting += p[k].fits;
+    if (merged)
+        fprintf(out, "\n\"+N\": N more orders with the same figures (the rows of --format csv or "
+                     "json name each)");
     fprintf(out, "\n%d strategies planned (%d fit) in %.3f s\n", n, fitting, q->seconds);
+    return i;
 }
 
 /* The columns of CSV and JSON, in one table so both stay the same. */
@@ -149,7 +182,10 @@ static void write_csv(FILE *out, const plan_summary *q, const plan_cluster *c,
             else
                 fprintf(out, ",%.9g", v);
         }
-        fprintf(out, ",%s,%d,", plan_allreduce_algo_name(p[i].tp_algo), plan_meets_slo(q, &p[i]));
+        char algo[32];
+        fprintf(out, ",%s,%d,",
+                plan_collective_label(p[i].tp_algo, p[i].tp_proto, algo, sizeof algo),
+                plan_meets_slo(q, &p[i]));
         csv_quoted(out, why);
         fputc('\n', out);
     }
@@ -165,6 +201,11 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
     json_object_set_new(device, "memory_bytes", json_real(c->device_memory));
     json_object_set_new(device, "gflops", json_real(c->peak_flops / 1e9));
     json_object_set_new(device, "gbs", json_real(c->mem_bw / 1e9));
+    /* null: no cache term, weights stream from memory */
+    json_object_set_new(device, "llc_mib",
+                        c->llc_bytes > 0 ? json_real(c->llc_bytes / 1048576.0) : json_null());
+    json_object_set_new(device, "llc_gbs",
+                        c->llc_bytes > 0 ? json_real(c->llc_bw / 1e9) : json_null());
     json_object_set_new(root, "device", device);
     json_t *node = json_object();
     json_object_set_new(node, "devices", json_integer(c->devices_per_node));
@@ -212,8 +253,10 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
                                                    : json_real(v);
             json_object_set_new(row, COLUMNS[k].name, value);
         }
-        json_object_set_new(row, "tp_algorithm",
-                            json_string(plan_allreduce_algo_name(p[i].tp_algo)));
+        char algo[32];
+        json_object_set_new(
+            row, "tp_algorithm",
+            json_string(plan_collective_label(p[i].tp_algo, p[i].tp_proto, algo, sizeof algo)));
         json_object_set_new(row, "meets_slo", json_boolean(plan_meets_slo(q, &p[i])));
         json_object_set_new(row, "reason", json_string(why));
         json_array_append_new(list, row);
@@ -223,12 +266,13 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
 }
 
 int plan_output_write(FILE *out, const char *format, const plan_summary *q, const plan_cluster *c,
-                      const plan_prediction *ranked, int n, int top) {
+                      const plan_prediction *ranked, int n, int top, int *written) {
+    *written = n;
     if (!strcmp(format, "csv")) {
         write_csv(out, q, c, ranked, n);
         return STATUS_OK;
     }
     if (!strcmp(format, "json")) return write_json(out, q, c, ranked, n);
-    write_text(out, q, c, ranked, n, top);
+    *written = write_text(out, q, c, ranked, n, top);
     return STATUS_OK;
 }

@@ -94,6 +94,76 @@ static void test_allreduce_choice(void **state) {
     assert_int_equal(s.algo, PLAN_AR_HIER); /* 26 us beats the ring's 52 and the tree's 60 */
 }
 
+/* NCCL's own choice (plan_nccl.c, NCCL's tuning model) on a cluster file that says what NCCL
+ * runs on: LL for small messages, LL128 in between and Simple for large, on a ring inside a
+ * node; NVLS where the switches have NVLink SHARP; no LL128 over PCIe; the tree's LL across
+ * nodes for the smallest. Times by hand from NCCL's constants (microseconds, GB/s). */
+static plan_collective nccl_pick(const plan_cluster *c, int p, int nodes, double bytes) {
+    return plan_nccl_allreduce(c, p, nodes, p / nodes, bytes, &c->tier[PLAN_TIER_INTRA],
+                               &c->tier[PLAN_TIER_INTER]);
+}
+
+static void test_nccl_choice(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes(); /* 8 a node here: NVLink 450 GB/s, 50 GB/s NICs */
+    c.devices_per_node = 8;
+    c.tier[PLAN_TIER_INTRA] = tier(1e-6, 450e9, 1);
+    c.tier[PLAN_TIER_INTER] = tier(5e-6, 50e9, 1);
+    c.nccl = (plan_nccl){.given = 1, .arch = PLAN_GPU_HOPPER};
+    /* 8 KiB on one node: ring/LL, 6.6 + 14 hops x 0.6 us, at LL's Hopper ceiling of 141 GB/s
+     * bus (half the link would be 225), 8/14 of it algorithm bandwidth */
+    plan_collective r = nccl_pick(&c, 8, 1, 8192);
+    assert_int_equal(r.algo, PLAN_AR_RING);
+    assert_int_equal(r.proto, PLAN_PROTO_LL);
+    assert_close(r.seconds, 1e-6 * (6.6 + 14 * 0.6 + 8192 / (1000 * 141.0 * 8 / 14)));
+    /* 16 MiB: LL128, 14 + 14 x 1.9 us at 0.92 of the link */
+    r = nccl_pick(&c, 8, 1, 16777216);
+    assert_int_equal(r.algo, PLAN_AR_RING);
+    assert_int_equal(r.proto, PLAN_PROTO_LL128);
+    assert_close(r.seconds, 1e-6 * (14 + 14 * 1.9 + 16777216 / (1000 * 0.92 * 450 * 8 / 14)));
+    /* 1 GiB: Simple, 8.4 + 14 x 3.4 us at the whole link */
+    r = nccl_pick(&c, 8, 1, 1073741824);
+    assert_int_equal(r.algo, PLAN_AR_RING);
+    assert_int_equal(r.proto, PLAN_PROTO_SIMPLE);
+    assert_close(r.seconds, 1e-6 * (8.4 + 14 * 3.4 + 1073741824 / (1000 * 450.0 * 8 / 14)));
+    /* the same node with NVLink SHARP: NVLS for large messages, 25 us at the link (the switch's
+     * 2 x 0.85 of it is more), LL still for small ones */
+    c.nccl.nvls = 1;
+    r = nccl_pick(&c, 8, 1, 1073741824);
+    assert_int_equal(r.algo, PLAN_AR_NVLS);
+    assert_int_equal(r.proto, PLAN_PROTO_SIMPLE);
+    assert_close(r.seconds, 1e-6 * (25 + 1073741824 / (1000 * 450.0 * 8 / 14)));
+    assert_int_equal(nccl_pick(&c, 8, 1, 8192).proto, PLAN_PROTO_LL);
+    /* over PCIe: never LL128, and the PCIe hop latencies (ring/LL: 6.6 + 6 x 1.0 on 4 GPUs) */
+    c.nccl = (plan_nccl){.given = 1, .arch = PLAN_GPU_AMPERE, .intra_pci = 1};
+    for (double bytes = 64; bytes <= 1e9; bytes *= 2)
+        assert_int_not_equal(nccl_pick(&c, 4, 1, bytes).proto, PLAN_PROTO_LL128);
+    r = nccl_pick(&c, 4, 1, 64);
+    assert_int_equal(r.proto, PLAN_PROTO_LL);
+    assert_close(r.seconds, 1e-6 * (6.6 + 6 * 1.0 + 64 / (1000 * 87.7 * 4 / 6)));
+    /* 16 GPUs on 2 nodes (Ampere, AMD hosts): 64 B goes by the tree in LL, 6.8 + 2 x (7 x 0.6
+     * + 1 x 5.0) us; the tree's bus rate 0.92 of the 50 GB/s NIC, LL's 1/3.8 of that (under
+     * AMD's 2-node LL ceiling of 22.5), the algorithm bandwidth half the bus's, and NCCL's tree
+     * correction at 64 B 1.0 */
+    c.nccl = (plan_nccl){.given = 1, .arch = PLAN_GPU_AMPERE, .cpu_amd = 1};
+    r = nccl_pick(&c, 16, 2, 64);
+    assert_int_equal(r.algo, PLAN_AR_TREE);
+    assert_int_equal(r.proto, PLAN_PROTO_LL);
+    assert_close(r.seconds,
+                 1e-6 * (6.8 + 2 * (7 * 0.6 + 5.0) + 64 / (1000 * 50 * 0.92 / 3.8 * 0.5)));
+    /* 1 GiB across them: the ring in Simple, on the NIC's 50 GB/s */
+    r = nccl_pick(&c, 16, 2, 1073741824);
+    assert_int_equal(r.algo, PLAN_AR_RING);
+    assert_int_equal(r.proto, PLAN_PROTO_SIMPLE);
+    /* and plan_allreduce_best defers to it for a group on such a cluster */
+    plan_group spans = {.size = 16, .nodes = 2, .per_node = 8, .outer = PLAN_TIER_INTER};
+    plan_collective b = plan_allreduce_best(&c, &spans, 64, PLAN_COLL_NCCL, 0);
+    assert_int_equal(b.algo, PLAN_AR_TREE);
+    assert_int_equal(b.proto, PLAN_PROTO_LL);
+    char label[32];
+    assert_string_equal(plan_collective_label(b.algo, b.proto, label, sizeof label), "tree/LL");
+}
+
 /* MPI: the algorithm Open MPI 4.1's coll/tuned picks by group size and bytes, each recursive
  * step on the tier of the pairs it joins. */
 static void test_allreduce_mpi(void **state) {
@@ -511,6 +581,51 @@ static void test_predict_shared_node(void **state) {
     assert_close(shared.time_share, 1);
 }
 
+/* Weights in the last-level cache (docs/planner.md "Weights in the cache"): a phase reads its
+ * weights at llc_bw when the rank's weights, times the busy ranks sharing a CPU node's cache,
+ * fit in llc_bytes; everything else at memory bandwidth. */
+static void test_weights_in_cache(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes(); /* a GPU node: each device its own cache */
+    c.llc_bytes = 50.0 * 1048576, c.llc_bw = 4e12;
+    plan_ceilings k = {.flops = 100e12, .bw = 1e12, .share = 1};
+    int mb = 0;
+    /* 1e8 FLOPs (1 us), 8 MB of weights and 2 MB of activations; weights 40 MiB fit:
+     * 8e6 / 4e12 + 2e6 / 1e12 = 4 us, memory-bound */
+    assert_close(plan_phase_roofline(&c, &k, 1e8, 10e6, 8e6, 40.0 * 1048576, &mb), 4e-6);
+    assert_int_equal(mb, 1);
+    /* 60 MiB do not: all 10 MB at 1e12, 10 us */
+    assert_close(plan_phase_roofline(&c, &k, 1e8, 10e6, 8e6, 60.0 * 1048576, &mb), 10e-6);
+    /* no cache given: the same as weights that do not fit */
+    c.llc_bytes = 0;
+    assert_close(plan_phase_roofline(&c, &k, 1e8, 10e6, 8e6, 1.0, NULL), 10e-6);
+    /* a CPU node: its busy ranks share the cache, 20 MiB each; 2 fit in 50 MiB, 3 do not; a
+     * core shared by 2 busy ranks reads the cache at half its rate, as it streams at half */
+    c = cpu_node();
+    c.llc_bytes = 50.0 * 1048576, c.llc_bw = 40e9;
+    k = (plan_ceilings){.flops = 20e9, .bw = 6.4e9, .share = 2, .busy = 2};
+    assert_close(plan_phase_roofline(&c, &k, 1e6, 10e6, 8e6, 20.0 * 1048576, NULL),
+                 8e6 / 20e9 + 2e6 / 6.4e9);
+    k.busy = 3;
+    assert_close(plan_phase_roofline(&c, &k, 1e6, 10e6, 8e6, 20.0 * 1048576, NULL), 10e6 / 6.4e9);
+    /* a whole prediction: GPT-2 124M on one rank decodes faster when its 475 MiB fit, and
+     * exactly as without the term when the cache is smaller than they are */
+    c = two_nodes();
+    plan_model m = {.cfg = gpt2_124m(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 1, .prompt = 32, .new_tokens = 8};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_strategy s = {.dp = 1, .tp = 1, .pp = 1, .microbatches = 1};
+    plan_prediction none, small, fits;
+    plan_predict(&m, &w, &c, &r, &s, &none);
+    c.llc_bw = 4e12, c.llc_bytes = 400.0 * 1048576;
+    plan_predict(&m, &w, &c, &r, &s, &small);
+    c.llc_bytes = 512.0 * 1048576;
+    plan_predict(&m, &w, &c, &r, &s, &fits);
+    assert_close(small.tpot, none.tpot);
+    assert_true(fits.tpot < 0.5 * none.tpot);
+}
+
 /* Pipelines: more micro-batches shrink the prefill bubble; the parts always add up to E2E. */
 static void test_predict_parts_add_up(void **state) {
     (void)state;
@@ -563,6 +678,7 @@ int main(void) {
         cmocka_unit_test(test_p2p_and_allgather),
         cmocka_unit_test(test_bubble),
         cmocka_unit_test(test_allreduce_choice),
+        cmocka_unit_test(test_nccl_choice),
         cmocka_unit_test(test_allreduce_mpi),
         cmocka_unit_test(test_links_shared),
         cmocka_unit_test(test_groups),
@@ -573,6 +689,7 @@ int main(void) {
         cmocka_unit_test(test_stage_ceilings),
         cmocka_unit_test(test_rate_curve),
         cmocka_unit_test(test_predict_shared_node),
+        cmocka_unit_test(test_weights_in_cache),
         cmocka_unit_test(test_predict_parts_add_up),
         cmocka_unit_test(test_enumerate_count),
     };

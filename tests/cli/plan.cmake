@@ -8,7 +8,7 @@ set(PLAN_CLUSTERS ${PROJECT_SOURCE_DIR}/data/clusters)
 # Bad cluster files: exit 2 with file:line and what is allowed. Each pair: fixture, regex
 # (no ';' in a regex: it would split the CMake list; '.' stands for it).
 set(plan_bad_clusters
-  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, cores_per_node, node_gbs, device, network$"
+  unknown_key        "unknown_key\\.yaml:8: unknown key 'gpus' in the cluster file. allowed: name, nodes, devices_per_node, cores_per_node, node_gbs, device, network, nccl$"
   bad_unit           "bad_unit\\.yaml:6: network\\.intra\\.beta: '100 GB/h' has an unknown unit. allowed units: B/s, .*Gbit/s"
   efficiency         "efficiency\\.yaml:6: network\\.intra\\.efficiency = 1\\.5 must be a fraction of the link, in \\(0, 1.$"
   missing_inter      "missing_inter\\.yaml:5: network\\.inter is missing. it is required when nodes > 1"
@@ -26,6 +26,9 @@ set(plan_bad_clusters
   device_from_and_gflops "device_from_and_gflops\\.yaml:6: device\\.from gives gflops and gbs. give them or from, not both"
   tier_from_missing  "tier_from_missing\\.yaml:5: network\\.intra\\.from: .*missing-commbench\\.h5 does not exist"
   links_zero         "links_zero\\.yaml:8: network\\.inter\\.links_per_node: '0' must be a whole number from 1 to 10000000$"
+  llc_alone          "llc_alone\\.yaml:8: device\\.llc_mib needs device\\.llc_gbs too: the cache's size and the bandwidth a rank reads weights at from it go together$"
+  nccl_bad_arch      "nccl_bad_arch\\.yaml:8: nccl\\.arch: 'pascal' is not allowed. allowed: volta, ampere, hopper, blackwell$"
+  nccl_nvls_ampere   "nccl_nvls_ampere\\.yaml:9: nccl\\.nvls: true needs NVLink SHARP: NVSwitches with hopper or blackwell GPUs on nvlink \\(got ampere on nvlink\\)$"
   links_intra        "links_intra\\.yaml:6: unknown key 'links_per_node' in network\\.intra. allowed: alpha, beta, efficiency, from$")
 list(LENGTH plan_bad_clusters plan_n)
 math(EXPR plan_last "${plan_n} - 1")
@@ -66,6 +69,13 @@ plan_refuses(bad_objective "--objective fastest is not allowed"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --objective fastest)
 plan_refuses(bad_precision "--precision fp8 is not allowed. allowed: fp32, int8w, bf16, fp16"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --precision fp8)
+# An empty --calibrate, at the end, before another option or before a file that is not HDF5.
+plan_refuses(calibrate_empty "--calibrate needs at least one run file \\(RUN\\.h5, recorded with record\\.timings: layer\\)$"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate)
+plan_refuses(calibrate_empty_option "--calibrate needs at least one run file .*. got --top, an option$"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate --top 3)
+plan_refuses(calibrate_job_file "--calibrate needs at least one run file .*. got .*this-machine\\.yaml, which is not an HDF5 file$"
+             --preset gpt2-124m --calibrate ${PLAN_CLUSTERS}/this-machine.yaml --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
 # Calibration refuses what every run-file tool refuses (tools.cmake's fixtures).
 tools_test(tools_plan_calibrate_foreign 2 "^tripar plan: .*foreign\\.h5: not a tripar run file" 1
            plan --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate @W@/foreign.h5)

@@ -134,6 +134,55 @@ for r in doc["strategies"]:
 assert len(orders) == 7, orders
 text = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), fmt="text")
 assert "8 ranks on a node of 2 cores, time-shared by those busy at once" in text, text[:400]
+# a one-node cluster file gives no inter tiers, and the JSON lists none
+assert set(doc["network"]) == {"intra"}, doc["network"]
+
+# The text table gives one row to the orders of a strategy whose figures are the same (every
+# order is planned on a time-shared node): its ranks as "A-B", its order as "auto +N" with N
+# the other orders; the JSON's rows A..B are those, and rank B+1 differs
+args = ["--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
+        "--batch", "4", "--prompt", "64", "--new-tokens", "16", "--gpus", "4"]
+doc = plan(*args)
+text = plan(*args, fmt="text")
+body = [l.split() for l in text.splitlines() if l.split()[1:2] and l.split()[1].startswith("dp")]
+assert len(body) == 10, text
+FIGURES = ("ttft_s", "tpot_s", "e2e_s", "tokens_per_s", "rank_bytes")
+rows = doc["strategies"]
+expect = 1
+merged = 0
+for cols in body:
+    first, _, last = cols[0].partition("-")
+    first, last = int(first), int(last or first)
+    assert first == expect, (cols, expect)
+    extra = int(cols[5][1:]) if cols[5].startswith("+") else 0
+    assert last - first == extra, cols
+    merged += extra > 0
+    group = rows[first - 1:last]
+    key = lambda r: (r["dp"], r["tp"], r["pp"], r["microbatches"], r["overlap"]) + tuple(r[f] for f in FIGURES)
+    assert all(key(r) == key(group[0]) for r in group), group
+    assert cols[4] == group[0]["order"], (cols, group[0])
+    if last < len(rows):
+        assert key(rows[last]) != key(group[0]), (cols, rows[last])
+    expect = last + 1
+assert merged, text  # tp4 on 4 ranks: seven orders, the same figures
+assert '"+N": N more orders with the same figures' in text, text
+# -o says how many strategies its rows hold
+out = os.path.join(WORK, "merged.txt")
+r = subprocess.run([BIN, "plan", *args, "--format", "text", "-o", out], capture_output=True, text=True,
+                   timeout=120)
+assert r.returncode == 0 and r.stdout == f"tripar plan: wrote {out} (text, {expect - 1} of {len(rows)} strategies)\n", \
+    (r.stdout, expect)
+
+# A job file that names only a model (no input section) plans: the flags give the workload,
+# else a preset's (batch 1, prompt 128)
+model_only = os.path.join(WORK, "model_only.yaml")
+with open(model_only, "w") as f:
+    f.write("model:\n  synthetic: {preset: gpt2-124m}\n")
+doc = plan(model_only, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), "--gpus", "2",
+           "--batch", "2", "--prompt", "100")
+assert (doc["batch"], doc["prompt"]) == (2, 100) and doc["strategies"], doc["batch"]
+doc = plan(model_only, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), "--gpus", "1")
+assert (doc["batch"], doc["prompt"]) == (1, 128), (doc["batch"], doc["prompt"])
 
 # B: Llama 3 8B (GQA) on 16 A100s, ranked by throughput; CSV holds the same rows
 args = ["--preset", "llama3-8b", "--cluster", os.path.join(CLUSTERS, "a100-cluster.yaml"),
@@ -163,7 +212,7 @@ out = os.path.join(WORK, "plan.txt")
 plan("--preset", "llama3-8b", "--cluster", os.path.join(CLUSTERS, "a100-cluster.yaml"), "--gpus", "16",
      "--top", "5", "-o", out, fmt="text")
 lines = open(out).read().splitlines()
-body = [l for l in lines if l[:4].strip().isdigit()]
+body = [l for l in lines if l.split()[1:2] and l.split()[1].startswith("dp")]
 assert len(body) == 5, lines
 
 # A job file gives the model and the workload: jobs/demo.yaml's batch and prompt
@@ -227,6 +276,22 @@ if len(sys.argv) > 2:
     assert b.keys() == c.keys()
     assert all(b[k]["ttft_s"] != c[k]["ttft_s"] for k in b), "calibration changed nothing"
 
+    # the list of runs ends at the first file that is not HDF5: there the job file
+    r = subprocess.run([BIN, "plan", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), "--gpus", "1",
+                        "--calibrate", runs[0], runs[1], job, "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["model"] == job and doc["calibrated"], doc["model"]
+    # a run of another model calibrates, with one warning naming both shapes (layers3.h5 runs
+    # tools_tiny.yaml at 3 layers); runs of this model give none (above)
+    r = subprocess.run([BIN, "plan", job, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), "--gpus", "1",
+                        "--calibrate", runs[0], runs[2], "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"tripar plan: warning: {runs[2]} ran another model (gpt2: 3 layers, embd 16") and \
+        "than the one planned (gpt2: 2 layers, embd 16" in r.stderr, r.stderr
+
     # --validate: a row per run (its strategy label), then the error summary; no time asserted
     said = os.path.join(WORK, "validate.txt")
     r = subprocess.run([BIN, "plan", "--validate", *runs, "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"),
@@ -268,6 +333,24 @@ if len(sys.argv) > 2:
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "from-bare.yaml:3: device.from:" in r.stderr and \
         "records no ceilings" in r.stderr, r.stderr
+
+# device.llc_mib and llc_gbs: GPT-2 124M's 475 MiB of fp32 weights on one rank stay in a cache
+# of 512 MiB and decode faster; in one of 256 MiB they stream from memory, as with no cache
+def llc_plan(llc):
+    path = os.path.join(WORK, f"llc-{llc}.yaml")
+    with open(path, "w") as f:
+        f.write("nodes: 1\ndevices_per_node: 2\ndevice: {memory: 4 GiB, gflops: 100, gbs: 20" +
+                (f", llc_mib: {llc}, llc_gbs: 100" if llc else "") + "}\n"
+                "network:\n  intra: {alpha: 1 us, beta: 4 GB/s}\n")
+    doc = plan("--preset", "gpt2-124m", "--cluster", path, "--gpus", "1", "--prompt", "64", "--new-tokens", "8")
+    return doc
+
+
+none, small, big = llc_plan(0), llc_plan(256), llc_plan(512)
+assert none["device"]["llc_mib"] is None and none["device"]["llc_gbs"] is None, none["device"]
+assert big["device"]["llc_mib"] == 512 and big["device"]["llc_gbs"] == 100, big["device"]
+assert small["strategies"][0]["tpot_s"] == none["strategies"][0]["tpot_s"]
+assert big["strategies"][0]["tpot_s"] < 0.5 * none["strategies"][0]["tpot_s"], (big["strategies"][0], none["strategies"][0])
 
 # links_per_node: 1 on the inter tier: the TP groups that cross it together share each node's
 # link (dp=2 x tp=2 in order dp-tp-pp: two pairs across, one member of each a node), so their

@@ -72,6 +72,7 @@ cluster)
     # with the run and commbench readers its `from:` keys use (HDF5).
     defines='-DTRIPAR_VERSION="fuzz" -DH5_USE_110_API'
     sources="$(echo "$src"/src/analysis/plan_cluster.c "$src"/src/analysis/plan_collectives.c \
+        "$src"/src/analysis/plan_nccl.c \
         "$src"/src/io/runread.c "$src"/src/io/h5util.c \
         "$src"/src/metrics/timing.c "$src"/src/job/*.c "$src"/src/base/*.c)"
     libs="$(pkg-config --cflags --libs yaml-0.1 hdf5-openmpi 2>/dev/null || echo -lyaml -lhdf5) $mpi -lm"
