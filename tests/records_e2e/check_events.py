@@ -253,15 +253,20 @@ def check_sched(run):
                "times differ" % (r, len(got), len(steps)))
         if len(rows) == 0:
             continue
-        delay, span = rows["run_delay"], rows["t_end"] - rows["t_start"]
+        delay = rows["run_delay"]
         expect(bool(np.isfinite(delay).all() and (delay >= 0).all()),
                "rank %d: run_delay not finite and non-negative: %s" % (r, delay[:8]))
         expect(bool((rows["nivcsw"] >= 0).all() and (rows["nvcsw"] >= 0).all()),
                "rank %d: negative context switch counts" % r)
-        # a thread waits at most the whole sampled interval (a little wider than the step's)
-        bound = threads[r] * (span + 1e-3) if threads else np.inf
-        expect(bool((delay <= bound).all()), "rank %d: run_delay beyond %d threads x the step" % (
-            r, threads[r] if threads else 0))
+        # Linux adds a wait to run_delay when the thread is switched back in, so a step may hold
+        # the end of a wait that began before it: no per-step bound holds on a loaded machine.
+        # Over the run, every thread waits at most the run's span, plus what it carried in from
+        # before the first step (5 s: generous; a unit slip is a factor of 1e3 or more).
+        run_span = float(rows["t_end"].max() - rows["t_start"].min())
+        bound = threads[r] * (run_span + 5.0) if threads else np.inf
+        expect(bool(delay.sum() <= bound), "rank %d: run_delay %.3f s over the run, beyond %d "
+               "threads x its %.3f s (+5 s)" % (r, float(delay.sum()), threads[r] if threads else 0,
+                                                run_span))
     print("/sched: %s rows, as many as step events" % [len(x) for x in run.sched])
 
 
