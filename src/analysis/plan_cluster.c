@@ -4,6 +4,7 @@
  * tripar's own measurements: a run with bench.roofline, a commbench --tiers file. */
 #include <ctype.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,23 @@ static const char *const GPU_ARCHS[] = {"volta", "ampere", "hopper", "blackwell"
 static const char *const INTRA_LINKS[] = {"nvlink", "pci", NULL};
 static const char *const CPUS[] = {"intel", "amd", NULL};
 static const char *const BOOLS[] = {"false", "true", NULL};
-static const char *const DEVICE_KEYS[] = {"memory",  "gflops",  "gbs", "from",
-                                          "llc_mib", "llc_gbs", NULL};
+static const char *const DEVICE_KEYS[] = {"memory",  "gflops",  "gbs",        "from",
+                                          "llc_mib", "llc_gbs", "efficiency", NULL};
+static const char *const EFFICIENCY_KEYS[] = {"sms",
+                                              "gemm_tile",
+                                              "split_k_max",
+                                              "gemm_ceiling",
+                                              "fp32_fraction",
+                                              "attention_ceiling",
+                                              "attention_half_ctx",
+                                              "hbm_fraction",
+                                              "launch",
+                                              "graph_launch",
+                                              NULL};
+/* the output tiles cuBLAS and CUTLASS ship for bf16/fp16 tensor-core GEMMs on Ampere and
+ * Hopper (M x N) */
+static const char *const GEMM_TILES[] = {"64x64",   "64x128",  "128x64", "128x128",
+                                         "128x256", "256x128", NULL};
 static const char *const NETWORK_KEYS[] = {"intra", "inter", "inter2", NULL};
 static const char *const INTRA_KEYS[] = {"alpha", "beta", "efficiency", "from", NULL};
 static const char *const TIER_KEYS[] = {"alpha",          "beta", "efficiency",
@@ -349,6 +365,56 @@ static int choice_read(const jnode *m, const char *key, const char *what, const 
                       jnode_describe(v, buf, sizeof buf), list);
 }
 
+/* The real-valued keys of device.efficiency: a fraction in (0, 1], a positive count, or
+ * seconds with a unit. */
+typedef enum { EFF_FRACTION, EFF_POSITIVE, EFF_SECONDS } eff_kind;
+typedef struct {
+    const char *key;
+    eff_kind kind;
+    size_t offset; /* of the double in plan_gpu_efficiency */
+} eff_real;
+static const eff_real EFFICIENCY_REALS[] = {
+    {"gemm_ceiling", EFF_FRACTION, offsetof(plan_gpu_efficiency, gemm_ceiling)},
+    {"fp32_fraction", EFF_FRACTION, offsetof(plan_gpu_efficiency, fp32_fraction)},
+    {"attention_ceiling", EFF_FRACTION, offsetof(plan_gpu_efficiency, attn_ceiling)},
+    {"attention_half_ctx", EFF_POSITIVE, offsetof(plan_gpu_efficiency, attn_half_ctx)},
+    {"hbm_fraction", EFF_FRACTION, offsetof(plan_gpu_efficiency, hbm_fraction)},
+    {"launch", EFF_SECONDS, offsetof(plan_gpu_efficiency, launch)},
+    {"graph_launch", EFF_SECONDS, offsetof(plan_gpu_efficiency, graph_launch)},
+};
+
+/* device.efficiency: the GPU efficiency models' constants, each with its source in the file
+ * (docs/planner.md "GPU efficiency models"); its presence marks the device a GPU. Every key is
+ * required: a constant left to a default would hide where it came from. */
+static int efficiency_read(const jnode *device, plan_gpu_efficiency *e) {
+    const jnode *key = NULL, *m = jnode_get(device, "efficiency", &key);
+    if (!m) return STATUS_OK;
+    int rc = section_check(m, key, "device.efficiency", EFFICIENCY_KEYS);
+    if (rc) return rc;
+    if (!jnode_get(m, "gemm_tile", NULL))
+        return jnode_fail(key, "device.efficiency.gemm_tile is missing; it is required (64x64, "
+                               "64x128, 128x64, 128x128, 128x256, 256x128)");
+    int tile = 0;
+    rc = int_read(m, key, "sms", "device.efficiency.sms", &e->sms);
+    if (!rc) rc = choice_read(m, "gemm_tile", "device.efficiency.gemm_tile", GEMM_TILES, &tile);
+    if (!rc) rc = int_read(m, key, "split_k_max", "device.efficiency.split_k_max", &e->split_k_max);
+    char what[64];
+    for (size_t i = 0; !rc && i < sizeof EFFICIENCY_REALS / sizeof EFFICIENCY_REALS[0]; i++) {
+        const eff_real *r = &EFFICIENCY_REALS[i];
+        double *out = (double *)((char *)e + r->offset);
+        snprintf(what, sizeof what, "device.efficiency.%s", r->key);
+        rc = number_read(m, key, r->key, what, r->kind == EFF_SECONDS ? SECONDS_UNITS : NULL, 1,
+                         out);
+        if (!rc && r->kind == EFF_FRACTION && *out > 1)
+            rc = jnode_fail(jnode_get(m, r->key, NULL), "%s = %g must be a fraction, in (0, 1]",
+                            what, *out);
+    }
+    if (rc) return rc;
+    sscanf(GEMM_TILES[tile], "%dx%d", &e->tile_m, &e->tile_n);
+    e->given = 1;
+    return STATUS_OK;
+}
+
 /* nccl: what NCCL's tuning model needs beyond the tiers (docs/planner.md "NCCL's choice"). */
 static int nccl_read(const jnode *root, plan_nccl *n) {
     const jnode *key = NULL, *m = jnode_get(root, "nccl", &key);
@@ -423,6 +489,8 @@ static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     double llc_mib = 0, llc_read = 0;
     rc = number_read(device, dkey, "llc_mib", "device.llc_mib (MiB)", NULL, 0, &llc_mib);
     if (!rc) rc = number_read(device, dkey, "llc_gbs", "device.llc_gbs (GB/s)", NULL, 0, &llc_read);
+    if (rc) return rc;
+    rc = efficiency_read(device, &c->gpu);
     if (rc) return rc;
     c->llc_bytes = llc_mib * 1048576.0;
     c->llc_bw = llc_read * 1e9;

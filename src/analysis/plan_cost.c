@@ -12,6 +12,7 @@
 
 #include "base/check.h"
 #include "engine/engine.h"
+#include "analysis/plan_gpu.h"
 #include "analysis/plan_internal.h"
 
 enum { F32 = 4, I32 = 4 };
@@ -164,8 +165,12 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         const double intensity = pc.bytes > 0 ? pc.flops / pc.bytes : 0;
         /* a core the scheduler switches between replicas costs more than its share */
         const double mixed = k->mixed && k->share > 1 ? r->mixed_cost[period] : 1.0;
+        /* a GPU phase no calibration covers: the efficiency models, not the bare roofline */
+        const int gpu_model = c->gpu.given && r->curve[period][COMPUTE_PHASES[i]].n == 0;
         const double t =
-            roof * mixed / plan_rate_efficiency(r, period, COMPUTE_PHASES[i], intensity);
+            gpu_model
+                ? plan_gpu_phase_time(c, k, m, &step, COMPUTE_PHASES[i], &pc, &out->memory_bound[i])
+                : roof * mixed / plan_rate_efficiency(r, period, COMPUTE_PHASES[i], intensity);
         out->phase_time[i] = t;
         out->compute += t;
         const phase p = COMPUTE_PHASES[i];

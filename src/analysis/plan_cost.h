@@ -43,6 +43,24 @@ typedef struct {
                            network post overhead */
 } plan_nccl;
 
+/* How far a GPU's kernels fall short of its datasheet peaks when no calibration run says
+ * (the cluster file's `device.efficiency` section; docs/planner.md "GPU efficiency models";
+ * plan_gpu.h computes with it). A device without the section (a CPU) keeps the plain roofline. */
+typedef struct {
+    int given;            /* 0: no device.efficiency section: phases at the plain roofline */
+    int sms;              /* streaming multiprocessors: a wave is one tile (block) on each */
+    int tile_m, tile_n;   /* the output tile of a tensor-core GEMM (cuBLAS/CUTLASS-like) */
+    int split_k_max;      /* at most this many K splits when the tiles leave SMs idle */
+    double gemm_ceiling;  /* fraction of peak_flops one full wave of full tiles reaches */
+    double fp32_fraction; /* fp32 GEMMs' (fp32 or int8w weights: cuBLAS SGEMM) peak over the
+                             bf16 tensor-core peak that peak_flops gives */
+    double attn_ceiling;  /* prefill flash-attention's fraction of peak at long context */
+    double attn_half_ctx; /* the context (positions) at which it reaches half that */
+    double hbm_fraction;  /* memory-bound kernels' share of mem_bw */
+    double launch;        /* seconds per kernel launched from the host */
+    double graph_launch;  /* seconds per kernel of a replayed CUDA graph */
+} plan_gpu_efficiency;
+
 typedef struct {
     char name[64];
     int nodes, devices_per_node; /* devices_per_node: the ranks a node may hold */
@@ -57,6 +75,7 @@ typedef struct {
     plan_tier tier[PLAN_TIER_COUNT];
     int inter2_group_nodes; /* nodes per group joined by `inter`; 0 when there is no inter2 */
     plan_nccl nccl;
+    plan_gpu_efficiency gpu;
 } plan_cluster;
 
 /* Collective costs on one tier (seconds for bytes per rank, p ranks). */
@@ -159,8 +178,9 @@ typedef struct {
     kv_cache_kind kv_cache;
     int kv_block;
     plan_collectives collectives;
-    int chunks; /* parallel.chunks: with overlap, a row-parallel product and its all-reduce go
-                   in this many pieces (at most its rows); 0 is taken as 1 */
+    int chunks;      /* parallel.chunks: with overlap, a row-parallel product and its all-reduce go
+                        in this many pieces (at most its rows); 0 is taken as 1 */
+    int cuda_graphs; /* backend.cuda_graphs: decode steps replay a graph (launch overhead) */
 } plan_model;
 
 typedef struct {

@@ -31,6 +31,7 @@ int plan_model_from_job(const job *j, plan_model *m, plan_workload *w) {
     m->collectives =
         j->backend == BACKEND_CPU || j->comm == COMM_MPI ? PLAN_COLL_MPI : PLAN_COLL_NCCL;
     m->chunks = j->chunks;
+    m->cuda_graphs = j->cuda_graphs;
     w->batch = j->batch > 0 ? j->batch : 1;
     w->prompt = j->prompt_len > 0 ? j->prompt_len : 128;
     w->new_tokens = j->new_tokens;

@@ -41,9 +41,15 @@ static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
             q->w.new_tokens, plan_objective_name(q->objective));
     if (q->ttft_slo > 0) fprintf(out, ", TTFT <= %g s", q->ttft_slo);
     if (q->tpot_slo > 0) fprintf(out, ", TPOT <= %g s", q->tpot_slo);
+    /* a GPU cluster's efficiency models price what no calibration run measured */
     fprintf(out, "\nrates: %s",
-            q->n_calibrations ? "calibrated from the measured runs"
-                              : "the cluster's ceilings (a roofline; no --calibrate)");
+            q->n_calibrations && c->gpu.given
+                ? "calibrated from the measured runs; the GPU efficiency models for the phases "
+                  "they do not cover"
+            : q->n_calibrations ? "calibrated from the measured runs"
+            : c->gpu.given      ? "the cluster's ceilings and its GPU efficiency models "
+                                  "(device.efficiency; no --calibrate)"
+                                : "the cluster's ceilings (a roofline; no --calibrate)");
     if (n > 0 && plan_node_time_shared(c, p[0].s.dp * p[0].s.tp * p[0].s.pp))
         fprintf(out, "; %d ranks on a node of %d cores, time-shared by those busy at once",
                 p[0].node_ranks, c->cores_per_node);
