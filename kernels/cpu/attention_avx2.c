@@ -186,9 +186,7 @@ static void kv_rows_load_avx2(float *dst, const void *src, int n, int hd, dtype 
     for (int j = 0; j < n; j++) {
         const char *row = (const char *)src + j * rb;
         float *out = dst + (long)j * hd;
-        float s = 0.0f;
-        if (type == DTYPE_INT8) memcpy(&s, row + rb - sizeof s, sizeof s);
-        const __m256 scale = _mm256_set1_ps(s);
+        const __m256 scale = _mm256_set1_ps(kv_row_scale(row, hd, type));
         int d = 0;
         for (; d + 8 <= hd; d += 8) {
             __m256 x;

@@ -194,9 +194,7 @@ static void kv_rows_load_avx512(float *dst, const void *src, int n, int hd, dtyp
     for (int j = 0; j < n; j++) {
         const char *row = (const char *)src + j * rb;
         float *out = dst + (long)j * hd;
-        float s = 0.0f;
-        if (type == DTYPE_INT8) memcpy(&s, row + rb - sizeof s, sizeof s);
-        const __m512 scale = _mm512_set1_ps(s);
+        const __m512 scale = _mm512_set1_ps(kv_row_scale(row, hd, type));
         for (int d = 0; d < hd; d += 16) {
             const __mmask16 m = tail_mask(hd - d);
             __m512 x;

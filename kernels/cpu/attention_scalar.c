@@ -83,10 +83,16 @@ void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, c
     }
 }
 
+float kv_row_scale(const char *row, int hd, dtype type) {
+    float scale = 0.0f;
+    if (type == DTYPE_INT8) memcpy(&scale, row + kv_row_bytes(type, hd) - sizeof scale, sizeof scale);
+    return scale;
+}
+
 float kv_elem_scalar(const char *row, int d, int hd, dtype type) {
     uint16_t h;
     uint32_t bits;
-    float x, scale;
+    float x;
     switch (type) {
     case DTYPE_BF16:
         memcpy(&h, row + 2 * d, sizeof h);
@@ -97,9 +103,7 @@ float kv_elem_scalar(const char *row, int d, int hd, dtype type) {
         memcpy(&h, row + 2 * d, sizeof h);
         convert_f16_to_f32(&x, &h, 1);
         return x;
-    case DTYPE_INT8:
-        memcpy(&scale, row + kv_row_bytes(type, hd) - sizeof scale, sizeof scale);
-        return (float)(int8_t)row[d] * scale;
+    case DTYPE_INT8: return (float)(int8_t)row[d] * kv_row_scale(row, hd, type);
     case DTYPE_F32: break;
     }
     memcpy(&x, row + 4 * d, sizeof x);
