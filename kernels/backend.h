@@ -38,12 +38,19 @@ typedef struct {
  * attention: the cache stores kv_heads heads, and query head h (of heads) reads kv head
  * h / (heads / kv_heads); kv_heads == heads is plain multi-head attention (GPT-2), and
  * kv_heads must divide heads.
- * contiguous: k, v are (batch, kv_heads, max_ctx, head_dim).
- * paged:      k, v are pools (num_blocks, kv_heads, block_size, head_dim) and block_table is
- *             (batch, max_ctx / block_size) block ids, so a sequence's keys are scattered. */
+ * contiguous: k, v are (batch, kv_heads, max_ctx) rows.
+ * paged:      k, v are pools (num_blocks, kv_heads, block_size) rows and block_table is
+ *             (batch, max_ctx / block_size) block ids, so a sequence's keys are scattered.
+ * A row is one (position, kv head)'s head_dim values in `type`, kv_row_bytes(type, head_dim)
+ * bytes: DTYPE_F32, DTYPE_BF16 and DTYPE_F16 hold the values alone; DTYPE_INT8 holds
+ * head_dim int8 values q, padded to a multiple of 4 bytes, then one fp32 scale s, and the value
+ * is q * s (s = max |x| / 127 over the row, q = round(x / s): kernels/quant.h's per-row rule).
+ * The scale is per (position, kv head) because a row is written once, when its token arrives:
+ * a per-block scale would have to be fixed before the block's later rows exist, or rewrite
+ * rows already attended to, and a contiguous and a paged cache would then differ. */
 typedef struct {
-    float *k;
-    float *v;
+    void *k;
+    void *v;
     const int32_t *block_table; // NULL when contiguous
     int block_size;             // positions per block (paged only)
     int blocks_per_seq;         // columns of block_table (paged only)
@@ -51,7 +58,11 @@ typedef struct {
     int heads;    // query heads served
     int kv_heads; // heads stored: a divisor of heads
     int head_dim;
+    dtype type;   // of the cached values: DTYPE_F32 (zero), DTYPE_BF16, DTYPE_F16, DTYPE_INT8
 } kv_view;
+
+/* Bytes of one cache row (one position of one kv head) of head_dim values in type. */
+size_t kv_row_bytes(dtype type, int head_dim);
 
 typedef struct backend_ops {
     const char *name;

@@ -1,4 +1,4 @@
-/* Element sizes and names of the weight dtypes of backend.h. */
+/* Element sizes and names of the weight dtypes of backend.h, and the KV cache's row size. */
 #include "kernels/backend.h"
 
 size_t dtype_size(dtype type) {
@@ -19,4 +19,10 @@ const char *dtype_name(dtype type) {
     case DTYPE_F16: return "f16";
     }
     return "unknown";
+}
+
+size_t kv_row_bytes(dtype type, int head_dim) {
+    const size_t hd = (size_t)head_dim;
+    // int8: the values padded to 4 bytes, so each row's fp32 scale is aligned
+    return type == DTYPE_INT8 ? (hd + 3) / 4 * 4 + sizeof(float) : hd * dtype_size(type);
 }

@@ -10,13 +10,17 @@
  *     triangle;
  *   decode (n_new == 1): items (sequence, head), or (sequence, head, span of the context) when
  *     there are few heads for a long context; the spans' partial softmaxes are merged after.
- * Each item's result depends only on the item, never on the thread count or the schedule. */
+ * Each item's result depends only on the item, never on the thread count or the schedule.
+ * A cache in bf16, f16 or int8 (kv_view.type) is read in its type and widened to fp32 a block
+ * of keys at a time, in L1 (the level's kv_rows_load), so the memory traffic is the cache's own
+ * bytes and the kernels after it are the fp32 ones; new rows are narrowed as they are written. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/quant.h"
 #include "base/check.h"
 
 // Query rows per block in prefill: large enough for efficient sgemm, small enough that the
@@ -31,13 +35,15 @@
 #define ATTN_SPLIT_ITEMS 8
 #define ATTN_MAX_SPLITS 8
 
-/* Address of (seq, kv head g, position) in a cache tensor (k or v) of the view. */
-static float *kv_at(const kv_view *c, float *base, int seq, int g, int p) {
+/* Address of the row (seq, kv head g, position) in a cache tensor (k or v) of the view. */
+static char *kv_at(const kv_view *c, void *base, int seq, int g, int p) {
+    const size_t rb = kv_row_bytes(c->type, c->head_dim);
     if (!c->block_table)
-        return base + (((long)seq * c->kv_heads + g) * c->max_ctx + p) * c->head_dim;
+        return (char *)base + (((size_t)seq * c->kv_heads + g) * c->max_ctx + p) * rb;
     int blk = c->block_table[(long)seq * c->blocks_per_seq + p / c->block_size];
     CHECK(blk >= 0, "attention: sequence %d has no block for position %d", seq, p);
-    return base + (((long)blk * c->kv_heads + g) * c->block_size + p % c->block_size) * c->head_dim;
+    return (char *)base +
+           (((size_t)blk * c->kv_heads + g) * c->block_size + p % c->block_size) * rb;
 }
 
 /* Positions p.. stored contiguously: up to the end of p's block, and not past T. */
@@ -47,23 +53,46 @@ static int kv_run(const kv_view *c, int p, int T) {
     return n < T - p ? n : T - p;
 }
 
-/* Copies positions p0..p1-1 of (seq, kv head g) from a cache tensor into dst (p1 - p0, hd). */
-static void kv_gather(float *dst, const kv_view *c, float *base, int seq, int g, int p0, int p1) {
+/* Copies positions p0..p1-1 of (seq, kv head g) from a cache tensor into dst (p1 - p0, hd) in
+ * fp32, widening a narrower cache with the level's kv_rows_load. */
+static void kv_gather(float *dst, const kv_view *c, const cpu_attention_kernels *kern, void *base,
+                      int seq, int g, int p0, int p1) {
     for (int p = p0; p < p1;) {
         int n = kv_run(c, p, p1);
-        memcpy(dst + (long)(p - p0) * c->head_dim, kv_at(c, base, seq, g, p),
-               sizeof(float) * (size_t)n * (size_t)c->head_dim);
+        float *to = dst + (long)(p - p0) * c->head_dim;
+        if (c->type == DTYPE_F32)
+            memcpy(to, kv_at(c, base, seq, g, p), sizeof(float) * (size_t)n * (size_t)c->head_dim);
+        else
+            kern->kv_rows_load(to, kv_at(c, base, seq, g, p), n, c->head_dim, c->type);
         p += n;
     }
 }
 
-/* Positions p0..p1-1 of (seq, kv head g) as one (p1 - p0, hd) array: in place when they are
- * stored contiguously, else gathered into buf. */
-static const float *kv_span(const kv_view *c, float *base, int seq, int g, int p0, int p1,
-                            float *buf) {
-    if (kv_run(c, p0, p1) >= p1 - p0) return kv_at(c, base, seq, g, p0);
-    kv_gather(buf, c, base, seq, g, p0, p1);
+/* Positions p0..p1-1 of (seq, kv head g) as one fp32 (p1 - p0, hd) array: in place when an
+ * fp32 cache stores them contiguously, else gathered (and widened) into buf. */
+static const float *kv_span(const kv_view *c, const cpu_attention_kernels *kern, void *base,
+                            int seq, int g, int p0, int p1, float *buf) {
+    if (c->type == DTYPE_F32 && kv_run(c, p0, p1) >= p1 - p0)
+        return (const float *)kv_at(c, base, seq, g, p0);
+    kv_gather(buf, c, kern, base, seq, g, p0, p1);
     return buf;
+}
+
+/* Writes the fp32 row x (hd) into the cache row dst in the cache's type: bf16 and f16 rounded
+ * to nearest even, int8 by kernels/quant.h's per-row rule with its scale after the values.
+ * One scalar path for every level: only n_new rows per step are written. */
+static void kv_row_store(void *dst, const float *x, int hd, dtype type) {
+    switch (type) {
+    case DTYPE_F32: memcpy(dst, x, sizeof(float) * (size_t)hd); break;
+    case DTYPE_BF16: convert_f32_to_bf16(dst, x, hd); break;
+    case DTYPE_F16: convert_f32_to_f16(dst, x, hd); break;
+    case DTYPE_INT8: {
+        float scale;
+        quant_rows_int8(dst, &scale, x, 1, hd, NULL);
+        memcpy((char *)dst + kv_row_bytes(type, hd) - sizeof scale, &scale, sizeof scale);
+        break;
+    }
+    }
 }
 
 static float max_of(const float *x, int n) {
@@ -147,8 +176,8 @@ static void attn_tiled_item(const attn_call *a, int b, int g, int r0, int rows, 
     for (int k0 = 0; k0 < keys; k0 += ATTN_KEY_BLOCK) {
         const int kn = keys - k0 < ATTN_KEY_BLOCK ? keys - k0 : ATTN_KEY_BLOCK;
         // One read of the block serves every query head of the kv head.
-        const float *kb = kv_span(a->c, a->c->k, seq, g, k0, k0 + kn, kbuf);
-        const float *vb = kv_span(a->c, a->c->v, seq, g, k0, k0 + kn, vbuf);
+        const float *kb = kv_span(a->c, a->kern, a->c->k, seq, g, k0, k0 + kn, kbuf);
+        const float *vb = kv_span(a->c, a->kern, a->c->v, seq, g, k0, k0 + kn, vbuf);
         for (int j = 0; j < group; j++) {
             const int h = g * group + j;
             float *o = a->out + ((long)b * a->n_new + r0) * a->C + (long)h * hd; // ld C
@@ -196,10 +225,11 @@ static void attn_tiled_item(const attn_call *a, int b, int g, int r0, int rows, 
     }
 }
 
-/* Floats of one thread's scratch for the two-sgemm prefill. */
-static size_t twogemm_floats(const attn_call *a, int paged) {
+/* Floats of one thread's scratch for the two-sgemm prefill: keys and values are gathered when
+ * paged or not fp32. */
+static size_t twogemm_floats(const attn_call *a, int gathered) {
     return (size_t)ATTN_ROW_BLOCK * a->T + (size_t)a->n_new * a->hd +
-           (paged ? 2 * (size_t)a->T * a->hd : 0);
+           (gathered ? 2 * (size_t)a->T * a->hd : 0);
 }
 
 /* Two-sgemm prefill item: every new row of head h, batch row b. */
@@ -208,8 +238,8 @@ static void attn_twogemm_item(const attn_call *a, int b, int h, float *scratch) 
     float *scores = scratch;                                                   // (QB, T)
     float *qrot = scores + (size_t)ATTN_ROW_BLOCK * T;                         // (n_new, hd)
     float *kbuf = qrot + (size_t)a->n_new * hd, *vbuf = kbuf + (size_t)T * hd; // (T, hd) each
-    const float *k = kv_span(a->c, a->c->k, seq, g, 0, T, kbuf);
-    const float *v = kv_span(a->c, a->c->v, seq, g, 0, T, vbuf);
+    const float *k = kv_span(a->c, a->kern, a->c->k, seq, g, 0, T, kbuf);
+    const float *v = kv_span(a->c, a->kern, a->c->v, seq, g, 0, T, vbuf);
     long ldq;
     const float *q = attn_queries(a, b, h, 0, a->n_new, qrot, &ldq);
     float *o = a->out + (long)b * a->n_new * a->C + (long)h * hd; // (n_new, hd), ld C
@@ -234,16 +264,20 @@ static void attn_twogemm_item(const attn_call *a, int b, int h, float *scratch) 
 }
 
 /* Decode item: the one new row of head h, batch row b, over positions p0..p1-1. With part
- * NULL writes the normalised output; else the partial (max, sum, unnormalised output (hd)). */
+ * NULL writes the normalised output; else the partial (max, sum, unnormalised output (hd)).
+ * A cache that is not fp32 is widened ATTN_KEY_BLOCK positions at a time into kbuf. */
 static void attn_decode_item(const attn_call *a, int b, int h, int p0, int p1, float *scratch,
                              float *part) {
     const int hd = a->hd, g = h / a->group, seq = a->seq0 + b;
+    const int wide = a->c->type != DTYPE_F32;
     float *qrot = scratch, *scores = scratch + hd; // (hd), (p1 - p0)
+    float *kbuf = scores + a->c->max_ctx;          // (ATTN_KEY_BLOCK, hd) when not fp32
     long ldq;
     const float *q = attn_queries(a, b, h, 0, 1, qrot, &ldq);
     for (int p = p0; p < p1;) {
-        const int n = kv_run(a->c, p, p1);
-        a->kern->dot_keys(scores + (p - p0), q, kv_at(a->c, a->c->k, seq, g, p), n, hd, a->scale);
+        const int n = wide ? (p1 - p < ATTN_KEY_BLOCK ? p1 - p : ATTN_KEY_BLOCK) : kv_run(a->c, p, p1);
+        const float *k = kv_span(a->c, a->kern, a->c->k, seq, g, p, p + n, kbuf);
+        a->kern->dot_keys(scores + (p - p0), q, k, n, hd, a->scale);
         p += n;
     }
     const float m = max_of(scores, p1 - p0);
@@ -251,8 +285,9 @@ static void attn_decode_item(const attn_call *a, int b, int h, int p0, int p1, f
     float *o = part ? part + 2 : a->out + (long)b * a->C + (long)h * hd;
     memset(o, 0, sizeof(float) * (size_t)hd);
     for (int p = p0; p < p1;) {
-        const int n = kv_run(a->c, p, p1);
-        a->kern->weigh_values(o, scores + (p - p0), kv_at(a->c, a->c->v, seq, g, p), n, hd);
+        const int n = wide ? (p1 - p < ATTN_KEY_BLOCK ? p1 - p : ATTN_KEY_BLOCK) : kv_run(a->c, p, p1);
+        const float *v = kv_span(a->c, a->kern, a->c->v, seq, g, p, p + n, kbuf);
+        a->kern->weigh_values(o, scores + (p - p0), v, n, hd);
         p += n;
     }
     if (part) {
@@ -287,6 +322,9 @@ void cpu_attention(void *vctx, float *out, const float *qkv, kv_view cache,
     CHECK(!rope || hd % 2 == 0, "attention: rotary embeddings need an even head_dim, not %d", hd);
     CHECK(T <= cache.max_ctx, "attention: position %d beyond the cache (max_ctx %d)", T - 1,
           cache.max_ctx);
+    CHECK(cache.type == DTYPE_F32 || cache.type == DTYPE_BF16 || cache.type == DTYPE_F16 ||
+              cache.type == DTYPE_INT8,
+          "attention: cache dtype %d is not one of f32, bf16, f16, int8", (int)cache.type);
     CHECK(!paged || (cache.block_size > 0 &&
                      (long)cache.block_size * cache.blocks_per_seq >= cache.max_ctx),
           "attention: paged cache with block_size %d x %d blocks < max_ctx %d", cache.block_size,
@@ -314,10 +352,12 @@ void cpu_attention(void *vctx, float *out, const float *qkv, kv_view cache,
 
     // Scratch: RoPE cos/sin of the new rows, then one region per thread, then the decode
     // spans' partials. A region always has room for a decode step at max_ctx (its query and
-    // scores), so once a prefill has sized the scratch no decode step grows it.
-    size_t region = (size_t)hd + (size_t)cache.max_ctx;
+    // scores, and a block of widened keys for a narrow cache), so once a prefill has sized
+    // the scratch no decode step grows it.
+    const int wide = cache.type != DTYPE_F32;
+    size_t region = (size_t)hd + (size_t)cache.max_ctx + (wide ? (size_t)ATTN_KEY_BLOCK * hd : 0);
     if (n_new > 1) {
-        size_t need = tiled ? tiled_floats(group, hd) : twogemm_floats(&a, paged);
+        size_t need = tiled ? tiled_floats(group, hd) : twogemm_floats(&a, paged || wide);
         region = need > region ? need : region;
     }
     region = (region + 15) / 16 * 16; // a cache line apart
@@ -343,13 +383,16 @@ void cpu_attention(void *vctx, float *out, const float *qkv, kv_view cache,
             for (int i = 0; i < n_new; i++) {
                 const float *row = qkv + ((long)b * n_new + i) * ld_qkv;
                 for (int g = 0; g < KV; g++) {
-                    float *kdst = kv_at(&cache, cache.k, seq0 + b, g, pos0 + i);
-                    if (rope)
-                        cpu_rope_rotate(kdst, row + C + (long)g * hd, cs + (long)i * hd, hd);
-                    else
-                        memcpy(kdst, row + C + (long)g * hd, sizeof(float) * (size_t)hd);
-                    memcpy(kv_at(&cache, cache.v, seq0 + b, g, pos0 + i),
-                           row + C + KC + (long)g * hd, sizeof(float) * (size_t)hd);
+                    char *kdst = kv_at(&cache, cache.k, seq0 + b, g, pos0 + i);
+                    const float *key = row + C + (long)g * hd;
+                    if (rope) { // rotated in fp32 (in place for an fp32 cache), then stored
+                        float *rot = wide ? mine : (float *)kdst;
+                        cpu_rope_rotate(rot, key, cs + (long)i * hd, hd);
+                        key = rot;
+                    }
+                    if (key != (const float *)kdst) kv_row_store(kdst, key, hd, cache.type);
+                    kv_row_store(kv_at(&cache, cache.v, seq0 + b, g, pos0 + i),
+                                 row + C + KC + (long)g * hd, hd, cache.type);
                 }
             }
         if (tiled) {

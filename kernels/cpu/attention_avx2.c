@@ -3,6 +3,7 @@
  * outputs held in registers across the keys; the tile kernel. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/attention_kernels.h"
@@ -177,9 +178,38 @@ static void tile_step_avx2(float *o, long ldo, float *m, float *l, const float *
     }
 }
 
+/* Eight values of a cache row at a time: bf16 shifted into the high half, f16 by F16C,
+ * int8 sign-extended and converted (exactly) then multiplied by the row's scale; the last
+ * hd % 8 by the scalar twin's element rule. */
+static void kv_rows_load_avx2(float *dst, const void *src, int n, int hd, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
+    for (int j = 0; j < n; j++) {
+        const char *row = (const char *)src + j * rb;
+        float *out = dst + (long)j * hd;
+        const __m256 scale = _mm256_set1_ps(kv_row_scale(row, hd, type));
+        int d = 0;
+        for (; d + 8 <= hd; d += 8) {
+            __m256 x;
+            if (type == DTYPE_BF16) {
+                const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * d)));
+                x = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+            } else if (type == DTYPE_F16) {
+                x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * d)));
+            } else {
+                const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + d)));
+                x = _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale);
+            }
+            _mm256_storeu_ps(out + d, x);
+        }
+        for (; d < hd; d++)
+            out[d] = kv_elem_scalar(row, d, hd, type);
+    }
+}
+
 const cpu_attention_kernels cpu_attention_avx2 = {
     .exp_shift_sum = exp_shift_sum_avx2,
     .dot_keys = dot_keys_avx2,
     .weigh_values = weigh_values_avx2,
     .tile_step = tile_step_avx2,
+    .kv_rows_load = kv_rows_load_avx2,
 };

@@ -3,6 +3,7 @@
  * reduced together. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/attention_kernels.h"
@@ -187,9 +188,34 @@ void tile_step_avx512(float *o, long ldo, float *m, float *l, const float *qt, c
     }
 }
 
+/* The AVX2 level's widening sixteen values at a time, the tail masked. */
+static void kv_rows_load_avx512(float *dst, const void *src, int n, int hd, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
+    for (int j = 0; j < n; j++) {
+        const char *row = (const char *)src + j * rb;
+        float *out = dst + (long)j * hd;
+        const __m512 scale = _mm512_set1_ps(kv_row_scale(row, hd, type));
+        for (int d = 0; d < hd; d += 16) {
+            const __mmask16 m = tail_mask(hd - d);
+            __m512 x;
+            if (type == DTYPE_BF16) {
+                const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + 2 * d));
+                x = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+            } else if (type == DTYPE_F16) {
+                x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * d));
+            } else {
+                const __m512i q = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, row + d));
+                x = _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale);
+            }
+            _mm512_mask_storeu_ps(out + d, m, x);
+        }
+    }
+}
+
 const cpu_attention_kernels cpu_attention_avx512 = {
     .exp_shift_sum = exp_shift_sum_avx512,
     .dot_keys = dot_keys_avx512,
     .weigh_values = weigh_values_avx512,
     .tile_step = tile_step_avx512,
+    .kv_rows_load = kv_rows_load_avx512,
 };

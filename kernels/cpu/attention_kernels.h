@@ -5,6 +5,7 @@
  * in the logits): one exp polynomial, every sum in the order stated, a fused multiply-add for
  * each product that is summed. */
 #pragma once
+#include "kernels/backend.h"
 
 typedef struct cpu_attention_kernels {
     /* y[i] = exp(x[i] - shift) for i < n, and returns the sum of the y in index order (a
@@ -28,6 +29,11 @@ typedef struct cpu_attention_kernels {
      * fma(l, alpha, sum), o becomes alpha o then its fused weighted values in key order. */
     void (*tile_step)(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
                       const float *v, int rows, int kn, int hd, int first, int k0, float *st);
+    /* dst (n, hd) = the n cache rows at src, kv_row_bytes(type, hd) bytes apart, in fp32 (the
+     * kv_view layout of kernels/backend.h): bf16 and f16 widened exactly, int8 as q * s, one
+     * product. No sums, so every level gives the same bits. type is not DTYPE_F32 (that cache
+     * is read in place). */
+    void (*kv_rows_load)(float *dst, const void *src, int n, int hd, dtype type);
 } cpu_attention_kernels;
 
 /* Rows and keys of one tile_step. */

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/attention_kernels.h"
+#include "kernels/quant.h"
 
 float exp_poly_scalar(float x) {
     if (!(x >= -87.3f)) return 0.0f; // the true result is a denormal or 0 (-inf: a masked score)
@@ -82,9 +83,44 @@ void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, c
     }
 }
 
+float kv_row_scale(const char *row, int hd, dtype type) {
+    float scale = 0.0f;
+    if (type == DTYPE_INT8) memcpy(&scale, row + kv_row_bytes(type, hd) - sizeof scale, sizeof scale);
+    return scale;
+}
+
+float kv_elem_scalar(const char *row, int d, int hd, dtype type) {
+    uint16_t h;
+    uint32_t bits;
+    float x;
+    switch (type) {
+    case DTYPE_BF16:
+        memcpy(&h, row + 2 * d, sizeof h);
+        bits = (uint32_t)h << 16;
+        memcpy(&x, &bits, sizeof x);
+        return x;
+    case DTYPE_F16:
+        memcpy(&h, row + 2 * d, sizeof h);
+        convert_f16_to_f32(&x, &h, 1);
+        return x;
+    case DTYPE_INT8: return (float)(int8_t)row[d] * kv_row_scale(row, hd, type);
+    case DTYPE_F32: break;
+    }
+    memcpy(&x, row + 4 * d, sizeof x);
+    return x;
+}
+
+void kv_rows_load_scalar(float *dst, const void *src, int n, int hd, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < hd; d++)
+            dst[(long)j * hd + d] = kv_elem_scalar((const char *)src + j * rb, d, hd, type);
+}
+
 const cpu_attention_kernels cpu_attention_scalar = {
     .exp_shift_sum = exp_shift_sum_scalar,
     .dot_keys = dot_keys_scalar,
     .weigh_values = weigh_values_scalar,
     .tile_step = tile_step_scalar,
+    .kv_rows_load = kv_rows_load_scalar,
 };

@@ -5,16 +5,60 @@
  * over several blocks (flash-decoding), each taking the kv head's query heads in turn so the
  * span of keys comes from HBM once; each writes a partial softmax to a workspace and a small
  * kernel combines them, so a batch of one still fills the device. Query head h reads kv head
- * h / (heads / kv_heads). */
+ * h / (heads / kv_heads). The cache is read in its own type (kv_view.type: fp32, bf16, f16, or
+ * int8 with a scale per row) and each element widened to fp32 as it is loaded; the append
+ * kernels narrow the new rows with the CPU's rounding (to nearest even; int8 by the per-row
+ * rule of kernels/quant.h), so both backends store the same cache. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "kernels/cuda/cuda_common.cuh"
 
-/* Element offset of (seq, kv head g, pos, 0) in the cache's k or v array. */
+/* The cache row's size in bytes (kv_row_bytes of kernels/dtype.c, which device code cannot
+ * call). */
+__host__ __device__ __forceinline__ long kv_row_size(const kv_view &c) {
+    const long hd = c.head_dim;
+    switch (c.type) {
+    case DTYPE_BF16:
+    case DTYPE_F16: return 2 * hd;
+    case DTYPE_INT8: return (hd + 3) / 4 * 4 + (long)sizeof(float);
+    default: return 4 * hd;
+    }
+}
+
+/* Byte offset of the row (seq, kv head g, pos) in the cache's k or v array. */
 __device__ __forceinline__ long kv_offset(const kv_view &c, int seq, int g, int pos) {
+    long row;
     if (c.block_table) {
         int blk = c.block_table[(long)seq * c.blocks_per_seq + pos / c.block_size];
-        return (((long)blk * c.kv_heads + g) * c.block_size + pos % c.block_size) * c.head_dim;
+        row = ((long)blk * c.kv_heads + g) * c.block_size + pos % c.block_size;
+    } else {
+        row = ((long)seq * c.kv_heads + g) * c.max_ctx + pos;
     }
-    return (((long)seq * c.kv_heads + g) * c.max_ctx + pos) * c.head_dim;
+    return row * kv_row_size(c);
+}
+
+/* Element d of the cache row at byte offset off of base (k or v), in fp32. */
+__device__ __forceinline__ float kv_load(const kv_view &c, const void *base, long off, int d) {
+    const char *row = (const char *)base + off;
+    switch (c.type) {
+    case DTYPE_BF16: return __bfloat162float(((const __nv_bfloat16 *)row)[d]);
+    case DTYPE_F16: return __half2float(((const __half *)row)[d]);
+    case DTYPE_INT8:
+        return (float)((const int8_t *)row)[d] *
+               *(const float *)(row + kv_row_size(c) - (long)sizeof(float));
+    default: return ((const float *)row)[d];
+    }
+}
+
+/* Element d of a 16-bit or fp32 cache row: x narrowed to nearest even. */
+__device__ __forceinline__ void kv_store(const kv_view &c, void *base, long off, int d, float x) {
+    char *row = (char *)base + off;
+    switch (c.type) {
+    case DTYPE_BF16: ((__nv_bfloat16 *)row)[d] = __float2bfloat16_rn(x); break;
+    case DTYPE_F16: ((__half *)row)[d] = __float2half_rn(x); break;
+    default: ((float *)row)[d] = x; break;
+    }
 }
 
 /* Element d of the head vector x (hd) turned to position pos, Hugging Face "rotate half":
@@ -41,10 +85,45 @@ __global__ void kv_append_kernel(kv_view cache, const float *qkv, const float *r
     long row = i / KC; // b * n_new + t
     int b = (int)(row / n_new), t = (int)(row % n_new);
     int g = c / hd, d = c % hd;
-    long off = kv_offset(cache, seq0 + b, g, pos0 + t) + d;
+    long off = kv_offset(cache, seq0 + b, g, pos0 + t);
     const float *src = qkv + row * (QC + 2 * KC);
-    cache.k[off] = rope ? rope_elem(src + QC + g * hd, d, hd, rope, pos0 + t) : src[QC + c];
-    cache.v[off] = src[QC + KC + c];
+    kv_store(cache, cache.k, off, d,
+             rope ? rope_elem(src + QC + g * hd, d, hd, rope, pos0 + t) : src[QC + c]);
+    kv_store(cache, cache.v, off, d, src[QC + KC + c]);
+}
+
+/* An int8 cache: one thread per new row of one kv head (its k and its v), as the CPU's
+ * quant_rows_int8 does it: s = max |x| / 127, q = x / s rounded to nearest even, the scale after
+ * the values. A row is head_dim values, so a thread's loop is short and the step's few rows
+ * keep the kernel small beside the attention. */
+__device__ void kv_store_int8(const kv_view &c, void *base, long off, const float *x,
+                              const float *rope, int pos) {
+    const int hd = c.head_dim;
+    float amax = 0.0f;
+    for (int d = 0; d < hd; d++)
+        amax = fmaxf(amax, fabsf(rope ? rope_elem(x, d, hd, rope, pos) : x[d]));
+    const float scale = amax / 127.0f;
+    char *row = (char *)base + off;
+    for (int d = 0; d < hd; d++) {
+        const float v = rope ? rope_elem(x, d, hd, rope, pos) : x[d];
+        const float q = scale > 0.0f ? rintf(__fdiv_rn(v, scale)) : 0.0f;
+        ((int8_t *)row)[d] = (int8_t)fminf(127.0f, fmaxf(-127.0f, q));
+    }
+    *(float *)(row + kv_row_size(c) - (long)sizeof(float)) = scale;
+}
+
+__global__ void kv_append_int8_kernel(kv_view cache, const float *qkv, const float *rope, int seq0,
+                                      int batch, int n_new, int pos0) {
+    const int hd = cache.head_dim, QC = cache.heads * hd, KC = cache.kv_heads * hd;
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)batch * n_new * cache.kv_heads) return;
+    const int g = (int)(i % cache.kv_heads);
+    const long row = i / cache.kv_heads; // b * n_new + t
+    const int b = (int)(row / n_new), t = (int)(row % n_new);
+    const long off = kv_offset(cache, seq0 + b, g, pos0 + t);
+    const float *src = qkv + row * (QC + 2 * KC);
+    kv_store_int8(cache, cache.k, off, src + QC + g * hd, rope, pos0 + t);
+    kv_store_int8(cache, cache.v, off, src + QC + KC + g * hd, NULL, 0);
 }
 
 /* The preconditions the append and both attention paths share. */
@@ -54,6 +133,9 @@ static void attention_check(const kv_view &cache, const float *rope, int pos0, i
     CHECK(cache.kv_heads > 0 && cache.heads % cache.kv_heads == 0,
           "attention: kv_heads %d does not divide heads %d", cache.kv_heads, cache.heads);
     CHECK(!rope || hd % 2 == 0, "attention: rotary embeddings need an even head_dim, not %d", hd);
+    CHECK(cache.type == DTYPE_F32 || cache.type == DTYPE_BF16 || cache.type == DTYPE_F16 ||
+              cache.type == DTYPE_INT8,
+          "attention: cache dtype %d is not one of f32, bf16, f16, int8", (int)cache.type);
     CHECK(pos0 >= 0 && n_new >= 0 && pos0 + n_new <= cache.max_ctx,
           "attention: positions %d..%d exceed max_ctx %d", pos0, pos0 + n_new - 1, cache.max_ctx);
 }
@@ -66,6 +148,13 @@ void kv_append_forward(kv_view cache, const float *qkv, const float *rope, int s
           "kv_append: paged cache without block_size/blocks_per_seq");
     if (batch == 0 || n_new == 0) return;
     const int block = 256;
+    if (cache.type == DTYPE_INT8) {
+        long rows = (long)batch * n_new * cache.kv_heads;
+        kv_append_int8_kernel<<<(unsigned)CEIL_DIV(rows, block), block, 0, stream>>>(
+            cache, qkv, rope, seq0, batch, n_new, pos0);
+        CUDA_LAUNCH_CHECK();
+        return;
+    }
     long n = (long)batch * n_new * cache.kv_heads * cache.head_dim;
     kv_append_kernel<<<(unsigned)CEIL_DIV(n, block), block, 0, stream>>>(cache, qkv, rope, seq0,
                                                                          batch, n_new, pos0);
@@ -95,9 +184,9 @@ __device__ float attend_span(float *m_out, float *l_out, const float *q, const k
     const int hd = cache.head_dim, groups = blockDim.x / hd;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     for (int s = warp; s < n; s += nwarps) {
-        const float *k = cache.k + kv_offset(cache, seq, g, s0 + s);
+        const long k = kv_offset(cache, seq, g, s0 + s);
         float dot = 0.0f;
-        for (int d = lane; d < hd; d += 32) dot += q[d] * k[d];
+        for (int d = lane; d < hd; d += 32) dot += q[d] * kv_load(cache, cache.k, k, d);
         dot = warp_sum(dot);
         if (lane == 0) p[s] = dot;
     }
@@ -119,7 +208,7 @@ __device__ float attend_span(float *m_out, float *l_out, const float *q, const k
     if (j < groups) {
         float acc = 0.0f;
         for (int s = j; s < n; s += groups)
-            acc += p[s] * cache.v[kv_offset(cache, seq, g, s0 + s) + d];
+            acc += p[s] * kv_load(cache, cache.v, kv_offset(cache, seq, g, s0 + s), d);
         partial[j * hd + d] = acc;
     }
     __syncthreads();

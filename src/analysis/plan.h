@@ -49,6 +49,8 @@ typedef struct {
     double seconds;            /* how long planning took */
     precision_kind precision;  /* the weights' */
     const char *precision_why; /* where it came from, in words */
+    kv_dtype_kind kv_dtype;    /* the KV cache's */
+    const char *kv_dtype_why;  /* where it came from, in words */
 } plan_summary;
 
 /* Whether a prediction meets the SLOs (1 when none is set). */

@@ -81,6 +81,7 @@ void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_st
     ec.batch = w->batch, ec.prompt_len = w->prompt, ec.new_tokens = w->new_tokens;
     ec.microbatches = s->microbatches;
     ec.kv_cache = m->kv_cache, ec.kv_block = m->kv_block;
+    ec.kv_dtype = model_kv_dtype(m->kv_dtype);
     size_t act_bytes, kv_bytes;
     engine_arena_plan(&ec, &g, &m->cfg, s->dp, s->dp - 1, &act_bytes, &kv_bytes);
     *activations = (double)act_bytes;
@@ -150,6 +151,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                        .weight_dtype = m->weight_dtype,
                        .kv_cache = m->kv_cache,
                        .kv_block = m->kv_block,
+                       .kv_dtype = m->kv_dtype,
                        .seqs = seqs,
                        .new_positions = new_positions,
                        .past_positions = past};

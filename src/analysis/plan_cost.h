@@ -177,6 +177,8 @@ typedef struct {
     precision_kind weight_dtype;
     kv_cache_kind kv_cache;
     int kv_block;
+    kv_dtype_kind kv_dtype; /* the cache's element type */
+    int kv_dtype_auto;      /* it follows weight_dtype (kv_dtype_for) when that is chosen later */
     plan_collectives collectives;
     int chunks;      /* parallel.chunks: with overlap, a row-parallel product and its all-reduce go
                         in this many pieces (at most its rows); 0 is taken as 1 */

@@ -27,6 +27,8 @@ int plan_model_from_job(const job *j, plan_model *m, plan_workload *w) {
                           ? stored.precision
                           : j->precision;
     m->kv_cache = j->kv_cache, m->kv_block = j->kv_block;
+    m->kv_dtype_auto = j->kv_dtype_auto;
+    m->kv_dtype = j->kv_dtype_auto ? kv_dtype_for(m->weight_dtype) : j->kv_dtype;
     /* tripar's comm backends: MPI on the CPU backend or when asked for, else NCCL */
     m->collectives =
         j->backend == BACKEND_CPU || j->comm == COMM_MPI ? PLAN_COLL_MPI : PLAN_COLL_NCCL;
@@ -42,6 +44,7 @@ int plan_model_from_preset(const char *preset, plan_model *m, plan_workload *w) 
     memset(m, 0, sizeof *m);
     w->batch = 1, w->prompt = 128, w->new_tokens = 32;
     m->kv_cache = KV_CONTIGUOUS, m->kv_block = 16, m->chunks = 2; /* job.c's default */
+    m->kv_dtype_auto = 1; /* model.kv_dtype: auto, resolved with the precision */
     job j;
     memset(&j, 0, sizeof j);
     if (job_preset_apply(&j, preset) != 0) {

@@ -45,6 +45,7 @@ typedef struct {
     model_config cfg;
     precision_kind precision;
     kv_cache_kind kv_cache;
+    kv_dtype_kind kv_dtype;
     int kv_block, new_tokens, batch, prompt_len;
     int chunks;        /* parallel.chunks: the row pieces of an overlapped row-parallel product */
     int layer_timings; /* record.timings: layer */
@@ -99,6 +100,12 @@ static int run_shape_read(const run_data *run, run_shape *s) {
             ? KV_PAGED
             : KV_CONTIGUOUS;
     s->kv_block = job && run_job_scalar(job, "model.kv_block", v, sizeof v) == 0 ? atoi(v) : 16;
+    /* the run's cache type as its job dump resolved it; runs from before model.kv_dtype held
+     * an fp32 cache */
+    const int kv = job && run_job_scalar(job, "model.kv_dtype", v, sizeof v) == 0
+                       ? kv_dtype_parse(v, s->precision)
+                       : -1;
+    s->kv_dtype = kv >= 0 ? (kv_dtype_kind)kv : KV_DTYPE_FP32;
     s->chunks = job && run_job_scalar(job, "parallel.chunks", v, sizeof v) == 0 ? atoi(v) : 1;
     int have_new = job && run_job_scalar(job, "generate.new_tokens", v, sizeof v) == 0;
     s->new_tokens = have_new ? atoi(v) : -1;
@@ -193,7 +200,8 @@ static phase_step step_shape(const run_data *run, const run_shape *s, const run_
                      .pp_rank = rk->pp_rank,
                      .weight_dtype = s->precision,
                      .kv_cache = s->kv_cache,
-                     .kv_block = s->kv_block};
+                     .kv_block = s->kv_block,
+                     .kv_dtype = s->kv_dtype};
     st.seqs = n_micro > 0 && mb < n_micro ? split_count(local, n_micro, mb) : 0;
     st.new_positions = step == 0 ? s->prompt_len : 1;
     st.past_positions = step == 0 ? 0 : s->prompt_len + step - 1;

@@ -23,6 +23,7 @@
 typedef struct {
     const char *job_path, *preset, *cluster, *format, *out;
     const char *precision;
+    const char *kv_dtype;
     const char *calibrations[PLAN_MAX_CALIBRATIONS];
     int n_calibrations;
     const char *validations[PLAN_MAX_CALIBRATIONS]; /* --validate: measured runs to predict */
@@ -41,6 +42,8 @@ static void plan_usage(FILE *f) {
         "  --batch B --prompt T --new-tokens K   the workload (default: the job's, or 1 128 32)\n"
         "  --precision fp32|int8w|bf16|fp16      weight dtype (default: the job's; for a preset\n"
         "                           bf16 on GPU nodes, fp32 on CPU ones: cores_per_node)\n"
+        "  --kv-dtype auto|fp32|bf16|fp16|int8   KV cache type (default: the job's model.kv_dtype;\n"
+        "                           auto, a preset's: the weights' 16-bit type, else fp32)\n"
         "  --objective latency|throughput|goodput (default latency)\n"
         "  --ttft S --tpot S        SLO targets in seconds (goodput needs at least one)\n"
         "  --calibrate RUN.h5...    per-phase rates from runs recorded with timings: layer\n"
@@ -137,6 +140,8 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
             a->out = v;
         else if (!strcmp(o, "--precision"))
             a->precision = v;
+        else if (!strcmp(o, "--kv-dtype"))
+            a->kv_dtype = v;
         else if (!strcmp(o, "--gpus"))
             bad = parse_int(v, 1, &a->gpus);
         else if (!strcmp(o, "--batch"))
@@ -220,7 +225,8 @@ static int precision_parse(const char *s, precision_kind *out) {
  * (fp32), as `tripar run` would load that job; else, for a preset, what the cluster's devices
  * run: bf16 on GPUs (a cluster file without cores_per_node), fp32 on CPU nodes. */
 static int plan_model_resolve(const plan_args *a, const plan_cluster *c, plan_model *m,
-                              plan_workload *w, char *why, size_t why_len) {
+                              plan_workload *w, char *why, size_t why_len, char *kv_why,
+                              size_t kv_why_len) {
     if (a->preset) {
         if (plan_model_from_preset(a->preset, m, w) != STATUS_OK) return STATUS_BAD_INPUT;
         const int cpu = c->cores_per_node > 0;
@@ -249,6 +255,24 @@ static int plan_model_resolve(const plan_args *a, const plan_cluster *c, plan_mo
     if (a->precision) {
         if (precision_parse(a->precision, &m->weight_dtype)) return STATUS_BAD_INPUT;
         snprintf(why, why_len, "--precision");
+    }
+    /* the KV cache's type: --kv-dtype; else the job's model.kv_dtype when it names one; else
+     * auto's choice for the weights as resolved above (the run resolves it the same way) */
+    if (a->kv_dtype) {
+        const int k = kv_dtype_parse(a->kv_dtype, m->weight_dtype);
+        if (k < 0) {
+            error_set("--kv-dtype %s is not allowed; allowed: auto, fp32, bf16, fp16, int8",
+                      a->kv_dtype);
+            return STATUS_BAD_INPUT;
+        }
+        m->kv_dtype = (kv_dtype_kind)k;
+        snprintf(kv_why, kv_why_len, "--kv-dtype %s", a->kv_dtype);
+    } else if (m->kv_dtype_auto) {
+        m->kv_dtype = kv_dtype_for(m->weight_dtype);
+        snprintf(kv_why, kv_why_len, "model.kv_dtype auto for %s weights; --kv-dtype to choose",
+                 precision_kind_name(m->weight_dtype));
+    } else {
+        snprintf(kv_why, kv_why_len, "the job's model.kv_dtype");
     }
     if (a->batch) w->batch = a->batch;
     if (a->prompt) w->prompt = a->prompt;
@@ -309,8 +333,9 @@ static int plan_run(const plan_args *a) {
     plan_workload w;
     if (plan_cluster_load(&c, a->cluster) != STATUS_OK) return STATUS_BAD_INPUT;
     if (a->n_validations) return plan_validate_to(a, &c);
-    char precision_why[1024];
-    if (plan_model_resolve(a, &c, &m, &w, precision_why, sizeof precision_why) != STATUS_OK)
+    char precision_why[1024], kv_why[256];
+    if (plan_model_resolve(a, &c, &m, &w, precision_why, sizeof precision_why, kv_why,
+                           sizeof kv_why) != STATUS_OK)
         return STATUS_BAD_INPUT;
     /* a preset runs on the cluster's kind of node: CPU ranks (cores_per_node) talk MPI */
     if (a->preset && c.cores_per_node > 0) m.collectives = PLAN_COLL_MPI;
@@ -340,7 +365,9 @@ static int plan_run(const plan_args *a) {
                       .tpot_slo = a->tpot,
                       .n_calibrations = a->n_calibrations,
                       .precision = m.weight_dtype,
-                      .precision_why = precision_why};
+                      .precision_why = precision_why,
+                      .kv_dtype = m.kv_dtype,
+                      .kv_dtype_why = kv_why};
     if (n == 0) {
         free(list);
         error_set("no strategy of tripar runs this model on %d ranks: tp must divide %d heads "

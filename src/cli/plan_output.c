@@ -53,8 +53,9 @@ static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
     if (n > 0 && plan_node_time_shared(c, p[0].s.dp * p[0].s.tp * p[0].s.pp))
         fprintf(out, "; %d ranks on a node of %d cores, time-shared by those busy at once",
                 p[0].node_ranks, c->cores_per_node);
-    fprintf(out, "\nprecision: %s weights (%s)\n\n", precision_kind_name(q->precision),
-            q->precision_why);
+    fprintf(out, "\nprecision: %s weights (%s)\nkv cache: %s (%s)\n\n",
+            precision_kind_name(q->precision), q->precision_why, kv_dtype_kind_name(q->kv_dtype),
+            q->kv_dtype_why);
     fprintf(out, "%7s  %-14s %3s %3s %-11s %10s %10s %10s %11s %9s %8s  %s\n", "rank", "strategy",
             "mb", "ovl", "order", "TTFT ms", "TPOT ms", "E2E ms", "tokens/s", "req/s", "GiB/rank",
             "why");
@@ -241,6 +242,7 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
     json_object_set_new(root, "new_tokens", json_integer(q->w.new_tokens));
     json_object_set_new(root, "precision", json_string(precision_kind_name(q->precision)));
     json_object_set_new(root, "precision_why", json_string(q->precision_why));
+    json_object_set_new(root, "kv_dtype", json_string(kv_dtype_kind_name(q->kv_dtype)));
     json_object_set_new(root, "objective", json_string(plan_objective_name(q->objective)));
     json_object_set_new(root, "ttft_slo_s", q->ttft_slo > 0 ? json_real(q->ttft_slo) : json_null());
     json_object_set_new(root, "tpot_slo_s", q->tpot_slo > 0 ? json_real(q->tpot_slo) : json_null());

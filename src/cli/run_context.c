@@ -58,6 +58,7 @@ static int checkpoint_is_regular(const job *j) {
  * (docs/checkpoint.md, "Stored precision"). */
 static int adopt_checkpoint_precision(job *j, const checkpoint_storage *st) {
     if (!job_key_given(j, "model.precision")) j->precision = st->precision;
+    if (j->kv_dtype_auto) j->kv_dtype = kv_dtype_for(j->precision);
     if (j->precision == PRECISION_INT8W && st->precision == PRECISION_INT8W &&
         !job_key_given(j, "model.int8_group"))
         j->int8_group = st->int8_group;
@@ -217,6 +218,7 @@ void engine_config_from_job(engine_config *cfg, const job *j) {
     cfg->chunks = j->chunks;
     cfg->kv_cache = j->kv_cache;
     cfg->kv_block = j->kv_block;
+    cfg->kv_dtype = model_kv_dtype(j->kv_dtype);
     cfg->cuda_graphs = j->cuda_graphs;
     cfg->sampling = j->sampling;
     cfg->temperature = j->temperature;

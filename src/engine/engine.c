@@ -138,7 +138,7 @@ typedef struct {
     int batch_local, n_micro, mb_max, prompt_len, kv_capacity, blocks_per_seq, head_rows_max;
     size_t C, A, KVA, M, V, rope; /* KVA: the rank's kv heads * hd; rope: the RoPE table */
     int llama;
-    size_t kv_layer_elems; /* one layer's keys (or values) for the replica's sequences */
+    size_t kv_layer_bytes; /* one layer's keys (or values) for the replica's sequences */
     int n_layers;
 } arena_shape;
 
@@ -168,12 +168,13 @@ static void arena_shape_init(arena_shape *s, const engine_config *cfg, const sha
         const int scored = s->mb_max + cfg->prompt_len - 1 - cfg->nll_first;
         if (scored > s->head_rows_max) s->head_rows_max = scored;
     }
-    const size_t kv_width = s->KVA; /* the cache holds kv heads only (GQA) */
+    /* the cache holds kv heads only (GQA), each position's row in the cache's dtype */
+    const size_t kv_width = (size_t)g->n_kv_heads * kv_row_bytes(cfg->kv_dtype, g->head_dim);
     if (cfg->kv_cache == KV_PAGED) {
         s->blocks_per_seq = (s->kv_capacity + cfg->kv_block - 1) / cfg->kv_block;
-        s->kv_layer_elems = (size_t)batch_local * s->blocks_per_seq * cfg->kv_block * kv_width;
+        s->kv_layer_bytes = (size_t)batch_local * s->blocks_per_seq * cfg->kv_block * kv_width;
     } else {
-        s->kv_layer_elems = (size_t)batch_local * s->kv_capacity * kv_width;
+        s->kv_layer_bytes = (size_t)batch_local * s->kv_capacity * kv_width;
     }
 }
 
@@ -190,7 +191,7 @@ enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 20 };
 /* The size table. With e NULL the slots are NULL (planning only). Returns the row count. */
 static int arena_table(const arena_shape *s, engine *e, int paged, arena_row rows[]) {
     const size_t R = (size_t)s->mb_max * s->prompt_len, F = sizeof(float), I = sizeof(int32_t);
-    const size_t head = (size_t)s->head_rows_max, kv = (size_t)s->n_layers * s->kv_layer_elems;
+    const size_t head = (size_t)s->head_rows_max, kv = (size_t)s->n_layers * s->kv_layer_bytes;
 #define ROW(field, nbytes, is_kv) rows[n++] = (arena_row){e ? (void **)&e->field : NULL, (nbytes), (is_kv)}
     int n = 0;
     for (int i = 0; i < s->n_micro; i++) {
@@ -210,8 +211,8 @@ static int arena_table(const arena_shape *s, engine *e, int paged, arena_row row
     ROW(max_idx, (size_t)s->mb_max * I, 0);
     ROW(tok_dev, R * I, 0);
     ROW(next_tok, (size_t)s->batch_local * I, 0);
-    ROW(kv_k, kv * F, 1);
-    ROW(kv_v, kv * F, 1);
+    ROW(kv_k, kv, 1);
+    ROW(kv_v, kv, 1);
     if (paged) ROW(block_table, (size_t)s->batch_local * s->blocks_per_seq * I, 1);
 #undef ROW
     return n;
@@ -257,7 +258,7 @@ static void arena_init(engine *e) {
     e->kv_capacity = s.kv_capacity;
     e->blocks_per_seq = s.blocks_per_seq;
     e->head_rows_max = s.head_rows_max;
-    e->kv_layer_elems = s.kv_layer_elems;
+    e->kv_layer_bytes = s.kv_layer_bytes;
     arena_row rows[ARENA_MAX_ROWS];
     int n = arena_table(&s, e, e->cfg.kv_cache == KV_PAGED, rows);
     e->arena_bytes = 0;

@@ -42,6 +42,7 @@ typedef struct {
     int overlap, chunks;    /* TP all-reduces in `chunks` pieces overlapped with compute */
     kv_cache_kind kv_cache;
     int kv_block;           /* positions per KV block when paged */
+    dtype kv_dtype;         /* of the cached keys and values (kv_view.type); 0 is DTYPE_F32 */
     int cuda_graphs;        /* replay decode steps from captured graphs when the backend can */
 
     /* sampling */
@@ -134,11 +135,12 @@ typedef struct {
     int32_t *max_idx;// (mb_max)
     int32_t *tok_dev;// (R) tokens for the embedding, copied from the host
     int32_t *next_tok;// (batch_local) greedy argmax ids kept for the next step's embedding
-    float *kv_k, *kv_v;     // contiguous: (L, batch, KV, cap, hd); paged: (L, blocks, KV, blk, hd),
-                            // KV the rank's kv heads (= its heads for GPT-2)
+    void *kv_k, *kv_v;      // contiguous: (L, batch, KV, cap) rows; paged: (L, blocks, KV, blk)
+                            // rows, KV the rank's kv heads (= its heads for GPT-2), each row
+                            // kv_row_bytes(cfg.kv_dtype, hd) bytes
     int32_t *block_table;   // (batch, blocks_per_seq) paged only
     int blocks_per_seq;
-    size_t kv_layer_elems;  // one layer's share of kv_k / kv_v
+    size_t kv_layer_bytes;  // one layer's share of kv_k / kv_v
     int head_rows_max;
 
     /* host state */

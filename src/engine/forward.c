@@ -146,15 +146,16 @@ void engine_head_rows(engine *e, float *logits, float *head_in, const float *x, 
 /* The KV cache of this stage's layer l, contiguous or paged, holding kv_heads heads. */
 static kv_view layer_kv_cache(const engine *e, int l, int kv_heads) {
     const shard_geom *g = &e->m->geom;
-    return (kv_view){.k = e->kv_k + l * e->kv_layer_elems,
-                     .v = e->kv_v + l * e->kv_layer_elems,
+    return (kv_view){.k = (char *)e->kv_k + l * e->kv_layer_bytes,
+                     .v = (char *)e->kv_v + l * e->kv_layer_bytes,
                      .block_table = e->block_table,
                      .block_size = e->cfg.kv_block,
                      .blocks_per_seq = e->blocks_per_seq,
                      .max_ctx = e->kv_capacity,
                      .heads = g->n_heads,
                      .kv_heads = kv_heads,
-                     .head_dim = g->head_dim};
+                     .head_dim = g->head_dim,
+                     .type = e->cfg.kv_dtype};
 }
 
 /* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,

@@ -319,7 +319,7 @@ void run_data_label(const run_data *run, char *out, size_t len) {
 /* Keys under model: that say how a model ran rather than which model it is. */
 static const char *const model_run_keys[] = {"model.precision", "model.int8_group",
                                              "model.quantize_head", "model.kv_cache",
-                                             "model.kv_block"};
+                                             "model.kv_block",  "model.kv_dtype"};
 
 static char *text_copy(const char *text) {
     size_t n = strlen(text) + 1;

@@ -88,7 +88,7 @@ void run_data_label(const run_data *run, char *out, size_t len);
 /* The model a run ran, as the resolved job in the root attribute job records it: every
  * model.* key that defines the weights and the shape (model.synthetic.seed, model.checkpoint,
  * model.norm, ...; for a checkpoint also the shape the runner noted from it), as key/value
- * pairs in file order. model.precision, model.kv_cache and model.kv_block are left out: they
+ * pairs in file order. model.precision, model.kv_cache, model.kv_block and model.kv_dtype are left out: they
  * say how the model ran, not which model it is. */
 typedef struct {
     int n, cap;

@@ -177,6 +177,10 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
     j->kv_cache = (kv_cache_kind)e;
     j->kv_block = 16;
     TRY(job_get_int(L, m, "model", "kv_block", 1, 1 << 16, &j->kv_block));
+    e = 0;
+    TRY(job_get_enum(L, m, "model", "kv_dtype", JOB_KV_DTYPE_NAMES, &e));
+    j->kv_dtype_auto = e == 0;
+    j->kv_dtype = e ? (kv_dtype_kind)(e - 1) : kv_dtype_for(j->precision);
     TRY(job_get_float(L, m, "model", "ln_eps", 0.0, 0, &j->ln_eps));
     const jnode *norm_key = NULL;
     if (j->arch == ARCH_LLAMA && j->norm == NORM_POST && jnode_get(m, "norm", &norm_key))

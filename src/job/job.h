@@ -26,6 +26,8 @@ typedef enum { NORM_PRE = 0, NORM_POST = 1 } norm_kind;
 typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } arch_kind;
 typedef enum { PRECISION_FP32 = 0, PRECISION_INT8W, PRECISION_BF16, PRECISION_FP16 } precision_kind;
 typedef enum { KV_CONTIGUOUS = 0, KV_PAGED = 1 } kv_cache_kind;
+/* The KV cache's element type (model.kv_dtype; its "auto" resolves with kv_dtype_for). */
+typedef enum { KV_DTYPE_FP32 = 0, KV_DTYPE_BF16, KV_DTYPE_FP16, KV_DTYPE_INT8 } kv_dtype_kind;
 typedef enum { BACKEND_CPU = 0, BACKEND_CUDA = 1 } backend_kind;
 typedef enum { COMM_AUTO = 0, COMM_MPI = 1, COMM_NCCL = 2 } comm_kind;
 typedef enum { SAMPLING_GREEDY = 0, SAMPLING_SAMPLE = 1 } sampling_kind;
@@ -58,6 +60,9 @@ typedef struct {
                                       auto: an untied head is, a tied one (wte) is not */
     kv_cache_kind kv_cache;
     int kv_block;                  /* positions per KV block when paged */
+    kv_dtype_kind kv_dtype;        /* the cache's type, resolved (kv_dtype_for) when auto */
+    int kv_dtype_auto;             /* model.kv_dtype was auto (or left out): it follows the
+                                      precision, also one a checkpoint gives later */
     int verify_checksums;          /* HDF5 checks each checkpoint chunk's Fletcher32 checksum as
                                       it reads it (docs/checkpoint.md, "Integrity") */
 
@@ -182,6 +187,12 @@ const char *precision_kind_name(precision_kind k);
  * lowest (kernels/cpu/cpu_isa.h names them alike; a unit test checks), NULL-terminated. */
 const char *const *job_cpu_isa_names(void);
 const char *kv_cache_kind_name(kv_cache_kind k);
+const char *kv_dtype_kind_name(kv_dtype_kind k); /* "fp32", "bf16", "fp16", "int8" */
+/* model.kv_dtype: auto's choice for weights in precision p: the weights' own 16-bit type for
+ * bf16 and fp16, fp32 for fp32 and int8w (docs/jobs.md, "KV cache type", says why). */
+kv_dtype_kind kv_dtype_for(precision_kind p);
+/* --kv-dtype / model.kv_dtype text to a type; "auto" gives kv_dtype_for(p). -1 when unknown. */
+int kv_dtype_parse(const char *name, precision_kind p);
 const char *backend_kind_name(backend_kind k);
 const char *comm_kind_name(comm_kind k);
 const char *sampling_kind_name(sampling_kind k);

@@ -101,8 +101,10 @@ static void job_dump_model(const job *j, FILE *out) {
             j->quantize_head < 0 ? "auto"
             : j->quantize_head   ? "true"
                                  : "false");
-    fprintf(out, "  kv_cache: %s\n  kv_block: %d\n  ln_eps: %s\n  verify_checksums: %s\n",
-            kv_cache_kind_name(j->kv_cache), j->kv_block,
+    /* kv_dtype as resolved: the run file records the cache's type, not "auto" */
+    fprintf(out,
+            "  kv_cache: %s\n  kv_block: %d\n  kv_dtype: %s\n  ln_eps: %s\n  verify_checksums: %s\n",
+            kv_cache_kind_name(j->kv_cache), j->kv_block, kv_dtype_kind_name(j->kv_dtype),
             job_dump_float(j->ln_eps, eps, sizeof eps), j->verify_checksums ? "true" : "false");
 }
 

@@ -30,7 +30,7 @@
 /* Enum values' names, in enum order. */
 extern const char *const JOB_NORM_NAMES[], *const JOB_ARCH_NAMES[],
                                                *const JOB_PRECISION_NAMES[],
-                                                   *const JOB_KV_CACHE_NAMES[],
+                                                   *const JOB_KV_CACHE_NAMES[], *const JOB_KV_DTYPE_NAMES[],
                                                        *const JOB_BACKEND_NAMES[],
                                                            *const JOB_COMM_NAMES[],
                                                                *const JOB_SAMPLING_NAMES[],

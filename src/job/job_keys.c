@@ -15,6 +15,7 @@ const char *const JOB_NORM_NAMES[] = {"pre", "post", NULL};
 const char *const JOB_ARCH_NAMES[] = {"gpt2", "llama", NULL};
 const char *const JOB_PRECISION_NAMES[] = {"fp32", "int8w", "bf16", "fp16", NULL};
 const char *const JOB_KV_CACHE_NAMES[] = {"contiguous", "paged", NULL};
+const char *const JOB_KV_DTYPE_NAMES[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
 const char *const JOB_BACKEND_NAMES[] = {"cpu", "cuda", NULL};
 const char *const JOB_COMM_NAMES[] = {"auto", "mpi", "nccl", NULL};
 const char *const JOB_SAMPLING_NAMES[] = {"greedy", "sample", NULL};
@@ -26,8 +27,8 @@ const char *const JOB_SECTION_KEYS[] = {"model", "backend", "parallel", "input",
                                         "bench", "record",  "perplexity", NULL};
 const char *const JOB_MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer",     "norm",
                                       "precision", "int8_group", "quantize_head", "kv_cache",
-                                      "kv_block",  "ln_eps",     "arch",          "verify_checksums",
-                                      NULL};
+                                      "kv_block",  "kv_dtype",   "ln_eps",        "arch",
+                                      "verify_checksums", NULL};
 const char *const JOB_SYNTHETIC_KEYS[] = {
     "layers",   "heads",      "embd",         "vocab",          "ctx",      "mlp", "seed", "preset",
     "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", "head_dim", NULL};
@@ -80,6 +81,23 @@ const char *precision_kind_name(precision_kind k) {
     return enum_name(JOB_PRECISION_NAMES, 4, (int)k);
 }
 const char *kv_cache_kind_name(kv_cache_kind k) { return enum_name(JOB_KV_CACHE_NAMES, 2, (int)k); }
+const char *kv_dtype_kind_name(kv_dtype_kind k) { return enum_name(JOB_KV_DTYPE_NAMES + 1, 4, (int)k); }
+
+kv_dtype_kind kv_dtype_for(precision_kind p) {
+    switch (p) {
+    case PRECISION_BF16: return KV_DTYPE_BF16;
+    case PRECISION_FP16: return KV_DTYPE_FP16;
+    case PRECISION_FP32:
+    case PRECISION_INT8W: break;
+    }
+    return KV_DTYPE_FP32;
+}
+
+int kv_dtype_parse(const char *name, precision_kind p) {
+    for (int i = 0; JOB_KV_DTYPE_NAMES[i]; i++)
+        if (!strcmp(name, JOB_KV_DTYPE_NAMES[i])) return i ? i - 1 : (int)kv_dtype_for(p);
+    return -1;
+}
 const char *backend_kind_name(backend_kind k) { return enum_name(JOB_BACKEND_NAMES, 2, (int)k); }
 const char *const *job_cpu_isa_names(void) { return JOB_CPU_ISA_NAMES; }
 const char *comm_kind_name(comm_kind k) { return enum_name(JOB_COMM_NAMES, 3, (int)k); }

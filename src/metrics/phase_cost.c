@@ -116,8 +116,10 @@ static void attention_cost(phase_cost *c, const model_config *cfg, const shard_g
         positions_read = blocks * s->kv_block;
         table = seqs * KV * 2 * blocks * BLOCK_ID;
     }
-    const double kv_read = seqs * KV * 2 * positions_read * hd * F32;
-    const double kv_write = rows * KV * 2 * hd * F32;
+    /* a cache row (a position of a kv head) in the cache's type, kernels/backend.h's layout */
+    const double row = (double)kv_row_bytes(model_kv_dtype(s->kv_dtype), g->head_dim);
+    const double kv_read = seqs * KV * 2 * positions_read * row;
+    const double kv_write = rows * KV * 2 * row;
     /* reads the fused qkv rows, writes the attention output */
     const double act = rows * (H * hd + 2 * KV * hd) * F32 + rows * H * hd * F32;
     cost_add(c, flops, 0, kv_read + kv_write + table, act);

@@ -17,6 +17,7 @@ typedef struct {
     precision_kind weight_dtype;
     kv_cache_kind kv_cache;
     int kv_block;       /* positions per block when paged */
+    kv_dtype_kind kv_dtype; /* the cache's element type (its int8 rows carry an fp32 scale) */
     int seqs;           /* sequences in the micro-batch */
     int new_positions;  /* positions each sequence adds: prompt length in prefill, 1 in decode */
     int past_positions; /* positions already cached before the step: 0 in prefill */

@@ -42,6 +42,17 @@ static inline dtype model_weight_dtype(precision_kind p) {
     return DTYPE_F32;
 }
 
+/* The kernels' dtype of a model.kv_dtype (kv_view.type). */
+static inline dtype model_kv_dtype(kv_dtype_kind k) {
+    switch (k) {
+    case KV_DTYPE_BF16: return DTYPE_BF16;
+    case KV_DTYPE_FP16: return DTYPE_F16;
+    case KV_DTYPE_INT8: return DTYPE_INT8;
+    case KV_DTYPE_FP32: break;
+    }
+    return DTYPE_F32;
+}
+
 /* What splits a matrix's input dimension across TP ranks, which decides how its int8 weights
  * may be grouped and its activations blocked. */
 typedef enum {

@@ -29,7 +29,8 @@ weights = (L * ((h + 2 * kv) * hd * C        # qkv_w (1280, 8192)
            + v * C * bf16                    # head_w, untied
            + C * f32)                        # lnf_g
 T, N, R = 1024, 1024, 1024                   # prompt, new tokens, rows of one prefill
-kv_cache = 2 * L * 1 * (T + N) * kv * hd * f32   # keys and values, fp32, the rank's kv head
+# keys and values, the rank's kv head, bf16: model.kv_dtype auto follows the bf16 weights
+kv_cache = 2 * L * 1 * (T + N) * kv * hd * bf16
 a64 = lambda n: (n + 63) // 64 * 64
 activations = sum(a64(n) for n in [
     2 * R * C * f32,          # stage_buf ping-pong
@@ -60,6 +61,13 @@ one = dry_run(f"{src}/tests/cli/llama3_70b_tp8.yaml", "parallel.tp=1")["memory_p
 assert one["weights_mib"] * MiB > 80e9, one
 two = dry_run(f"{src}/tests/cli/llama3_70b_tp8.yaml", "parallel.tp=1", "parallel.pp=2")
 assert all(r["total_mib"] * MiB < 80e9 for r in two["memory_per_rank"]), two
+# model.kv_dtype sets the cache's bytes: fp32 twice bf16's, int8 one byte a value plus an fp32
+# scale per row of 128
+for kv_dtype, per_value in (("fp32", f32), ("int8", (hd + 4) / hd)):
+    d = dry_run(f"{src}/tests/cli/llama3_70b_tp8.yaml", f"model.kv_dtype={kv_dtype}")
+    got = d["memory_per_rank"][0]["kv_cache_mib"]
+    assert abs(got - kv_cache / bf16 * per_value / MiB) < 0.006, (kv_dtype, got)
+    assert d["model"]["kv_dtype"] == kv_dtype, d["model"]
 
 for preset, mesh in [("gpt2-124m", 2), ("gpt2-1.5b", 5), ("llama2-7b", 4), ("llama2-13b", 8),
                      ("llama3-8b", 8), ("llama3.1-405b", 16), ("mistral-7b", 2),

@@ -81,6 +81,15 @@ plan_refuses(calibrate_empty_option "--calibrate needs at least one run file .*.
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate --top 3)
 plan_refuses(calibrate_job_file "--calibrate needs at least one run file .*. got .*this-machine\\.yaml, which is not an HDF5 file$"
              --preset gpt2-124m --calibrate ${PLAN_CLUSTERS}/this-machine.yaml --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
+plan_refuses(bad_kv_dtype "--kv-dtype fp8 is not allowed. allowed: auto, fp32, bf16, fp16, int8"
+             --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --kv-dtype fp8)
+# Issue 27's case: Llama 2 7B, batch 384, on one A100 fits with the fp16 KV cache that fp16
+# weights get by default, and fits nowhere with an fp32 one.
+add_test(NAME cli_plan_kv_dtype
+         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_kv_dtype.py $<TARGET_FILE:tripar>
+                 ${PLAN_CLUSTERS}/a100-cluster.yaml)
+set_tests_properties(cli_plan_kv_dtype PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
+                     TIMEOUT 60)
 # Calibration refuses what every run-file tool refuses (tools.cmake's fixtures).
 tools_test(tools_plan_calibrate_foreign 2 "^tripar plan: .*foreign\\.h5: not a tripar run file" 1
            plan --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate @W@/foreign.h5)

@@ -377,18 +377,20 @@ static void test_swiglu(void **state) {
     free(gu); free(want); free(got);
 }
 
-/* A cache of either layout over `seqs` sequences, on host (for cpu) and device. */
+/* A cache of either layout over `seqs` sequences, on host (for cpu) and device, in one type. */
 typedef struct {
     kv_view host, dev;
-    long elems;
+    long rows;     // cache rows (positions x kv heads) in k, and in v
+    size_t bytes;  // of k, and of v
     int32_t *table_host;
 } test_cache;
 
 /* kv_heads heads stored, serving heads query heads. */
 static void cache_make(test_cache *c, int paged, int seqs, int heads, int kv_heads, int hd,
-                       int max_ctx, uint64_t *rng) {
+                       int max_ctx, dtype type, uint64_t *rng) {
     memset(c, 0, sizeof *c);
     kv_view v = {0};
+    v.type = type;
     v.max_ctx = max_ctx;
     v.heads = heads;
     v.kv_heads = kv_heads;
@@ -397,7 +399,7 @@ static void cache_make(test_cache *c, int paged, int seqs, int heads, int kv_hea
         v.block_size = 4;
         v.blocks_per_seq = max_ctx / 4;
         int blocks = seqs * v.blocks_per_seq + 3; // spare blocks stay unused
-        c->elems = (long)blocks * kv_heads * v.block_size * hd;
+        c->rows = (long)blocks * kv_heads * v.block_size;
         // a shuffled block assignment so a sequence's keys really are scattered
         int n = seqs * v.blocks_per_seq;
         c->table_host = host_alloc(sizeof(int32_t) * (size_t)n);
@@ -409,15 +411,16 @@ static void cache_make(test_cache *c, int paged, int seqs, int heads, int kv_hea
             c->table_host[j] = t;
         }
     } else {
-        c->elems = (long)seqs * kv_heads * max_ctx * hd;
+        c->rows = (long)seqs * kv_heads * max_ctx;
     }
+    c->bytes = kv_row_bytes(type, hd) * (size_t)c->rows;
     c->host = v;
-    c->host.k = host_alloc(sizeof(float) * (size_t)c->elems);
-    c->host.v = host_alloc(sizeof(float) * (size_t)c->elems);
+    c->host.k = host_alloc(c->bytes);
+    c->host.v = host_alloc(c->bytes);
     c->host.block_table = c->table_host;
     c->dev = v;
-    c->dev.k = gpu.ops->alloc(gpu.ctx, sizeof(float) * (size_t)c->elems);
-    c->dev.v = gpu.ops->alloc(gpu.ctx, sizeof(float) * (size_t)c->elems);
+    c->dev.k = gpu.ops->alloc(gpu.ctx, c->bytes);
+    c->dev.v = gpu.ops->alloc(gpu.ctx, c->bytes);
     c->dev.block_table =
         paged ? up(c->table_host, sizeof(int32_t) * (size_t)seqs * v.blocks_per_seq) : NULL;
 }
@@ -431,6 +434,8 @@ static void cache_free(test_cache *c) {
 /* Prefill 9 tokens, decode 4 single tokens, then a chunk of 4: each call's output rows are
  * compared against whole-sequence reference attention and against the cpu backend. kv_heads
  * kv heads serve the heads query heads; rope (head_dim / 2 host floats) or NULL. */
+static dtype kv_type = DTYPE_F32; // the cache type of attention_case (test_attention's loop)
+
 static void attention_case(int paged, int heads, int kv_heads, int hd, const float *rope,
                            uint64_t *rng) {
     const int batch = 2, seq0 = 1, seqs = 3, max_ctx = 40, total = 17;
@@ -438,13 +443,17 @@ static void attention_case(int paged, int heads, int kv_heads, int hd, const flo
     const long C = (long)heads * hd, row = C + 2L * kv_heads * hd;
     float *qkv_all = rand_floats(batch * total * row, rng, -1, 1);
     float *want_all = host_alloc(sizeof(float) * batch * total * C);
-    if (kv_heads == heads && !rope)
+    if (kv_heads == heads && !rope && kv_type == DTYPE_F32)
         ref_attention(want_all, qkv_all, batch, total, heads, hd);
-    else
-        ref_attention_gqa(want_all, qkv_all, batch, total, heads, kv_heads, hd, rope);
+    else // keys and values as a cache of kv_type holds them
+        ref_attention_gqa_kv(want_all, qkv_all, batch, total, heads, kv_heads, hd, rope, kv_type);
+    // A narrow cache with RoPE: keys rotated in float may round to the type one step apart
+    // from the twin's (and, through sin/cos in two libraries, from the cpu's): 1e-4, as
+    // tests/kernels/test_ops.c allows.
+    const double tol = kv_type != DTYPE_F32 && rope ? 1e-4 : FP32_TOL;
     float *d_rope = rope ? up(rope, sizeof(float) * (size_t)(hd / 2)) : NULL;
     test_cache tc;
-    cache_make(&tc, paged, seqs, heads, kv_heads, hd, max_ctx, rng);
+    cache_make(&tc, paged, seqs, heads, kv_heads, hd, max_ctx, kv_type, rng);
     float *qkv = host_alloc(sizeof(float) * batch * total * row);
     float *got = host_alloc(sizeof(float) * batch * total * C);
     float *want = host_alloc(sizeof(float) * batch * total * C);
@@ -466,22 +475,31 @@ static void attention_case(int paged, int heads, int kv_heads, int hd, const flo
         down(got, d_out, sizeof(float) * n_out);
         cpu.ops->attention(cpu.ctx, cpu_out, qkv, tc.host, rope, seq0, batch, n_new, pos0);
         char what[112];
-        snprintf(what, sizeof what, "attention %s h%d kv%d d%d%s pos0 %d n_new %d vs ref",
+        snprintf(what, sizeof what, "attention %s h%d kv%d d%d%s pos0 %d n_new %d kv %s vs ref",
                  paged ? "paged" : "contig", heads, kv_heads, hd, rope ? " rope" : "", pos0,
-                 n_new);
-        expect_close(got, want, n_out, FP32_TOL, what);
-        snprintf(what, sizeof what, "attention %s h%d kv%d d%d%s pos0 %d n_new %d vs cpu",
+                 n_new, dtype_name(kv_type));
+        expect_close(got, want, n_out, tol, what);
+        snprintf(what, sizeof what, "attention %s h%d kv%d d%d%s pos0 %d n_new %d kv %s vs cpu",
                  paged ? "paged" : "contig", heads, kv_heads, hd, rope ? " rope" : "", pos0,
-                 n_new);
-        expect_close(got, cpu_out, n_out, FP32_TOL, what);
+                 n_new, dtype_name(kv_type));
+        expect_close(got, cpu_out, n_out, tol, what);
     }
-    // The device cache holds what the cpu one does (same layout, same slots). Unrotated keys
-    // are copies, so equal; rotated ones come from the same float arithmetic, but the sine
-    // and cosine from two libraries may differ in their last double bit.
-    float *k = host_alloc(sizeof(float) * (size_t)tc.elems);
-    down(k, tc.dev.k, sizeof(float) * (size_t)tc.elems);
-    expect_close(k, tc.host.k, tc.elems, rope ? 1e-6 : 1e-12, "kv cache keys vs cpu cache");
-    free(k);
+    // The device cache holds what the cpu one does (same layout, same slots, same rounding).
+    // Unrotated keys are copies (or the same rounding of them), so equal; rotated ones come
+    // from the same float arithmetic, but the sine and cosine from two libraries may differ
+    // in their last double bit (and a narrow type's rounding may then land a step apart).
+    const long n_vals = tc.rows * hd;
+    unsigned char *kd = host_alloc(tc.bytes);
+    float *k = host_alloc(sizeof(float) * (size_t)n_vals), *kc = host_alloc(sizeof(float) * (size_t)n_vals);
+    down(kd, tc.dev.k, tc.bytes);
+    const size_t rb = kv_row_bytes(kv_type, hd);
+    for (long r = 0; r < tc.rows; r++) {
+        ref_kv_decode(k + r * hd, kd + r * rb, hd, kv_type);
+        ref_kv_decode(kc + r * hd, (const unsigned char *)tc.host.k + r * rb, hd, kv_type);
+    }
+    expect_close(k, kc, n_vals, rope ? (kv_type == DTYPE_F32 ? 1e-6 : 1e-2) : 1e-12,
+                 "kv cache keys vs cpu cache");
+    free(k); free(kc); free(kd);
     cache_free(&tc);
     rel(d_qkv); rel(d_out);
     if (d_rope) rel(d_rope);
@@ -491,11 +509,16 @@ static void attention_case(int paged, int heads, int kv_heads, int hd, const flo
 static void test_attention(void **state) {
     (void)state;
     uint64_t rng = 505;
-    for (int paged = 0; paged < 2; paged++) {
-        attention_case(paged, 3, 3, 64, NULL, &rng);
-        attention_case(paged, 2, 2, 48, NULL, &rng);  // head_dim not dividing the block
-        attention_case(paged, 1, 1, 160, NULL, &rng); // head_dim above one warp group
+    const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        kv_type = types[t];
+        for (int paged = 0; paged < 2; paged++) {
+            attention_case(paged, 3, 3, 64, NULL, &rng);
+            attention_case(paged, 2, 2, 48, NULL, &rng);  // head_dim not dividing the block
+            attention_case(paged, 1, 1, 160, NULL, &rng); // head_dim above one warp group
+        }
     }
+    kv_type = DTYPE_F32;
 }
 
 /* Grouped-query attention, kv_heads 1, 2 and heads, without and with RoPE (plain and Llama 3.1
@@ -510,12 +533,17 @@ static void test_attention_gqa(void **state) {
     rope_inv_freq_fill(scaled, 128, 10000.0, &l3);
     const float *ropes[] = {NULL, plain, scaled};
     const int kv[] = {1, 2, 4};
-    for (int paged = 0; paged < 2; paged++)
-        for (size_t r = 0; r < 3; r++)
-            for (size_t k = 0; k < 3; k++) attention_case(paged, 4, kv[k], 128, ropes[r], &rng);
     float small[16];
     rope_inv_freq_fill(small, 32, 10000.0, NULL);
-    attention_case(1, 6, 3, 32, small, &rng); // head_dim 32: four key groups per block
+    const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        kv_type = types[t];
+        for (int paged = 0; paged < 2; paged++)
+            for (size_t r = 0; r < 3; r++)
+                for (size_t k = 0; k < 3; k++) attention_case(paged, 4, kv[k], 128, ropes[r], &rng);
+        attention_case(1, 6, 3, 32, small, &rng); // head_dim 32: four key groups per block
+    }
+    kv_type = DTYPE_F32;
 }
 
 /* Split-key decode at long contexts: a prefill of T tokens fills the cache, then decode steps
@@ -528,7 +556,7 @@ static void attention_split_case(int paged, int batch, int heads, int kv_heads, 
     const int decode = 3, seq0 = 1, seqs = batch + 1, max_ctx = CEIL4(T + decode);
     const long C = (long)heads * hd, row = C + 2L * kv_heads * hd;
     test_cache tc;
-    cache_make(&tc, paged, seqs, heads, kv_heads, hd, max_ctx, rng);
+    cache_make(&tc, paged, seqs, heads, kv_heads, hd, max_ctx, DTYPE_F32, rng);
     float *d_rope = rope ? up(rope, sizeof(float) * (size_t)(hd / 2)) : NULL;
     float *qkv = rand_floats((long)batch * T * row, rng, -1, 1);
     float *got = host_alloc(sizeof(float) * batch * T * C);

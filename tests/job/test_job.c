@@ -122,6 +122,8 @@ static void test_tiny_fields(void **state) {
     assert_int_equal(j.precision, PRECISION_FP32);
     assert_int_equal(j.kv_cache, KV_CONTIGUOUS);
     assert_int_equal(j.kv_block, 16);
+    assert_int_equal(j.kv_dtype, KV_DTYPE_FP32); /* auto, for fp32 weights */
+    assert_true(j.kv_dtype_auto);
     assert_true(j.ln_eps == 1e-5f);
     assert_int_equal(j.backend, BACKEND_CPU);
     assert_int_equal(j.threads, 0);
@@ -239,6 +241,7 @@ static void test_all_keys(void **state) {
     assert_int_equal(j.precision, PRECISION_BF16);
     assert_int_equal(j.kv_cache, KV_PAGED);
     assert_int_equal(j.kv_block, 8);
+    assert_int_equal(j.kv_dtype, KV_DTYPE_BF16); /* auto, for bf16 weights */
     assert_true(j.ln_eps == 1.0e-6f);
     assert_int_equal(j.backend, BACKEND_CUDA);
     assert_int_equal(j.threads, 3);
@@ -418,6 +421,11 @@ static void test_error_details(void **state) {
     snprintf(text, sizeof text,
              "model:\n  synthetic: {}\n  kv_cache: ring\ninput: {tokens: [1]}\n");
     expect_error(write_tmp("e11.yaml", text), NULL, 0, "allowed: contiguous, paged");
+    snprintf(text, sizeof text,
+             "model:\n  synthetic: {}\n  kv_dtype: fp8\ninput: {tokens: [1]}\n");
+    expect_error(write_tmp("e11b.yaml", text), NULL, 0,
+                 "e11b\\.yaml:3: model\\.kv_dtype: 'fp8' is not allowed; allowed: auto, fp32, "
+                 "bf16, fp16, int8");
     snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nbench: {iterations: 0}\n", m);
     expect_error(write_tmp("e12.yaml", text), NULL, 0,
                  "e12\\.yaml:3: bench\\.iterations = 0 is out of range; allowed: 1 to");
@@ -476,7 +484,7 @@ static void test_overrides(void **state) {
     expect_error(tiny, unknown, 1,
                  "^--set model\\.foo=1: unknown key 'foo' in section 'model'; allowed: synthetic, "
                  "checkpoint, tokenizer, norm, precision, int8_group, quantize_head, kv_cache, "
-                 "kv_block, ln_eps, arch, verify_checksums$");
+                 "kv_block, kv_dtype, ln_eps, arch, verify_checksums$");
     const char *unknown2[] = {"model.synthetic.depth=1"};
     expect_error(tiny, unknown2, 1,
                  "^--set model\\.synthetic\\.depth=1: unknown key 'depth' in model\\.synthetic; "
@@ -1190,6 +1198,35 @@ static void test_presets_and_llama_keys(void **state) {
     job_free(&j);
 }
 
+/* model.kv_dtype: auto follows the weights (bf16 and fp16 their own type, fp32 and int8w fp32),
+ * a named type is kept whatever the weights, and the dump records the resolved type. */
+static void test_kv_dtype(void **state) {
+    (void)state;
+    const struct {
+        const char *set[2];
+        kv_dtype_kind want;
+        int is_auto;
+    } cases[] = {{{"model.precision=fp32", NULL}, KV_DTYPE_FP32, 1},
+                 {{"model.precision=int8w", NULL}, KV_DTYPE_FP32, 1},
+                 {{"model.precision=bf16", NULL}, KV_DTYPE_BF16, 1},
+                 {{"model.precision=fp16", "model.kv_dtype=auto"}, KV_DTYPE_FP16, 1},
+                 {{"model.precision=bf16", "model.kv_dtype=int8"}, KV_DTYPE_INT8, 0},
+                 {{"model.precision=fp32", "model.kv_dtype=fp16"}, KV_DTYPE_FP16, 0}};
+    const char *path = write_tmp("kv.yaml", "model:\n  synthetic: {}\ninput: {tokens: [1]}\n");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        job j;
+        load_ok(&j, path, cases[i].set, cases[i].set[1] ? 2 : 1);
+        assert_int_equal(j.kv_dtype, cases[i].want);
+        assert_int_equal(j.kv_dtype_auto, cases[i].is_auto);
+        char line[32];
+        snprintf(line, sizeof line, "  kv_dtype: %s\n", kv_dtype_kind_name(cases[i].want));
+        char *dump = job_dump_string(&j);
+        assert_non_null(strstr(dump, line));
+        free(dump);
+        job_free(&j);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets_and_llama_keys),
@@ -1203,6 +1240,7 @@ int main(void) {
         cmocka_unit_test(test_bad_fixtures),
         cmocka_unit_test(test_error_details),
         cmocka_unit_test(test_overrides),
+        cmocka_unit_test(test_kv_dtype),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_chat_and_eos_keys),
         cmocka_unit_test(test_checkpoint_job),

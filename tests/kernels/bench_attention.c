@@ -2,7 +2,12 @@
  * batch 1), prefill of N tokens through each prefill path (two sgemm per head, tiled with
  * sgemm tiles, tiled with the level's own kernels) and one decode step at context N, on 1 and
  * 2 threads; the best of several repetitions, in milliseconds. Checks the paths agree.
- *   build/tests/bench_attention [--isa LEVEL] [N...] (default 128 512 2048) */
+ *   build/tests/bench_attention [--isa LEVEL] [N...] (default 128 512 2048)
+ * With --kv N: decode at context N over each KV cache type (model.kv_dtype), through 12 layers'
+ * caches in turn as a GPT-2 124M decode step reads them (so the cache streams from memory, not
+ * from the last level cache), on 1 and 2 threads: ms per step, the KV bytes it reads, their
+ * rate, and the time and bytes against the fp32 cache's.
+ *   build/tests/bench_attention [--isa LEVEL] --kv N */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,10 +25,64 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Decode steps at context n over 12 layers' caches of each type; see the header. */
+static int bench_kv_types(const char *isa, int n) {
+    const int H = 12, hd = 64, L = 12, reps = 30;
+    const long C = (long)H * hd, row = 3 * C;
+    const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
+    uint64_t rng = 7;
+    float *qkv = malloc(sizeof(float) * (size_t)((n + 1) * row));
+    float *out = malloc(sizeof(float) * (size_t)((n + 1) * C));
+    if (!qkv || !out) return 1;
+    ref_fill_uniform(qkv, (long)(n + 1) * row, &rng, -1, 1);
+    printf("%-6s %-8s %-6s %12s %10s %8s %10s %10s\n", "N", "threads", "kv", "decode_ms",
+           "kv_MB", "GB/s", "time/fp32", "bytes/fp32");
+    for (int th = 1; th <= 2; th++) {
+        double t32 = 0, b32 = 0;
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            backend be;
+            backend_options opt = {.threads = th, .max_marks = 1, .cpu_isa = isa};
+            if (backend_cpu_init(&be, &opt)) return 1;
+            const size_t bytes = kv_row_bytes(types[t], hd) * (size_t)H * (size_t)(n + 1);
+            kv_view kv[12];
+            for (int l = 0; l < L; l++) {
+                kv[l] = (kv_view){.max_ctx = n + 1, .heads = H, .kv_heads = H, .head_dim = hd,
+                                  .type = types[t]};
+                kv[l].k = be.ops->alloc(be.ctx, bytes);
+                kv[l].v = be.ops->alloc(be.ctx, bytes);
+                be.ops->attention(be.ctx, out, qkv, kv[l], NULL, 0, 1, n, 0); // fill the cache
+            }
+            double best = 1e9;
+            for (int r = 0; r < reps; r++) {
+                double t0 = now();
+                for (int l = 0; l < L; l++)
+                    be.ops->attention(be.ctx, out, qkv + (long)n * row, kv[l], NULL, 0, 1, 1, n);
+                double t1 = now();
+                best = t1 - t0 < best ? t1 - t0 : best;
+            }
+            // keys and values of every position read once per layer (the new row too)
+            const double read = 2.0 * L * H * (double)(n + 1) * kv_row_bytes(types[t], hd);
+            if (t == 0) t32 = best, b32 = read;
+            printf("%-6d %-8d %-6s %12.3f %10.1f %8.2f %10.3f %10.3f\n", n, th,
+                   dtype_name(types[t]), 1e3 * best, read / 1e6, read / best / 1e9, best / t32,
+                   read / b32);
+            fflush(stdout);
+            for (int l = 0; l < L; l++) {
+                be.ops->release(be.ctx, kv[l].k);
+                be.ops->release(be.ctx, kv[l].v);
+            }
+            backend_free(&be);
+        }
+    }
+    free(qkv), free(out);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int lens[8] = {128, 512, 2048}, nlens = 3, arg = 1;
     const char *isa = NULL;
     if (argc > 2 && !strcmp(argv[1], "--isa")) isa = argv[2], arg = 3;
+    if (argc == arg + 2 && !strcmp(argv[arg], "--kv")) return bench_kv_types(isa, atoi(argv[arg + 1]));
     if (argc > arg) {
         nlens = argc - arg < 8 ? argc - arg : 8;
         for (int i = 0; i < nlens; i++)

@@ -305,8 +305,53 @@ void ref_rope_apply(float *out, const float *x, int hd, int pos, const float *in
     free(tmp);
 }
 
+/* x rounded to a float with `bits` significant bits (the leading one included), to nearest
+ * even, no exponent below min_exp (where a subnormal format's spacing stops shrinking). */
+static float ref_round_bits(float x, int bits, int min_exp) {
+    if (x == 0.0f || !isfinite(x)) return x;
+    int e;
+    frexp((double)x, &e); // |x| in [2^(e-1), 2^e)
+    if (e - 1 < min_exp) e = min_exp + 1;
+    const double ulp = ldexp(1.0, e - bits);
+    return (float)(nearbyint((double)x / ulp) * ulp); // exact: the quotient fits a double
+}
+
+void ref_kv_round(float *out, const float *x, int hd, dtype type) {
+    float amax = 0.0f;
+    for (int d = 0; d < hd; d++)
+        amax = fabsf(x[d]) > amax ? fabsf(x[d]) : amax;
+    const float s = amax / 127.0f;
+    for (int d = 0; d < hd; d++)
+        switch (type) {
+        case DTYPE_F32: out[d] = x[d]; break;
+        case DTYPE_BF16: out[d] = ref_round_bits(x[d], 8, -126); break;
+        case DTYPE_F16: out[d] = ref_round_bits(x[d], 11, -14); break;
+        case DTYPE_INT8: out[d] = s > 0.0f ? nearbyintf(x[d] / s) * s : 0.0f; break;
+        }
+}
+
+void ref_kv_decode(float *out, const void *row, int hd, dtype type) {
+    const unsigned char *b = row;
+    float s = 0.0f;
+    if (type == DTYPE_INT8) memcpy(&s, b + kv_row_bytes(type, hd) - sizeof s, sizeof s);
+    for (int d = 0; d < hd; d++) {
+        uint16_t h;
+        switch (type) {
+        case DTYPE_F32: memcpy(&out[d], b + 4 * d, sizeof(float)); break;
+        case DTYPE_BF16: memcpy(&h, b + 2 * d, 2), out[d] = ref_bf16_to_f32(h); break;
+        case DTYPE_F16: memcpy(&h, b + 2 * d, 2), out[d] = ref_f16_to_f32(h); break;
+        case DTYPE_INT8: out[d] = (float)(int8_t)b[d] * s; break;
+        }
+    }
+}
+
 void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads, int kv_heads,
                        int head_dim, const float *inv_freq) {
+    ref_attention_gqa_kv(out, qkv, batch, T, heads, kv_heads, head_dim, inv_freq, DTYPE_F32);
+}
+
+void ref_attention_gqa_kv(float *out, const float *qkv, int batch, int T, int heads, int kv_heads,
+                          int head_dim, const float *inv_freq, dtype type) {
     const int hd = head_dim, group = heads / kv_heads;
     const long C = (long)heads * hd, KC = (long)kv_heads * hd, row = C + 2 * KC;
     const double scale = 1.0 / sqrt((double)hd);
@@ -314,7 +359,9 @@ void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads
     double *q = malloc(sizeof(double) * (size_t)batch * T * C);
     double *k = malloc(sizeof(double) * (size_t)batch * T * KC);
     double *p = malloc(sizeof(double) * (size_t)T);
-    if (!q || !k || !p) abort();
+    // the values as the cache holds them (type not f32), and one key row in float
+    float *v = malloc(sizeof(float) * (size_t)batch * T * KC), *kf = malloc(sizeof(float) * hd);
+    if (!q || !k || !p || !v || !kf) abort();
     for (long r = 0; r < (long)batch * T; r++) {
         const float *x = qkv + r * row;
         const int pos = (int)(r % T);
@@ -334,6 +381,14 @@ void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads
             else
                 for (int d = 0; d < hd; d++)
                     kg[d] = kx[d];
+            if (type == DTYPE_F32) continue;
+            // the cache rounds the float key (rotated in float by the kernels) and the value
+            for (int d = 0; d < hd; d++)
+                kf[d] = (float)kg[d];
+            ref_kv_round(kf, kf, hd, type);
+            ref_kv_round(v + r * KC + (long)g * hd, x + C + KC + (long)g * hd, hd, type);
+            for (int d = 0; d < hd; d++)
+                kg[d] = kf[d];
         }
     }
     for (int b = 0; b < batch; b++)
@@ -359,12 +414,14 @@ void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads
                 for (int d = 0; d < hd; d++) {
                     double acc = 0.0;
                     for (int s = 0; s <= t; s++)
-                        acc += p[s] * qkv[((long)b * T + s) * row + C + KC + (long)g * hd + d];
+                        acc += p[s] * (type == DTYPE_F32
+                                           ? qkv[((long)b * T + s) * row + C + KC + (long)g * hd + d]
+                                           : v[((long)b * T + s) * KC + (long)g * hd + d]);
                     o[d] = (float)(acc / sum);
                 }
             }
         }
-    free(q), free(k), free(p);
+    free(q), free(k), free(p), free(v), free(kf);
 }
 
 void ref_argmax(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols) {

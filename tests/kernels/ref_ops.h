@@ -89,6 +89,20 @@ void ref_rope_apply(float *out, const float *x, int hd, int pos, const float *in
 void ref_attention_gqa(float *out, const float *qkv, int batch, int T, int heads, int kv_heads,
                        int head_dim, const float *inv_freq);
 
+/* The same with the keys (after rotation, rounded to float) and values rounded through a KV
+ * cache of type (ref_kv_round) before the double-precision attention: the function the cache's
+ * kernels compute on what they stored. DTYPE_F32 is ref_attention_gqa. */
+void ref_attention_gqa_kv(float *out, const float *qkv, int batch, int T, int heads, int kv_heads,
+                          int head_dim, const float *inv_freq, dtype type);
+
+/* out (hd) = the row x (hd) as a KV cache of type holds it, by arithmetic independent of the
+ * kernels' bit tricks: bf16 and f16 to nearest even (f16 subnormals below 2^-14), int8 as
+ * q * s with s = max |x| / 127 and q = x / s rounded to nearest even (kernels/quant.h's rule). */
+void ref_kv_round(float *out, const float *x, int hd, dtype type);
+/* out (hd) = the cache row at row (kv_row_bytes(type, hd) bytes, backend.h's layout) decoded
+ * with the twins' own decoders. */
+void ref_kv_decode(float *out, const void *row, int hd, dtype type);
+
 /* First maximum of each row, NaN counting as larger than every number: a row holding a NaN
  * gives its first NaN's column and value NaN. */
 void ref_argmax(float *max_val, int32_t *max_idx, const float *logits, int rows, int cols);

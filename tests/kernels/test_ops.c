@@ -559,7 +559,9 @@ static void test_argmax_nan(void **state) {
  * decode steps). kv_heads 0 means heads (multi-head, GPT-2); rope, when not NULL, is the
  * inverse-frequency table (head_dim / 2). Returns the outputs for all T positions
  * (batch * T, heads * head_dim) so callers can compare layouts with each other; checks them
- * against the twin (ref_attention for multi-head without rope, else ref_attention_gqa). */
+ * against the twin (ref_attention for multi-head without rope, else ref_attention_gqa; for a
+ * cache in bf16, f16 or int8 ref_attention_gqa_kv, which rounds keys and values as the cache
+ * holds them, and also within the type's rounding of the fp32 twin). */
 typedef struct {
     int heads, head_dim, batch, T, seq0, cache_seqs, max_ctx;
     int block_size; // 0: contiguous
@@ -567,7 +569,30 @@ typedef struct {
     int lens[8];
     int kv_heads;      // 0: heads
     const float *rope; // NULL: no rotary embeddings
+    dtype kv_type;     // of the cache: DTYPE_F32 (zero), DTYPE_BF16, DTYPE_F16, DTYPE_INT8
 } attn_case;
+
+/* The cache types every attention test runs with. */
+static const dtype kv_types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
+enum { KV_TYPES = sizeof kv_types / sizeof kv_types[0] };
+
+/* Norm-wise error of attention over a cache of type against the fp32 twin on inputs in
+ * [-1, 1): a few of the type's half-ulps (bf16 2^-9, f16 2^-12, int8 1/254 of the row max). */
+static double kv_type_tol(dtype type) {
+    switch (type) {
+    case DTYPE_BF16: return 1e-2;
+    case DTYPE_F16: return 2e-3;
+    case DTYPE_INT8: return 2e-2;
+    case DTYPE_F32: break;
+    }
+    return FP32_TOL;
+}
+
+/* got equals want element by element (+0 equals -0: an int8 zero decodes to +0). */
+static void expect_equal_values(const float *got, const float *want, int n, const char *what) {
+    for (int i = 0; i < n; i++)
+        if (got[i] != want[i]) fail_msg("%s: element %d is %.9g, want %.9g", what, i, got[i], want[i]);
+}
 
 static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_ref) {
     const int H = tc->heads, hd = tc->head_dim, B = tc->batch, T = tc->T;
@@ -578,7 +603,8 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
     float *all = zeros((long)B * T * C);
     kv_view kv = {.max_ctx = tc->max_ctx, .heads = H, .kv_heads = KV, .head_dim = hd};
     int32_t *table = NULL;
-    long cache_floats;
+    long cache_rows;
+    const size_t rb = kv_row_bytes(tc->kv_type, hd);
     if (tc->block_size) {
         int bps = (tc->max_ctx + tc->block_size - 1) / tc->block_size;
         int nblocks = tc->cache_seqs * bps;
@@ -595,12 +621,13 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
         kv.block_table = table;
         kv.block_size = tc->block_size;
         kv.blocks_per_seq = bps;
-        cache_floats = (long)nblocks * KV * tc->block_size * hd;
+        cache_rows = (long)nblocks * KV * tc->block_size;
     } else {
-        cache_floats = (long)tc->cache_seqs * KV * tc->max_ctx * hd;
+        cache_rows = (long)tc->cache_seqs * KV * tc->max_ctx;
     }
-    kv.k = be.ops->alloc(be.ctx, sizeof(float) * (size_t)cache_floats);
-    kv.v = be.ops->alloc(be.ctx, sizeof(float) * (size_t)cache_floats);
+    kv.type = tc->kv_type;
+    kv.k = be.ops->alloc(be.ctx, rb * (size_t)cache_rows);
+    kv.v = be.ops->alloc(be.ctx, rb * (size_t)cache_rows);
 
     int pos0 = 0;
     for (int c = 0; c < tc->nchunks; c++) {
@@ -619,31 +646,34 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
     assert_int_equal(pos0, T);
 
     // The cache holds exactly the keys and values fed in, where the layout says, kv heads
-    // only; with RoPE the keys turned to their absolute position (to float rounding).
-    float *want_k = zeros(hd);
+    // only, rounded as its type rounds; with RoPE the keys turned to their absolute position
+    // (to float rounding, so rounded to the type they may sit one of its steps away).
+    float *want_k = zeros(hd), *got = zeros(hd), *want = zeros(hd);
+    const double key_tol = tc->kv_type == DTYPE_F32 ? 1e-6 : kv_type_tol(tc->kv_type);
     for (int b = 0; b < B; b++)
         for (int g = 0; g < KV; g++)
             for (int p = 0; p < T; p += 3) {
                 int s = tc->seq0 + b;
                 long at =
                     tc->block_size
-                        ? (((long)table[(long)s * kv.blocks_per_seq + p / tc->block_size] * KV +
-                            g) *
-                               tc->block_size +
-                           p % tc->block_size) *
-                              hd
-                        : (((long)s * KV + g) * tc->max_ctx + p) * hd;
+                        ? ((long)table[(long)s * kv.blocks_per_seq + p / tc->block_size] * KV +
+                           g) * tc->block_size + p % tc->block_size
+                        : ((long)s * KV + g) * tc->max_ctx + p;
                 const float *r = qkv + ((long)b * T + p) * row;
+                const char *krow = (const char *)kv.k + at * rb, *vrow = (const char *)kv.v + at * rb;
+                ref_kv_decode(got, krow, hd, tc->kv_type);
                 if (tc->rope) {
                     ref_rope_apply(want_k, r + C + (long)g * hd, hd, p, tc->rope);
-                    expect_close(kv.k + at, want_k, hd, 1e-6, "rotated key in the cache");
+                    expect_close(got, want_k, hd, key_tol, "rotated key in the cache");
                 } else {
-                    assert_memory_equal(kv.k + at, r + C + (long)g * hd,
-                                        sizeof(float) * (size_t)hd);
+                    ref_kv_round(want, r + C + (long)g * hd, hd, tc->kv_type);
+                    expect_equal_values(got, want, hd, "key in the cache");
                 }
-                assert_memory_equal(kv.v + at, r + C + KC + (long)g * hd,
-                                    sizeof(float) * (size_t)hd);
+                ref_kv_decode(got, vrow, hd, tc->kv_type);
+                ref_kv_round(want, r + C + KC + (long)g * hd, hd, tc->kv_type);
+                expect_equal_values(got, want, hd, "value in the cache");
             }
+    free(got), free(want);
     free(want_k);
 
     if (check_ref) {
@@ -653,9 +683,19 @@ static float *run_attention_case(const attn_case *tc, uint64_t seed, int check_r
         else
             ref_attention_gqa(want, qkv, B, T, H, KV, hd, tc->rope);
         char msg[160];
-        snprintf(msg, sizeof msg, "attention H %d KV %d hd %d B %d T %d block %d chunks %d rope %d",
-                 H, KV, hd, B, T, tc->block_size, tc->nchunks, tc->rope != NULL);
-        expect_close(all, want, (long)B * T * C, FP32_TOL, msg);
+        snprintf(msg, sizeof msg,
+                 "attention H %d KV %d hd %d B %d T %d block %d chunks %d rope %d kv %s", H, KV,
+                 hd, B, T, tc->block_size, tc->nchunks, tc->rope != NULL, dtype_name(tc->kv_type));
+        // the fp32 twin bounds a narrow cache's error where it is cheap (the twin is O(T^2))
+        if (tc->kv_type == DTYPE_F32 || T <= 200)
+            expect_close(all, want, (long)B * T * C, kv_type_tol(tc->kv_type), msg);
+        if (tc->kv_type != DTYPE_F32) { // the function on what the cache holds, to fp32 rounding
+            ref_attention_gqa_kv(want, qkv, B, T, H, KV, hd, tc->rope, tc->kv_type);
+            // With RoPE the kernels round keys rotated in float, the twin keys rotated in
+            // double: where the float's last bit crosses the type's rounding point (about one
+            // f16 element in 2^13) the two keys are a step of the type apart.
+            expect_close(all, want, (long)B * T * C, tc->rope ? 1e-4 : FP32_TOL, msg);
+        }
         free(want);
     }
     be.ops->release(be.ctx, kv.k);
@@ -673,30 +713,34 @@ static int case_total(const attn_case *tc) {
 
 static const attn_case attn_cases[] = {
     // heads, hd, batch, T, seq0, cache_seqs, max_ctx, block, nchunks, lens
-    {1, 16, 1, 1, 0, 1, 4, 0, 1, {1}, 0, NULL},  // single token, decode path only
-    {2, 16, 1, 9, 0, 1, 16, 0, 1, {9}, 0, NULL}, // prefill only
+    {1, 16, 1, 1, 0, 1, 4, 0, 1, {1}, 0, NULL, DTYPE_F32},  // single token, decode path only
+    {2, 16, 1, 9, 0, 1, 16, 0, 1, {9}, 0, NULL, DTYPE_F32}, // prefill only
     // prefill, decode, chunked prefill at pos0 > 0
-    {3, 16, 2, 12, 1, 4, 20, 0, 4, {7, 1, 1, 3}, 0, NULL},
-    {2, 64, 2, 21, 0, 2, 32, 0, 3, {5, 8, 1}, 0, NULL}, // T < max_ctx with chunks
-    {1, 64, 1, 30, 0, 1, 33, 0, 8, {1, 1, 13, 1, 1, 11, 1, 1}, 0, NULL},
+    {3, 16, 2, 12, 1, 4, 20, 0, 4, {7, 1, 1, 3}, 0, NULL, DTYPE_F32},
+    {2, 64, 2, 21, 0, 2, 32, 0, 3, {5, 8, 1}, 0, NULL, DTYPE_F32}, // T < max_ctx with chunks
+    {1, 64, 1, 30, 0, 1, 33, 0, 8, {1, 1, 13, 1, 1, 11, 1, 1}, 0, NULL, DTYPE_F32},
 };
 
 static void test_attention_contiguous(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++) {
-        attn_case tc = attn_cases[i];
-        tc.T = case_total(&tc);
-        free(run_attention_case(&tc, 1200 + i, 1));
-    }
+    for (int t = 0; t < KV_TYPES; t++)
+        for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++) {
+            attn_case tc = attn_cases[i];
+            tc.T = case_total(&tc);
+            tc.kv_type = kv_types[t];
+            free(run_attention_case(&tc, 1200 + i, 1));
+        }
 }
 
 static void test_attention_paged(void **state) {
     (void)state;
     const int block_sizes[] = {1, 4, 5, 16};
+    for (int t = 0; t < KV_TYPES; t++)
     for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++)
         for (size_t k = 0; k < sizeof block_sizes / sizeof block_sizes[0]; k++) {
             attn_case tc = attn_cases[i];
             tc.T = case_total(&tc);
+            tc.kv_type = kv_types[t];
             float *contiguous = run_attention_case(&tc, 1300 + i, 0);
             tc.block_size = block_sizes[k];
             float *paged = run_attention_case(&tc, 1300 + i, 1);
@@ -737,11 +781,12 @@ static void test_attention_gqa(void **state) {
     const int kv_heads[] = {1, 2, H};
     const attn_case shapes[] = {
         // heads, hd, batch, T, seq0, cache_seqs, max_ctx, block, nchunks, lens
-        {H, hd, 2, 0, 1, 3, 24, 0, 5, {9, 1, 1, 4, 1}, 0, NULL},
-        {H, hd, 1, 0, 0, 1, 80, 0, 4, {40, 1, 30, 1}, 0, NULL}, // positions past the original 64
+        {H, hd, 2, 0, 1, 3, 24, 0, 5, {9, 1, 1, 4, 1}, 0, NULL, DTYPE_F32},
+        {H, hd, 1, 0, 0, 1, 80, 0, 4, {40, 1, 30, 1}, 0, NULL, DTYPE_F32}, // positions past the original 64
     };
     const int block_sizes[] = {0, 4, 5};
     uint64_t seed = 1260;
+    for (int t = 0; t < KV_TYPES; t++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t k = 0; k < sizeof kv_heads / sizeof kv_heads[0]; k++)
             for (size_t r = 0; r < sizeof ropes / sizeof ropes[0]; r++) {
@@ -749,6 +794,7 @@ static void test_attention_gqa(void **state) {
                 tc.T = case_total(&tc);
                 tc.kv_heads = kv_heads[k];
                 tc.rope = ropes[r];
+                tc.kv_type = kv_types[t];
                 float *contiguous = NULL;
                 for (size_t b = 0; b < sizeof block_sizes / sizeof block_sizes[0]; b++) {
                     tc.block_size = block_sizes[b];
@@ -788,15 +834,16 @@ static void test_attention_tiled(void **state) {
     rope_inv_freq_fill(plain, hd, 10000.0, NULL);
     const attn_case shapes[] = {
         // heads, hd, batch, T, seq0, cache_seqs, max_ctx, block, nchunks, lens
-        {H, hd, 1, 0, 0, 1, 140, 0, 1, {131}, 0, NULL},          // 2 full tiles + 3 rows
-        {H, hd, 2, 0, 1, 3, 160, 0, 4, {70, 1, 59, 2}, 0, NULL}, // unaligned pos0 = 71
-        {H, hd, 1, 0, 0, 1, 70, 0, 3, {1, 64, 2}, 0, NULL},      // pos0 1: 65 keys
+        {H, hd, 1, 0, 0, 1, 140, 0, 1, {131}, 0, NULL, DTYPE_F32},          // 2 full tiles + 3 rows
+        {H, hd, 2, 0, 1, 3, 160, 0, 4, {70, 1, 59, 2}, 0, NULL, DTYPE_F32}, // unaligned pos0 = 71
+        {H, hd, 1, 0, 0, 1, 70, 0, 3, {1, 64, 2}, 0, NULL, DTYPE_F32},      // pos0 1: 65 keys
     };
     const int kv_heads[] = {1, 2, H};
     const int block_sizes[] = {0, 5, 16};
     // path: 0 two sgemm, 1 tiled sgemm, 2 tiled own kernels
     const int tiled_min[] = {1 << 30, 1, 1}, gemm[] = {1, 1, 0};
     uint64_t seed = 1500;
+    for (int t = 0; t < KV_TYPES; t++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t k = 0; k < sizeof kv_heads / sizeof kv_heads[0]; k++)
             for (int r = 0; r < 2; r++) {
@@ -804,14 +851,18 @@ static void test_attention_tiled(void **state) {
                 tc.T = case_total(&tc);
                 tc.kv_heads = kv_heads[k];
                 tc.rope = r ? plain : NULL;
+                tc.kv_type = kv_types[t];
                 const long n = (long)tc.batch * tc.T * tc.heads * tc.head_dim;
                 float *first = NULL;
+                // A narrow cache: every path and layout on one thread (threads split items,
+                // not the widening), the twin checked once and the rest against the first.
+                const int narrow = tc.kv_type != DTYPE_F32;
                 for (int path = 0; path < 3; path++)
-                    for (int th = 1; th <= 2; th++)
+                    for (int th = 1; th <= (narrow ? 1 : 2); th++)
                         for (size_t b = 0; b < sizeof block_sizes / sizeof block_sizes[0]; b++) {
                             cpu_set(th, tiled_min[path], gemm[path]);
                             tc.block_size = block_sizes[b];
-                            float *got = run_attention_case(&tc, seed, 1);
+                            float *got = run_attention_case(&tc, seed, !narrow || !first);
                             if (!first) {
                                 first = got;
                                 continue;
@@ -832,23 +883,27 @@ static void test_attention_decode_split(void **state) {
     const cpu_ctx *ctx = be.ctx;
     const int threads0 = ctx->threads;
     // 2 heads (fewer than 8 items) at contexts past 1024: 2 and 3 spans
-    attn_case tc = {2, 16, 1, 0, 0, 1, 1700, 0, 4, {1030, 1, 600, 1}, 1, NULL};
+    attn_case tc = {2, 16, 1, 0, 0, 1, 1700, 0, 4, {1030, 1, 600, 1}, 1, NULL, DTYPE_F32};
     tc.T = case_total(&tc);
     const long n = (long)tc.batch * tc.T * tc.heads * tc.head_dim;
-    float *first = NULL;
-    for (int th = 1; th <= 2; th++)
-        for (int block = 0; block <= 7; block += 7) {
-            cpu_set(th, 0, -1);
-            tc.block_size = block;
-            float *got = run_attention_case(&tc, 1600, 1);
-            if (!first) {
-                first = got;
-                continue;
+    for (int t = 0; t < KV_TYPES; t++) {
+        tc.kv_type = kv_types[t];
+        float *first = NULL;
+        for (int th = 1; th <= 2; th++)
+            for (int block = 0; block <= 7; block += 7) {
+                cpu_set(th, 0, -1);
+                tc.block_size = block;
+                // a narrow cache checks the twin once, the rest against the first run
+                float *got = run_attention_case(&tc, 1600, tc.kv_type == DTYPE_F32 || !first);
+                if (!first) {
+                    first = got;
+                    continue;
+                }
+                expect_close(got, first, n, 1e-6, "split decode, threads and layouts");
+                free(got);
             }
-            expect_close(got, first, n, 1e-6, "split decode, threads and layouts");
-            free(got);
-        }
-    free(first);
+        free(first);
+    }
     cpu_set(threads0, 0, -1);
 }
 
@@ -891,6 +946,39 @@ static void test_attention_kernels(void **state) {
         assert_memory_equal(og, ow, sizeof(float) * (size_t)hd);
         free(q), free(kv), free(w), free(sg), free(sw), free(og), free(ow);
     }
+    // kv_rows_load: every cache type at head sizes with and without vector tails, against the
+    // scalar twin bit for bit and the reference decoder
+    const dtype narrow[] = {DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
+    for (size_t t = 0; t < sizeof narrow / sizeof narrow[0]; t++)
+        for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+            const int hd = sizes[z], n = 5;
+            const size_t rb = kv_row_bytes(narrow[t], hd);
+            unsigned char *rows = calloc((size_t)n, rb);
+            float *x = rand_floats(hd, &rng, -3, 3), *got = zeros((long)n * hd);
+            float *want = zeros((long)n * hd), *dec = zeros(hd);
+            assert_non_null(rows);
+            for (size_t b = 0; b < (size_t)n * rb; b++) // any bits, f16 subnormals included
+                rows[b] = (unsigned char)(ref_rng_next(&rng) >> 24);
+            for (int j = 0; j < n; j++) { // an int8 row's scale: finite and positive
+                float sc = ref_rng_uniform(&rng, 0.001f, 0.1f);
+                if (narrow[t] == DTYPE_INT8) memcpy(rows + (j + 1) * rb - sizeof sc, &sc, sizeof sc);
+            }
+            if (narrow[t] != DTYPE_INT8) // no NaN or inf: a 16-bit exponent of all ones
+                for (long e = 0; e < (long)n * hd; e++) {
+                    unsigned char *hi = rows + 2 * e + 1;
+                    if (narrow[t] == DTYPE_F16 && (*hi & 0x7c) == 0x7c) *hi &= 0xbf;
+                    if (narrow[t] == DTYPE_BF16 && (*hi & 0x7f) == 0x7f) *hi &= 0xbf;
+                }
+            k->kv_rows_load(got, rows, n, hd, narrow[t]);
+            kv_rows_load_scalar(want, rows, n, hd, narrow[t]);
+            if (memcmp(got, want, sizeof(float) * (size_t)(n * hd)))
+                fail_msg("kv_rows_load %s hd %d: not the scalar twin's bits", dtype_name(narrow[t]), hd);
+            for (int j = 0; j < n; j++) {
+                ref_kv_decode(dec, rows + j * rb, hd, narrow[t]);
+                assert_memory_equal(dec, want + (long)j * hd, sizeof(float) * (size_t)hd);
+            }
+            free(rows), free(x), free(got), free(want), free(dec);
+        }
     // tile_step: two key blocks in a row (the first sets the running max, the second rescales),
     // a partial one crossing the rows' positions, rows and keys short of a tile
     const int steps[][5] = {
@@ -987,7 +1075,8 @@ static void test_row_ops_threads_bitwise(void **state) {
 
 /* After a first prefill + decode step has sized the scratch, further decode steps and
  * matmuls of the same widths allocate nothing: for multi-head attention, and for GQA with
- * RoPE (its cos/sin and rotated-query scratch included). */
+ * RoPE (its cos/sin and rotated-query scratch included), over an fp32 and an int8 cache (whose
+ * decode widens blocks of keys in its scratch). */
 static void test_steady_state_no_alloc(void **state) {
     (void)state;
     const int H = 2, hd = 16, max_ctx = 64, prompt = 5, in_dim = 40, out_dim = 24;
@@ -999,13 +1088,15 @@ static void test_steady_state_no_alloc(void **state) {
     quant_rows_int8(q, scale, w, out_dim, in_dim, NULL);
     weight_view wv = {.type = DTYPE_INT8, .data = q, .scale = scale};
     float *x = rand_floats((long)prompt * in_dim, &rng, -1, 1), *y = zeros((long)prompt * out_dim);
-    for (int gqa = 0; gqa < 2; gqa++) {
+    for (int c = 0; c < 4; c++) {
+        const int gqa = c % 2;
         const int KV = gqa ? 1 : H;
         const float *rope = gqa ? inv_freq : NULL;
         const long row = (long)(H + 2 * KV) * hd;
         kv_view kv = {.max_ctx = max_ctx, .heads = H, .kv_heads = KV, .head_dim = hd};
-        kv.k = be.ops->alloc(be.ctx, sizeof(float) * (size_t)(KV * max_ctx * hd));
-        kv.v = be.ops->alloc(be.ctx, sizeof(float) * (size_t)(KV * max_ctx * hd));
+        kv.type = c < 2 ? DTYPE_F32 : DTYPE_INT8;
+        kv.k = be.ops->alloc(be.ctx, kv_row_bytes(kv.type, hd) * (size_t)(KV * max_ctx));
+        kv.v = be.ops->alloc(be.ctx, kv_row_bytes(kv.type, hd) * (size_t)(KV * max_ctx));
         float *qkv = rand_floats((long)prompt * row, &rng, -1, 1);
         float *out = zeros((long)prompt * H * hd);
         be.ops->matmul(be.ctx, y, x, wv, NULL, prompt, in_dim, out_dim);

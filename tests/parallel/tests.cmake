@@ -71,6 +71,21 @@ tripar_parallel_test(parallel_bf16_head /usr/bin/python3 ${PAR}/check_lowp_facto
   -- model.precision=bf16 model.quantize_head=true)
 tripar_parallel_test(parallel_precisions
   /usr/bin/python3 ${PAR}/check_precisions.py ${CMAKE_CURRENT_BINARY_DIR}/precisions ${TRIPAR_FIXTURES}/factor_q8.yaml)
+# Each narrow KV cache type (model.kv_dtype) on every factorization of 1 to 8 ranks: Llama
+# (RoPE, one kv head for 24 query heads, so every tp replicates it) on 2, 3, 4, 6 and 8 ranks, GPT-2
+# with 35 heads and a paged cache on 5 and 7 (as parallel_factorizations_w5_w7). A narrow cache rounds each key
+# and value as it is stored, so a mesh's 1e-7 summation-order differences may move one by a step
+# of the type: activations within the type's tolerance and tokens apart only at near ties
+# (check_lowp_factorizations.py), against the one-rank run with the same cache type.
+foreach(kv bf16 fp16 int8)
+  tripar_parallel_test(parallel_kv_${kv}_llama /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+    ${CMAKE_CURRENT_BINARY_DIR}/kv_${kv}_llama ${TRIPAR_FIXTURES}/factor_llama.yaml 2e-2 2 3 4 6 8
+    -- model.kv_dtype=${kv} model.synthetic.kv_heads=1 generate.new_tokens=4)
+  tripar_parallel_test(parallel_kv_${kv}_w5_w7 /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+    ${CMAKE_CURRENT_BINARY_DIR}/kv_${kv}_w5_w7 ${TRIPAR_FIXTURES}/factor.yaml 2e-2 5 7
+    -- model.kv_dtype=${kv} model.synthetic.heads=35 model.synthetic.embd=140 model.synthetic.vocab=211
+    model.kv_cache=paged model.kv_block=4 generate.new_tokens=4)
+endforeach()
 # head_dim 6 apart from embd / heads = 4 (Hugging Face's head_dim, as Mistral-Nemo's): attention
 # 144 wide over a residual stream of 96, split by heads over tp 2 and 4 (kv heads replicated).
 tripar_parallel_test(parallel_llama_head_dim
