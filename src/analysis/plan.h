@@ -34,6 +34,15 @@ int plan_model_from_preset(const char *preset, plan_model *m, plan_workload *w);
  * TPOT and tokens/s with their relative errors. Returns STATUS_OK or STATUS_BAD_INPUT. */
 int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int n);
 
+/* `tripar plan --validate-published DIR`: reads every *.yaml file of DIR (one publication each:
+ * its source and measured rows; docs/planner.md "Validation against published results"),
+ * predicts each row's metric with its cluster file, uncalibrated, and prints predicted against
+ * published with the relative error per row, then the median and worst over all rows, the
+ * held-out third (id % 3 == 0) and each source. *n_rows (may be NULL) gets the rows predicted.
+ * Returns STATUS_OK, or STATUS_BAD_INPUT with error_message() = "file:line: ..." naming the
+ * allowed keys or values. */
+int plan_validate_published(FILE *out, const char *dir, int *n_rows);
+
 typedef enum { PLAN_OBJ_LATENCY = 0, PLAN_OBJ_THROUGHPUT, PLAN_OBJ_GOODPUT } plan_objective;
 const char *plan_objective_name(plan_objective o);
 

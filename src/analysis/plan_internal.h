@@ -1,8 +1,12 @@
 /* What the planner's own files share and its users need not see (plan_cost.c,
- * plan_collectives.c, plan_placement.c). */
+ * plan_collectives.c, plan_placement.c, plan_validate.c, plan_published.c). */
 #pragma once
 #include "analysis/plan_cost.h"
 
 /* The tier as `flows` flows crossing a node's links at once see it: beta x min(1, links_per_node
  * / flows) on inter tiers (a link per device when not given); the intra tier unchanged. */
 plan_tier plan_tier_shared(const plan_cluster *c, plan_tier_kind kind, int flows);
+
+/* The median and the largest |e[i]| over the finite values of e[0..n) (NAN when none): the
+ * summary of `--validate` and `--validate-published`. */
+void plan_error_summary(const double *e, int n, double *median, double *worst);

@@ -11,6 +11,7 @@
 #include "io/runread.h"
 #include "analysis/plan.h"
 #include "analysis/plan_calibrate.h"
+#include "analysis/plan_internal.h"
 #include "analysis/plan_runs.h"
 
 static double rel_error(double predicted, double measured) {
@@ -22,8 +23,7 @@ static int double_compare(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Median and largest |error| of the finite values. */
-static void error_summary(const double *e, int n, double *median, double *worst) {
+void plan_error_summary(const double *e, int n, double *median, double *worst) {
     double *v = xmalloc((unsigned long)(n ? n : 1) * sizeof *v);
     int k = 0;
     for (int i = 0; i < n; i++)
@@ -76,7 +76,7 @@ int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int
             double *v = xmalloc((unsigned long)(n ? n : 1) * sizeof *v);
             for (int i = 0; i < n; i++)
                 v[i] = errors[3 * i + q];
-            error_summary(v, n, &col[q][0], &col[q][1]);
+            plan_error_summary(v, n, &col[q][0], &col[q][1]);
             free(v);
         }
         fprintf(out,

@@ -28,6 +28,7 @@ typedef struct {
     int n_calibrations;
     const char *validations[PLAN_MAX_CALIBRATIONS]; /* --validate: measured runs to predict */
     int n_validations;
+    const char *published; /* --validate-published: a folder of published measurements */
     int gpus, batch, prompt, new_tokens, top;
     plan_objective objective;
     double ttft, tpot;
@@ -38,6 +39,7 @@ static void plan_usage(FILE *f) {
         f,
         "usage: tripar plan (JOB.yaml | --preset NAME) --cluster CLUSTER.yaml [options]\n"
         "       tripar plan --validate RUN.h5... --cluster CLUSTER.yaml [-o FILE]\n"
+        "       tripar plan --validate-published DIR [-o FILE]\n"
         "  --gpus N                 ranks to plan for (default: every device of the cluster)\n"
         "  --batch B --prompt T --new-tokens K   the workload (default: the job's, or 1 128 32)\n"
         "  --precision fp32|int8w|bf16|fp16      weight dtype (default: the job's; for a preset\n"
@@ -50,6 +52,9 @@ static void plan_usage(FILE *f) {
         "                           (the list ends at an option or a file that is not HDF5)\n"
         "  --validate RUN.h5...     predict each run from the others' calibration (leave one\n"
         "                           out) and print predicted vs measured, with the errors\n"
+        "  --validate-published DIR  predict each published measurement of DIR's *.yaml files\n"
+        "                           (data/published/: each row names its cluster file) and\n"
+        "                           print predicted vs published, with the errors\n"
         "  --top K                  rows of the text table (default 10; CSV/JSON hold all)\n"
         "  --format text|csv|json   (default text)   -o FILE   write there instead of stdout\n"
         "presets: %s\n",
@@ -131,6 +136,8 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
             return -1;
         } else if (!strcmp(o, "--preset"))
             a->preset = v;
+        else if (!strcmp(o, "--validate-published"))
+            a->published = v;
         else if (!strcmp(o, "--cluster"))
             a->cluster = v;
         else if (!strcmp(o, "--format")) {
@@ -176,6 +183,14 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
         }
         i++;
     }
+    if (a->published && (a->job_path || a->preset || a->n_calibrations || a->n_validations ||
+                         a->cluster)) {
+        fprintf(stderr, "tripar plan: --validate-published takes the models, strategies and "
+                        "cluster files from the rows of its folder; give no job file, --preset, "
+                        "--calibrate, --validate or --cluster with it\n");
+        return -1;
+    }
+    if (a->published) return 0;
     if (a->n_validations && (a->job_path || a->preset || a->n_calibrations)) {
         fprintf(stderr, "tripar plan: --validate takes its models and calibration from the runs "
                         "it names; give no job file, --preset or --calibrate with it\n");
@@ -310,24 +325,29 @@ static int plan_output_check(const plan_args *a) {
     return STATUS_OK;
 }
 
+/* --validate (c given) or --validate-published (c NULL), to -o or stdout. */
 static int plan_validate_to(const plan_args *a, const plan_cluster *c) {
     FILE *out = a->out ? fopen(a->out, "w") : stdout;
     if (!out) {
         error_set("cannot write %s", a->out);
         return STATUS_BAD_INPUT;
     }
-    int rc = plan_validate(out, c, a->validations, a->n_validations);
+    int n = a->n_validations;
+    int rc = c ? plan_validate(out, c, a->validations, n)
+               : plan_validate_published(out, a->published, &n);
     if (a->out && fclose(out) != 0 && rc == STATUS_OK) {
         error_set("cannot write %s", a->out);
         rc = STATUS_BAD_INPUT;
     }
     if (rc == STATUS_OK && a->out)
-        printf("tripar plan: wrote %s (text, %d runs predicted)\n", a->out, a->n_validations);
+        printf("tripar plan: wrote %s (text, %d %s predicted)\n", a->out, n,
+               c ? "runs" : "published rows");
     return rc;
 }
 
 static int plan_run(const plan_args *a) {
     if (plan_output_check(a) != STATUS_OK) return STATUS_BAD_INPUT;
+    if (a->published) return plan_validate_to(a, NULL);
     plan_cluster c;
     plan_model m;
     plan_workload w;

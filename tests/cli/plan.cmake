@@ -146,3 +146,11 @@ add_test(NAME cli_plot_wrong_inputs COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/
          ${CMAKE_CURRENT_BINARY_DIR}/plot_errors ${TOOLS_WORK}/run.h5)
 set_tests_properties(cli_plot_wrong_inputs PROPERTIES LABELS "unit;cli" FIXTURES_REQUIRED tools_files
                      ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 180)
+
+# --validate-published: the format of data/published/, every row predicted (never an error
+# bound: docs/planner.md reports the errors), and bad published files refused with file:line.
+add_test(NAME cli_plan_validate_published
+         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_published.py $<TARGET_FILE:tripar>
+                 ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_published)
+set_tests_properties(cli_plan_validate_published PROPERTIES LABELS "unit;cli"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV}")
