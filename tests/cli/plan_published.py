@@ -17,7 +17,7 @@ import sys
 
 import yaml
 
-tripar, repo, work = sys.argv[1], sys.argv[2], sys.argv[3]
+tripar, repo, work = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
 published = os.path.join(repo, "data", "published")
 FIELDS = ["id", "model", "cluster", "gpus", "tp", "pp", "batch", "input", "output",
           "precision", "metric", "value", "table"]
