@@ -8,7 +8,9 @@
 # (compared with its own unshaped figure, so that a loaded machine's scheduling noise, which
 # both runs see, does not count). 50%, not tighter: a busy machine's scheduling adds to one
 # run and not the other, and the defects this catches are a delay not seen (0x) or seen
-# twice, a round trip taken for one way (2x); each figure is a mean over many round trips. Every
+# twice, a round trip taken for one way (2x); each figure is a mean over many round trips, and
+# the delayed run is the fastest of up to 3 tries (a busy machine only adds: CI once saw +52%
+# while other tests loaded both cores, the delay line a user-space program among them). Every
 # round trip is verified (#wrong 0). First, unshaped, the collective sweep's node placement:
 # tp=SLOTS x dp=2 in order tp-pp-dp keeps every TP group inside a node and every DP group
 # across, and order dp-tp-pp the reverse; --order auto with tp = the world is refused (exit 2).
@@ -25,13 +27,14 @@ trap '"$CLUSTER_SH" link "$state" --rate "$rate0" --delay "$delay0"' EXIT
 world=$((2 * CLUSTER_SLOTS))
 out=$state/log/commbench_tiers
 
-tiers() { # delay_us -> runs commbench --tiers into $out.$1.h5
+tiers() { # delay_us [tag] -> runs commbench --tiers into $out.TAG.h5 (TAG: the delay)
+    local tag=${2:-$1}
     "$CLUSTER_SH" link "$state" --rate off --delay "$1"
     run_limited 180 "$CLUSTER_MPIRUN" -n "$world" "$tripar" commbench --tiers --sizes 8:16K \
-        --iters 20 --warmup 3 --out "$out.$1.h5" >"$out.$1.log" 2>&1 ||
-        { cat "$out.$1.log"; echo "FAIL: commbench --tiers with --delay $1"; exit 1; }
-    grep -q '^# #wrong total: 0$' "$out.$1.log" ||
-        { cat "$out.$1.log"; echo "FAIL: commbench --tiers with --delay $1: wrong data"; exit 1; }
+        --iters 20 --warmup 3 --out "$out.$tag.h5" >"$out.$tag.log" 2>&1 ||
+        { cat "$out.$tag.log"; echo "FAIL: commbench --tiers with --delay $1"; exit 1; }
+    grep -q '^# #wrong total: 0$' "$out.$tag.log" ||
+        { cat "$out.$tag.log"; echo "FAIL: commbench --tiers with --delay $1: wrong data"; exit 1; }
 }
 placement() { # order tp_tier dp_tier: the axes' tiers in the header and in /commbench/axes
     local order=$1 tp=$2 dp=$3 log=$out.$1.log
@@ -70,13 +73,15 @@ echo "ok: commbench --order auto --tp $world refused (exit 2, said once)"
 
 tiers 0
 tiers 1
-tiers "$delay"
-cat "$out.$delay.log"
-/usr/bin/python3 - "$out" "$delay" "$CLUSTER_SLOTS" <<'PY'
+for try in 1 2 3; do
+tiers "$delay" "$delay.$try"
+cat "$out.$delay.$try.log"
+rc=0
+/usr/bin/python3 - "$out" "$delay" "$CLUSTER_SLOTS" "$try" <<'PY' || rc=$?
 import sys
 import h5py
 
-out, delay, slots = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+out, delay, slots, tries = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
 
 def tiers(d):
@@ -90,7 +95,11 @@ def tiers(d):
     return rows
 
 
-base, one, slow = tiers(0), tiers(1), tiers(int(delay))
+base, one = tiers(0), tiers(1)
+# the fastest of the tries so far, field by field
+runs = [tiers(f"{int(delay)}.{k}") for k in range(1, tries + 1)]
+slow = {tier: {field: min(r[tier][field] for r in runs) for field in ("alpha_small_s", "alpha_s")}
+        for tier in ("intra", "inter")}
 fail = []
 for field, what in (("alpha_small_s", "half round trip at 8 B"), ("alpha_s", "fitted alpha")):
     b, o, s = (t["inter"][field] * 1e6 for t in (base, one, slow))
@@ -109,6 +118,11 @@ if intra - intra0 > 0.5 * delay:  # through the link it would rise by the whole 
     fail.append(f"the intra tier ({intra0:.1f} us unshaped, {intra:.1f} us) felt the "
                 f"inter-node delay")
 if fail:
-    sys.exit("FAIL: " + "; ".join(fail))
+    print("FAIL: " + "; ".join(fail) + f" (try {tries} of 3)")
+    sys.exit(3)
 print("ok: the inter tier measures the link's latency, the intra tier does not see it")
 PY
+[ "$rc" = 0 ] && exit 0
+[ "$rc" = 3 ] || exit 1
+done
+exit 1
