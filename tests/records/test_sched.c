@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -20,11 +21,24 @@
 
 static int have_schedstat(void) { return access("/proc/self/schedstat", R_OK) == 0; }
 
+static volatile long sleeper_tid;
+
 static void *sleeper(void *arg) {
     volatile int *stop = arg;
+    sleeper_tid = (long)syscall(SYS_gettid);
     while (!*stop)
         usleep(1000);
     return NULL;
+}
+
+/* pthread_join returns when the thread has cleared its tid, which the kernel does before it
+ * has reaped the task: its /proc entry (and the sampler's open schedstat file) can answer a
+ * moment longer, most on a loaded machine. Waits for the entry to go (at most 2 s). */
+static void wait_task_gone(long tid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld", tid);
+    for (int i = 0; i < 2000 && access(path, F_OK) == 0; i++)
+        usleep(1000);
 }
 
 static void test_off_opens_nothing(void **state) {
@@ -59,6 +73,7 @@ static void test_rows_and_threads(void **state) {
     }
     stop = 1;
     pthread_join(th, NULL);
+    wait_task_gone(sleeper_tid);
     sched_step_begin(&s, 2);
     sched_step_end(&s, 2); /* the exited thread is found gone here */
     assert_int_equal(s.live, before);
