@@ -11,9 +11,10 @@
  *   decode (n_new == 1): items (sequence, head), or (sequence, head, span of the context) when
  *     there are few heads for a long context; the spans' partial softmaxes are merged after.
  * Each item's result depends only on the item, never on the thread count or the schedule.
- * A cache in bf16, f16 or int8 (kv_view.type) is read in its type and widened to fp32 a block
- * of keys at a time, in L1 (the level's kv_rows_load), so the memory traffic is the cache's own
- * bytes and the kernels after it are the fp32 ones; new rows are narrowed as they are written. */
+ * A cache in bf16, f16 or int8 (kv_view.type) is read in its type, so the memory traffic is the
+ * cache's own bytes: decode's dot_keys and weigh_values widen each load in registers; prefill,
+ * which reuses a block of keys for every query row, widens a block at a time into L1 (the
+ * level's kv_rows_load) for the fp32 tile kernels. New rows are narrowed as they are written. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -265,19 +266,20 @@ static void attn_twogemm_item(const attn_call *a, int b, int h, float *scratch) 
 
 /* Decode item: the one new row of head h, batch row b, over positions p0..p1-1. With part
  * NULL writes the normalised output; else the partial (max, sum, unnormalised output (hd)).
- * A cache that is not fp32 is widened ATTN_KEY_BLOCK positions at a time into kbuf. */
+ * The kernels read the cache rows where they lie, run by contiguous run, in the cache's type:
+ * each key and value is read once, from memory, and widened in registers (a block widened
+ * into an fp32 buffer first cost more than the dot products, docs/performance.md). */
 static void attn_decode_item(const attn_call *a, int b, int h, int p0, int p1, float *scratch,
                              float *part) {
     const int hd = a->hd, g = h / a->group, seq = a->seq0 + b;
-    const int wide = a->c->type != DTYPE_F32;
+    const dtype type = a->c->type;
     float *qrot = scratch, *scores = scratch + hd; // (hd), (p1 - p0)
-    float *kbuf = scores + a->c->max_ctx;          // (ATTN_KEY_BLOCK, hd) when not fp32
     long ldq;
     const float *q = attn_queries(a, b, h, 0, 1, qrot, &ldq);
     for (int p = p0; p < p1;) {
-        const int n = wide ? (p1 - p < ATTN_KEY_BLOCK ? p1 - p : ATTN_KEY_BLOCK) : kv_run(a->c, p, p1);
-        const float *k = kv_span(a->c, a->kern, a->c->k, seq, g, p, p + n, kbuf);
-        a->kern->dot_keys(scores + (p - p0), q, k, n, hd, a->scale);
+        const int n = kv_run(a->c, p, p1);
+        a->kern->dot_keys(scores + (p - p0), q, kv_at(a->c, a->c->k, seq, g, p), n, hd, a->scale,
+                          type);
         p += n;
     }
     const float m = max_of(scores, p1 - p0);
@@ -285,9 +287,8 @@ static void attn_decode_item(const attn_call *a, int b, int h, int p0, int p1, f
     float *o = part ? part + 2 : a->out + (long)b * a->C + (long)h * hd;
     memset(o, 0, sizeof(float) * (size_t)hd);
     for (int p = p0; p < p1;) {
-        const int n = wide ? (p1 - p < ATTN_KEY_BLOCK ? p1 - p : ATTN_KEY_BLOCK) : kv_run(a->c, p, p1);
-        const float *v = kv_span(a->c, a->kern, a->c->v, seq, g, p, p + n, kbuf);
-        a->kern->weigh_values(o, scores + (p - p0), v, n, hd);
+        const int n = kv_run(a->c, p, p1);
+        a->kern->weigh_values(o, scores + (p - p0), kv_at(a->c, a->c->v, seq, g, p), n, hd, type);
         p += n;
     }
     if (part) {
@@ -352,10 +353,10 @@ void cpu_attention(void *vctx, float *out, const float *qkv, kv_view cache,
 
     // Scratch: RoPE cos/sin of the new rows, then one region per thread, then the decode
     // spans' partials. A region always has room for a decode step at max_ctx (its query and
-    // scores, and a block of widened keys for a narrow cache), so once a prefill has sized
+    // scores; a narrow cache too, as decode reads it in place), so once a prefill has sized
     // the scratch no decode step grows it.
     const int wide = cache.type != DTYPE_F32;
-    size_t region = (size_t)hd + (size_t)cache.max_ctx + (wide ? (size_t)ATTN_KEY_BLOCK * hd : 0);
+    size_t region = (size_t)hd + (size_t)cache.max_ctx;
     if (n_new > 1) {
         size_t need = tiled ? tiled_floats(group, hd) : twogemm_floats(&a, paged || wide);
         region = need > region ? need : region;

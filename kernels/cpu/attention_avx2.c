@@ -30,49 +30,81 @@ static inline float reduce_key(__m256 lo, __m256 hi) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-/* Key by key, each row read as it lies in two 8-lane accumulators (the 16 partial sums), the
- * last chunk of d masked; the same bytes 32 keys on prefetched. */
-static void dot_keys_avx2(float *s, const float *q, const float *k, int n, int hd, float scale) {
+/* Eight elements d.. of a cache row in fp32: bf16 shifted into the high half, f16 by F16C,
+ * int8 sign-extended, converted (exactly) and multiplied by the row's scale (kv_rows_load's one
+ * product). Exact otherwise, so each kernel below gives the bits its fp32 twin gives on the
+ * widened rows. */
+static inline __attribute__((always_inline)) __m256 kv_load8(const char *row, int d, __m256 scale,
+                                                             dtype type) {
+    switch (type) {
+    case DTYPE_BF16: {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * d)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    case DTYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * d)));
+    case DTYPE_INT8: {
+        const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + d)));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale);
+    }
+    case DTYPE_F32: break;
+    }
+    return _mm256_loadu_ps((const float *)row + d);
+}
+
+/* Key by key, each row read as it lies in two 8-lane accumulators (the 16 partial sums), each
+ * load widened in registers; the same bytes 32 keys on prefetched. A last chunk of d under 16
+ * is widened by the scalar rule into 16 floats, zero past hd, against the query's masked
+ * lanes: 0 x 0 added to a partial sum leaves it as it is. */
+static inline __attribute__((always_inline)) void
+dot_keys_typed(float *s, const float *q, const char *k, int n, int hd, float scale, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd), es = type == DTYPE_F32 ? 4 : type == DTYPE_INT8 ? 1 : 2;
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int j = 0; j < n; j++) {
-        const float *row = k + (long)j * hd;
+        const char *row = k + j * rb;
+        const __m256 sc = _mm256_set1_ps(kv_row_scale(row, rb, type));
         __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
         for (int d0 = 0; d0 < hd; d0 += 16) {
-            _mm_prefetch((const char *)(row + 32L * hd + d0), _MM_HINT_T0);
+            _mm_prefetch(row + 32 * rb + d0 * es, _MM_HINT_T0);
             if (hd - d0 >= 16) {
-                lo = _mm256_fmadd_ps(_mm256_loadu_ps(q + d0), _mm256_loadu_ps(row + d0), lo);
-                hi =
-                    _mm256_fmadd_ps(_mm256_loadu_ps(q + d0 + 8), _mm256_loadu_ps(row + d0 + 8), hi);
+                lo = _mm256_fmadd_ps(_mm256_loadu_ps(q + d0), kv_load8(row, d0, sc, type), lo);
+                hi = _mm256_fmadd_ps(_mm256_loadu_ps(q + d0 + 8), kv_load8(row, d0 + 8, sc, type),
+                                     hi);
                 continue;
             }
-            // masked lanes load 0, and 0 x 0 added to a partial sum leaves it as it is
+            float t[16];
+            for (int i = 0; i < 16; i++)
+                t[i] = d0 + i < hd ? kv_elem_scalar(row, d0 + i, hd, type) : 0.0f;
             const __m256i mlo = _mm256_cmpgt_epi32(_mm256_set1_epi32(hd - d0), lane);
             const __m256i mhi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hd - d0 - 8), lane);
-            lo = _mm256_fmadd_ps(_mm256_maskload_ps(q + d0, mlo), _mm256_maskload_ps(row + d0, mlo),
-                                 lo);
-            hi = _mm256_fmadd_ps(_mm256_maskload_ps(q + d0 + 8, mhi),
-                                 _mm256_maskload_ps(row + d0 + 8, mhi), hi);
+            lo = _mm256_fmadd_ps(_mm256_maskload_ps(q + d0, mlo), _mm256_loadu_ps(t), lo);
+            hi = _mm256_fmadd_ps(_mm256_maskload_ps(q + d0 + 8, mhi), _mm256_loadu_ps(t + 8), hi);
         }
         s[j] = reduce_key(lo, hi) * scale;
     }
 }
 
-static void weigh_values_avx2(float *o, const float *w, const float *v, int n, int hd) {
-    if (hd % 8) {
-        weigh_values_scalar(o, w, v, n, hd);
-        return;
-    }
+static void dot_keys_avx2(float *s, const float *q, const void *k, int n, int hd, float scale,
+                          dtype type) {
+    KV_TYPED(type, dot_keys_typed, s, q, k, n, hd, scale);
+}
+
+/* 32 outputs held in registers across the n values, each value widened as it is loaded; the
+ * last hd % 32 eight at a time. */
+static inline __attribute__((always_inline)) void
+weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
     int d = 0;
     for (; d + 32 <= hd; d += 32) {
         __m256 a0 = _mm256_loadu_ps(o + d), a1 = _mm256_loadu_ps(o + d + 8);
         __m256 a2 = _mm256_loadu_ps(o + d + 16), a3 = _mm256_loadu_ps(o + d + 24);
         for (int j = 0; j < n; j++) {
-            const float *vj = v + (long)j * hd + d;
-            __m256 wj = _mm256_set1_ps(w[j]);
-            a0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), a0);
-            a1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), a1);
-            a2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), a2);
-            a3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), a3);
+            const char *vj = v + j * rb;
+            const __m256 sc = _mm256_set1_ps(kv_row_scale(vj, rb, type));
+            const __m256 wj = _mm256_set1_ps(w[j]);
+            a0 = _mm256_fmadd_ps(wj, kv_load8(vj, d, sc, type), a0);
+            a1 = _mm256_fmadd_ps(wj, kv_load8(vj, d + 8, sc, type), a1);
+            a2 = _mm256_fmadd_ps(wj, kv_load8(vj, d + 16, sc, type), a2);
+            a3 = _mm256_fmadd_ps(wj, kv_load8(vj, d + 24, sc, type), a3);
         }
         _mm256_storeu_ps(o + d, a0);
         _mm256_storeu_ps(o + d + 8, a1);
@@ -81,10 +113,21 @@ static void weigh_values_avx2(float *o, const float *w, const float *v, int n, i
     }
     for (; d < hd; d += 8) {
         __m256 a = _mm256_loadu_ps(o + d);
-        for (int j = 0; j < n; j++)
-            a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), _mm256_loadu_ps(v + (long)j * hd + d), a);
+        for (int j = 0; j < n; j++) {
+            const char *vj = v + j * rb;
+            const __m256 sc = _mm256_set1_ps(kv_row_scale(vj, rb, type));
+            a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), kv_load8(vj, d, sc, type), a);
+        }
         _mm256_storeu_ps(o + d, a);
     }
+}
+
+static void weigh_values_avx2(float *o, const float *w, const void *v, int n, int hd, dtype type) {
+    if (hd % 8) {
+        weigh_values_scalar(o, w, v, n, hd, type);
+        return;
+    }
+    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd);
 }
 
 /* The AVX-512 level's tile kernel (attention_avx512.c explains it) eight lanes wide: half the
@@ -178,29 +221,16 @@ static void tile_step_avx2(float *o, long ldo, float *m, float *l, const float *
     }
 }
 
-/* Eight values of a cache row at a time: bf16 shifted into the high half, f16 by F16C,
- * int8 sign-extended and converted (exactly) then multiplied by the row's scale; the last
- * hd % 8 by the scalar twin's element rule. */
+/* kv_load8 row by row; the last hd % 8 by the scalar twin's element rule. */
 static void kv_rows_load_avx2(float *dst, const void *src, int n, int hd, dtype type) {
     const size_t rb = kv_row_bytes(type, hd);
     for (int j = 0; j < n; j++) {
         const char *row = (const char *)src + j * rb;
         float *out = dst + (long)j * hd;
-        const __m256 scale = _mm256_set1_ps(kv_row_scale(row, hd, type));
+        const __m256 scale = _mm256_set1_ps(kv_row_scale(row, rb, type));
         int d = 0;
-        for (; d + 8 <= hd; d += 8) {
-            __m256 x;
-            if (type == DTYPE_BF16) {
-                const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * d)));
-                x = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-            } else if (type == DTYPE_F16) {
-                x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * d)));
-            } else {
-                const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + d)));
-                x = _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale);
-            }
-            _mm256_storeu_ps(out + d, x);
-        }
+        for (; d + 8 <= hd; d += 8)
+            _mm256_storeu_ps(out + d, kv_load8(row, d, scale, type));
         for (; d < hd; d++)
             out[d] = kv_elem_scalar(row, d, hd, type);
     }

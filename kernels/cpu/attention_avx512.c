@@ -48,43 +48,78 @@ static inline __attribute__((always_inline)) __m512 reduce_16_keys(const __m512 
     return _mm512_permutexvar_ps(order, e);
 }
 
-/* Sixteen keys at a time, each row read as it lies (hd / 16 vectors, the last one masked) into
- * its own accumulator, then the 16 reduced together. The rows are read key after key, one
- * sequential stream, with the same bytes 32 keys on prefetched: the gathers this replaced left
- * a GPT-2 decode step's attention at 4.7 ms for 39 MB of cache (docs/kernels.md, "Decode:
- * prefetch and lanes"). The last keys under 16 go to the scalar twin. */
-static void dot_keys_avx512(float *s, const float *q, const float *k, int n, int hd, float scale) {
+/* Sixteen elements d.. of a cache row in fp32, the lanes off m zero: bf16 shifted into the high
+ * half, f16 by vcvtph2ps, int8 sign-extended, converted (exactly) and multiplied by the row's
+ * scale (kv_rows_load's one product). Exact otherwise, so each kernel below gives the bits its
+ * fp32 twin gives on the widened rows. */
+static inline __attribute__((always_inline)) __m512 kv_load16(const char *row, int d, __mmask16 m,
+                                                              __m512 scale, dtype type) {
+    switch (type) {
+    case DTYPE_BF16: {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + 2 * d));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+    case DTYPE_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * d));
+    case DTYPE_INT8: {
+        const __m512i q = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, row + d));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale);
+    }
+    case DTYPE_F32: break;
+    }
+    return _mm512_maskz_loadu_ps(m, (const float *)row + d);
+}
+
+/* Sixteen keys at a time, each row read as it lies (hd / 16 vectors, the last one masked, each
+ * widened in registers) into its own accumulator, then the 16 reduced together. The rows are
+ * read key after key, one sequential stream, with the same bytes 32 keys on prefetched: the
+ * gathers this replaced left a GPT-2 decode step's attention at 4.7 ms for 39 MB of cache
+ * (docs/kernels.md, "Decode: prefetch and lanes"). The last keys under 16 go to the scalar
+ * twin. */
+static inline __attribute__((always_inline)) void
+dot_keys_typed(float *s, const float *q, const char *k, int n, int hd, float scale, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd), es = type == DTYPE_F32 ? 4 : type == DTYPE_INT8 ? 1 : 2;
     int j = 0;
     for (; j + 16 <= n; j += 16) {
-        const float *kj = k + (long)j * hd;
+        const char *kj = k + j * rb;
         __m512 acc[16];
         for (int i = 0; i < 16; i++) {
-            const float *row = kj + (long)i * hd;
+            const char *row = kj + i * rb;
+            const __m512 sc = _mm512_set1_ps(kv_row_scale(row, rb, type));
             acc[i] = _mm512_setzero_ps();
             for (int d0 = 0; d0 < hd; d0 += 16) {
                 const __mmask16 m = tail_mask(hd - d0);
-                _mm_prefetch((const char *)(row + 32L * hd + d0), _MM_HINT_T0);
+                _mm_prefetch(row + 32 * rb + d0 * es, _MM_HINT_T0);
                 acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d0),
-                                         _mm512_maskz_loadu_ps(m, row + d0), acc[i]);
+                                         kv_load16(row, d0, m, sc, type), acc[i]);
             }
         }
         _mm512_storeu_ps(s + j, _mm512_mul_ps(reduce_16_keys(acc), _mm512_set1_ps(scale)));
     }
-    if (j < n) dot_keys_scalar(s + j, q, k + (long)j * hd, n - j, hd, scale);
+    if (j < n) dot_keys_scalar(s + j, q, k + j * rb, n - j, hd, scale, type);
 }
 
-static void weigh_values_avx512(float *o, const float *w, const float *v, int n, int hd) {
+static void dot_keys_avx512(float *s, const float *q, const void *k, int n, int hd, float scale,
+                            dtype type) {
+    KV_TYPED(type, dot_keys_typed, s, q, k, n, hd, scale);
+}
+
+/* 64 outputs held in registers across the n values, each value widened as it is loaded; the
+ * last hd % 64 sixteen at a time, masked. */
+static inline __attribute__((always_inline)) void
+weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
     int d = 0;
     for (; d + 64 <= hd; d += 64) {
         __m512 a0 = _mm512_loadu_ps(o + d), a1 = _mm512_loadu_ps(o + d + 16);
         __m512 a2 = _mm512_loadu_ps(o + d + 32), a3 = _mm512_loadu_ps(o + d + 48);
         for (int j = 0; j < n; j++) {
-            const float *vj = v + (long)j * hd + d;
-            __m512 wj = _mm512_set1_ps(w[j]);
-            a0 = _mm512_fmadd_ps(wj, _mm512_loadu_ps(vj), a0);
-            a1 = _mm512_fmadd_ps(wj, _mm512_loadu_ps(vj + 16), a1);
-            a2 = _mm512_fmadd_ps(wj, _mm512_loadu_ps(vj + 32), a2);
-            a3 = _mm512_fmadd_ps(wj, _mm512_loadu_ps(vj + 48), a3);
+            const char *vj = v + j * rb;
+            const __m512 sc = _mm512_set1_ps(kv_row_scale(vj, rb, type));
+            const __m512 wj = _mm512_set1_ps(w[j]);
+            a0 = _mm512_fmadd_ps(wj, kv_load16(vj, d, 0xffff, sc, type), a0);
+            a1 = _mm512_fmadd_ps(wj, kv_load16(vj, d + 16, 0xffff, sc, type), a1);
+            a2 = _mm512_fmadd_ps(wj, kv_load16(vj, d + 32, 0xffff, sc, type), a2);
+            a3 = _mm512_fmadd_ps(wj, kv_load16(vj, d + 48, 0xffff, sc, type), a3);
         }
         _mm512_storeu_ps(o + d, a0);
         _mm512_storeu_ps(o + d + 16, a1);
@@ -94,11 +129,18 @@ static void weigh_values_avx512(float *o, const float *w, const float *v, int n,
     for (; d < hd; d += 16) {
         const __mmask16 m = tail_mask(hd - d);
         __m512 a = _mm512_maskz_loadu_ps(m, o + d);
-        for (int j = 0; j < n; j++)
-            a = _mm512_fmadd_ps(_mm512_set1_ps(w[j]),
-                                _mm512_maskz_loadu_ps(m, v + (long)j * hd + d), a);
+        for (int j = 0; j < n; j++) {
+            const char *vj = v + j * rb;
+            const __m512 sc = _mm512_set1_ps(kv_row_scale(vj, rb, type));
+            a = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), kv_load16(vj, d, m, sc, type), a);
+        }
         _mm512_mask_storeu_ps(o + d, m, a);
     }
+}
+
+static void weigh_values_avx512(float *o, const float *w, const void *v, int n, int hd,
+                                dtype type) {
+    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd);
 }
 
 /* Scores are computed transposed, st[j] = the 64 rows' scores for key j, so the row max, the
@@ -188,26 +230,15 @@ void tile_step_avx512(float *o, long ldo, float *m, float *l, const float *qt, c
     }
 }
 
-/* The AVX2 level's widening sixteen values at a time, the tail masked. */
+/* kv_load16 row by row, the tail masked. */
 static void kv_rows_load_avx512(float *dst, const void *src, int n, int hd, dtype type) {
     const size_t rb = kv_row_bytes(type, hd);
     for (int j = 0; j < n; j++) {
         const char *row = (const char *)src + j * rb;
-        float *out = dst + (long)j * hd;
-        const __m512 scale = _mm512_set1_ps(kv_row_scale(row, hd, type));
+        const __m512 scale = _mm512_set1_ps(kv_row_scale(row, rb, type));
         for (int d = 0; d < hd; d += 16) {
             const __mmask16 m = tail_mask(hd - d);
-            __m512 x;
-            if (type == DTYPE_BF16) {
-                const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, row + 2 * d));
-                x = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-            } else if (type == DTYPE_F16) {
-                x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * d));
-            } else {
-                const __m512i q = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, row + d));
-                x = _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale);
-            }
-            _mm512_mask_storeu_ps(out + d, m, x);
+            _mm512_mask_storeu_ps(dst + (long)j * hd + d, m, kv_load16(row, d, m, scale, type));
         }
     }
 }

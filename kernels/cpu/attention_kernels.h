@@ -12,14 +12,18 @@ typedef struct cpu_attention_kernels {
      * softmax's denominator). y may be x. exp is a polynomial within 2 ulp of expf, and 0 below
      * -87.3 (where expf is a denormal). */
     float (*exp_shift_sum)(float *y, const float *x, float shift, int n);
-    /* s[j] = scale * (q . k_j) for the n keys k (n, hd): one query's scores. Each dot in 16
-     * partial sums p[l] over d = l, l + 16, l + 32, ... < hd, each a chain of fused
-     * multiply-adds from 0 in increasing d, then the pairwise tree ((p[l] + p[l+8]), then
-     * + lane l+4, then l+2, then l+1): a key's row is read as it lies, 16 lanes at a time. */
-    void (*dot_keys)(float *s, const float *q, const float *k, int n, int hd, float scale);
-    /* o[d] += w[j] v_j[d] for j = 0..n-1 in order, fused, over the n values v (n, hd): one
-     * query's weighted values. */
-    void (*weigh_values)(float *o, const float *w, const float *v, int n, int hd);
+    /* s[j] = scale * (q . k_j) for the n keys k: one query's scores. The keys are n cache
+     * rows in type, kv_row_bytes(type, hd) bytes apart, each element widened in registers to
+     * the fp32 kv_rows_load gives (so a narrow cache streams its own bytes once, with no fp32
+     * copy written and read back). Each dot in 16 partial sums p[l] over d = l, l + 16,
+     * l + 32, ... < hd, each a chain of fused multiply-adds from 0 in increasing d, then the
+     * pairwise tree ((p[l] + p[l+8]), then + lane l+4, then l+2, then l+1): a key's row is read
+     * as it lies, 16 lanes at a time. */
+    void (*dot_keys)(float *s, const float *q, const void *k, int n, int hd, float scale,
+                     dtype type);
+    /* o[d] += w[j] v_j[d] for j = 0..n-1 in order, fused, over n values v: cache rows in type
+     * as dot_keys reads them, widened in registers. One query's weighted values. */
+    void (*weigh_values)(float *o, const float *w, const void *v, int n, int hd, dtype type);
     /* One key block of the tiled prefill's online softmax, for up to ATTN_TILE rows of one head:
      * qt (hd, ATTN_TILE) the rows' queries transposed and pre-scaled (columns past rows zero);
      * k, v (kn, hd) keys k0..k0+kn-1, kn <= ATTN_TILE; row i sits at position first + i and sees
@@ -32,7 +36,7 @@ typedef struct cpu_attention_kernels {
     /* dst (n, hd) = the n cache rows at src, kv_row_bytes(type, hd) bytes apart, in fp32 (the
      * kv_view layout of kernels/backend.h): bf16 and f16 widened exactly, int8 as q * s, one
      * product. No sums, so every level gives the same bits. type is not DTYPE_F32 (that cache
-     * is read in place). */
+     * is read in place). Prefill's blocks, which every query row of the block reuses. */
     void (*kv_rows_load)(float *dst, const void *src, int n, int hd, dtype type);
 } cpu_attention_kernels;
 

@@ -37,25 +37,6 @@ float exp_shift_sum_scalar(float *y, const float *x, float shift, int n) {
     return sum;
 }
 
-void dot_keys_scalar(float *s, const float *q, const float *k, int n, int hd, float scale) {
-    for (int j = 0; j < n; j++) {
-        const float *kj = k + (long)j * hd;
-        float p[16] = {0};
-        for (int d = 0; d < hd; d++)
-            p[d % 16] = fmaf(q[d], kj[d], p[d % 16]);
-        for (int width = 8; width >= 1; width /= 2) // the lanes' tree, as the vectors reduce
-            for (int l = 0; l < width; l++)
-                p[l] = p[l] + p[l + width];
-        s[j] = p[0] * scale;
-    }
-}
-
-void weigh_values_scalar(float *o, const float *w, const float *v, int n, int hd) {
-    for (int j = 0; j < n; j++)
-        for (int d = 0; d < hd; d++)
-            o[d] = fmaf(w[j], v[(long)j * hd + d], o[d]);
-}
-
 void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
                       const float *v, int rows, int kn, int hd, int first, int k0, float *st) {
     for (int i = 0; i < rows; i++) {
@@ -79,17 +60,13 @@ void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, c
         float *oi = o + (long)i * ldo;
         for (int d = 0; d < hd; d++)
             oi[d] *= alpha;
-        weigh_values_scalar(oi, s, v, valid, hd);
+        weigh_values_scalar(oi, s, v, valid, hd, DTYPE_F32);
     }
 }
 
-float kv_row_scale(const char *row, int hd, dtype type) {
-    float scale = 0.0f;
-    if (type == DTYPE_INT8) memcpy(&scale, row + kv_row_bytes(type, hd) - sizeof scale, sizeof scale);
-    return scale;
-}
-
-float kv_elem_scalar(const char *row, int d, int hd, dtype type) {
+/* kv_elem_scalar, inlined into the kernels below so that each compiles once per cache type. */
+static inline __attribute__((always_inline)) float kv_elem(const char *row, int d, int hd,
+                                                            dtype type) {
     uint16_t h;
     uint32_t bits;
     float x;
@@ -103,18 +80,54 @@ float kv_elem_scalar(const char *row, int d, int hd, dtype type) {
         memcpy(&h, row + 2 * d, sizeof h);
         convert_f16_to_f32(&x, &h, 1);
         return x;
-    case DTYPE_INT8: return (float)(int8_t)row[d] * kv_row_scale(row, hd, type);
+    case DTYPE_INT8: return (float)(int8_t)row[d] * kv_row_scale(row, kv_row_bytes(type, hd), type);
     case DTYPE_F32: break;
     }
     memcpy(&x, row + 4 * d, sizeof x);
     return x;
 }
 
+float kv_elem_scalar(const char *row, int d, int hd, dtype type) {
+    return kv_elem(row, d, hd, type);
+}
+
+static inline __attribute__((always_inline)) void
+dot_keys_typed(float *s, const float *q, const char *k, int n, int hd, float scale, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
+    for (int j = 0; j < n; j++) {
+        const char *kj = k + j * rb;
+        float p[16] = {0};
+        for (int d = 0; d < hd; d++)
+            p[d % 16] = fmaf(q[d], kv_elem(kj, d, hd, type), p[d % 16]);
+        for (int width = 8; width >= 1; width /= 2) // the lanes' tree, as the vectors reduce
+            for (int l = 0; l < width; l++)
+                p[l] = p[l] + p[l + width];
+        s[j] = p[0] * scale;
+    }
+}
+
+void dot_keys_scalar(float *s, const float *q, const void *k, int n, int hd, float scale,
+                     dtype type) {
+    KV_TYPED(type, dot_keys_typed, s, q, k, n, hd, scale);
+}
+
+static inline __attribute__((always_inline)) void
+weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
+    for (int j = 0; j < n; j++)
+        for (int d = 0; d < hd; d++)
+            o[d] = fmaf(w[j], kv_elem(v + j * rb, d, hd, type), o[d]);
+}
+
+void weigh_values_scalar(float *o, const float *w, const void *v, int n, int hd, dtype type) {
+    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd);
+}
+
 void kv_rows_load_scalar(float *dst, const void *src, int n, int hd, dtype type) {
     const size_t rb = kv_row_bytes(type, hd);
     for (int j = 0; j < n; j++)
         for (int d = 0; d < hd; d++)
-            dst[(long)j * hd + d] = kv_elem_scalar((const char *)src + j * rb, d, hd, type);
+            dst[(long)j * hd + d] = kv_elem((const char *)src + j * rb, d, hd, type);
 }
 
 const cpu_attention_kernels cpu_attention_scalar = {

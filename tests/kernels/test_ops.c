@@ -907,6 +907,33 @@ static void test_attention_decode_split(void **state) {
     cpu_set(threads0, 0, -1);
 }
 
+/* n cache rows of type (kv_row_bytes apart) of random bits: f16 subnormals included, no NaN
+ * or inf (a 16-bit exponent of all ones), an int8 row's scale finite and positive; with small,
+ * |x| < 2 for bf16 too (its exponent's top bit clear), so that sums of products stay finite.
+ * An fp32 cache gets uniform values in [-1, 1]. */
+static unsigned char *rand_kv_rows(dtype type, int n, int hd, uint64_t *rng, int small) {
+    const size_t rb = kv_row_bytes(type, hd);
+    unsigned char *rows = calloc((size_t)n, rb);
+    assert_non_null(rows);
+    if (type == DTYPE_F32) {
+        ref_fill_uniform((float *)rows, (long)n * hd, rng, -1, 1);
+        return rows;
+    }
+    for (size_t b = 0; b < (size_t)n * rb; b++)
+        rows[b] = (unsigned char)(ref_rng_next(rng) >> 24);
+    for (int j = 0; j < n; j++) {
+        float sc = ref_rng_uniform(rng, 0.001f, 0.1f);
+        if (type == DTYPE_INT8) memcpy(rows + (j + 1) * rb - sizeof sc, &sc, sizeof sc);
+    }
+    if (type != DTYPE_INT8)
+        for (long e = 0; e < (long)n * hd; e++) {
+            unsigned char *hi = rows + 2 * e + 1;
+            if (type == DTYPE_F16 && (*hi & 0x7c) == 0x7c) *hi &= 0xbf;
+            if (type == DTYPE_BF16 && ((*hi & 0x7f) == 0x7f || small)) *hi &= 0xbf;
+        }
+    return rows;
+}
+
 /* The level's attention kernels equal their scalar twins bit for bit (every level computes
  * the same function, kernels/cpu/attention_kernels.h), at head sizes with and without tails;
  * the exp polynomial within 2 ulp of expf. */
@@ -915,6 +942,7 @@ static void test_attention_kernels(void **state) {
     const cpu_attention_kernels *k = ((const cpu_ctx *)be.ctx)->kern->attention;
     uint64_t rng = 1700;
     const int sizes[] = {1, 7, 16, 33, 64, 100, 128};
+    const dtype types[] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         const int n = sizes[s];
         float *x = rand_floats(n, &rng, -30, 5), *got = zeros(n), *want = zeros(n);
@@ -932,52 +960,56 @@ static void test_attention_kernels(void **state) {
         assert_true(gs == ws);
         free(x), free(got), free(want);
 
+        // dot_keys and weigh_values over every cache type: the level's bits are the scalar
+        // twin's, and a narrow cache read in place gives the bits of the fp32 kernel on its
+        // rows widened by kv_rows_load (widening in registers changes no sum)
         const int hd = n, keys = 53; // blocks of 32 and 16 keys, then a tail of 5
-        float *q = rand_floats(hd, &rng, -1, 1), *kv = rand_floats((long)keys * hd, &rng, -1, 1);
-        float *w = rand_floats(keys, &rng, 0, 1);
-        float *sg = zeros(keys), *sw = zeros(keys), *og = rand_floats(hd, &rng, -1, 1);
-        float *ow = zeros(hd);
-        memcpy(ow, og, sizeof(float) * (size_t)hd);
-        k->dot_keys(sg, q, kv, keys, hd, 0.125f);
-        dot_keys_scalar(sw, q, kv, keys, hd, 0.125f);
-        assert_memory_equal(sg, sw, sizeof(float) * (size_t)keys); // bit for bit
-        k->weigh_values(og, w, kv, keys, hd);
-        weigh_values_scalar(ow, w, kv, keys, hd);
-        assert_memory_equal(og, ow, sizeof(float) * (size_t)hd);
-        free(q), free(kv), free(w), free(sg), free(sw), free(og), free(ow);
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            unsigned char *kv = rand_kv_rows(types[t], keys, hd, &rng, 1);
+            float *q = rand_floats(hd, &rng, -1, 1), *w = rand_floats(keys, &rng, 0, 1);
+            float *sg = zeros(keys), *sw = zeros(keys), *sf = zeros(keys);
+            float *og = rand_floats(hd, &rng, -1, 1), *ow = zeros(hd), *of = zeros(hd);
+            float *wide = zeros((long)keys * hd);
+            memcpy(ow, og, sizeof(float) * (size_t)hd);
+            memcpy(of, og, sizeof(float) * (size_t)hd);
+            if (types[t] == DTYPE_F32)
+                memcpy(wide, kv, sizeof(float) * (size_t)keys * (size_t)hd);
+            else
+                kv_rows_load_scalar(wide, kv, keys, hd, types[t]);
+            k->dot_keys(sg, q, kv, keys, hd, 0.125f, types[t]);
+            dot_keys_scalar(sw, q, kv, keys, hd, 0.125f, types[t]);
+            dot_keys_scalar(sf, q, wide, keys, hd, 0.125f, DTYPE_F32);
+            if (memcmp(sg, sw, sizeof(float) * (size_t)keys) ||
+                memcmp(sf, sw, sizeof(float) * (size_t)keys))
+                fail_msg("dot_keys %s hd %d: not the scalar twin's bits", dtype_name(types[t]), hd);
+            k->weigh_values(og, w, kv, keys, hd, types[t]);
+            weigh_values_scalar(ow, w, kv, keys, hd, types[t]);
+            weigh_values_scalar(of, w, wide, keys, hd, DTYPE_F32);
+            if (memcmp(og, ow, sizeof(float) * (size_t)hd) ||
+                memcmp(of, ow, sizeof(float) * (size_t)hd))
+                fail_msg("weigh_values %s hd %d: not the scalar twin's bits", dtype_name(types[t]),
+                         hd);
+            free(kv), free(q), free(w), free(sg), free(sw), free(sf), free(og), free(ow), free(of);
+            free(wide);
+        }
     }
     // kv_rows_load: every cache type at head sizes with and without vector tails, against the
     // scalar twin bit for bit and the reference decoder
-    const dtype narrow[] = {DTYPE_BF16, DTYPE_F16, DTYPE_INT8};
-    for (size_t t = 0; t < sizeof narrow / sizeof narrow[0]; t++)
+    for (size_t t = 1; t < sizeof types / sizeof types[0]; t++)
         for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
             const int hd = sizes[z], n = 5;
-            const size_t rb = kv_row_bytes(narrow[t], hd);
-            unsigned char *rows = calloc((size_t)n, rb);
-            float *x = rand_floats(hd, &rng, -3, 3), *got = zeros((long)n * hd);
-            float *want = zeros((long)n * hd), *dec = zeros(hd);
-            assert_non_null(rows);
-            for (size_t b = 0; b < (size_t)n * rb; b++) // any bits, f16 subnormals included
-                rows[b] = (unsigned char)(ref_rng_next(&rng) >> 24);
-            for (int j = 0; j < n; j++) { // an int8 row's scale: finite and positive
-                float sc = ref_rng_uniform(&rng, 0.001f, 0.1f);
-                if (narrow[t] == DTYPE_INT8) memcpy(rows + (j + 1) * rb - sizeof sc, &sc, sizeof sc);
-            }
-            if (narrow[t] != DTYPE_INT8) // no NaN or inf: a 16-bit exponent of all ones
-                for (long e = 0; e < (long)n * hd; e++) {
-                    unsigned char *hi = rows + 2 * e + 1;
-                    if (narrow[t] == DTYPE_F16 && (*hi & 0x7c) == 0x7c) *hi &= 0xbf;
-                    if (narrow[t] == DTYPE_BF16 && (*hi & 0x7f) == 0x7f) *hi &= 0xbf;
-                }
-            k->kv_rows_load(got, rows, n, hd, narrow[t]);
-            kv_rows_load_scalar(want, rows, n, hd, narrow[t]);
+            const size_t rb = kv_row_bytes(types[t], hd);
+            unsigned char *rows = rand_kv_rows(types[t], n, hd, &rng, 0);
+            float *got = zeros((long)n * hd), *want = zeros((long)n * hd), *dec = zeros(hd);
+            k->kv_rows_load(got, rows, n, hd, types[t]);
+            kv_rows_load_scalar(want, rows, n, hd, types[t]);
             if (memcmp(got, want, sizeof(float) * (size_t)(n * hd)))
-                fail_msg("kv_rows_load %s hd %d: not the scalar twin's bits", dtype_name(narrow[t]), hd);
+                fail_msg("kv_rows_load %s hd %d: not the scalar twin's bits", dtype_name(types[t]), hd);
             for (int j = 0; j < n; j++) {
-                ref_kv_decode(dec, rows + j * rb, hd, narrow[t]);
+                ref_kv_decode(dec, rows + j * rb, hd, types[t]);
                 assert_memory_equal(dec, want + (long)j * hd, sizeof(float) * (size_t)hd);
             }
-            free(rows), free(x), free(got), free(want), free(dec);
+            free(rows), free(got), free(want), free(dec);
         }
     // tile_step: two key blocks in a row (the first sets the running max, the second rescales),
     // a partial one crossing the rows' positions, rows and keys short of a tile
