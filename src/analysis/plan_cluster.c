@@ -72,18 +72,17 @@ static void units_list(const unit *u, char *buf, size_t len) {
         used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", u[i].name);
 }
 
-static void keys_list(const char *const *keys, char *buf, size_t len) {
+void plan_keys_list(const char *const *keys, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; keys[i] && used < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", keys[i]);
 }
 
-/* m must be a mapping whose keys are all in allowed. */
-static int section_check(const jnode *m, const jnode *at, const char *section,
+int plan_section_check(const jnode *m, const jnode *at, const char *section,
                          const char *const *allowed) {
     char list[256], buf[128];
-    keys_list(allowed, list, sizeof list);
+    plan_keys_list(allowed, list, sizeof list);
     if (!m || m->type != JNODE_MAP)
         return jnode_fail(m ? m : at, "%s must be a mapping with keys %s; got %s", section, list,
                           jnode_describe(m, buf, sizeof buf));
@@ -182,7 +181,7 @@ static int tier_read(const jnode *network, const jnode *at, plan_tier_kind kind,
                           name, kind == PLAN_TIER_INTRA ? "always" : "when nodes > 1");
     }
     snprintf(what, sizeof what, "network.%s", name);
-    int rc = section_check(m, key, what,
+    int rc = plan_section_check(m, key, what,
                            kind == PLAN_TIER_INTER2  ? INTER2_KEYS
                            : kind == PLAN_TIER_INTER ? TIER_KEYS
                                                      : INTRA_KEYS);
@@ -354,7 +353,7 @@ static int choice_read(const jnode *m, const char *key, const char *what, const 
     const jnode *v = jnode_get(m, key, NULL);
     if (!v) return STATUS_OK;
     char list[128], buf[128];
-    keys_list(names, list, sizeof list);
+    plan_keys_list(names, list, sizeof list);
     if (v->type == JNODE_SCALAR)
         for (int i = 0; names[i]; i++)
             if (!strcmp(v->value, names[i])) {
@@ -389,7 +388,7 @@ static const eff_real EFFICIENCY_REALS[] = {
 static int efficiency_read(const jnode *device, plan_gpu_efficiency *e) {
     const jnode *key = NULL, *m = jnode_get(device, "efficiency", &key);
     if (!m) return STATUS_OK;
-    int rc = section_check(m, key, "device.efficiency", EFFICIENCY_KEYS);
+    int rc = plan_section_check(m, key, "device.efficiency", EFFICIENCY_KEYS);
     if (rc) return rc;
     if (!jnode_get(m, "gemm_tile", NULL))
         return jnode_fail(key, "device.efficiency.gemm_tile is missing; it is required (64x64, "
@@ -419,7 +418,7 @@ static int efficiency_read(const jnode *device, plan_gpu_efficiency *e) {
 static int nccl_read(const jnode *root, plan_nccl *n) {
     const jnode *key = NULL, *m = jnode_get(root, "nccl", &key);
     if (!m) return STATUS_OK;
-    int rc = section_check(m, key, "nccl", NCCL_KEYS);
+    int rc = plan_section_check(m, key, "nccl", NCCL_KEYS);
     if (rc) return rc;
     if (!jnode_get(m, "arch", NULL))
         return jnode_fail(key, "nccl.arch is missing; it is required in nccl (volta, ampere, "
@@ -442,7 +441,7 @@ static int nccl_read(const jnode *root, plan_nccl *n) {
 
 static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     const jnode *root = t->root;
-    int rc = section_check(root, root, "the cluster file", TOP_KEYS);
+    int rc = plan_section_check(root, root, "the cluster file", TOP_KEYS);
     if (rc) return rc;
     const jnode *name = jnode_get(root, "name", NULL);
     char buf[128];
@@ -457,7 +456,7 @@ static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     const jnode *dkey = NULL, *device = jnode_get(root, "device", &dkey);
     if (!device)
         return jnode_fail(root, "device is missing; it is required (keys memory, gflops, gbs)");
-    rc = section_check(device, dkey, "device", DEVICE_KEYS);
+    rc = plan_section_check(device, dkey, "device", DEVICE_KEYS);
     if (!rc)
         rc =
             number_read(device, dkey, "memory", "device.memory", BYTES_UNITS, 1, &c->device_memory);
@@ -511,7 +510,7 @@ static int cluster_walk(const jtree *t, const char *path, plan_cluster *c) {
     const jnode *nkey = NULL, *network = jnode_get(root, "network", &nkey);
     if (!network)
         return jnode_fail(root, "network is missing; it is required (keys intra, inter, inter2)");
-    rc = section_check(network, nkey, "network", NETWORK_KEYS);
+    rc = plan_section_check(network, nkey, "network", NETWORK_KEYS);
     if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTRA, 1, path, c);
     if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTER, c->nodes > 1, path, c);
     if (!rc) rc = tier_read(network, nkey, PLAN_TIER_INTER2, 0, path, c);

@@ -10,3 +10,11 @@ plan_tier plan_tier_shared(const plan_cluster *c, plan_tier_kind kind, int flows
 /* The median and the largest |e[i]| over the finite values of e[0..n) (NAN when none): the
  * summary of `--validate` and `--validate-published`. */
 void plan_error_summary(const double *e, int n, double *median, double *worst);
+
+/* Cluster and published files (plan_cluster.c): "a, b, c" from a NULL-terminated key list, and
+ * the check that m is a mapping whose keys are all in allowed (exit-2 message at the offending
+ * node, naming `section` and the allowed keys). */
+struct jnode;
+void plan_keys_list(const char *const *keys, char *buf, size_t len);
+int plan_section_check(const struct jnode *m, const struct jnode *at, const char *section,
+                       const char *const *allowed);

@@ -46,31 +46,10 @@ typedef struct {
     int fits;
 } pub_row;
 
-static void names_join(const char *const *names, char *buf, size_t len) {
-    buf[0] = '\0';
-    for (int i = 0; names[i]; i++)
-        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? ", " : "", names[i]);
-}
-
 static int name_index(const char *const *names, const char *s) {
     for (int i = 0; s && names[i]; i++)
         if (!strcmp(names[i], s)) return i;
     return -1;
-}
-
-/* A mapping whose keys are all in allowed; `what` names it in the message. */
-static int map_check(const jnode *m, const jnode *at, const char *what,
-                     const char *const *allowed) {
-    char list[512], got[96];
-    names_join(allowed, list, sizeof list);
-    if (!m || m->type != JNODE_MAP)
-        return jnode_fail(m ? m : at, "%s must be a mapping with keys %s; got %s", what, list,
-                          jnode_describe(m, got, sizeof got));
-    for (int i = 0; i < m->n; i++)
-        if (name_index(allowed, m->keys[i]->value) < 0)
-            return jnode_fail(m->keys[i], "unknown key '%s' in %s; allowed: %s",
-                              m->keys[i]->value, what, list);
-    return STATUS_OK;
 }
 
 static const char *scalar_of(const jnode *v) {
@@ -96,7 +75,7 @@ static int row_choice(const jnode *row, const char *key, const char *const *name
     char list[256], got[96];
     *out = name_index(names, scalar_of(v));
     if (*out >= 0) return STATUS_OK;
-    names_join(names, list, sizeof list);
+    plan_keys_list(names, list, sizeof list);
     return jnode_fail(v, "%s: %s is not allowed; allowed: %s", key,
                       jnode_describe(v, got, sizeof got), list);
 }
@@ -135,11 +114,11 @@ fail:;
 }
 
 static int row_read(const char *file, const jnode *row, pub_row *r) {
-    if (map_check(row, row, "a row", ROW_KEYS) != STATUS_OK) return STATUS_BAD_INPUT;
+    if (plan_section_check(row, row, "a row", ROW_KEYS) != STATUS_OK) return STATUS_BAD_INPUT;
     for (int i = 0; ROW_REQUIRED[i]; i++)
         if (!jnode_get(row, ROW_REQUIRED[i], NULL)) {
             char list[512];
-            names_join(ROW_REQUIRED, list, sizeof list);
+            plan_keys_list(ROW_REQUIRED, list, sizeof list);
             return jnode_fail(row, "a row misses '%s'; every row gives %s", ROW_REQUIRED[i],
                               list);
         }
@@ -218,9 +197,9 @@ static int file_read(const char *path, const char *name, pub_row *rows, int *n) 
     memset(&t, 0, sizeof t);
     int rc = jtree_load_file(&t, path);
     const jnode *root = t.root, *key = NULL;
-    if (rc == STATUS_OK) rc = map_check(root, root, "a published file", FILE_KEYS);
+    if (rc == STATUS_OK) rc = plan_section_check(root, root, "a published file", FILE_KEYS);
     const jnode *src = rc == STATUS_OK ? jnode_get(root, "source", &key) : NULL;
-    if (rc == STATUS_OK) rc = map_check(src, root, "source", SOURCE_KEYS);
+    if (rc == STATUS_OK) rc = plan_section_check(src, root, "source", SOURCE_KEYS);
     for (int i = 0; rc == STATUS_OK && i < 2; i++) {
         const char *need = i ? "version" : "document";
         const jnode *v = jnode_get(src, need, NULL);
