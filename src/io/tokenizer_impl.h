@@ -102,6 +102,11 @@ typedef struct {
     int special;
 } tok_added;
 
+/* Token ids lie below 2^24: the decode tables hold one entry per id up to the largest, so an id
+ * far past any real vocabulary (the largest have about 2^18 entries) would allocate gigabytes
+ * for a few tokens. */
+#define TOK_MAX_IDS (1 << 24)
+
 struct tokenizer {
     tok_str_map vocab;            /* model symbol string (UTF-8) -> id */
     tok_merge_map merges;

@@ -31,8 +31,9 @@ static int vocab_fill(tokenizer *t, const json_t *obj, const char *where) {
     int max_id = -1;
     json_object_foreach((json_t *)obj, key, value) {
         json_int_t id = json_integer_value(value);
-        if (!json_is_integer(value) || id < 0 || id >= (1 << 30)) {
-            error_set("%s: token '%s' needs a non-negative integer id below 2^30", where, key);
+        if (!json_is_integer(value) || id < 0 || id >= TOK_MAX_IDS) {
+            error_set("%s: token '%s' needs an integer id from 0 to %d", where, key,
+                      TOK_MAX_IDS - 1);
             return STATUS_BAD_INPUT;
         }
         tok_str_map_put(&t->vocab, key, strlen(key), (int)id);
@@ -257,10 +258,10 @@ static int json_added_read(tokenizer *t, const json_t *list, const char *name) {
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
         json_t *id = json_object_get(e, "id"), *content = json_object_get(e, "content");
         if (!json_is_integer(id) || json_integer_value(id) < 0 ||
-            json_integer_value(id) >= (1 << 30) || !json_is_string(content) ||
+            json_integer_value(id) >= TOK_MAX_IDS || !json_is_string(content) ||
             !json_string_value(content)[0]) {
-            error_set("%s: %s: needs an integer id from 0 to 2^30 - 1 and a non-empty content",
-                      name, where);
+            error_set("%s: %s: needs an integer id from 0 to %d and a non-empty content", name,
+                      where, TOK_MAX_IDS - 1);
             return STATUS_BAD_INPUT;
         }
         tok_added *a = &t->added[t->n_added++];

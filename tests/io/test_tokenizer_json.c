@@ -380,6 +380,21 @@ static void test_unsupported(void **state) {
     tokenizer *t = NULL;
     assert_int_equal(tokenizer_load_json(&t, "{\"model\": 3", "x.json"), STATUS_BAD_INPUT);
     assert_non_null(strstr(error_message(), "x.json:1:"));
+    /* ids past 2^24 - 1 are refused: the decode tables hold one entry per id (the fuzzer's
+     * find: a single id of 222222222 asked for gigabytes) */
+    assert_int_equal(tokenizer_load_json(&t,
+                                         "{\"model\": {\"type\": \"BPE\", \"vocab\": "
+                                         "{\"a\": 16777216}, \"merges\": []}}",
+                                         "big.json"),
+                     STATUS_BAD_INPUT);
+    assert_non_null(strstr(error_message(), "token 'a' needs an integer id from 0 to 16777215"));
+    assert_int_equal(tokenizer_load_json(&t,
+                                         "{\"added_tokens\": [{\"id\": 222222222, "
+                                         "\"content\": \"<s>\"}], \"model\": {\"type\": "
+                                         "\"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}",
+                                         "big.json"),
+                     STATUS_BAD_INPUT);
+    assert_non_null(strstr(error_message(), "added_tokens[0]: needs an integer id from 0 to 16777215"));
     assert_int_equal(tokenizer_load_file(&t, "/nonexistent/tokenizer.json"), STATUS_BAD_INPUT);
     assert_non_null(strstr(error_message(), "/nonexistent/tokenizer.json"));
     char dir[1024];
