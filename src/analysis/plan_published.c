@@ -33,8 +33,17 @@ static const char *const ROW_REQUIRED[] = {"id",    "model",  "cluster", "gpus",
 static const char *const PRECISIONS[] = {"fp32", "int8w", "bf16", "fp16", NULL};
 static const precision_kind PRECISION_KINDS[] = {PRECISION_FP32, PRECISION_INT8W, PRECISION_BF16,
                                                  PRECISION_FP16};
-typedef enum { PUB_TTFT_MS = 0, PUB_TPOT_MS, PUB_E2E_MS, PUB_TOKENS_PER_S } pub_metric;
-static const char *const METRICS[] = {"ttft_ms", "tpot_ms", "e2e_ms", "tokens_per_s", NULL};
+/* tokens_per_s_per_gpu: a table that prints the output rate per GPU (TensorRT-LLM's "out
+ * tok/s/GPU"), the whole batch's tokens_per_s over the row's gpus */
+typedef enum {
+    PUB_TTFT_MS = 0,
+    PUB_TPOT_MS,
+    PUB_E2E_MS,
+    PUB_TOKENS_PER_S,
+    PUB_TOKENS_PER_S_PER_GPU
+} pub_metric;
+static const char *const METRICS[] = {"ttft_ms",      "tpot_ms", "e2e_ms", "tokens_per_s",
+                                      "tokens_per_s_per_gpu", NULL};
 
 typedef struct {
     char source[64]; /* the file's name */
@@ -179,7 +188,8 @@ static int row_read(const char *file, const jnode *row, pub_row *r) {
     plan_rates_default(&rates);
     plan_prediction p;
     plan_predict(&m, &w, &c, &rates, &s, &p);
-    const double predicted[] = {1e3 * p.ttft, 1e3 * p.tpot, 1e3 * p.e2e, p.tokens_per_s};
+    const double predicted[] = {1e3 * p.ttft, 1e3 * p.tpot, 1e3 * p.e2e, p.tokens_per_s,
+                                p.tokens_per_s / gpus};
     r->predicted = predicted[metric];
     if (!(r->predicted > 0) || !isfinite(r->predicted))
         return jnode_fail(row, "the planner predicts no %s for this row", METRICS[metric]);
@@ -304,14 +314,14 @@ int plan_validate_published(FILE *out, const char *dir, int *n_rows) {
         rc = file_read(path, names[f], rows, &n);
     }
     if (rc == STATUS_OK) {
-        fprintf(out, "%-28s %4s %-16s %-18s %-12s %5s %5s %5s %-12s %10s %10s %7s\n", "source",
+        fprintf(out, "%-28s %4s %-16s %-18s %-12s %5s %5s %5s %-20s %10s %10s %7s\n", "source",
                 "id", "model", "cluster", "strategy", "batch", "in", "out", "metric",
                 "predicted", "published", "error");
         for (int i = 0; i < n; i++) {
             const pub_row *r = &rows[i];
             char strategy[32];
             snprintf(strategy, sizeof strategy, "dp%d-tp%d-pp%d", r->dp, r->tp, r->pp);
-            fprintf(out, "%-28.28s %4d%c %-16.16s %-18.18s %-12s %5d %5d %5d %-12s %10.1f %10.1f %+6.0f%%%s\n",
+            fprintf(out, "%-28.28s %4d%c %-16.16s %-18.18s %-12s %5d %5d %5d %-20s %10.1f %10.1f %+6.0f%%%s\n",
                     r->source, r->id, r->id % PUB_HELD_OUT_EVERY == 0 ? '*' : ' ', r->model,
                     r->cluster, strategy, r->batch, r->input, r->output, METRICS[r->metric],
                     r->predicted, r->published, 100 * r->error, r->fits ? "" : "  (does not fit)");
