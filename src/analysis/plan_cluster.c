@@ -36,6 +36,8 @@ static const char *const EFFICIENCY_KEYS[] = {"sms",
                                               "hbm_fraction",
                                               "launch",
                                               "graph_launch",
+                                              "step_overhead",
+                                              "collective_launch",
                                               NULL};
 /* the output tiles cuBLAS and CUTLASS ship for bf16/fp16 tensor-core GEMMs on Ampere and
  * Hopper (M x N) */
@@ -380,6 +382,8 @@ static const eff_real EFFICIENCY_REALS[] = {
     {"hbm_fraction", EFF_FRACTION, offsetof(plan_gpu_efficiency, hbm_fraction)},
     {"launch", EFF_SECONDS, offsetof(plan_gpu_efficiency, launch)},
     {"graph_launch", EFF_SECONDS, offsetof(plan_gpu_efficiency, graph_launch)},
+    {"step_overhead", EFF_SECONDS, offsetof(plan_gpu_efficiency, step_overhead)},
+    {"collective_launch", EFF_SECONDS, offsetof(plan_gpu_efficiency, collective_launch)},
 };
 
 /* device.efficiency: the GPU efficiency models' constants, each with its source in the file

@@ -59,6 +59,11 @@ typedef struct {
     double hbm_fraction;  /* memory-bound kernels' share of mem_bw */
     double launch;        /* seconds per kernel launched from the host */
     double graph_launch;  /* seconds per kernel of a replayed CUDA graph */
+    double step_overhead; /* seconds of host work per forward step (the token back to the
+                             host, sampled, the next step set up), on the last stage */
+    double collective_launch; /* seconds an NCCL call costs beyond NCCL's tuning model (its
+                                 latencies rank algorithms; the launch and the ranks' meeting
+                                 are the same for each) */
 } plan_gpu_efficiency;
 
 typedef struct {

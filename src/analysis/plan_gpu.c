@@ -149,5 +149,8 @@ double plan_gpu_phase_time(const plan_cluster *c, const plan_ceilings *k, const 
     /* tripar captures only decode steps in a graph (backend.cuda_graphs), never a prefill */
     const double launch =
         m->cuda_graphs && s->new_positions == 1 ? c->gpu.graph_launch : c->gpu.launch;
-    return fmax(t_flops, t_bytes) + plan_gpu_phase_kernels(cfg, s, p) * launch;
+    /* the host's turn between two steps (the sampled token back, the next step set up) is
+     * counted once per step, with the sampling on the last stage */
+    const double host = p == PHASE_SAMPLE && g.last_stage ? c->gpu.step_overhead : 0;
+    return fmax(t_flops, t_bytes) + plan_gpu_phase_kernels(cfg, s, p) * launch + host;
 }

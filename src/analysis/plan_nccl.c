@@ -133,5 +133,8 @@ plan_collective plan_nccl_allreduce(const plan_cluster *c, int p, int nodes, int
             if (best.algo == PLAN_AR_NONE || t < best.seconds)
                 best = (plan_collective){t, ALGOS[a], PROTOS[q]};
         }
+    /* NCCL chooses by its model; the call costs its launch and the ranks' meeting on top, the
+     * same whatever the algorithm, so the choice stands (0 without device.efficiency) */
+    best.seconds += c->gpu.collective_launch;
     return best;
 }

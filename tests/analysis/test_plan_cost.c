@@ -151,6 +151,14 @@ static void test_nccl_choice(void **state) {
     assert_int_equal(r.proto, PLAN_PROTO_LL);
     assert_close(r.seconds,
                  1e-6 * (6.8 + 2 * (7 * 0.6 + 5.0) + 64 / (1000 * 50 * 0.92 / 3.8 * 0.5)));
+    /* a GPU's collective_launch (device.efficiency) adds to the time of NCCL's pick, the same
+     * for every algorithm, so the pick stands: 64 B still by tree/LL, 20 us later */
+    c.gpu.collective_launch = 20e-6;
+    const plan_collective late = nccl_pick(&c, 16, 2, 64);
+    assert_int_equal(late.algo, PLAN_AR_TREE);
+    assert_int_equal(late.proto, PLAN_PROTO_LL);
+    assert_close(late.seconds, r.seconds + 20e-6);
+    c.gpu.collective_launch = 0;
     /* 1 GiB across them: the ring in Simple, on the NIC's 50 GB/s */
     r = nccl_pick(&c, 16, 2, 1073741824);
     assert_int_equal(r.algo, PLAN_AR_RING);

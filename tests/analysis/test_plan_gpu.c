@@ -160,6 +160,31 @@ static void test_phase_time(void **state) {
                  pc.bytes / (0.85 * fill * 3e12) + 3 * 1.5e-6);
 }
 
+/* The host's turn between steps (device.efficiency.step_overhead) is paid once per step, with
+ * the sampling on the last stage: not by another phase, not by an earlier stage. */
+static void test_step_overhead(void **state) {
+    (void)state;
+    plan_cluster c;
+    memset(&c, 0, sizeof c);
+    c.gpu = h100(4);
+    plan_ceilings k = {.flops = 1e15, .bw = 3e12, .share = 1};
+    const model_config cfg = llama(2, 32, 8, 4096, 1216, 8192);
+    plan_model m = {.cfg = cfg, .weight_dtype = PRECISION_FP16};
+    phase_step s = {.tp = 1, .pp = 2, .pp_rank = 1, .weight_dtype = PRECISION_FP16, .seqs = 1,
+                    .new_positions = 1, .past_positions = 128};
+    phase_cost pc, pn;
+    phase_cost_compute(&cfg, &s, PHASE_SAMPLE, &pc);
+    phase_cost_compute(&cfg, &s, PHASE_NORM, &pn);
+    const double sample = plan_gpu_phase_time(&c, &k, &m, &s, PHASE_SAMPLE, &pc, NULL);
+    const double norm = plan_gpu_phase_time(&c, &k, &m, &s, PHASE_NORM, &pn, NULL);
+    c.gpu.step_overhead = 1.5e-3;
+    assert_close(plan_gpu_phase_time(&c, &k, &m, &s, PHASE_SAMPLE, &pc, NULL), sample + 1.5e-3);
+    assert_close(plan_gpu_phase_time(&c, &k, &m, &s, PHASE_NORM, &pn, NULL), norm);
+    s.pp_rank = 0; /* the first of two stages samples nothing */
+    phase_cost_compute(&cfg, &s, PHASE_SAMPLE, &pc);
+    assert_true(plan_gpu_phase_time(&c, &k, &m, &s, PHASE_SAMPLE, &pc, NULL) < 1e-3);
+}
+
 /* The models apply only to a GPU device and only where no calibration covers the phase: with
  * every phase calibrated at efficiency 1 a GPU predicts its roofline, as a CPU (no models)
  * does; uncalibrated, the models make it slower. */
@@ -209,6 +234,7 @@ int main(void) {
         cmocka_unit_test(test_decode_fill),
         cmocka_unit_test(test_kernels_per_layer),
         cmocka_unit_test(test_phase_time),
+        cmocka_unit_test(test_step_overhead),
         cmocka_unit_test(test_calibration_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,7 +32,7 @@ set(plan_bad_clusters
   links_intra        "links_intra\\.yaml:6: unknown key 'links_per_node' in network\\.intra. allowed: alpha, beta, efficiency, from$"
   gpu_bad_tile       "gpu_bad_tile\\.yaml:10: device\\.efficiency\\.gemm_tile: '100x100' is not allowed. allowed: 64x64, 64x128, 128x64, 128x128, 128x256, 256x128$"
   gpu_ceiling_over   "gpu_ceiling_over\\.yaml:12: device\\.efficiency\\.gemm_ceiling = 1\\.2 must be a fraction, in \\(0, 1.$"
-  gpu_unknown_key    "gpu_unknown_key\\.yaml:11: unknown key 'warp_size' in device\\.efficiency. allowed: sms, gemm_tile, split_k_max, gemm_ceiling, fp32_fraction, attention_ceiling, attention_half_ctx, hbm_fraction, launch, graph_launch$"
+  gpu_unknown_key    "gpu_unknown_key\\.yaml:11: unknown key 'warp_size' in device\\.efficiency. allowed: sms, gemm_tile, split_k_max, gemm_ceiling, fp32_fraction, attention_ceiling, attention_half_ctx, hbm_fraction, launch, graph_launch, step_overhead, collective_launch$"
   gpu_missing_tile   "gpu_missing_tile\\.yaml:8: device\\.efficiency\\.gemm_tile is missing. it is required \\(64x64, 64x128, 128x64, 128x128, 128x256, 256x128\\)$"
   gpu_bad_launch_unit "gpu_bad_launch_unit\\.yaml:17: device\\.efficiency\\.launch: '4\\.5 ms/s' has an unknown unit. allowed units: s, ms, us, ns")
 list(LENGTH plan_bad_clusters plan_n)

@@ -8,7 +8,8 @@ plan_published.py TRIPAR REPO WORKDIR:
    value beside the published one, the held-out mark on exactly the rows with id % 3 == 0, and
    the summary over all rows, the held-out third and each file. No time or error bound is
    checked: the errors are what the docs report, not what this test enforces;
-3. bad published files exit 2 naming file:line and the allowed values.
+3. bad published files exit 2 naming file:line and the allowed values;
+4. a tokens_per_s_per_gpu row is predicted as the batch's tokens_per_s over its GPUs.
 """
 import os
 import re
@@ -21,7 +22,7 @@ tripar, repo, work = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
 published = os.path.join(repo, "data", "published")
 FIELDS = ["id", "model", "cluster", "gpus", "tp", "pp", "batch", "input", "output",
           "precision", "metric", "value", "table"]
-METRICS = {"ttft_ms", "tpot_ms", "e2e_ms", "tokens_per_s"}
+METRICS = {"ttft_ms", "tpot_ms", "e2e_ms", "tokens_per_s", "tokens_per_s_per_gpu"}
 PRECISIONS = {"fp32", "int8w", "bf16", "fp16"}
 failures = []
 
@@ -33,7 +34,7 @@ def check(cond, what):
 
 # 1. the format
 files = sorted(f for f in os.listdir(published) if f.endswith(".yaml"))
-check(len(files) >= 2, f"data/published/ holds {len(files)} files")
+check(len(files) >= 3, f"data/published/ holds {len(files)} files")
 expected = {}
 for name in files:
     doc = yaml.safe_load(open(os.path.join(published, name)))
@@ -85,7 +86,8 @@ GOOD = (f"{{id: 1, model: llama2-7b, cluster: {cluster}, gpus: 1, tp: 1, pp: 1, 
 HEAD = "source:\n  document: d\n  version: v\nleft_out: []\nrows:\n"
 cases = {
     "metric": (GOOD.replace("ttft_ms", "latency_s"),
-               r"x\.yaml:6: metric: 'latency_s' is not allowed; allowed: ttft_ms, tpot_ms, e2e_ms, tokens_per_s$"),
+               r"x\.yaml:6: metric: 'latency_s' is not allowed; allowed: ttft_ms, tpot_ms, e2e_ms, "
+               r"tokens_per_s, tokens_per_s_per_gpu$"),
     "precision": (GOOD.replace("fp16", "fp8"),
                   r"x\.yaml:6: precision: 'fp8' is not allowed; allowed: fp32, int8w, bf16, fp16$"),
     "unknown_key": (GOOD.replace("table: t", "table: t, speculative: true"),
@@ -110,6 +112,19 @@ for case, (row, regex) in cases.items():
     err = r.stderr.strip()
     check(r.returncode == 2 and re.search(r"^tripar plan: .*" + regex, err, re.M),
           f"refusal {case}: exit {r.returncode}, stderr {err!r}")
+# 4. tokens_per_s_per_gpu is the batch's tokens_per_s over the row's GPUs: the same tp=2 row
+# under both metrics, published at the same value, is predicted 2x apart
+folder = os.path.join(work, "per_gpu")
+os.makedirs(folder, exist_ok=True)
+TP2 = GOOD.replace("gpus: 1, tp: 1", "gpus: 2, tp: 2").replace("output: 1,", "output: 16,")
+with open(os.path.join(folder, "x.yaml"), "w") as f:
+    f.write(HEAD + "  - " + TP2.replace("ttft_ms", "tokens_per_s") + "\n  - " +
+            TP2.replace("id: 1", "id: 2").replace("ttft_ms", "tokens_per_s_per_gpu") + "\n")
+r = subprocess.run([tripar, "plan", "--validate-published", folder], capture_output=True, text=True)
+pred = {int(m[2]): float(m[5]) for m in map(line_re.match, r.stdout.splitlines()) if m}
+check(r.returncode == 0 and len(pred) == 2 and abs(pred[1] / pred[2] - 2) < 0.01,
+      f"tokens_per_s_per_gpu: exit {r.returncode}, predicted {pred}, stderr {r.stderr!r}")
+
 empty = os.path.join(work, "empty")
 os.makedirs(empty, exist_ok=True)
 r = subprocess.run([tripar, "plan", "--validate-published", empty], capture_output=True, text=True)
@@ -120,5 +135,6 @@ check(r.returncode == 2 and "give no job file" in r.stderr, f"--cluster with it:
 
 for f in failures:
     print("FAIL:", f)
-print(f"{len(expected)} published rows, {len(seen)} predicted, {len(cases) + 2} refusals checked")
+print(f"{len(expected)} published rows from {len(files)} files, {len(seen)} predicted, "
+      f"{len(cases) + 2} refusals checked")
 sys.exit(1 if failures else 0)
