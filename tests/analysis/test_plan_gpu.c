@@ -33,6 +33,15 @@ static plan_gpu_efficiency h100(int split_k_max) {
                                  .graph_launch = 1.5e-6};
 }
 
+/* A cluster of such GPUs, costed at 1e15 FLOP/s and 3e12 B/s. */
+static plan_cluster gpu_node(void) {
+    plan_cluster c;
+    memset(&c, 0, sizeof c);
+    c.gpu = h100(4);
+    return c;
+}
+#define GPU_CEILINGS ((plan_ceilings){.flops = 1e15, .bw = 3e12, .share = 1})
+
 /* A Llama of the given shape (pre-norm, no biases). */
 static model_config llama(int layers, int heads, int kv_heads, int embd, int mlp, int ctx) {
     return (model_config){.layers = layers,
@@ -129,10 +138,8 @@ static void test_kernels_per_layer(void **state) {
  * plus 2 launches. Decode attention's bytes at 0.85 x the SM fill, plus 3 launches (no graph). */
 static void test_phase_time(void **state) {
     (void)state;
-    plan_cluster c;
-    memset(&c, 0, sizeof c);
-    c.gpu = h100(4);
-    plan_ceilings k = {.flops = 1e15, .bw = 3e12, .share = 1};
+    plan_cluster c = gpu_node();
+    const plan_ceilings k = GPU_CEILINGS;
     const model_config cfg = llama(1, 32, 8, 4096, 1216, 8192);
     plan_model m = {.cfg = cfg, .weight_dtype = PRECISION_FP16};
     phase_step s = {
@@ -164,10 +171,8 @@ static void test_phase_time(void **state) {
  * the sampling on the last stage: not by another phase, not by an earlier stage. */
 static void test_step_overhead(void **state) {
     (void)state;
-    plan_cluster c;
-    memset(&c, 0, sizeof c);
-    c.gpu = h100(4);
-    plan_ceilings k = {.flops = 1e15, .bw = 3e12, .share = 1};
+    plan_cluster c = gpu_node();
+    const plan_ceilings k = GPU_CEILINGS;
     const model_config cfg = llama(2, 32, 8, 4096, 1216, 8192);
     plan_model m = {.cfg = cfg, .weight_dtype = PRECISION_FP16};
     phase_step s = {.tp = 1, .pp = 2, .pp_rank = 1, .weight_dtype = PRECISION_FP16, .seqs = 1,
