@@ -61,9 +61,9 @@ typedef struct {
     double graph_launch;  /* seconds per kernel of a replayed CUDA graph */
     double step_overhead; /* seconds of host work per forward step (the token back to the
                              host, sampled, the next step set up), on the last stage */
-    double collective_launch; /* seconds an NCCL call costs beyond NCCL's tuning model (its
-                                 latencies rank algorithms; the launch and the ranks' meeting
-                                 are the same for each) */
+    /* seconds an NCCL call costs in a step beyond NCCL's tuning model, whose latencies rank
+     * the algorithms: its launch and the ranks meeting, the same for each */
+    double collective_launch;
 } plan_gpu_efficiency;
 
 typedef struct {

@@ -42,8 +42,8 @@ typedef enum {
     PUB_TOKENS_PER_S,
     PUB_TOKENS_PER_S_PER_GPU
 } pub_metric;
-static const char *const METRICS[] = {"ttft_ms",      "tpot_ms", "e2e_ms", "tokens_per_s",
-                                      "tokens_per_s_per_gpu", NULL};
+static const char *const METRICS[] = {
+    "ttft_ms", "tpot_ms", "e2e_ms", "tokens_per_s", "tokens_per_s_per_gpu", NULL};
 
 typedef struct {
     char source[64]; /* the file's name */

@@ -175,8 +175,13 @@ static void test_step_overhead(void **state) {
     const plan_ceilings k = GPU_CEILINGS;
     const model_config cfg = llama(2, 32, 8, 4096, 1216, 8192);
     plan_model m = {.cfg = cfg, .weight_dtype = PRECISION_FP16};
-    phase_step s = {.tp = 1, .pp = 2, .pp_rank = 1, .weight_dtype = PRECISION_FP16, .seqs = 1,
-                    .new_positions = 1, .past_positions = 128};
+    phase_step s = {.tp = 1,
+                    .pp = 2,
+                    .pp_rank = 1,
+                    .weight_dtype = PRECISION_FP16,
+                    .seqs = 1,
+                    .new_positions = 1,
+                    .past_positions = 128};
     phase_cost pc, pn;
     phase_cost_compute(&cfg, &s, PHASE_SAMPLE, &pc);
     phase_cost_compute(&cfg, &s, PHASE_NORM, &pn);
