@@ -22,7 +22,7 @@ const char *const checkpoint_llama_tensor_names[CHECKPOINT_LLAMA_N_TENSORS] = {
     "wte", "ln1_g", "qkv_w", "proj_w", "ln2_g", "gate_up_w", "down_w", "lnf_g", "head_w"};
 
 int checkpoint_tensor_list(const model_config *cfg, const char *const **names) {
-    if (cfg->arch != ARCH_LLAMA) {
+    if (!arch_is_llama(cfg->arch)) {
         *names = checkpoint_tensor_names;
         return CHECKPOINT_N_TENSORS;
     }
@@ -64,7 +64,7 @@ static int llama_tensor_shape(const model_config *cfg, const char *name, long sh
 }
 
 int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shape[3]) {
-    if (cfg->arch == ARCH_LLAMA) return llama_tensor_shape(cfg, name, shape);
+    if (arch_is_llama(cfg->arch)) return llama_tensor_shape(cfg, name, shape);
     const long L = cfg->layers, C = cfg->embd, M = cfg->mlp;
     struct {
         const char *name;
@@ -919,7 +919,7 @@ void checkpoint_write_config_attrs(hid_t file, const model_config *cfg) {
     h5_attr_write_int(file, "mlp", cfg->mlp);
     h5_attr_write_double(file, "ln_eps", (double)cfg->ln_eps);
     h5_attr_write_string(file, "norm", cfg->norm == NORM_POST ? "post" : "pre");
-    if (cfg->arch != ARCH_LLAMA) return; /* no arch attribute: gpt2, as before Llama */
+    if (!arch_is_llama(cfg->arch)) return; /* no arch attribute: gpt2, as before Llama */
     h5_attr_write_string(file, "arch", "llama");
     h5_attr_write_int(file, "kv_heads", cfg->kv_heads);
     h5_attr_write_int(file, "tie_embeddings", cfg->tie_embeddings);

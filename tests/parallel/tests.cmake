@@ -39,6 +39,22 @@ foreach(world 1 2 3 4 6)
   tripar_parallel_test(parallel_llama_factorizations_w${world}
     ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_w${world} ${TRIPAR_FIXTURES}/factor_llama.yaml ${world})
 endforeach()
+# Mixture of experts (mixtral, then qwen2_moe with a shared expert and the softmax over every
+# expert): every factorization of 1..8 ranks, experts tensor-parallel inside the TP group.
+foreach(world 1 2 3 4 6 8)
+  tripar_parallel_test(parallel_moe_factorizations_w${world}
+    ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/moe_w${world} ${TRIPAR_FIXTURES}/factor_moe.yaml ${world})
+endforeach()
+# 5 and 7 ranks: 35 heads of 4 (as factor.yaml), so tp 5 and 7 divide them.
+tripar_parallel_test(parallel_moe_factorizations_w5_w7
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/moe_w5_w7 ${TRIPAR_FIXTURES}/factor_moe.yaml 5 7
+  -- model.synthetic.heads=35 model.synthetic.kv_heads=35 model.synthetic.embd=140 model.synthetic.vocab=211)
+foreach(world 1 2 3 4 6 8)
+  tripar_parallel_test(parallel_qwen2_moe_factorizations_w${world}
+    ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/qwen2_moe_w${world} ${TRIPAR_FIXTURES}/factor_moe.yaml ${world}
+    -- model.arch=qwen2_moe model.synthetic.shared_expert_mlp=56 model.synthetic.norm_topk_prob=false
+    model.synthetic.experts_top_k=3 parallel.microbatches=2)
+endforeach()
 tripar_parallel_test(parallel_llama_replicated_kv
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_kv2 ${TRIPAR_FIXTURES}/factor_llama.yaml 4 8
   -- model.synthetic.kv_heads=2)
