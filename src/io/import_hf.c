@@ -89,7 +89,8 @@ static int config_load(const char *dir, model_config *cfg) {
     }
     if (arch && strcmp(json_string_value(arch), "GPT2LMHeadModel") != 0) {
         error_set("%s: architectures = [\"%s\"] is not supported; tripar imports "
-                  "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM",
+                  "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                  "MixtralForCausalLM and Qwen2MoeForCausalLM",
                   path, json_string_value(arch));
         goto done;
     }
@@ -473,7 +474,7 @@ typedef struct {
     const char *dir, *out;
     model_config cfg;
     hf_model *hf;
-    hf_tensor *list; /* (12 * layers + 4), in checkpoint order */
+    hf_tensor *list; /* (hf_tensor_capacity), in checkpoint order */
     int n_tensors;
     char *vocab, *merges, *tok_json;
     int has_tokenizer;
@@ -496,7 +497,7 @@ static int hf_import_plan(hf_import *im) {
     int rc = config_load(im->dir, &im->cfg);
     if (rc == STATUS_OK) rc = hf_model_open(im->hf, im->dir);
     if (rc == STATUS_OK) {
-        im->list = xcalloc((unsigned long)(12 * im->cfg.layers + 4), sizeof *im->list);
+        im->list = xcalloc((unsigned long)hf_tensor_capacity(&im->cfg), sizeof *im->list);
         im->n_tensors = arch_is_llama(im->cfg.arch) ? hf_llama_tensor_list(&im->cfg, im->list)
                                                    : hf_tensor_list(&im->cfg, im->list);
         rc = hf_validate(im->hf, im->list, im->n_tensors, &im->cfg, im->dir);
