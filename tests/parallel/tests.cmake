@@ -81,6 +81,10 @@ tripar_parallel_test(parallel_llama_int8w_overlap /usr/bin/python3 ${PAR}/check_
   ${CMAKE_CURRENT_BINARY_DIR}/llama_int8w ${TRIPAR_FIXTURES}/factor_llama.yaml 2e-2 4
   -- model.synthetic.kv_heads=2 model.precision=int8w parallel.microbatches=2 parallel.overlap=true
   parallel.chunks=3)
+# int8w on every expert (routed and shared; the router stays fp32) of a Qwen2-MoE model.
+tripar_parallel_test(parallel_qwen2_moe_int8w /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/qwen2_moe_int8w ${TRIPAR_FIXTURES}/factor_moe.yaml 2e-2 4
+  -- model.precision=int8w ${QWEN2_MOE})
 # Low-precision weights on a model where every int8 product quantises its activations in blocks
 # (data/fixtures/factor_q8.yaml): every factorization of 2 to 4 ranks gives the one-rank tokens,
 # and activations within the precision's own tolerance (docs/kernels.md, "Accuracy"), for int8w
