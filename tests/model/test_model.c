@@ -282,6 +282,13 @@ static void test_generation_allocates_nothing(void **state) {
     const char *paged[] = {"model.kv_cache=paged", "model.kv_block=4", "parallel.microbatches=3",
                            "model.precision=int8w"};
     check_no_allocation(paged, 4);
+    /* a mixture of experts routes on the host through buffers made at set-up (llama.yaml) */
+    snprintf(job_path, sizeof job_path, "%s", llama_path);
+    const char *moe[] = {"model.arch=qwen2_moe", "model.synthetic.experts=4",
+                         "model.synthetic.shared_expert_mlp=32", "parallel.microbatches=2",
+                         "model.precision=int8w"};
+    check_no_allocation(moe, 5);
+    snprintf(job_path, sizeof job_path, "%s", gpt2_path);
 }
 
 static void test_sampling_is_seeded(void **state) {
