@@ -129,6 +129,17 @@ typedef struct backend_ops {
      * gate_up. */
     void (*swiglu)(void *ctx, float *out, const float *gate_up, int rows, int cols);
 
+    /* Mixture of experts: the token rows an expert serves are gathered into one block, and
+     * its output rows scattered back weighted (engine/moe.c routes on the host).
+     * gather_rows: out (n, C) row i = in row idx[i]; in (rows, C), idx (n) backend memory.
+     * scatter_add_rows: out row idx[i] += weight[i] * in row i; in (n, C), idx and weight (n)
+     * backend memory; idx holds each row at most once per call (one expert serves a token
+     * once), so rows never race. fp32 throughout: the weighted sum is what every TP rank
+     * adds before the one all-reduce of the layer. */
+    void (*gather_rows)(void *ctx, float *out, const float *in, const int32_t *idx, int n, int C);
+    void (*scatter_add_rows)(void *ctx, float *out, const float *in, const int32_t *idx,
+                             const float *weight, int n, int C);
+
     /* Appends the new keys/values of qkv to the cache, then causal attention for the new
      * queries. qkv (batch * n_new, (heads + 2 * kv_heads) * head_dim) laid out [q | k | v],
      * heads contiguous within each (q has cache.heads heads, k and v cache.kv_heads); out

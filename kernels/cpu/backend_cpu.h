@@ -51,6 +51,9 @@ long backend_cpu_grow_count(const backend *be);
 /* The instruction-set level a CPU backend runs. */
 cpu_isa backend_cpu_isa(const backend *be);
 
+void cpu_gather_rows(void *ctx, float *out, const float *in, const int32_t *idx, int n, int C);
+void cpu_scatter_add_rows(void *ctx, float *out, const float *in, const int32_t *idx,
+                          const float *weight, int n, int C);
 void cpu_embed(void *ctx, float *out, const int32_t *tokens, const float *wte, const float *wpe,
                int rows, int C, int n_new, int pos0, int vocab_begin, int vocab_end);
 void cpu_layernorm(void *ctx, float *out, const float *in, const float *gamma, const float *beta,

@@ -128,6 +128,16 @@ static void cuda_swiglu(void *vctx, float *out, const float *gate_up, int rows, 
     swiglu_forward(out, gate_up, rows, cols, ((cuda_ctx *)vctx)->stream);
 }
 
+static void cuda_gather_rows(void *vctx, float *out, const float *in, const int32_t *idx, int n,
+                             int C) {
+    gather_rows_forward(out, in, idx, n, C, ((cuda_ctx *)vctx)->stream);
+}
+
+static void cuda_scatter_add_rows(void *vctx, float *out, const float *in, const int32_t *idx,
+                                  const float *weight, int n, int C) {
+    scatter_add_rows_forward(out, in, idx, weight, n, C, ((cuda_ctx *)vctx)->stream);
+}
+
 static void cuda_attention(void *vctx, float *out, const float *qkv, kv_view cache,
                            const float *rope_inv_freq, int seq0, int batch, int n_new, int pos0) {
     cuda_ctx *ctx = (cuda_ctx *)vctx;
@@ -293,6 +303,8 @@ static const backend_ops cuda_ops = {
     cuda_rmsnorm,
     cuda_residual_rmsnorm,
     cuda_swiglu,
+    cuda_gather_rows,
+    cuda_scatter_add_rows,
     cuda_attention,
     cuda_argmax,
     cuda_mark,

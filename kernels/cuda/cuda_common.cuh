@@ -78,6 +78,10 @@ void rmsnorm_forward(float *out, const float *in, const float *w, int rows, int 
 void residual_rmsnorm_forward(float *residual, float *norm_out, const float *delta,
                               const float *w, int rows, int C, float eps, cudaStream_t stream);
 void swiglu_forward(float *out, const float *gate_up, int rows, int cols, cudaStream_t stream);
+void gather_rows_forward(float *out, const float *in, const int32_t *idx, int n, int C,
+                         cudaStream_t stream);
+void scatter_add_rows_forward(float *out, const float *in, const int32_t *idx,
+                              const float *weight, int n, int C, cudaStream_t stream);
 /* rope: the inverse-frequency table (head_dim / 2) or NULL (backend.h, attention). */
 void kv_append_forward(kv_view cache, const float *qkv, const float *rope, int seq0, int batch,
                        int n_new, int pos0, cudaStream_t stream);

@@ -68,7 +68,7 @@ static int matmul_kernels(double rows, precision_kind dtype, int bias) {
 int plan_gpu_phase_kernels(const model_config *cfg, const phase_step *s, phase p) {
     shard_geom g;
     shard_geom_init(&g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
-    const int llama = cfg->arch == ARCH_LLAMA, L = g.n_layers;
+    const int llama = arch_is_llama(cfg->arch), L = g.n_layers;
     const double rows = (double)s->seqs * s->new_positions;
     const int pieces = s->row_pieces > 1 ? s->row_pieces : 1;
     const precision_kind d = s->weight_dtype;
@@ -110,7 +110,7 @@ double plan_gpu_phase_time(const plan_cluster *c, const plan_ceilings *k, const 
     const model_config *cfg = &m->cfg;
     shard_geom g;
     shard_geom_init(&g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
-    const int llama = cfg->arch == ARCH_LLAMA;
+    const int llama = arch_is_llama(cfg->arch);
     const precision_kind d = s->weight_dtype;
     const double rows = (double)s->seqs * s->new_positions, L = g.n_layers;
     const double C = cfg->embd, A = g.attn_dim, Mlp = g.mlp_local;

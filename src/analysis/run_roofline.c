@@ -63,7 +63,9 @@ static int run_shape_read(const run_data *run, run_shape *s) {
     if (run_model_read(run->file, run->path, &m) != STATUS_OK) return STATUS_BAD_INPUT;
     model_config *cfg = &s->cfg;
     const char *arch = run_model_key(&m, "model.arch");
-    cfg->arch = arch && !strcmp(arch, "llama") ? ARCH_LLAMA : ARCH_GPT2;
+    cfg->arch = ARCH_GPT2;
+    for (int k = 0; arch && k < ARCH_KINDS; k++)
+        if (!strcmp(arch, arch_kind_name((arch_kind)k))) cfg->arch = (arch_kind)k;
     cfg->layers = model_int(&m, "layers", 0);
     cfg->heads = model_int(&m, "heads", 0);
     cfg->embd = model_int(&m, "embd", 0);
@@ -73,7 +75,7 @@ static int run_shape_read(const run_data *run, run_shape *s) {
     cfg->kv_heads = model_int(&m, "kv_heads", cfg->heads);
     /* a checkpoint's note records no head_dim (embd / heads then) nor tie_embeddings: an
      * untied Llama head is assumed, as in Llama 3 8B */
-    cfg->head_dim = cfg->arch == ARCH_LLAMA ? model_int(&m, "head_dim", 0) : 0;
+    cfg->head_dim = arch_is_llama(cfg->arch) ? model_int(&m, "head_dim", 0) : 0;
     const char *tie = run_model_key(&m, "tie_embeddings");
     cfg->tie_embeddings = cfg->arch == ARCH_GPT2 || (tie && !strcmp(tie, "true"));
     const char *norm = run_model_key(&m, "model.norm");

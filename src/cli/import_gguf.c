@@ -44,7 +44,7 @@ int import_gguf_main(int argc, char **argv) {
            in, out, s.arch, cfg->layers, cfg->heads, cfg->embd, cfg->mlp, cfg->vocab, cfg->ctx,
            (double)cfg->ln_eps, s.n_tensors, s.n_quantized, s.has_tokenizer ? "yes" : "no",
            cli_import_stored(&opts), (double)bytes / 1e6);
-    if (cfg->arch == ARCH_LLAMA)
+    if (arch_is_llama(cfg->arch))
         printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
                cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",
                cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no");

@@ -16,9 +16,11 @@ static void usage(FILE *out) {
             "  Converts a Hugging Face directory (config.json and model.safetensors or\n"
             "  model.safetensors.index.json with its shards; F32, F16 or BF16) into a tripar\n"
             "  checkpoint. architectures: GPT2LMHeadModel (also when absent), LlamaForCausalLM,\n"
-            "  MistralForCausalLM, Qwen2ForCausalLM (with its q/k/v biases). Refused with exit 2:\n"
-            "  hidden_act other than silu, sliding windows, rope_scaling other than llama3,\n"
-            "  mixture-of-experts keys, an odd head_dim.\n"
+            "  MistralForCausalLM, Qwen2ForCausalLM (with its q/k/v biases), and the mixtures of\n"
+            "  experts MixtralForCausalLM and Qwen2MoeForCausalLM. Refused with exit 2: hidden_act\n"
+            "  other than silu, sliding windows, rope_scaling other than llama3, mixture-of-experts\n"
+            "  keys in a dense architecture, Qwen2-MoE's dense layers (decoder_sparse_step other\n"
+            "  than 1, mlp_only_layers), an odd head_dim.\n"
             "  tokenizer.json, or else vocab.json and merges.txt, when present, are stored as\n"
             "  the tokenizer.\n" CLI_IMPORT_OPTIONS_USAGE);
 }
@@ -35,10 +37,14 @@ static void import_summary_print(const char *dir, const char *out, const import_
            (double)cfg->ln_eps, s->n_tensors, s->n_files, s->n_files == 1 ? "" : "s",
            s->dtype_count[0], s->dtype_count[1], s->dtype_count[2], s->has_tokenizer ? "yes" : "no",
            cli_import_stored(o), (double)bytes / 1e6);
-    if (cfg->arch == ARCH_LLAMA)
+    if (arch_is_llama(cfg->arch))
         printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
                cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",
                cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no");
+    if (arch_is_moe(cfg->arch))
+        printf("  %s: %d experts, %d per token (%s), %d wide; shared expert %d wide\n",
+               arch_kind_name(cfg->arch), cfg->experts, cfg->experts_top_k,
+               cfg->norm_topk_prob ? "renormalised" : "softmax over all", cfg->mlp, cfg->shared_mlp);
 }
 
 int import_hf_main(int argc, char **argv) {

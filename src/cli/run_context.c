@@ -95,6 +95,8 @@ static int adopt_checkpoint_shape(job *j) {
     j->ctx = ck.ctx, j->mlp = ck.mlp, j->ln_eps = ck.ln_eps, j->norm = ck.norm;
     j->arch = ck.arch, j->kv_heads = ck.kv_heads, j->tie_embeddings = ck.tie_embeddings;
     j->attention_bias = ck.attention_bias, j->head_dim = ck.head_dim;
+    j->experts = ck.experts, j->experts_top_k = ck.experts_top_k;
+    j->shared_expert_mlp = ck.shared_mlp, j->norm_topk_prob = ck.norm_topk_prob;
     j->rope_theta = (float)ck.rope_theta, j->rope_scaling = ck.rope_scaled;
     j->rope_factor = (float)ck.rope_scaling.factor;
     j->rope_low_freq_factor = (float)ck.rope_scaling.low_freq_factor;

@@ -137,6 +137,7 @@ static void points_init(engine *e) {
 typedef struct {
     int batch_local, n_micro, mb_max, prompt_len, kv_capacity, blocks_per_seq, head_rows_max;
     size_t C, A, KVA, M, V, rope; /* KVA: the rank's kv heads * hd; rope: the RoPE table */
+    size_t moe_rl, moe_entries;   /* router rows, and routed entries per token row (K + 1) */
     int llama;
     size_t kv_layer_bytes; /* one layer's keys (or values) for the replica's sequences */
     int n_layers;
@@ -155,9 +156,14 @@ static void arena_shape_init(arena_shape *s, const engine_config *cfg, const sha
     s->C = (size_t)mc->embd;
     s->A = (size_t)g->attn_dim;
     s->KVA = (size_t)g->n_kv_heads * g->head_dim;
-    s->llama = mc->arch == ARCH_LLAMA;
+    s->llama = arch_is_llama(mc->arch);
     s->rope = s->llama ? (size_t)g->head_dim / 2 : 0;
-    s->M = (size_t)g->mlp_local;
+    /* f and act serve the dense MLP, each routed expert and the shared expert in turn */
+    s->M = (size_t)(g->shared_local > g->mlp_local ? g->shared_local : g->mlp_local);
+    if (mc->experts > 0 && g->n_layers > 0) {
+        s->moe_rl = (size_t)mc->experts + (mc->shared_mlp > 0);
+        s->moe_entries = (size_t)mc->experts_top_k + (mc->shared_mlp > 0);
+    }
     s->V = (size_t)g->vocab_local;
     s->n_layers = g->n_layers;
     const size_t R = (size_t)s->mb_max * s->prompt_len;
@@ -186,7 +192,7 @@ typedef struct {
     int kv;
 } arena_row;
 
-enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 20 };
+enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 26 };
 
 /* The size table. With e NULL the slots are NULL (planning only). Returns the row count. */
 static int arena_table(const arena_shape *s, engine *e, int paged, arena_row rows[]) {
@@ -204,6 +210,11 @@ static int arena_table(const arena_shape *s, engine *e, int paged, arena_row row
     ROW(o, R * s->C * F, 0);
     ROW(f, R * (s->llama ? 2 : 1) * s->M * F, 0);
     ROW(act, s->llama ? R * s->M * F : 0, 0);
+    ROW(moe_logits, R * s->moe_rl * F, 0);
+    ROW(moe_idx, R * s->moe_entries * I, 0);
+    ROW(moe_wts, R * s->moe_entries * F, 0);
+    ROW(moe_in, s->moe_rl ? R * s->C * F : 0, 0);
+    ROW(moe_out, s->moe_rl ? R * s->C * F : 0, 0);
     ROW(rope_inv_freq, s->rope * F, 0);
     ROW(head_in, head * s->C * F, 0);
     ROW(logits, head * s->V * F, 0);
@@ -292,6 +303,7 @@ static void host_buffers_init(engine *e) {
     e->maxloc_host = xmalloc((size_t)e->mb_max * sizeof *e->maxloc_host);
     e->row_finite = xmalloc((size_t)e->mb_max);
     e->check_host = xmalloc((size_t)e->mb_max * e->m->cfg.embd * sizeof(float));
+    moe_routing_init(&e->moe_host, &e->m->cfg, e->m->geom.n_layers > 0 ? (int)R : 0);
     e->generated = xcalloc((size_t)e->batch_local, sizeof(int32_t));
     e->token_time = xcalloc((size_t)(e->new_tokens > 0 ? e->new_tokens : 1), sizeof(double));
     e->finished = xcalloc((size_t)(e->batch_local > 0 ? e->batch_local : 1), 1);
@@ -363,6 +375,7 @@ void engine_free(engine *e) {
     free(e->maxloc_host);
     free(e->row_finite);
     free(e->check_host);
+    moe_routing_free(&e->moe_host);
     free(e->generated);
     free(e->token_time);
     free(e->finished);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "engine/moe.h"
 #include "metrics/timing.h"
 #include "model/model.h"
 #include "parallel/mesh.h"
@@ -128,6 +129,13 @@ typedef struct {
     float *o;        // (R, C) row-parallel partial sums, all-reduced
     float *f;        // (R, M_local); Llama: (R, 2*M_local) the gate|up GEMM's output
     float *act;      // (R, M_local) Llama: silu(gate) * up; empty for GPT-2
+    /* mixture of experts (engine/moe.c); NULL for a dense model. K = experts_top_k,
+     * RL = E + (shared expert ? 1 : 0) router rows */
+    float *moe_logits; // (R, RL) router logits, then the shared expert's gate logit
+    int32_t *moe_idx;  // (R * (K + 1)) the routed tokens by expert, then 0 .. rows-1 (shared)
+    float *moe_wts;    // (R * (K + 1)) their weights, then sigmoid(shared gate)
+    float *moe_in;     // (R, C) one expert's gathered input rows
+    float *moe_out;    // (R, C) one expert's output rows (this rank's partial sums)
     float *rope_inv_freq; // (hd/2) Llama's RoPE table, made once at set-up; NULL for GPT-2
     float *head_in;  // (R_head, C) final-normed rows fed to the LM head
     float *logits;   // (R_head, V_local)
@@ -153,6 +161,7 @@ typedef struct {
     comm_maxloc_pair *maxloc_host;    /* (mb_max) */
     unsigned char *row_finite;        /* (mb_max) whether each row's logits were finite */
     float *check_host;      /* (mb_max, C) rows copied back by the non-finite diagnosis */
+    moe_routing moe_host;   /* the routing's host buffers (engine/moe.h), made at set-up */
     int32_t *tok_send[ENGINE_MAX_MICRO], *tok_recv[ENGINE_MAX_MICRO];
     int slot[ENGINE_MAX_MICRO];       /* which stage_buf of the micro-batch the step uses */
     comm_req send_req[ENGINE_MAX_MICRO][2], recv_req[ENGINE_MAX_MICRO];

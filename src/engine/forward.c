@@ -13,6 +13,7 @@ static weight_view layer_matrix(const model *m, const void *base, const float *s
                                 long rows, long cols, matrix_input input) {
     const int8_layout q = m->int8[input];
     weight_view v = {.type = m->weight_dtype, .group = q.group, .act_block = q.act_block};
+    if (!base) return v; /* a tensor this model lacks: the dense MLP of a mixture of experts */
     v.data = (const char *)base + (size_t)l * rows * cols * dtype_size(m->weight_dtype);
     const long groups = q.group ? (cols + q.group - 1) / q.group : 1;
     if (scale) v.scale = scale + (size_t)l * rows * groups;
@@ -107,7 +108,7 @@ static void row_parallel_allreduce(engine *e, float *out, const float *in, weigh
 /* The final norm: LayerNorm (GPT-2) or RMSNorm (Llama). */
 static void final_norm(engine *e, float *out, const float *x, int rows) {
     const model *m = e->m;
-    if (m->cfg.arch == ARCH_LLAMA)
+    if (arch_is_llama(m->cfg.arch))
         e->be->ops->rmsnorm(e->be->ctx, out, x, m->w.lnf_g, rows, m->cfg.embd, m->cfg.ln_eps);
     else
         e->be->ops->layernorm(e->be->ctx, out, x, m->w.lnf_g, m->w.lnf_b, rows, m->cfg.embd,
@@ -158,6 +159,58 @@ static kv_view layer_kv_cache(const engine *e, int l, int kv_heads) {
                      .type = e->cfg.kv_dtype};
 }
 
+/* One expert's SwiGLU MLP over n rows: out (n, C) = down(silu(gate(in)) * up(in)), this rank's
+ * partial sums (its columns of the intermediate). f and act are the shared scratch. */
+static void expert_mlp(engine *e, float *out, const float *in, weight_view gate_up,
+                       weight_view down, int n, int width) {
+    const backend_ops *ops = e->be->ops;
+    const int C = e->m->cfg.embd;
+    ops->matmul(e->be->ctx, e->f, in, gate_up, NULL, n, C, 2 * width);
+    ops->swiglu(e->be->ctx, e->act, e->f, n, width);
+    ops->matmul(e->be->ctx, out, e->act, down, NULL, n, width, C);
+}
+
+/* The mixture-of-experts MLP of stage layer l over rows of h, into o as this rank's partial
+ * sums (the caller all-reduces once): the replicated router's logits come back to the host and
+ * are routed there (engine/moe.c); each expert in turn gathers its rows, runs, and adds them
+ * back weighted; the shared expert runs on every row, scaled by its sigmoid gate. Experts are
+ * summed in index order, then the shared one, the same order on every rank and mesh. */
+static void moe_mlp(engine *e, float *o, const float *h, int l, int rows) {
+    const model *m = e->m;
+    const weights *w = &m->w;
+    const backend_ops *ops = e->be->ops;
+    void *ctx = e->be->ctx;
+    moe_routing *r = &e->moe_host;
+    const int C = m->cfg.embd, E = m->cfg.experts, K = m->cfg.experts_top_k, RL = E + r->shared;
+    const int M = m->geom.mlp_local, S = m->geom.shared_local;
+    const weight_view router = {.type = DTYPE_F32, .data = w->router_w + (size_t)l * RL * C};
+
+    ops->matmul(ctx, e->moe_logits, h, router, NULL, rows, C, RL);
+    ops->copy_to_host(ctx, r->logits, e->moe_logits, (size_t)rows * RL * sizeof(float));
+    const int entries = moe_route(r, rows);
+    ops->copy_to_device(ctx, e->moe_idx, r->idx, (size_t)entries * sizeof(int32_t));
+    ops->copy_to_device(ctx, e->moe_wts, r->wts, (size_t)entries * sizeof(float));
+    ops->memset_zero(ctx, o, (size_t)rows * C * sizeof(float));
+    for (int x = 0; x < E; x++) {
+        const int n = r->offset[x + 1] - r->offset[x], at = r->offset[x];
+        if (n == 0) continue;
+        const weight_view gate_up = layer_matrix(m, w->exp_gate_up_w, w->exp_gate_up_s, l * E + x,
+                                                 2 * M, C, MATRIX_INPUT_WHOLE);
+        const weight_view down =
+            layer_matrix(m, w->exp_down_w, w->exp_down_s, l * E + x, C, M, MATRIX_INPUT_MLP);
+        ops->gather_rows(ctx, e->moe_in, h, e->moe_idx + at, n, C);
+        expert_mlp(e, e->moe_out, e->moe_in, gate_up, down, n, M);
+        ops->scatter_add_rows(ctx, o, e->moe_out, e->moe_idx + at, e->moe_wts + at, n, C);
+    }
+    if (!r->shared) return;
+    const weight_view sh_gate_up =
+        layer_matrix(m, w->sh_gate_up_w, w->sh_gate_up_s, l, 2 * S, C, MATRIX_INPUT_WHOLE);
+    const weight_view sh_down = layer_matrix(m, w->sh_down_w, w->sh_down_s, l, C, S, MATRIX_INPUT_MLP);
+    expert_mlp(e, e->moe_out, h, sh_gate_up, sh_down, rows, S);
+    ops->scatter_add_rows(ctx, o, e->moe_out, e->moe_idx + (size_t)rows * K,
+                          e->moe_wts + (size_t)rows * K, rows, C);
+}
+
 /* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,
  * all-reduced -> RMSNorm -> gate|up -> SwiGLU -> down, all-reduced. h holds the normed
  * input of the next block; each residual add is fused with the next norm. */
@@ -203,13 +256,18 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         capture_point(e, ACT_ATTN, layer, x, mb, C);
         check_finite(e, x, rows, engine_site_attn(layer));
 
-        TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) { /* SwiGLU included */
-            ops->matmul(ctx, e->f, e->h, gate_up_w, NULL, rows, C, 2 * M);
-            ops->swiglu(ctx, e->act, e->f, rows, M);
+        if (m->cfg.experts > 0) { /* mixtral, qwen2_moe: one all-reduce over every expert */
+            TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer)
+                moe_mlp(e, e->o, e->h, l, rows);
+            tp_allreduce_blocking(e, e->o, (size_t)rows * C, step, mb, layer);
+        } else {
+            TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) { /* SwiGLU included */
+                ops->matmul(ctx, e->f, e->h, gate_up_w, NULL, rows, C, 2 * M);
+                ops->swiglu(ctx, e->act, e->f, rows, M);
+            }
+            row_parallel_allreduce(e, e->o, e->act, down_w, NULL, rows, M, C, PHASE_MLP_GEMM, step,
+                                   mb, layer);
         }
-
-        row_parallel_allreduce(e, e->o, e->act, down_w, NULL, rows, M, C, PHASE_MLP_GEMM, step, mb,
-                               layer);
 
         TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o; h = next RMSNorm1(x) */
             ops->residual_rmsnorm(ctx, x, next_ln1_g ? e->h : NULL, e->o, next_ln1_g, rows, C, eps);
@@ -300,7 +358,7 @@ void engine_stage_forward(engine *e, float *x, int mb, int step, int n_new, int 
 
     if (g->first_stage) capture_point(e, ACT_EMBED, -1, x, mb, C);
     if (g->first_stage) check_finite(e, x, rows, ENGINE_SITE_EMBED);
-    if (m->cfg.arch == ARCH_LLAMA)
+    if (arch_is_llama(m->cfg.arch))
         llama_layers(e, x, mb, step, n_new, pos0);
     else
         gpt2_layers(e, x, mb, step, n_new, pos0);

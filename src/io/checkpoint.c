@@ -21,8 +21,26 @@ const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS] = {
 const char *const checkpoint_llama_tensor_names[CHECKPOINT_LLAMA_N_TENSORS] = {
     "wte", "ln1_g", "qkv_w", "proj_w", "ln2_g", "gate_up_w", "down_w", "lnf_g", "head_w"};
 
+/* A mixture of experts: Llama's list with the router and the experts in the place of gate_up_w
+ * and down_w, the shared expert's after them when it has one; head_w last, as ever. */
+static int moe_tensor_list(const model_config *cfg, const char *const **names) {
+#define MOE_ATTN "wte", "ln1_g", "qkv_w"
+#define MOE_REST "proj_w", "ln2_g", "router_w", "exp_gate_up_w", "exp_down_w"
+    static const char *const lists[4][16] = {
+        {MOE_ATTN, MOE_REST, "lnf_g", "head_w"},
+        {MOE_ATTN, "qkv_b", MOE_REST, "lnf_g", "head_w"},
+        {MOE_ATTN, MOE_REST, "sh_gate_up_w", "sh_down_w", "lnf_g", "head_w"},
+        {MOE_ATTN, "qkv_b", MOE_REST, "sh_gate_up_w", "sh_down_w", "lnf_g", "head_w"},
+    };
+#undef MOE_ATTN
+#undef MOE_REST
+    const int bias = cfg->attention_bias != 0, shared = cfg->shared_mlp > 0;
+    *names = lists[2 * shared + bias];
+    return 10 + bias + 2 * shared - (cfg->tie_embeddings ? 1 : 0);
+}
+
 int checkpoint_tensor_list(const model_config *cfg, const char *const **names) {
-    if (cfg->arch != ARCH_LLAMA) {
+    if (!arch_is_llama(cfg->arch)) {
         *names = checkpoint_tensor_names;
         return CHECKPOINT_N_TENSORS;
     }
@@ -30,6 +48,7 @@ int checkpoint_tensor_list(const model_config *cfg, const char *const **names) {
     static const char *const with_bias[CHECKPOINT_LLAMA_N_TENSORS + 1] = {
         "wte",   "ln1_g",     "qkv_w",  "qkv_b", "proj_w",
         "ln2_g", "gate_up_w", "down_w", "lnf_g", "head_w"};
+    if (cfg->experts > 0) return moe_tensor_list(cfg, names);
     *names = cfg->attention_bias ? with_bias : checkpoint_llama_tensor_names;
     return CHECKPOINT_LLAMA_N_TENSORS + (cfg->attention_bias ? 1 : 0) -
            (cfg->tie_embeddings ? 1 : 0);
@@ -60,11 +79,26 @@ static int llama_tensor_shape(const model_config *cfg, const char *name, long sh
         shape[0] = rows[i].d0, shape[1] = rows[i].d1, shape[2] = rows[i].d2;
         return rows[i].ndims;
     }
+    if (cfg->experts <= 0) return 0;
+    /* the mixture of experts (model/moe.c): expert e of layer l is dim-0 row l * E + e */
+    const long E = cfg->experts, S = cfg->shared_mlp, R = E + (S > 0 ? 1 : 0);
+    const struct {
+        const char *name;
+        long d0, d1, d2;
+    } moe[] = {
+        {"router_w", L, R, C},     {"exp_gate_up_w", L * E, 2 * M, C}, {"exp_down_w", L * E, C, M},
+        {"sh_gate_up_w", L, 2 * S, C}, {"sh_down_w", L, C, S},
+    };
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) {
+        if (strcmp(moe[i].name, name) != 0 || (S == 0 && moe[i].name[0] == 's')) continue;
+        shape[0] = moe[i].d0, shape[1] = moe[i].d1, shape[2] = moe[i].d2;
+        return 3;
+    }
     return 0;
 }
 
 int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shape[3]) {
-    if (cfg->arch == ARCH_LLAMA) return llama_tensor_shape(cfg, name, shape);
+    if (arch_is_llama(cfg->arch)) return llama_tensor_shape(cfg, name, shape);
     const long L = cfg->layers, C = cfg->embd, M = cfg->mlp;
     struct {
         const char *name;
@@ -103,19 +137,45 @@ static void shape_format(char *out, size_t len, int ndims, const long *dims) {
     if (used < len) snprintf(out + used, len - used, ")");
 }
 
+/* A mixture of experts' routing: experts, experts_top_k (1 to experts), shared_expert_mlp
+ * (0 = none) and norm_topk_prob (0 or 1). */
+static int read_moe_attrs(hid_t file, const char *path, model_config *cfg) {
+    long long e = 0, k = 0, sh = 0, norm = 0;
+    if (h5_attr_read_long(file, "experts", &e) != 0 || e < 1 || e > (1 << 16) ||
+        h5_attr_read_long(file, "experts_top_k", &k) != 0 || k < 1 || k > e ||
+        h5_attr_read_long(file, "shared_expert_mlp", &sh) != 0 || sh < 0 || sh > (1LL << 30) ||
+        h5_attr_read_long(file, "norm_topk_prob", &norm) != 0 || (norm != 0 && norm != 1)) {
+        error_set("%s: a %s checkpoint needs the root attributes 'experts' (>= 1), "
+                  "'experts_top_k' (1 to experts), 'shared_expert_mlp' (>= 0) and "
+                  "'norm_topk_prob' (0 or 1)",
+                  path, arch_kind_name(cfg->arch));
+        return STATUS_BAD_INPUT;
+    }
+    cfg->experts = (int)e, cfg->experts_top_k = (int)k, cfg->shared_mlp = (int)sh;
+    cfg->norm_topk_prob = (int)norm;
+    return STATUS_OK;
+}
+
 /* The architecture (absent: gpt2, as every checkpoint before Llama) and Llama's attributes. */
 static int read_llama_attrs(hid_t file, const char *path, model_config *cfg) {
     char arch[16] = "gpt2";
     cfg->arch = ARCH_GPT2; /* kv_heads and tie_embeddings 0: "as GPT-2" (model_config_from_job) */
     cfg->attention_bias = 0, cfg->head_dim = 0;
+    cfg->experts = cfg->experts_top_k = cfg->shared_mlp = cfg->norm_topk_prob = 0;
     H5E_BEGIN_TRY { (void)h5_attr_read_string(file, "arch", arch, sizeof arch); }
     H5E_END_TRY;
     if (strcmp(arch, "gpt2") == 0) return STATUS_OK;
-    if (strcmp(arch, "llama") != 0) {
-        error_set("%s: root attribute arch = '%s' (expected \"gpt2\" or \"llama\")", path, arch);
+    cfg->arch = ARCH_GPT2;
+    for (int k = 1; k < ARCH_KINDS; k++)
+        if (strcmp(arch, arch_kind_name((arch_kind)k)) == 0) cfg->arch = (arch_kind)k;
+    if (cfg->arch == ARCH_GPT2) {
+        error_set("%s: root attribute arch = '%s' (expected \"gpt2\", \"llama\", \"mixtral\" or "
+                  "\"qwen2_moe\")",
+                  path, arch);
         return STATUS_BAD_INPUT;
     }
-    cfg->arch = ARCH_LLAMA;
+    if (arch_is_moe(cfg->arch) && read_moe_attrs(file, path, cfg) != STATUS_OK)
+        return STATUS_BAD_INPUT;
     long long kv = 0, tie = 0, orig = 0;
     double theta = 0;
     if (h5_attr_read_long(file, "kv_heads", &kv) != 0 || kv < 1 || kv > cfg->heads ||
@@ -919,8 +979,14 @@ void checkpoint_write_config_attrs(hid_t file, const model_config *cfg) {
     h5_attr_write_int(file, "mlp", cfg->mlp);
     h5_attr_write_double(file, "ln_eps", (double)cfg->ln_eps);
     h5_attr_write_string(file, "norm", cfg->norm == NORM_POST ? "post" : "pre");
-    if (cfg->arch != ARCH_LLAMA) return; /* no arch attribute: gpt2, as before Llama */
-    h5_attr_write_string(file, "arch", "llama");
+    if (!arch_is_llama(cfg->arch)) return; /* no arch attribute: gpt2, as before Llama */
+    h5_attr_write_string(file, "arch", arch_kind_name(cfg->arch));
+    if (cfg->experts > 0) {
+        h5_attr_write_int(file, "experts", cfg->experts);
+        h5_attr_write_int(file, "experts_top_k", cfg->experts_top_k);
+        h5_attr_write_int(file, "shared_expert_mlp", cfg->shared_mlp);
+        h5_attr_write_int(file, "norm_topk_prob", cfg->norm_topk_prob);
+    }
     h5_attr_write_int(file, "kv_heads", cfg->kv_heads);
     h5_attr_write_int(file, "tie_embeddings", cfg->tie_embeddings);
     h5_attr_write_double(file, "rope_theta", cfg->rope_theta);

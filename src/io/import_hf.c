@@ -89,7 +89,8 @@ static int config_load(const char *dir, model_config *cfg) {
     }
     if (arch && strcmp(json_string_value(arch), "GPT2LMHeadModel") != 0) {
         error_set("%s: architectures = [\"%s\"] is not supported; tripar imports "
-                  "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM",
+                  "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                  "MixtralForCausalLM and Qwen2MoeForCausalLM",
                   path, json_string_value(arch));
         goto done;
     }
@@ -473,7 +474,7 @@ typedef struct {
     const char *dir, *out;
     model_config cfg;
     hf_model *hf;
-    hf_tensor *list; /* (12 * layers + 4), in checkpoint order */
+    hf_tensor *list; /* (hf_tensor_capacity), in checkpoint order */
     int n_tensors;
     char *vocab, *merges, *tok_json;
     int has_tokenizer;
@@ -496,8 +497,8 @@ static int hf_import_plan(hf_import *im) {
     int rc = config_load(im->dir, &im->cfg);
     if (rc == STATUS_OK) rc = hf_model_open(im->hf, im->dir);
     if (rc == STATUS_OK) {
-        im->list = xcalloc((unsigned long)(12 * im->cfg.layers + 4), sizeof *im->list);
-        im->n_tensors = im->cfg.arch == ARCH_LLAMA ? hf_llama_tensor_list(&im->cfg, im->list)
+        im->list = xcalloc((unsigned long)hf_tensor_capacity(&im->cfg), sizeof *im->list);
+        im->n_tensors = arch_is_llama(im->cfg.arch) ? hf_llama_tensor_list(&im->cfg, im->list)
                                                    : hf_tensor_list(&im->cfg, im->list);
         rc = hf_validate(im->hf, im->list, im->n_tensors, &im->cfg, im->dir);
         if (rc == STATUS_OK) rc = hf_check_finite(im->hf, im->list, im->n_tensors);
@@ -542,7 +543,7 @@ static void hf_tensor_convert(hf_import *im, const hf_tensor *h, import_writer *
     hf_tensor_write(w, h, t, a, b);
     hf_tensor_release(t);
     /* an untied Llama's lm_head is head_w; a tied model's must equal wte */
-    if (strcmp(h->dst, "wte") == 0 && (im->cfg.arch != ARCH_LLAMA || im->cfg.tie_embeddings))
+    if (strcmp(h->dst, "wte") == 0 && (!arch_is_llama(im->cfg.arch) || im->cfg.tie_embeddings))
         lm_head_compare(im->hf, &im->cfg, a);
     im->dtype_count[t->dtype]++;
     free(a);

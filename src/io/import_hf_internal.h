@@ -21,7 +21,8 @@ typedef struct {
 } hf_tensor;
 
 /* Whether architectures[0] names a Llama-family model tripar imports (LlamaForCausalLM,
- * MistralForCausalLM, Qwen2ForCausalLM). */
+ * MistralForCausalLM, Qwen2ForCausalLM, and the mixtures of experts MixtralForCausalLM and
+ * Qwen2MoeForCausalLM). */
 int hf_llama_architecture(const char *arch);
 
 /* Reads a Llama-family config.json (root, read from path) into cfg, refusing what tripar does
@@ -29,5 +30,14 @@ int hf_llama_architecture(const char *arch);
 int hf_llama_config(json_t *root, const char *path, const char *arch, model_config *cfg);
 
 /* The HF tensors a Llama-family model of cfg must have, in checkpoint order; returns the count
- * (at most 12 * layers + 4). */
+ * (at most hf_tensor_capacity(cfg)). */
 int hf_llama_tensor_list(const model_config *cfg, hf_tensor *out);
+
+/* The mixture-of-experts tensors of one layer (import_hf_moe.c): the router, each expert's
+ * three, and the shared expert's four; returns the count (at most 3 * experts + 5). */
+int hf_moe_layer_tensors(const model_config *cfg, int layer, hf_tensor *out);
+
+/* Room for any model's tensor list. */
+static inline int hf_tensor_capacity(const model_config *cfg) {
+    return (12 + 3 * cfg->experts + 5) * cfg->layers + 4;
+}

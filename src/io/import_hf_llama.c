@@ -10,7 +10,8 @@
 #include "io/import_hf_internal.h"
 
 static const char *const llama_archs[] = {"LlamaForCausalLM", "MistralForCausalLM",
-                                          "Qwen2ForCausalLM"};
+                                          "Qwen2ForCausalLM", "MixtralForCausalLM",
+                                          "Qwen2MoeForCausalLM"};
 
 int hf_llama_architecture(const char *arch) {
     for (size_t i = 0; i < sizeof llama_archs / sizeof llama_archs[0]; i++)
@@ -119,8 +120,8 @@ static int llama_rope_scaling(json_t *root, const char *path, model_config *cfg)
 }
 
 /* What tripar does not run, refused by key and value: another activation, sliding-window
- * attention, mixture-of-experts layers, and biases beyond q/k/v. */
-static int llama_refusals(json_t *root, const char *path, const char *arch, int ctx) {
+ * attention, mixture-of-experts layers in a dense architecture, and biases beyond q/k/v. */
+static int llama_refusals(json_t *root, const char *path, const char *arch, int ctx, int moe) {
     char val[128];
     json_t *act = json_object_get(root, "hidden_act");
     if (act && !(json_is_string(act) && strcmp(json_string_value(act), "silu") == 0)) {
@@ -147,14 +148,16 @@ static int llama_refusals(json_t *root, const char *path, const char *arch, int 
                   path, val, ctx);
         return -1;
     }
-    static const char *const moe[] = {"num_local_experts",     "num_experts",
+    static const char *const moe_keys[] = {"num_local_experts",     "num_experts",
                                       "num_experts_per_tok",   "n_routed_experts",
                                       "moe_intermediate_size", "n_shared_experts"};
-    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) {
-        json_t *v = json_object_get(root, moe[i]);
+    for (size_t i = 0; !moe && i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
+        json_t *v = json_object_get(root, moe_keys[i]);
         if (!v || json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 0)) continue;
         json_value_text(v, val, sizeof val);
-        error_set("%s: %s = %s: mixture-of-experts layers are not supported", path, moe[i], val);
+        error_set("%s: %s = %s: mixture-of-experts layers are not supported for %s; tripar "
+                  "imports them as MixtralForCausalLM and Qwen2MoeForCausalLM",
+                  path, moe_keys[i], val, arch);
         return -1;
     }
     json_t *mlp_bias = json_object_get(root, "mlp_bias");
@@ -163,7 +166,7 @@ static int llama_refusals(json_t *root, const char *path, const char *arch, int 
         return -1;
     }
     /* Llama's and Mistral's attention_bias puts a bias on o_proj too; Qwen2's are q/k/v only */
-    if (strcmp(arch, "Qwen2ForCausalLM") != 0 &&
+    if (strcmp(arch, "Qwen2ForCausalLM") != 0 && strcmp(arch, "Qwen2MoeForCausalLM") != 0 &&
         json_is_true(json_object_get(root, "attention_bias"))) {
         error_set("%s: attention_bias = true for %s (biases on q, k, v and o_proj) is not "
                   "supported; tripar takes q/k/v biases only (Qwen2ForCausalLM)",
@@ -173,9 +176,58 @@ static int llama_refusals(json_t *root, const char *path, const char *arch, int 
     return 0;
 }
 
+/* The routing of MixtralForCausalLM (num_local_experts, num_experts_per_tok, intermediate_size
+ * per expert, always renormalised) and Qwen2MoeForCausalLM (num_experts, num_experts_per_tok,
+ * moe_intermediate_size, shared_expert_intermediate_size, norm_topk_prob), refusing the
+ * Qwen2-MoE layouts with dense layers (decoder_sparse_step, mlp_only_layers) by key. */
+static int moe_config(json_t *root, const char *path, model_config *cfg) {
+    if (cfg->arch == ARCH_MIXTRAL) {
+        cfg->norm_topk_prob = 1;
+        if (llama_int(root, path, "num_local_experts", 0, &cfg->experts) ||
+            llama_int(root, path, "num_experts_per_tok", 0, &cfg->experts_top_k))
+            return STATUS_BAD_INPUT;
+    } else {
+        int step = 1;
+        if (llama_int(root, path, "num_experts", 0, &cfg->experts) ||
+            llama_int(root, path, "num_experts_per_tok", 0, &cfg->experts_top_k) ||
+            llama_int(root, path, "moe_intermediate_size", 0, &cfg->mlp) ||
+            llama_bool(root, path, "norm_topk_prob", 0, &cfg->norm_topk_prob) ||
+            llama_int(root, path, "decoder_sparse_step", 1, &step))
+            return STATUS_BAD_INPUT;
+        if (step != 1) {
+            error_set("%s: decoder_sparse_step = %d is not supported (dense layers between the "
+                      "sparse ones); tripar imports every layer sparse: 1",
+                      path, step);
+            return STATUS_BAD_INPUT;
+        }
+        json_t *dense = json_object_get(root, "mlp_only_layers");
+        if (dense && !json_is_null(dense) && !(json_is_array(dense) && json_array_size(dense) == 0)) {
+            char val[128];
+            json_value_text(dense, val, sizeof val);
+            error_set("%s: mlp_only_layers = %s is not supported (dense layers among the sparse "
+                      "ones); tripar imports every layer sparse: []",
+                      path, val);
+            return STATUS_BAD_INPUT;
+        }
+        /* absent or 0: no shared expert */
+        json_t *sh = json_object_get(root, "shared_expert_intermediate_size");
+        if (sh && !json_is_null(sh) && !(json_is_integer(sh) && json_integer_value(sh) == 0) &&
+            llama_int(root, path, "shared_expert_intermediate_size", 0, &cfg->shared_mlp))
+            return STATUS_BAD_INPUT;
+    }
+    if (cfg->experts_top_k > cfg->experts) {
+        error_set("%s: num_experts_per_tok = %d is more than the %d experts", path,
+                  cfg->experts_top_k, cfg->experts);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
 int hf_llama_config(json_t *root, const char *path, const char *arch, model_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    cfg->arch = ARCH_LLAMA;
+    cfg->arch = strcmp(arch, "MixtralForCausalLM") == 0    ? ARCH_MIXTRAL
+                : strcmp(arch, "Qwen2MoeForCausalLM") == 0 ? ARCH_QWEN2_MOE
+                                                            : ARCH_LLAMA;
     cfg->norm = NORM_PRE;
     if (llama_int(root, path, "num_hidden_layers", 0, &cfg->layers) ||
         llama_int(root, path, "num_attention_heads", 0, &cfg->heads) ||
@@ -222,10 +274,13 @@ int hf_llama_config(json_t *root, const char *path, const char *arch, model_conf
     int bias = 0;
     if (llama_bool(root, path, "tie_word_embeddings", 0, &cfg->tie_embeddings) ||
         llama_bool(root, path, "attention_bias", 0, &bias) ||
-        llama_refusals(root, path, arch, cfg->ctx) || llama_rope_scaling(root, path, cfg))
+        llama_refusals(root, path, arch, cfg->ctx, arch_is_moe(cfg->arch)) ||
+        llama_rope_scaling(root, path, cfg))
         return STATUS_BAD_INPUT;
-    /* Qwen2's q/k/v biases are implicit: its config has no attention_bias key */
-    cfg->attention_bias = strcmp(arch, "Qwen2ForCausalLM") == 0 || bias;
+    if (arch_is_moe(cfg->arch) && moe_config(root, path, cfg) != STATUS_OK)
+        return STATUS_BAD_INPUT;
+    /* Qwen2's (and Qwen2-MoE's) q/k/v biases are implicit: the config has no attention_bias */
+    cfg->attention_bias = cfg->arch == ARCH_QWEN2_MOE || strcmp(arch, "Qwen2ForCausalLM") == 0 || bias;
     return STATUS_OK;
 }
 
@@ -258,6 +313,10 @@ int hf_llama_tensor_list(const model_config *cfg, hf_tensor *out) {
         }
         ADD("proj_w", i, 0, 2, C, Q, "model.layers.%d.self_attn.o_proj.weight", i);
         ADD("ln2_g", i, 0, 1, C, 0, "model.layers.%d.post_attention_layernorm.weight", i);
+        if (cfg->experts > 0) {
+            n += hf_moe_layer_tensors(cfg, i, out + n);
+            continue;
+        }
         ADD("gate_up_w", i, 0, 2, M, C, "model.layers.%d.mlp.gate_proj.weight", i);
         ADD("gate_up_w", i, M, 2, M, C, "model.layers.%d.mlp.up_proj.weight", i);
         ADD("down_w", i, 0, 2, C, M, "model.layers.%d.mlp.down_proj.weight", i);

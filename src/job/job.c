@@ -85,6 +85,47 @@ static int job_walk_llama_keys(job_loader *L, const jnode *syn) {
     return STATUS_OK;
 }
 
+/* The mixture-of-experts keys of model.synthetic: experts, experts_top_k, shared_expert_mlp,
+ * norm_topk_prob. Refused on a dense model; a preset's values are the defaults. */
+static int job_walk_moe_keys(job_loader *L, const jnode *syn) {
+    job *j = L->j;
+    const char *s = "model.synthetic";
+    const jnode *k = NULL;
+    for (int i = 0; !arch_is_moe(j->arch) && JOB_MOE_ONLY_KEYS[i]; i++)
+        if (jnode_get(syn, JOB_MOE_ONLY_KEYS[i], &k))
+            return jnode_fail(k,
+                              "model.synthetic.%s is a mixture-of-experts key; it needs "
+                              "model.arch: mixtral or qwen2_moe (the model is %s)",
+                              JOB_MOE_ONLY_KEYS[i], arch_kind_name(j->arch));
+    if (!arch_is_moe(j->arch)) {
+        j->experts = 0, j->experts_top_k = 0, j->shared_expert_mlp = 0, j->norm_topk_prob = 0;
+        return STATUS_OK;
+    }
+    if (j->experts < 1) { /* no mixture-of-experts preset: Mixtral's routing */
+        j->experts = 8, j->experts_top_k = 2, j->shared_expert_mlp = 0;
+        j->norm_topk_prob = j->arch == ARCH_MIXTRAL;
+    }
+    TRY(job_get_int(L, syn, s, "experts", 1, 1 << 16, &j->experts));
+    TRY(job_get_int(L, syn, s, "experts_top_k", -(1 << 16), 1 << 16, &j->experts_top_k));
+    if (j->experts_top_k < 1 || j->experts_top_k > j->experts)
+        return jnode_fail(jnode_get(syn, "experts_top_k", &k) ? k : syn,
+                          "model.synthetic.experts_top_k = %d: each token is routed to 1 to "
+                          "model.synthetic.experts = %d experts",
+                          j->experts_top_k, j->experts);
+    TRY(job_get_int(L, syn, s, "shared_expert_mlp", 0, 4 * CAP_DIM, &j->shared_expert_mlp));
+    TRY(job_get_bool(L, syn, s, "norm_topk_prob", &j->norm_topk_prob));
+    if (j->arch == ARCH_MIXTRAL && j->shared_expert_mlp)
+        return jnode_fail(jnode_get(syn, "shared_expert_mlp", &k) ? k : syn,
+                          "model.synthetic.shared_expert_mlp = %d: Mixtral has no shared "
+                             "expert; allowed with mixtral: 0 (or model.arch: qwen2_moe)",
+                          j->shared_expert_mlp);
+    if (j->arch == ARCH_MIXTRAL && !j->norm_topk_prob)
+        return jnode_fail(jnode_get(syn, "norm_topk_prob", &k) ? k : syn,
+                          "model.synthetic.norm_topk_prob = false: Mixtral renormalises its top-k "
+                          "weights; allowed with mixtral: true (or model.arch: qwen2_moe)");
+    return STATUS_OK;
+}
+
 /* model.int8_group and model.quantize_head: how int8w scales its weights, and whether the LM
  * head takes the weight precision. */
 static int job_walk_quantization(job_loader *L, const jnode *m) {
@@ -157,6 +198,7 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
         TRY(job_get_u64(L, syn, s, "seed", &j->seed));
         if (j->mlp == 0) j->mlp = 4 * j->embd;
         TRY(job_walk_llama_keys(L, syn));
+        TRY(job_walk_moe_keys(L, syn));
     } else {
         TRY(job_walk_arch(L, m));
         j->tie_embeddings = 1; /* the shape, llama or not, is the checkpoint's (the runner) */
@@ -183,9 +225,10 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
     j->kv_dtype = e ? (kv_dtype_kind)(e - 1) : kv_dtype_for(j->precision);
     TRY(job_get_float(L, m, "model", "ln_eps", 0.0, 0, &j->ln_eps));
     const jnode *norm_key = NULL;
-    if (j->arch == ARCH_LLAMA && j->norm == NORM_POST && jnode_get(m, "norm", &norm_key))
-        return jnode_fail(norm_key, "model.norm: post is not allowed with model.arch: llama "
-                                    "(Llama normalises before each block); allowed: pre");
+    if (arch_is_llama(j->arch) && j->norm == NORM_POST && jnode_get(m, "norm", &norm_key))
+        return jnode_fail(norm_key, "model.norm: post is not allowed with model.arch: %s "
+                                    "(Llama normalises before each block); allowed: pre",
+                          arch_kind_name(j->arch));
     return STATUS_OK;
 }
 

@@ -23,7 +23,14 @@ typedef struct {
 } job_key_where;
 
 typedef enum { NORM_PRE = 0, NORM_POST = 1 } norm_kind;
-typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1 } arch_kind;
+/* mixtral and qwen2_moe are Llama attention with a sparse mixture-of-experts feed-forward
+ * (docs/jobs.md, "Mixture of experts"); everything but the MLP is Llama's. */
+typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1, ARCH_MIXTRAL = 2, ARCH_QWEN2_MOE = 3 } arch_kind;
+#define ARCH_KINDS 4
+/* Whether an architecture has Llama's layers (RMSNorm, RoPE, GQA, untied head allowed). */
+static inline int arch_is_llama(arch_kind a) { return a != ARCH_GPT2; }
+/* Whether its feed-forward is a mixture of experts. */
+static inline int arch_is_moe(arch_kind a) { return a == ARCH_MIXTRAL || a == ARCH_QWEN2_MOE; }
 typedef enum { PRECISION_FP32 = 0, PRECISION_INT8W, PRECISION_BF16, PRECISION_FP16 } precision_kind;
 typedef enum { KV_CONTIGUOUS = 0, KV_PAGED = 1 } kv_cache_kind;
 /* The KV cache's element type (model.kv_dtype; its "auto" resolves with kv_dtype_for). */
@@ -52,6 +59,10 @@ typedef struct {
     int rope_original_ctx;         /* rope_scaling.original_max_position_embeddings */
     int tie_embeddings;            /* llama: LM head = wte; gpt2: always 1 */
     int attention_bias;            /* llama from a checkpoint: q/k/v biases (Qwen2); else 0 */
+    int experts;                   /* mixtral, qwen2_moe: routed experts per layer; else 0 */
+    int experts_top_k;             /* experts each token is routed to */
+    int shared_expert_mlp;         /* qwen2_moe: the shared expert's width, 0 = none */
+    int norm_topk_prob;            /* the chosen k weights renormalised to sum 1 (Mixtral) */
     float ln_eps;                  /* eps of the norm, LayerNorm or RMSNorm (rms_norm_eps) */
     norm_kind norm;
     precision_kind precision;

@@ -61,7 +61,7 @@ static void job_dump_model(const job *j, FILE *out) {
                 "    layers: %d\n    heads: %d\n    embd: %d\n    vocab: %d\n"
                 "    ctx: %d\n    mlp: %d\n    seed: %" PRIu64 "\n",
                 j->layers, j->heads, j->embd, j->vocab, j->ctx, j->mlp, j->seed);
-        if (j->arch == ARCH_LLAMA) {
+        if (arch_is_llama(j->arch)) {
             fprintf(out, "    kv_heads: %d\n    rope_theta: %s\n    tie_embeddings: %s\n",
                     j->kv_heads, job_dump_float(j->rope_theta, num, sizeof num),
                     j->tie_embeddings ? "true" : "false");
@@ -78,6 +78,12 @@ static void job_dump_model(const job *j, FILE *out) {
                 fputs("    rope_scaling: null\n", out);
             }
         }
+        if (arch_is_moe(j->arch))
+            fprintf(out,
+                    "    experts: %d\n    experts_top_k: %d\n    shared_expert_mlp: %d\n"
+                    "    norm_topk_prob: %s\n",
+                    j->experts, j->experts_top_k, j->shared_expert_mlp,
+                    j->norm_topk_prob ? "true" : "false");
     } else {
         if (j->arch_given) fprintf(out, "  arch: %s\n", arch_kind_name(j->arch));
         fputs("  checkpoint: ", out);

@@ -39,7 +39,7 @@ extern const char *const JOB_NORM_NAMES[], *const JOB_ARCH_NAMES[],
 /* The sections, and the keys each allows. */
 extern const char *const JOB_SECTION_KEYS[],
     *const JOB_MODEL_KEYS[], *const JOB_SYNTHETIC_KEYS[],
-                                 *const JOB_LLAMA_ONLY_KEYS[],
+                                 *const JOB_LLAMA_ONLY_KEYS[], *const JOB_MOE_ONLY_KEYS[],
                                      *const JOB_ROPE_SCALING_KEYS[],
                                          *const JOB_BACKEND_KEYS[],
                                              *const JOB_PARALLEL_KEYS[],

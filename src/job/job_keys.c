@@ -12,7 +12,7 @@
 #include "job/job_internal.h"
 
 const char *const JOB_NORM_NAMES[] = {"pre", "post", NULL};
-const char *const JOB_ARCH_NAMES[] = {"gpt2", "llama", NULL};
+const char *const JOB_ARCH_NAMES[] = {"gpt2", "llama", "mixtral", "qwen2_moe", NULL};
 const char *const JOB_PRECISION_NAMES[] = {"fp32", "int8w", "bf16", "fp16", NULL};
 const char *const JOB_KV_CACHE_NAMES[] = {"contiguous", "paged", NULL};
 const char *const JOB_KV_DTYPE_NAMES[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
@@ -31,7 +31,11 @@ const char *const JOB_MODEL_KEYS[] = {"synthetic", "checkpoint", "tokenizer",   
                                       "verify_checksums", NULL};
 const char *const JOB_SYNTHETIC_KEYS[] = {
     "layers",   "heads",      "embd",         "vocab",          "ctx",      "mlp", "seed", "preset",
-    "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", "head_dim", NULL};
+    "kv_heads", "rope_theta", "rope_scaling", "tie_embeddings", "head_dim", "experts",
+    "experts_top_k", "shared_expert_mlp", "norm_topk_prob", NULL};
+/* Keys that only a mixture-of-experts model (mixtral, qwen2_moe) has. */
+const char *const JOB_MOE_ONLY_KEYS[] = {"experts", "experts_top_k", "shared_expert_mlp",
+                                         "norm_topk_prob", NULL};
 /* Keys that only a Llama model has. */
 const char *const JOB_LLAMA_ONLY_KEYS[] = {"kv_heads",       "rope_theta", "rope_scaling",
                                            "tie_embeddings", "head_dim",   NULL};
@@ -76,7 +80,7 @@ static const char *enum_name(const char *const *names, int count, int k) {
     return k >= 0 && k < count ? names[k] : "?";
 }
 const char *norm_kind_name(norm_kind k) { return enum_name(JOB_NORM_NAMES, 2, (int)k); }
-const char *arch_kind_name(arch_kind k) { return enum_name(JOB_ARCH_NAMES, 2, (int)k); }
+const char *arch_kind_name(arch_kind k) { return enum_name(JOB_ARCH_NAMES, ARCH_KINDS, (int)k); }
 const char *precision_kind_name(precision_kind k) {
     return enum_name(JOB_PRECISION_NAMES, 4, (int)k);
 }

@@ -31,22 +31,28 @@ int job_validate_model(const job *j) {
                            "embd %d, vocab %d, ctx %d",
                            j->layers, j->heads, j->embd, j->vocab, j->ctx);
     /* an explicit Llama head_dim frees the heads from splitting embd */
-    if (j->embd % j->heads && !(j->arch == ARCH_LLAMA && j->head_dim > 0))
+    if (j->embd % j->heads && !(arch_is_llama(j->arch) && j->head_dim > 0))
         return job_fail_at(j,
                            KEYS("model.synthetic.heads", "model.synthetic.embd", "model.checkpoint",
                                 "model.synthetic", "model"),
                            "model.heads = %d does not divide model.embd = %d", j->heads, j->embd);
+    if (arch_is_moe(j->arch) && j->backend == BACKEND_CUDA)
+        return job_fail_at(j, KEYS("backend.kind", "backend", "model.arch", "model"),
+                           "model.arch: %s is not supported on the cuda backend yet (its experts "
+                           "run on the cpu backend); allowed with mixtral and qwen2_moe: "
+                           "backend.kind cpu",
+                           arch_kind_name(j->arch));
     if (j->heads % j->tp)
         return job_fail_at(j, KEYS("parallel.tp", "parallel"),
                            "parallel.tp = %d does not divide model.heads = %d (tensor parallelism "
                            "splits attention by heads)",
                            j->tp, j->heads);
-    if (j->arch == ARCH_LLAMA && j->head_dim > 0 && j->head_dim % 2)
+    if (arch_is_llama(j->arch) && j->head_dim > 0 && j->head_dim % 2)
         return job_fail_at(j, KEYS("model.synthetic.head_dim", "model.checkpoint", "model"),
                            "model.synthetic.head_dim = %d is odd; RoPE rotates pairs of a head's "
                            "dimensions, so a Llama head dimension must be even",
                            j->head_dim);
-    if (j->arch == ARCH_LLAMA && j->head_dim <= 0 && (j->embd / j->heads) % 2)
+    if (arch_is_llama(j->arch) && j->head_dim <= 0 && (j->embd / j->heads) % 2)
         return job_fail_at(j,
                            KEYS("model.synthetic.heads", "model.synthetic.embd", "model.checkpoint",
                                 "model.synthetic", "model"),

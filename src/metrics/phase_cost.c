@@ -81,7 +81,7 @@ static void matmul_cost(phase_cost *c, double rows, double k, double n, double e
 static void norms_cost(phase_cost *c, const model_config *cfg, double rows, int layers) {
     if (layers == 0) return;
     const double C = cfg->embd;
-    const int llama = cfg->arch == ARCH_LLAMA;
+    const int llama = arch_is_llama(cfg->arch);
     const double norm_flops = llama ? RMSNORM_FLOPS : LAYERNORM_FLOPS;
     const double params = (llama ? 1 : 2) * C * F32; /* gain (and LayerNorm's bias) */
     int plain = 1, fused = 2 * layers - 1, add_only = 1;
@@ -105,7 +105,7 @@ static void attention_cost(phase_cost *c, const model_config *cfg, const shard_g
     const double rows = seqs * n, T = past + n;
     const double attended = n * past + n * (n + 1) / 2; /* per sequence and query head */
     double flops = seqs * H * 4 * hd * attended;
-    if (cfg->arch == ARCH_LLAMA) /* RoPE on each new query row and key row */
+    if (arch_is_llama(cfg->arch)) /* RoPE on each new query row and key row */
         flops += rows * (H + KV) * (hd / 2) * ROPE_FLOPS_PER_PAIR;
     /* each (sequence, kv head) streams its T keys and values once (its query heads reuse them
      * from cache); paged reads whole blocks and looks each block up for k and for v */
@@ -129,7 +129,7 @@ void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, p
     memset(out, 0, sizeof *out);
     shard_geom g;
     shard_geom_init(&g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
-    const int llama = cfg->arch == ARCH_LLAMA, int8 = s->weight_dtype == PRECISION_INT8W;
+    const int llama = arch_is_llama(cfg->arch), int8 = s->weight_dtype == PRECISION_INT8W;
     const double elem = phase_weight_elem_bytes(s->weight_dtype);
     const double C = cfg->embd, A = g.attn_dim, M = g.mlp_local, L = g.n_layers;
     const double rows = (double)s->seqs * s->new_positions;

@@ -28,7 +28,7 @@ void roofline_model_shapes(const model_config *cfg, long shapes[4][2], long *max
                            long *max_out) {
     const long C = cfg->embd, M = cfg->mlp;
     /* Llama: grouped-query QKV and SwiGLU's stacked gate|up */
-    const int llama = cfg->arch == ARCH_LLAMA;
+    const int llama = arch_is_llama(cfg->arch);
     const long hd = model_head_dim(cfg), A = (long)cfg->heads * hd; /* A = C for GPT-2 */
     const long QKV = llama ? ((long)cfg->heads + 2L * cfg->kv_heads) * hd : 3 * C;
     const long UP = llama ? 2 * M : M;

@@ -21,15 +21,6 @@ static dim_slice slice_qkv_gqa(const model_config *cfg, const shard_geom *g) {
     return s;
 }
 
-/* This rank's intermediate units in the gate rows and the same units in the up rows. */
-static dim_slice slice_gate_up(const model_config *cfg, const shard_geom *g) {
-    dim_slice s = {.nblocks = 2};
-    s.start[0] = g->mlp_begin;
-    s.count[0] = g->mlp_local;
-    s.start[1] = (long)cfg->mlp + g->mlp_begin;
-    s.count[1] = g->mlp_local;
-    return s;
-}
 
 void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geom *g) {
     weights *w = &m->w;
@@ -55,7 +46,7 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
         {"qkv_b",     (void **)&w->qkv_b,  NULL,        INIT_ZEROS_NOISE, 0.02f,       has_layers && cfg->attention_bias, 2, {L, QKV}, {layers, slice_qkv_gqa(cfg, g)}},
         {"proj_w",    &w->proj_w,          &w->proj_s,  INIT_NORMAL,     out_attn_std, has_layers,          3, {L, C, A},    {layers, all_C, heads_cols}},
         {"ln2_g",     (void **)&w->ln2_g,  NULL,        INIT_ONES_NOISE, 0.05f,        has_layers,          2, {L, C},       {layers, all_C}},
-        {"gate_up_w", &w->fc1_w,           &w->fc1_s,   INIT_NORMAL,     in_std,       has_layers,          3, {L, 2 * M, C}, {layers, slice_gate_up(cfg, g), all_C}},
+        {"gate_up_w", &w->fc1_w,           &w->fc1_s,   INIT_NORMAL,     in_std,       has_layers,          3, {L, 2 * M, C}, {layers, slice_gate_up_of(M, g->mlp_begin, g->mlp_local), all_C}},
         {"down_w",    &w->fc2_w,           &w->fc2_s,   INIT_NORMAL,     out_mlp_std,  has_layers,          3, {L, C, M},    {layers, all_C, mlp}},
         {"lnf_g",     (void **)&w->lnf_g,  NULL,        INIT_ONES_NOISE, 0.05f,        last,                1, {C},          {all_C}},
         {"head_w",    &w->head_w,          cfg->quantize_head ? &w->head_s : NULL, INIT_NORMAL, in_std, !tied && last, 2, {V, C}, {vocab, all_C}},
@@ -64,6 +55,10 @@ void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geo
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (tied && rows[i].slot == &w->head_w) continue; /* a tied head is wte: no tensor */
         if (!cfg->attention_bias && rows[i].slot == (void **)&w->qkv_b) continue; /* Qwen2's */
+        if (cfg->experts > 0 && (rows[i].slot == &w->fc1_w || rows[i].slot == &w->fc2_w)) {
+            if (rows[i].slot == &w->fc1_w) model_tensor_table_moe(m, cfg, g); /* in its place */
+            continue;
+        }
         model_add_row(m, rows[i]);
     }
     if (tied && cfg->quantize_head) model_add_head_copy(m, g, emb_std);

@@ -54,7 +54,9 @@ void model_config_set_precision(model_config *cfg, precision_kind p, int int8_gr
      * stays fp32 unless asked; in fp32 there is nothing to quantise */
     cfg->quantize_head =
         p != PRECISION_FP32 && (quantize_head >= 0 ? quantize_head : !cfg->tie_embeddings);
-    cfg->mlp_unit = model_mlp_unit(cfg->mlp, p == PRECISION_INT8W, cfg->int8_group);
+    /* a shared expert's columns move in the same units as the routed experts' */
+    const int width = cfg->shared_mlp > 0 ? gcd_int(cfg->mlp, cfg->shared_mlp) : cfg->mlp;
+    cfg->mlp_unit = model_mlp_unit(width, p == PRECISION_INT8W, cfg->int8_group);
 }
 
 void model_config_from_job(model_config *cfg, const job *j) {
@@ -68,11 +70,16 @@ void model_config_from_job(model_config *cfg, const job *j) {
     cfg->norm = j->norm;
     cfg->arch = j->arch;
     cfg->kv_heads = j->kv_heads > 0 ? j->kv_heads : j->heads;
-    cfg->head_dim = j->arch == ARCH_LLAMA && j->head_dim > 0 ? j->head_dim : 0;
+    cfg->head_dim = arch_is_llama(j->arch) && j->head_dim > 0 ? j->head_dim : 0;
     cfg->tie_embeddings = j->arch == ARCH_GPT2 || j->tie_embeddings;
     cfg->rope_theta = j->rope_theta;
-    cfg->attention_bias = j->arch == ARCH_LLAMA && j->attention_bias; /* from a checkpoint */
-    cfg->rope_scaled = j->arch == ARCH_LLAMA && j->rope_scaling;
+    const int moe = arch_is_moe(j->arch);
+    cfg->experts = moe ? j->experts : 0;
+    cfg->experts_top_k = moe ? j->experts_top_k : 0;
+    cfg->shared_mlp = moe ? j->shared_expert_mlp : 0;
+    cfg->norm_topk_prob = moe && j->norm_topk_prob;
+    cfg->attention_bias = arch_is_llama(j->arch) && j->attention_bias; /* from a checkpoint */
+    cfg->rope_scaled = arch_is_llama(j->arch) && j->rope_scaling;
     model_config_set_precision(cfg, j->precision, j->int8_group, j->quantize_head);
     cfg->rope_scaling = (rope_llama3){.factor = j->rope_factor,
                                       .low_freq_factor = j->rope_low_freq_factor,
@@ -102,6 +109,11 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
     const int unit = cfg->mlp_unit > 0 && cfg->mlp % cfg->mlp_unit == 0 ? cfg->mlp_unit : 1;
     g->mlp_begin = unit * split_begin(cfg->mlp / unit, tp, tp_rank);
     g->mlp_local = unit * split_count(cfg->mlp / unit, tp, tp_rank);
+    if (cfg->shared_mlp > 0) { /* the same units as mlp (model_config_set_precision) */
+        const int su = cfg->shared_mlp % unit == 0 ? unit : 1;
+        g->shared_begin = su * split_begin(cfg->shared_mlp / su, tp, tp_rank);
+        g->shared_local = su * split_count(cfg->shared_mlp / su, tp, tp_rank);
+    }
     g->vocab_begin = split_begin(cfg->vocab, tp, tp_rank);
     g->vocab_local = split_count(cfg->vocab, tp, tp_rank);
     g->first_stage = pp_rank == 0;
@@ -128,7 +140,7 @@ void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, 
     for (int k = 0; k < MATRIX_INPUT_KINDS; k++)
         m->int8[k] =
             wtype == DTYPE_INT8 ? model_int8_layout(cfg, (matrix_input)k) : (int8_layout){0, 0};
-    if (cfg->arch == ARCH_LLAMA) {
+    if (arch_is_llama(cfg->arch)) {
         model_tensor_table_llama(m, cfg, g);
         return;
     }

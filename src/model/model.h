@@ -29,6 +29,12 @@ typedef struct {
     int int8_group;    /* int8: weight columns per scale, 0 = one scale per row */
     int quantize_head; /* the LM head in the weight dtype; a tied one as a copy of wte */
     int mlp_unit;      /* MLP columns move between TP ranks in units of this many */
+    /* Mixture of experts (arch mixtral, qwen2_moe; all 0 for a dense model). mlp is then each
+     * routed expert's intermediate size. */
+    int experts;        /* routed experts per layer */
+    int experts_top_k;  /* experts each token goes to */
+    int shared_mlp;     /* qwen2_moe: the shared expert's intermediate size, 0 = none */
+    int norm_topk_prob; /* the top-k weights renormalised to sum 1; else softmax over all */
 } model_config;
 
 /* The dtype of the weight matrices a model.precision stores (vectors are always fp32). */
@@ -87,7 +93,8 @@ typedef struct {
     int kv_head_begin, n_kv_heads;        /* the kv heads those query heads read (GQA) */
     int head_dim;
     int attn_dim;                 /* n_heads * head_dim */
-    int mlp_begin, mlp_local;     /* this TP rank's MLP columns */
+    int mlp_begin, mlp_local;     /* this TP rank's MLP columns (of each expert for MoE) */
+    int shared_begin, shared_local; /* this TP rank's columns of the shared expert (MoE) */
     int vocab_begin, vocab_local; /* this TP rank's vocab rows */
     int first_stage, last_stage;  /* holds the embedding / the final norm and head */
 } shard_geom;
@@ -128,6 +135,19 @@ typedef struct {
     void *head_w;  // (V, C) the LM head in the weight dtype, vocab shard, last stage: Llama's
                    // untied head, or a copy of a tied wte (quantize_head); else NULL (wte)
     float *head_s; // (V) or (V, ceil(C / group)) int8 scales
+    /* Mixture of experts (model/moe.c). E = experts, R = E + (shared expert ? 1 : 0),
+     * S = shared_local. Each expert's matrices are contiguous, expert e of layer l at dim-0
+     * row l * E + e, so an expert axis (EP, next) can hold a run of experts per layer. */
+    float *router_w;   // (L, R, C) fp32, replicated on every TP rank: the router's E rows,
+                       // then the shared expert's sigmoid gate (one row) when there is one
+    void *exp_gate_up_w; // (L*E, 2*M, C) column-parallel like gate_up: gate rows, up rows
+    float *exp_gate_up_s;
+    void *exp_down_w;  // (L*E, C, M) row-parallel like down
+    float *exp_down_s;
+    void *sh_gate_up_w; // (L, 2*S, C) the shared expert's gate|up
+    float *sh_gate_up_s;
+    void *sh_down_w;   // (L, C, S)
+    float *sh_down_s;
 } weights;
 /* Llama reuses the slots: ln1_g/ln2_g/lnf_g are the RMSNorm gains (no _b), qkv_w is
  * (L, (H + 2*KV)*hd, C) rows [q heads | k kv heads | v kv heads], proj_w is o_proj, fc1_w the
@@ -169,7 +189,7 @@ typedef struct {
     int index;   /* its row in the size table (a tensor_part keeps its tensor's) */
 } tensor_desc;
 
-#define MODEL_MAX_TENSORS 24
+#define MODEL_MAX_TENSORS 28
 
 /* One row as the size tables write it (model.c, llama.c). */
 typedef struct {
@@ -220,6 +240,11 @@ void model_config_set_precision(model_config *cfg, precision_kind p, int int8_gr
 void model_tensor_table(model *m, const model_config *cfg, const shard_geom *g, dtype wtype);
 /* The Llama rows of the size table (model/llama.c). */
 void model_tensor_table_llama(model *m, const model_config *cfg, const shard_geom *g);
+/* The mixture-of-experts rows that replace Llama's dense gate_up_w and down_w (model/moe.c). */
+void model_tensor_table_moe(model *m, const model_config *cfg, const shard_geom *g);
+/* This rank's columns of an intermediate of width n, in units of unit, as a gate rows then up
+ * rows slice of a stacked (2 * n) gate|up tensor (model/table_row.c). */
+dim_slice slice_gate_up_of(long n, long begin, long count);
 /* Adds the LM head of a tied model in the weight dtype (cfg.quantize_head): a copy of wte's
  * vocab shard on the last stage, in head_w / head_s (model/table_row.c). */
 void model_add_head_copy(model *m, const shard_geom *g, float wte_std);

@@ -11,6 +11,15 @@ dim_slice slice_one(long start, long count) {
     return (dim_slice){.start = {start}, .count = {count}, .nblocks = 1};
 }
 
+dim_slice slice_gate_up_of(long n, long begin, long count) {
+    dim_slice s = {.nblocks = 2};
+    s.start[0] = begin;
+    s.count[0] = count;
+    s.start[1] = n + begin;
+    s.count[1] = count;
+    return s;
+}
+
 void model_add_row(model *m, table_row r) {
     CHECK(m->n_tensors < MODEL_MAX_TENSORS, "size table overflow");
     tensor_desc *t = &m->tensors[m->n_tensors++];
@@ -23,9 +32,11 @@ void model_add_row(model *m, table_row r) {
     }
     t->is_matrix = r.scale_slot != NULL;
     /* the row-parallel matrices, by their slots (both families reuse them) */
-    t->input = r.slot == &m->w.proj_w  ? MATRIX_INPUT_HEADS
-               : r.slot == &m->w.fc2_w ? MATRIX_INPUT_MLP
-                                       : MATRIX_INPUT_WHOLE;
+    const int down = r.slot == &m->w.fc2_w || r.slot == &m->w.exp_down_w ||
+                     r.slot == &m->w.sh_down_w;
+    t->input = r.slot == &m->w.proj_w ? MATRIX_INPUT_HEADS
+               : down                 ? MATRIX_INPUT_MLP
+                                      : MATRIX_INPUT_WHOLE;
     t->scale_rows_dim = r.ndims - 1;
     t->slot = r.slot;
     t->scale_slot = r.scale_slot;

@@ -377,6 +377,36 @@ static void test_swiglu(void **state) {
     free(gu); free(want); free(got);
 }
 
+/* Mixture of experts: an expert's rows gathered out of order, and its outputs added back
+ * weighted into rows that already hold values. */
+static void test_gather_scatter_rows(void **state) {
+    (void)state;
+    uint64_t rng = 415;
+    const int rows = 50, C = 96, n = 17;
+    int32_t idx[17];
+    for (int i = 0; i < n; i++)
+        idx[i] = rows - 1 - 3 * i;
+    float *in = rand_floats((long)rows * C, &rng, -2, 2), *w = rand_floats(n, &rng, 0, 1);
+    float *out = rand_floats((long)rows * C, &rng, -1, 1);
+    float *got = host_alloc(sizeof(float) * rows * C), *want = host_alloc(sizeof(float) * rows * C);
+    float *d_in = up(in, sizeof(float) * rows * C), *d_w = up(w, sizeof(float) * n);
+    float *d_out = up(out, sizeof(float) * rows * C);
+    int32_t *d_idx = up(idx, sizeof idx);
+    float *d_rows = gpu.ops->alloc(gpu.ctx, sizeof(float) * n * C);
+    gpu.ops->gather_rows(gpu.ctx, d_rows, d_in, d_idx, n, C);
+    down(got, d_rows, sizeof(float) * n * C);
+    ref_gather_rows(want, in, idx, n, C);
+    assert_memory_equal(got, want, sizeof(float) * n * C); /* copies are exact */
+    gpu.ops->scatter_add_rows(gpu.ctx, d_out, d_rows, d_idx, d_w, n, C);
+    down(got, d_out, sizeof(float) * rows * C);
+    float *ref = host_alloc(sizeof(float) * rows * C);
+    memcpy(ref, out, sizeof(float) * rows * C);
+    ref_scatter_add_rows(ref, want, idx, w, n, C); /* want holds the gathered rows */
+    expect_close(got, ref, (long)rows * C, FP32_TOL, "scatter_add_rows vs ref");
+    rel(d_in); rel(d_w); rel(d_out); rel(d_idx); rel(d_rows);
+    free(in); free(w); free(out); free(got); free(want); free(ref);
+}
+
 /* A cache of either layout over `seqs` sequences, on host (for cpu) and device, in one type. */
 typedef struct {
     kv_view host, dev;
@@ -778,7 +808,7 @@ int main(void) {
         cmocka_unit_test(test_embed),     cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_matmul),    cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_bias_gelu), cmocka_unit_test(test_rmsnorm),
-        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_swiglu),    cmocka_unit_test(test_gather_scatter_rows),
         cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_split),
         cmocka_unit_test(test_argmax),    cmocka_unit_test(test_argmax_nan),

@@ -3,7 +3,8 @@
 config.json and model.safetensors (or an index and 2 shards) with random weights, and
 expected/ref_{prompt,logits,tokens}.bin from an independent float64 numpy Llama that reads the
 safetensors files back (RMSNorm, rotate-half RoPE with llama3 scaling, GQA, SwiGLU, q/k/v
-biases, tied or untied head). Also refuse-* directories (config.json only) for what import-hf
+biases, tied or untied head, and the sparse mixture-of-experts blocks of MixtralForCausalLM and
+Qwen2MoeForCausalLM written out as Hugging Face computes them). Also refuse-* directories (config.json only) for what import-hf
 must refuse with exit 2. The safetensors writer is tests/io/make_hf_dir.py's."""
 import json
 import os
@@ -40,7 +41,22 @@ VARIANTS = {
     # over a residual stream of 32 and o_proj is (32, 64)
     "nemo-head-dim": ("MistralForCausalLM", "F32", 1, {
         "head_dim": 16, "sliding_window": None}),
+    # Mixture of experts: 5 experts, 2 per token, renormalised (Mixtral), and 6 experts, 3 per
+    # token weighted by the softmax over all six (norm_topk_prob false) plus a shared expert
+    # behind its sigmoid gate and q/k/v biases (Qwen2-MoE)
+    "mixtral-f32-sharded": ("MixtralForCausalLM", "F32", 2, {
+        "num_local_experts": 5, "num_experts_per_tok": 2, "intermediate_size": 24,
+        "sliding_window": None}),
+    "qwen2-moe-bf16": ("Qwen2MoeForCausalLM", "BF16", 1, {
+        "num_experts": 6, "num_experts_per_tok": 3, "moe_intermediate_size": 16,
+        "shared_expert_intermediate_size": 40, "norm_topk_prob": False,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "use_sliding_window": False}),
+    "qwen2-moe-norm": ("Qwen2MoeForCausalLM", "F32", 1, {
+        "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+        "shared_expert_intermediate_size": 24, "norm_topk_prob": True}),
 }
+QWEN2_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+             "shared_expert_intermediate_size": 24}
 # name -> (architecture, config overrides): import-hf must exit 2 naming the key and value.
 REFUSE = {
     "refuse-gelu": ("LlamaForCausalLM", {"hidden_act": "gelu"}),
@@ -51,7 +67,51 @@ REFUSE = {
     "refuse-moe": ("MistralForCausalLM", {"num_local_experts": 8, "num_experts_per_tok": 2}),
     "refuse-head-dim": ("LlamaForCausalLM", {"head_dim": 7}),
     "refuse-llama-bias": ("LlamaForCausalLM", {"attention_bias": True}),
+    "refuse-qwen2-moe-sparse-step": ("Qwen2MoeForCausalLM",
+                                     dict(QWEN2_MOE, decoder_sparse_step=2)),
+    "refuse-qwen2-moe-mlp-only": ("Qwen2MoeForCausalLM", dict(QWEN2_MOE, mlp_only_layers=[1])),
+    "refuse-mixtral-top-k": ("MixtralForCausalLM", {"num_local_experts": 4,
+                                                    "num_experts_per_tok": 5}),
 }
+MOE_ARCHS = ("MixtralForCausalLM", "Qwen2MoeForCausalLM")
+
+
+def moe_layout(cfg):
+    """(block prefix, experts, top k, renormalised, gate/up/down names) of a MoE config."""
+    if cfg["architectures"][0] == "MixtralForCausalLM":
+        return ("block_sparse_moe.", cfg["num_local_experts"], cfg["num_experts_per_tok"], True,
+                ("w1", "w3", "w2"))
+    return ("mlp.", cfg["num_experts"], cfg["num_experts_per_tok"],
+            cfg.get("norm_topk_prob", False), ("gate_proj", "up_proj", "down_proj"))
+
+
+def swiglu(h, g, u, d):
+    a, b = h @ g.T, h @ u.T
+    return (a / (1 + np.exp(-a)) * b) @ d.T
+
+
+def moe_mlp(w, cfg, p, h):
+    """Hugging Face's sparse MoE block: softmax over the router logits, the top k (the lower
+    expert on a tie), renormalised for Mixtral or when norm_topk_prob; Qwen2-MoE adds its shared
+    expert times sigmoid(shared_expert_gate)."""
+    blk, E, K, renorm, (g, u, d) = moe_layout(cfg)
+    logits = h @ w[p + blk + "gate.weight"].T
+    prob = np.exp(logits - logits.max(-1, keepdims=True))
+    prob /= prob.sum(-1, keepdims=True)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        chosen = sorted(range(E), key=lambda e: (-prob[t, e], e))[:K]
+        wts = prob[t, chosen] / (prob[t, chosen].sum() if renorm else 1.0)
+        for e, wt in zip(chosen, wts):
+            x = f"{p}{blk}experts.{e}."
+            out[t] += wt * swiglu(h[t], w[x + g + ".weight"], w[x + u + ".weight"],
+                                  w[x + d + ".weight"])
+    if cfg.get("shared_expert_intermediate_size"):
+        s = p + "mlp.shared_expert."
+        gate = 1 / (1 + np.exp(-(h @ w[p + "mlp.shared_expert_gate.weight"].T)))
+        out += gate * swiglu(h, w[s + "gate_proj.weight"], w[s + "up_proj.weight"],
+                             w[s + "down_proj.weight"])
+    return out
 
 
 def head_dim(cfg):
@@ -111,6 +171,9 @@ def llama_forward(w, cfg, tokens, bias):
             y[:, hh] = att @ v[:, kv]
         x = x + y.reshape(T, H * D) @ w[p + "self_attn.o_proj.weight"].T
         h = rms(x, w[p + "post_attention_layernorm.weight"])
+        if cfg["architectures"][0] in MOE_ARCHS:
+            x = x + moe_mlp(w, cfg, p, h)
+            continue
         g = h @ w[p + "mlp.gate_proj.weight"].T
         u = h @ w[p + "mlp.up_proj.weight"].T
         x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
@@ -151,13 +214,32 @@ def write_config(out, arch, over):
     return cfg
 
 
+def add_moe(add, cfg, p, C, gain):
+    """One layer's router, experts and (Qwen2-MoE) shared expert. The router's logits spread
+    by about 2, so no routing is a near tie that float32 could decide otherwise."""
+    blk, E, _, _, (g, u, d) = moe_layout(cfg)
+    M = cfg.get("moe_intermediate_size", cfg["intermediate_size"])
+    add(p + blk + "gate.weight", (E, C), scale=2 * C ** -0.5)
+    for e in range(E):
+        x = f"{p}{blk}experts.{e}."
+        add(x + g + ".weight", (M, C), scale=C ** -0.5)
+        add(x + u + ".weight", (M, C), scale=C ** -0.5)
+        add(x + d + ".weight", (C, M), scale=gain * M ** -0.5)
+    S = cfg.get("shared_expert_intermediate_size", 0)
+    if S:
+        add(p + "mlp.shared_expert_gate.weight", (1, C), scale=C ** -0.5)
+        add(p + "mlp.shared_expert.gate_proj.weight", (S, C), scale=C ** -0.5)
+        add(p + "mlp.shared_expert.up_proj.weight", (S, C), scale=C ** -0.5)
+        add(p + "mlp.shared_expert.down_proj.weight", (C, S), scale=gain * S ** -0.5)
+
+
 def make(out, arch, dtype, shards, over, seed, drop=None, reference=True):
     cfg = write_config(out, arch, over)
     rng = np.random.default_rng(seed)
     C, M, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     D = head_dim(cfg)
     Q, KVD = cfg["num_attention_heads"] * D, cfg["num_key_value_heads"] * D
-    bias = arch == "Qwen2ForCausalLM"
+    bias = arch in ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM")
     # a tied head scores the residual against the embeddings, which the token's own embedding
     # dominates (greedy repeats the last token): a smaller embedding and stronger branches
     # make the generated tokens depend on attention and the MLP
@@ -179,6 +261,9 @@ def make(out, arch, dtype, shards, over, seed, drop=None, reference=True):
                 add(p + f"self_attn.{n}_proj.bias", (rows,), scale=0.3)
         add(p + "self_attn.o_proj.weight", (C, Q), scale=gain * Q ** -0.5)
         add(p + "post_attention_layernorm.weight", (C,), scale=0.1, offset=1.0)
+        if arch in MOE_ARCHS:
+            add_moe(add, cfg, p, C, gain)
+            continue
         add(p + "mlp.gate_proj.weight", (M, C), scale=C ** -0.5)
         add(p + "mlp.up_proj.weight", (M, C), scale=C ** -0.5)
         add(p + "mlp.down_proj.weight", (C, M), scale=gain * M ** -0.5)

@@ -115,6 +115,17 @@ add_test(NAME ckpt_llama_save_reload COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/chec
          ${TRIPAR_FIXTURES}/factor_llama.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_llama_roundtrip)
 set_tests_properties(ckpt_llama_save_reload PROPERTIES LABELS "mpi;checkpoint"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+# Mixtral and Qwen2-MoE (a shared expert, q/k/v biases absent): the router, the stacked experts
+# and the shared expert round-trip across meshes, with the routing attributes.
+add_test(NAME ckpt_mixtral_save_reload COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_llama_roundtrip.sh
+         ${TRIPAR_FIXTURES}/factor_moe.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_mixtral_roundtrip)
+set_tests_properties(ckpt_mixtral_save_reload PROPERTIES LABELS "mpi;checkpoint"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE};CKPT_ARCH=mixtral" TIMEOUT 300)
+add_test(NAME ckpt_qwen2_moe_save_reload COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/io/checkpoint_llama_roundtrip.sh
+         ${TRIPAR_FIXTURES}/factor_moe.yaml ${CMAKE_CURRENT_BINARY_DIR}/ckpt_qwen2_moe_roundtrip
+         model.arch=qwen2_moe model.synthetic.shared_expert_mlp=56 model.synthetic.norm_topk_prob=false)
+set_tests_properties(ckpt_qwen2_moe_save_reload PROPERTIES LABELS "mpi;checkpoint"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE};CKPT_ARCH=qwen2_moe" TIMEOUT 300)
 # The same with head_dim 6 and embd 100, which the 24 heads do not divide: the head_dim
 # attribute and the (L, (heads + 2 kv_heads) * 6, C) and (L, C, heads * 6) datasets round-trip
 # across meshes, and the reload accepts embd % heads != 0 beside head_dim.
@@ -166,7 +177,8 @@ set_tests_properties(tok_json_e2e PROPERTIES LABELS "mpi;checkpoint" FIXTURES_RE
 
 # The Llama family in import-hf: tests/io/make_hf_llama.py writes LlamaForCausalLM (F32, an
 # index and 2 shards, untied, GQA, llama3 rope_scaling), MistralForCausalLM (BF16, one file,
-# tied, one kv head) and Qwen2ForCausalLM (F16, q/k/v biases) directories, and the reference
+# tied, one kv head), Qwen2ForCausalLM (F16, q/k/v biases), MixtralForCausalLM and
+# Qwen2MoeForCausalLM (mixtures of experts, a shared expert) directories, and the reference
 # logits and greedy tokens of an independent float64 numpy Llama that reads their safetensors.
 set(LLAMA_HF_FIXTURES ${CMAKE_CURRENT_BINARY_DIR}/llama_hf_fixtures)
 add_test(NAME llama_hf_make_fixtures
@@ -178,7 +190,10 @@ set_tests_properties(llama_hf_make_fixtures PROPERTIES FIXTURES_SETUP llama_hf
 # reference and the same greedy tokens (tests/io/checkpoint_e2e.sh, as for GPT-2).
 foreach(run "llama-f32-sharded;1;1;1" "llama-f32-sharded;4;2;2" "mistral-bf16-tied;1;1;1"
             "mistral-bf16-tied;2;2;1" "qwen2-bias;1;1;1" "qwen2-bias;4;4;1"
-            "nemo-head-dim;1;1;1" "nemo-head-dim;2;2;1" "nemo-head-dim;4;2;2")
+            "nemo-head-dim;1;1;1" "nemo-head-dim;2;2;1" "nemo-head-dim;4;2;2"
+            "mixtral-f32-sharded;1;1;1" "mixtral-f32-sharded;4;2;2" "mixtral-f32-sharded;2;1;2"
+            "qwen2-moe-bf16;1;1;1" "qwen2-moe-bf16;2;2;1" "qwen2-moe-bf16;4;4;1"
+            "qwen2-moe-norm;1;1;1" "qwen2-moe-norm;2;1;2")
   list(GET run 0 variant)
   list(GET run 1 np)
   list(GET run 2 tp)
@@ -202,7 +217,10 @@ set(LLAMA_HF_REFUSALS
     "moe|num_local_experts = 8: mixture-of-experts"
     "head-dim|head_dim = 7 is odd"
     "llama-bias|attention_bias = true for LlamaForCausalLM"
-    "missing-k|tensor 'model\\.layers\\.1\\.self_attn\\.k_proj\\.bias' is missing")
+    "missing-k|tensor 'model\\.layers\\.1\\.self_attn\\.k_proj\\.bias' is missing"
+    "qwen2-moe-sparse-step|decoder_sparse_step = 2 is not supported"
+    "qwen2-moe-mlp-only|mlp_only_layers = \\[1\\] is not supported"
+    "mixtral-top-k|num_experts_per_tok = 5 is more than the 4 experts")
 set(llama_hf_tests llama_hf_import_summary)
 foreach(refusal ${LLAMA_HF_REFUSALS})
   ckpt_case_split("${refusal}" case regex)

@@ -273,6 +273,21 @@ void ref_swiglu(float *out, const float *gate_up, int rows, int cols) {
         }
 }
 
+void ref_gather_rows(float *out, const float *in, const int32_t *idx, int n, int C) {
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < C; c++)
+            out[(long)i * C + c] = in[(long)idx[i] * C + c];
+}
+
+void ref_scatter_add_rows(float *out, const float *in, const int32_t *idx, const float *weight,
+                          int n, int C) {
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < C; c++) {
+            float *o = &out[(long)idx[i] * C + c];
+            *o = (float)((double)*o + (double)weight[i] * in[(long)i * C + c]);
+        }
+}
+
 void ref_rope_inv_freq(double *inv_freq, int head_dim, double theta, int llama3, double factor,
                        double low, double high, double orig) {
     for (int i = 0; i < head_dim / 2; i++) {

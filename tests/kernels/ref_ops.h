@@ -71,6 +71,10 @@ void ref_residual_rmsnorm(float *residual, float *norm_out, const float *delta, 
 
 /* out (rows, cols) = silu(gate) * up; gate_up (rows, 2 * cols), each row [gate | up]. */
 void ref_swiglu(float *out, const float *gate_up, int rows, int cols);
+/* Mixture of experts: out row i = in row idx[i]; out row idx[i] += weight[i] * in row i. */
+void ref_gather_rows(float *out, const float *in, const int32_t *idx, int n, int C);
+void ref_scatter_add_rows(float *out, const float *in, const int32_t *idx, const float *weight,
+                          int n, int C);
 
 /* inv_freq (head_dim / 2) = theta^(-2i / head_dim), then with llama3 set Llama 3.1 scaling
  * written as a clamped blend: s = clamp((orig * inv / (2 pi) - low) / (high - low), 0, 1),

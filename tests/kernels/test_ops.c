@@ -209,6 +209,33 @@ static void test_swiglu(void **state) {
     }
 }
 
+/* Mixture of experts: an expert's rows gathered out of order (every third row, from the end),
+ * and its outputs added back weighted into rows that already hold values; rows it does not
+ * serve are left as they were. Shapes large enough to split over threads. */
+static void test_gather_scatter_rows(void **state) {
+    (void)state;
+    const int shapes[][2] = {{1, 1}, {5, 33}, {200, 96}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint64_t rng = 1070 + s;
+        const int rows = shapes[s][0], C = shapes[s][1], n = (rows + 2) / 3;
+        int32_t *idx = malloc((size_t)n * sizeof(int32_t));
+        for (int i = 0; i < n; i++)
+            idx[i] = rows - 1 - 3 * i;
+        float *in = rand_floats((long)rows * C, &rng, -2, 2);
+        float *got = zeros((long)n * C), *want = zeros((long)n * C);
+        be.ops->gather_rows(be.ctx, got, in, idx, n, C);
+        ref_gather_rows(want, in, idx, n, C);
+        assert_memory_equal(got, want, (size_t)n * C * sizeof(float)); /* copies are exact */
+        float *w = rand_floats(n, &rng, 0, 1), *out = rand_floats((long)rows * C, &rng, -1, 1);
+        float *out_ref = malloc((size_t)rows * C * sizeof(float));
+        memcpy(out_ref, out, (size_t)rows * C * sizeof(float));
+        be.ops->scatter_add_rows(be.ctx, out, got, idx, w, n, C);
+        ref_scatter_add_rows(out_ref, got, idx, w, n, C);
+        expect_close(out, out_ref, (long)rows * C, FP32_TOL, "scatter_add_rows");
+        free(idx), free(in), free(got), free(want), free(w), free(out), free(out_ref);
+    }
+}
+
 /* The inverse-frequency table: Llama 3.1 8B (head_dim 128, theta 500000, factor 8, low 1,
  * high 4, original 8192) against hand-computed values, inv_i = 500000^(-i/64) and
  * wavelen_i = 2 pi / inv_i against the bounds 8192/4 = 2048 and 8192/1 = 8192; the whole table
@@ -1290,6 +1317,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_residual_rmsnorm),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_gather_scatter_rows),
         cmocka_unit_test(test_rope_inv_freq),
         cmocka_unit_test(test_matmul_f32),
         cmocka_unit_test(test_matmul_lowp),

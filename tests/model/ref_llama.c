@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const NAMES[RL_N] = {"wte",       "ln1_g",  "qkv_w", "proj_w", "ln2_g",
-                                        "gate_up_w", "down_w", "lnf_g", "head_w"};
+static const char *const NAMES[RL_N] = {
+    "wte",    "ln1_g",  "qkv_w",         "proj_w",     "ln2_g",        "gate_up_w", "down_w",
+    "lnf_g",  "head_w", "router_w", "exp_gate_up_w", "exp_down_w", "sh_gate_up_w", "sh_down_w"};
 
 static long elems(const model_config *c, int i) {
     const long L = c->layers, C = c->embd, M = c->mlp, V = c->vocab, hd = model_head_dim(c);
@@ -20,6 +21,11 @@ static long elems(const model_config *c, int i) {
     case RL_GATE_UP: return L * 2 * M * C;
     case RL_DOWN: return L * C * M;
     case RL_LNF: return C;
+    case RL_ROUTER: return L * (c->experts + (c->shared_mlp > 0)) * C;
+    case RL_EXP_GU: return L * c->experts * 2 * M * C;
+    case RL_EXP_DOWN: return L * c->experts * C * M;
+    case RL_SH_GU: return L * 2 * c->shared_mlp * C;
+    case RL_SH_DOWN: return L * C * c->shared_mlp;
     default: return L * C;
     }
 }
@@ -127,6 +133,59 @@ static void rope(double *v, int hd, int p, const double *inv) {
     }
 }
 
+/* One SwiGLU MLP of width M on h, added into out (C) scaled by weight. */
+static void swiglu_mlp_add(double *out, const double *Wgu, const double *Wd, const double *h,
+                           int C, int M, double weight) {
+    double *gu = malloc((size_t)2 * M * sizeof(double)), *a = malloc((size_t)M * sizeof(double));
+    double *y = malloc((size_t)C * sizeof(double));
+    matvec(gu, Wgu, h, 2 * M, C, 0);
+    for (int i = 0; i < M; i++)
+        a[i] = gu[i] / (1 + exp(-gu[i])) * gu[M + i];
+    matvec(y, Wd, a, C, M, 0);
+    for (int i = 0; i < C; i++)
+        out[i] += weight * y[i];
+    free(gu), free(a), free(y);
+}
+
+/* Hugging Face's sparse MoE block for one token of layer l: softmax of the router logits,
+ * top-k (the lower expert on a tie), renormalised when norm_topk_prob; plus the shared expert
+ * times sigmoid of its gate. out (C) is set. */
+static void moe_block(const ref_llama *r, int l, const double *h, double *out) {
+    const model_config *c = &r->cfg;
+    const int C = c->embd, E = c->experts, K = c->experts_top_k, M = c->mlp, S = c->shared_mlp;
+    const int RL = E + (S > 0);
+    double *logit = malloc((size_t)RL * sizeof(double)), *p = malloc((size_t)E * sizeof(double));
+    int *used = calloc((size_t)E, sizeof(int));
+    matvec(logit, r->t[RL_ROUTER] + (size_t)l * RL * C, h, RL, C, 0);
+    double mx = -INFINITY, sum = 0, chosen_sum = 0;
+    for (int x = 0; x < E; x++)
+        mx = fmax(mx, logit[x]);
+    for (int x = 0; x < E; x++)
+        sum += p[x] = exp(logit[x] - mx);
+    for (int x = 0; x < E; x++)
+        p[x] /= sum;
+    int pick[64];
+    if (K > 64) abort(); /* the tests route to a few */
+    for (int j = 0; j < K; j++) {
+        int best = -1;
+        for (int x = 0; x < E; x++)
+            if (!used[x] && (best < 0 || p[x] > p[best])) best = x;
+        used[best] = 1, pick[j] = best, chosen_sum += p[best];
+    }
+    for (int i = 0; i < C; i++)
+        out[i] = 0;
+    for (int j = 0; j < K; j++) {
+        const size_t ex = (size_t)l * E + pick[j];
+        swiglu_mlp_add(out, r->t[RL_EXP_GU] + ex * 2 * M * C, r->t[RL_EXP_DOWN] + ex * C * M, h,
+                       C, M, c->norm_topk_prob ? p[pick[j]] / chosen_sum : p[pick[j]]);
+    }
+    if (S > 0)
+        swiglu_mlp_add(out, r->t[RL_SH_GU] + (size_t)l * 2 * S * C,
+                       r->t[RL_SH_DOWN] + (size_t)l * C * S, h, C, S,
+                       1 / (1 + exp(-logit[E])));
+    free(logit), free(p), free(used);
+}
+
 void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double *logits) {
     const model_config *c = &r->cfg;
     const int C = c->embd, H = c->heads, KV = c->kv_heads, hd = model_head_dim(c), M = c->mlp;
@@ -142,8 +201,9 @@ void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double 
     for (int l = 0; l < c->layers; l++) {
         const double *Wqkv = r->t[RL_QKV] + (size_t)l * QKV * C,
                      *Wo = r->t[RL_O] + (size_t)l * C * A;
-        const double *Wgu = r->t[RL_GATE_UP] + (size_t)l * 2 * M * C;
-        const double *Wd = r->t[RL_DOWN] + (size_t)l * C * M;
+        /* absent (NULL) for a mixture of experts */
+        const double *Wgu = r->t[RL_GATE_UP] ? r->t[RL_GATE_UP] + (size_t)l * 2 * M * C : NULL;
+        const double *Wd = r->t[RL_DOWN] ? r->t[RL_DOWN] + (size_t)l * C * M : NULL;
         for (int t = 0; t < n; t++) {
             double *row = qkv + (size_t)t * QKV;
             rmsnorm(h, x + (size_t)t * C, r->t[RL_LN1] + (size_t)l * C, C, c->ln_eps);
@@ -183,6 +243,12 @@ void ref_llama_forward(const ref_llama *r, const int32_t *tokens, int n, double 
             for (int i = 0; i < C; i++)
                 xt[i] += o[i];
             rmsnorm(h, xt, r->t[RL_LN2] + (size_t)l * C, C, c->ln_eps);
+            if (c->experts > 0) {
+                moe_block(r, l, h, o);
+                for (int i = 0; i < C; i++)
+                    xt[i] += o[i];
+                continue;
+            }
             matvec(gu, Wgu, h, 2 * M, C, r->act_block[MATRIX_INPUT_WHOLE]);
             for (int i = 0; i < M; i++)
                 a[i] = gu[i] / (1 + exp(-gu[i])) * gu[M + i];

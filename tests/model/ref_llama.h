@@ -1,13 +1,20 @@
 /* An independent reference Llama forward for tests: double precision, plain loops over the
  * global (unsharded) weights, no KV cache, no BLAS, its own RoPE table. It shares nothing with
  * src/ but the synthetic-weight formula and the tensor names and global layouts
- * (docs/checkpoint.md). */
+ * (docs/checkpoint.md). The mixture of experts routes each token by its own top-k and softmax
+ * in double, and runs the experts it chose one token at a time. */
 #pragma once
 #include <stdint.h>
 
 #include "model/model.h"
 
-enum { RL_WTE, RL_LN1, RL_QKV, RL_O, RL_LN2, RL_GATE_UP, RL_DOWN, RL_LNF, RL_HEAD, RL_N };
+/* Mixture of experts (mixtral, qwen2_moe): the router (with the shared expert's gate as its
+ * last row), the routed experts' gate|up and down stacked (layer * experts + expert), and the
+ * shared expert's; the dense gate_up / down are then absent. */
+enum {
+    RL_WTE, RL_LN1, RL_QKV, RL_O, RL_LN2, RL_GATE_UP, RL_DOWN, RL_LNF, RL_HEAD,
+    RL_ROUTER, RL_EXP_GU, RL_EXP_DOWN, RL_SH_GU, RL_SH_DOWN, RL_N
+};
 
 typedef struct {
     model_config cfg;

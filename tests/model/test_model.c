@@ -282,6 +282,13 @@ static void test_generation_allocates_nothing(void **state) {
     const char *paged[] = {"model.kv_cache=paged", "model.kv_block=4", "parallel.microbatches=3",
                            "model.precision=int8w"};
     check_no_allocation(paged, 4);
+    /* a mixture of experts routes on the host through buffers made at set-up (llama.yaml) */
+    snprintf(job_path, sizeof job_path, "%s", llama_path);
+    const char *moe[] = {"model.arch=qwen2_moe", "model.synthetic.experts=4",
+                         "model.synthetic.shared_expert_mlp=32", "parallel.microbatches=2",
+                         "model.precision=int8w"};
+    check_no_allocation(moe, 5);
+    snprintf(job_path, sizeof job_path, "%s", gpt2_path);
 }
 
 static void test_sampling_is_seeded(void **state) {
@@ -332,7 +339,7 @@ static void check_llama(const char **overrides, int n, int quantize_ref) {
     ref_llama ref;
     model_config cfg;
     model_config_from_job(&cfg, &h.j);
-    assert_int_equal(cfg.arch, ARCH_LLAMA);
+    assert_true(arch_is_llama(cfg.arch));
     ref_llama_synthetic(&ref, &cfg, h.j.seed);
     if (quantize_ref) ref_llama_quantize_int8(&ref);
     const int T = h.j.prompt_len, N = h.j.new_tokens, V = cfg.vocab, total = T + N;
@@ -413,6 +420,32 @@ static void test_llama_head_dim_matches_reference(void **state) {
     check_llama(q, 5, 1);
 }
 
+/* Mixtral: 6 experts, 2 per token, renormalised, over llama.yaml's attention; with two
+ * micro-batches, so a block of rows is routed per micro-batch. */
+static void test_mixtral_matches_reference(void **state) {
+    (void)state;
+    const char *o[] = {"model.arch=mixtral", "model.synthetic.experts=6",
+                       "model.synthetic.experts_top_k=2", "model.synthetic.mlp=40"};
+    check_llama(o, 4, 0);
+    const char *mb[] = {"model.arch=mixtral", "model.synthetic.experts=5",
+                        "model.synthetic.experts_top_k=3", "parallel.microbatches=2"};
+    check_llama(mb, 4, 0);
+}
+
+/* Qwen2-MoE: a shared expert of its own width behind its sigmoid gate, and top-k weights that
+ * are the softmax over every expert (norm_topk_prob false), then renormalised (true). */
+static void test_qwen2_moe_matches_reference(void **state) {
+    (void)state;
+    const char *o[] = {"model.arch=qwen2_moe", "model.synthetic.experts=8",
+                       "model.synthetic.experts_top_k=3", "model.synthetic.mlp=24",
+                       "model.synthetic.shared_expert_mlp=56", "model.synthetic.norm_topk_prob=false"};
+    check_llama(o, 6, 0);
+    const char *n[] = {"model.arch=qwen2_moe", "model.synthetic.experts=4",
+                       "model.synthetic.experts_top_k=1", "model.synthetic.shared_expert_mlp=32",
+                       "model.synthetic.norm_topk_prob=true"};
+    check_llama(n, 5, 0);
+}
+
 /* int8w quantises every Llama matrix, the untied LM head included, against a reference
  * rounded the same way; the tied head stays the fp32 embedding. */
 static void test_llama_int8w_matches_quantized_reference(void **state) {
@@ -474,6 +507,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_llama_mha_matches_reference),
         cmocka_unit_test(test_llama_head_dim_matches_reference),
         cmocka_unit_test(test_llama_int8w_matches_quantized_reference),
+        cmocka_unit_test(test_mixtral_matches_reference),
+        cmocka_unit_test(test_qwen2_moe_matches_reference),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     MPI_Finalize();

@@ -9,3 +9,5 @@ target_link_libraries(test_model PRIVATE tripar_ref_model tripar_cli) # engine_c
 target_link_options(test_model PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc -Wl,--wrap=realloc)
 # The host sampler: tiny temperatures are exactly greedy, the argmax's NaN order (issue 14).
 tripar_unit_test(test_sample SOURCES model/test_sample.c LABELS model)
+# Mixture-of-experts routing: lower-index ties, norm_topk_prob, the shared gate (issue 31).
+tripar_unit_test(test_moe_route SOURCES model/test_moe_route.c LABELS model)

@@ -1,0 +1,33 @@
+/* Mixture-of-experts routing on the host: the router's logits of a block of token rows become,
+ * for each expert, the rows it serves and their weights. Pure and deterministic, so every rank
+ * that holds the same logits (the replicated router gives every TP rank bit-identical ones)
+ * routes identically without a collective. Kept apart from the expert compute so that an
+ * expert axis (EP, the next slice) can send each expert's rows to the rank that holds it. */
+#pragma once
+#include <stdint.h>
+
+#include "model/model.h"
+
+typedef struct {
+    int experts, top_k, shared, norm_topk_prob; /* shared: 1 when a shared expert gates in */
+    int rows_max;
+    float *logits; /* (rows_max, experts + shared) router logits, then the shared gate's */
+    int32_t *idx;  /* (rows_max * (top_k + shared)) rows by expert, in row order within each;
+                    * then 0 .. rows - 1 for the shared expert */
+    float *wts;    /* the same layout: each row's routing weight, then sigmoid(shared gate) */
+    int *count;    /* (experts) rows each expert serves */
+    int *offset;   /* (experts + 1) where each expert's rows start in idx */
+    int *choice;   /* (rows_max * top_k) scratch: each row's experts, best first */
+    float *choice_w;
+} moe_routing;
+
+/* Host buffers for up to rows_max rows of a model with cfg's experts (none when it has
+ * none: moe_routing_free is then still safe). Set-up only. */
+void moe_routing_init(moe_routing *r, const model_config *cfg, int rows_max);
+void moe_routing_free(moe_routing *r);
+
+/* Routes rows rows from r->logits (rows, experts + shared): each row's top_k experts by logit,
+ * a tie going to the lower expert index; weights softmax over the chosen k (norm_topk_prob),
+ * or the softmax over all experts taken at the chosen k; computed in double. Fills count,
+ * offset, idx and wts; returns the entries of idx to copy (rows * (top_k + shared)). */
+int moe_route(moe_routing *r, int rows);
