@@ -191,13 +191,17 @@ static void moe_mlp(engine *e, float *o, const float *h, int l, int rows) {
     ops->copy_to_device(ctx, e->moe_idx, r->idx, (size_t)entries * sizeof(int32_t));
     ops->copy_to_device(ctx, e->moe_wts, r->wts, (size_t)entries * sizeof(float));
     ops->memset_zero(ctx, o, (size_t)rows * C * sizeof(float));
-    for (int x = 0; x < E; x++) {
+    /* expert parallelism: this rank runs only its own experts, for every routed row (its TP
+     * group holds the same rows); the TP all-reduce sums the ep blocks' experts */
+    const int eb = m->geom.expert_begin, El = m->geom.experts_local;
+    for (int x = eb; x < eb + El; x++) {
         const int n = r->offset[x + 1] - r->offset[x], at = r->offset[x];
         if (n == 0) continue;
-        const weight_view gate_up = layer_matrix(m, w->exp_gate_up_w, w->exp_gate_up_s, l * E + x,
-                                                 2 * M, C, MATRIX_INPUT_WHOLE);
+        const int row = l * El + x - eb; /* layer l's local experts are rows [l*El, (l+1)*El) */
+        const weight_view gate_up =
+            layer_matrix(m, w->exp_gate_up_w, w->exp_gate_up_s, row, 2 * M, C, MATRIX_INPUT_WHOLE);
         const weight_view down =
-            layer_matrix(m, w->exp_down_w, w->exp_down_s, l * E + x, C, M, MATRIX_INPUT_MLP);
+            layer_matrix(m, w->exp_down_w, w->exp_down_s, row, C, M, MATRIX_INPUT_MLP);
         ops->gather_rows(ctx, e->moe_in, h, e->moe_idx + at, n, C);
         expert_mlp(e, e->moe_out, e->moe_in, gate_up, down, n, M);
         ops->scatter_add_rows(ctx, o, e->moe_out, e->moe_idx + at, e->moe_wts + at, n, C);

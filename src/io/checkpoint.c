@@ -666,11 +666,15 @@ static void shard_block(const tensor_desc *t, long k, hsize_t *fstart, hsize_t *
                         hsize_t *count) {
     for (int d = t->ndims - 1; d >= 0; d--) {
         const dim_slice *s = &t->local[d];
-        const int b = (int)(k % s->nblocks);
-        k /= s->nblocks;
-        fstart[d] = (hsize_t)s->start[b], count[d] = (hsize_t)s->count[b], mstart[d] = 0;
-        for (int c = 0; c < b; c++)
-            mstart[d] += (hsize_t)s->count[c];
+        const int blocks = slice_blocks(s), b = (int)(k % blocks);
+        k /= blocks;
+        long start, len;
+        slice_block(s, b, &start, &len);
+        fstart[d] = (hsize_t)start, count[d] = (hsize_t)len, mstart[d] = 0;
+        for (int c = 0; c < b; c++) {
+            slice_block(s, c, &start, &len);
+            mstart[d] += (hsize_t)len;
+        }
     }
 }
 
@@ -687,10 +691,13 @@ static void shard_transfer(hid_t dset, const tensor_desc *t, long n, hid_t mem_t
     long blocks = n > 0 ? 1 : 0;
     hsize_t local[TENSOR_MAX_DIMS] = {1};
     for (int d = 0; n > 0 && d < t->ndims; d++) {
-        blocks *= t->local[d].nblocks;
+        blocks *= slice_blocks(&t->local[d]);
         local[d] = 0;
-        for (int b = 0; b < t->local[d].nblocks; b++)
-            local[d] += (hsize_t)t->local[d].count[b];
+        for (int b = 0; b < slice_blocks(&t->local[d]); b++) {
+            long start, len;
+            slice_block(&t->local[d], b, &start, &len);
+            local[d] += (hsize_t)len;
+        }
     }
     const long rounds = agree_max_long(world, blocks);
     hid_t mspace = H5Screate_simple(n > 0 ? t->ndims : 1, local, NULL);
@@ -770,11 +777,12 @@ typedef struct {
     long entry_scales;  /* int8 scales per dim-0 entry */
 } read_plan;
 
-/* This rank's entries of t's dim 0, one block in every table (layers, vocab rows, ...). */
+/* This rank's entries of t's dim 0: one block in every table (layers, vocab rows, ...), or
+ * with expert parallelism one run of experts repeated per layer. */
 static long held_entries(const tensor_desc *t) {
     if (!tensor_held(t)) return 0;
     CHECK(t->local[0].nblocks == 1, "tensor %s: dim 0 in %d blocks", t->name, t->local[0].nblocks);
-    return t->local[0].count[0];
+    return t->local[0].count[0] * (t->local[0].repeat > 1 ? t->local[0].repeat : 1);
 }
 
 /* Plans every tensor's parts, agreed over world, and the staging the largest part needs. */
@@ -798,7 +806,10 @@ static void read_plans_make(const model *m, const stored_tensor *tensors, int n_
                 p->entry_bytes += (size_t)inner * sizeof(float);
             if (s->stored == DTYPE_INT8) p->entry_scales = tensor_scale_count(m, t) / n0;
             const long fit = chunk / (long)p->entry_bytes;
-            const long per = fit < 1 ? 1 : fit;
+            long per = fit < 1 ? 1 : fit;
+            /* a repeated run (an expert-parallel rank's experts of each layer): parts no longer
+             * than one run, so each covers at most two runs (tensor_part_init) */
+            if (t->local[0].repeat > 1 && per > t->local[0].count[0]) per = t->local[0].count[0];
             mine = (n0 + per - 1) / per;
         }
         p->parts = agree_max_long(world, mine);
@@ -961,9 +972,11 @@ static uint64_t slice_fingerprint(const tensor_desc *t) {
     if (!tensor_held(t)) return 0;
     uint64_t h = 0x9e3779b97f4a7c15ull;
     for (int d = 0; d < t->ndims; d++)
-        for (int b = 0; b < t->local[d].nblocks; b++) {
-            h = synthetic_hash64(h ^ (uint64_t)t->local[d].start[b]);
-            h = synthetic_hash64(h ^ ((uint64_t)t->local[d].count[b] << 1));
+        for (int b = 0; b < slice_blocks(&t->local[d]); b++) {
+            long start, len;
+            slice_block(&t->local[d], b, &start, &len);
+            h = synthetic_hash64(h ^ (uint64_t)start);
+            h = synthetic_hash64(h ^ ((uint64_t)len << 1));
         }
     return h | 1;
 }

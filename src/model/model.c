@@ -114,10 +114,24 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
         g->shared_begin = su * split_begin(cfg->shared_mlp / su, tp, tp_rank);
         g->shared_local = su * split_count(cfg->shared_mlp / su, tp, tp_rank);
     }
+    g->ep = 1, g->expert_begin = 0, g->experts_local = cfg->experts;
     g->vocab_begin = split_begin(cfg->vocab, tp, tp_rank);
     g->vocab_local = split_count(cfg->vocab, tp, tp_rank);
     g->first_stage = pp_rank == 0;
     g->last_stage = pp_rank == pp - 1;
+}
+
+void shard_geom_set_ep(shard_geom *g, const model_config *cfg, int ep) {
+    CHECK(ep >= 1 && g->tp % ep == 0 && cfg->experts % ep == 0,
+          "ep %d must divide tp %d and the %d experts", ep, g->tp, cfg->experts);
+    const int etp = g->tp / ep, block = g->tp_rank / etp, etp_rank = g->tp_rank % etp;
+    g->ep = ep;
+    g->experts_local = cfg->experts / ep;
+    g->expert_begin = block * g->experts_local;
+    /* the expert columns over the block's tp / ep ranks, in the units shard_geom_init used */
+    const int unit = cfg->mlp_unit > 0 && cfg->mlp % cfg->mlp_unit == 0 ? cfg->mlp_unit : 1;
+    g->mlp_begin = unit * split_begin(cfg->mlp / unit, etp, etp_rank);
+    g->mlp_local = unit * split_count(cfg->mlp / unit, etp, etp_rank);
 }
 
 /* This rank's heads inside each of the q, k and v row groups of a fused QKV tensor. */
@@ -195,7 +209,7 @@ static long slice_elems(const dim_slice *s) {
     long n = 0;
     for (int b = 0; b < s->nblocks; b++)
         n += s->count[b];
-    return n;
+    return n * (s->repeat > 1 ? s->repeat : 1);
 }
 
 long tensor_local_elems(const tensor_desc *t) {
@@ -214,9 +228,11 @@ long tensor_global_elems(const tensor_desc *t) {
 
 /* Local coordinate -> global coordinate within one dimension's union of blocks. */
 static long slice_to_global(const dim_slice *s, long local) {
-    for (int b = 0; b < s->nblocks; b++) {
-        if (local < s->count[b]) return s->start[b] + local;
-        local -= s->count[b];
+    for (int b = 0, n = slice_blocks(s); b < n; b++) {
+        long start, count;
+        slice_block(s, b, &start, &count);
+        if (local < count) return start + local;
+        local -= count;
     }
     return -1;
 }
@@ -237,11 +253,28 @@ long tensor_global_index(const tensor_desc *t, long local_index) {
 void tensor_part_init(tensor_part *p, const model *m, const tensor_desc *t, long first,
                       long count) {
     const long n0 = slice_elems(&t->local[0]);
-    CHECK(t->local[0].nblocks == 1 && first >= 0 && count >= 0 && first + count <= n0,
-          "tensor %s: part [%ld, %ld) of %ld", t->name, first, first + count, n0);
+    CHECK(first >= 0 && count >= 0 && first + count <= n0, "tensor %s: part [%ld, %ld) of %ld",
+          t->name, first, first + count, n0);
     p->d = *t;
-    p->d.local[0].start[0] += first;
-    p->d.local[0].count[0] = count;
+    /* the pieces of dim 0's blocks that local entries [first, first + count) cover; a part
+     * of experts spans at most two layers' runs (the reader's parts are no longer than one) */
+    dim_slice *part = &p->d.local[0];
+    *part = (dim_slice){.nblocks = 0};
+    long at = 0;
+    for (int b = 0, n = slice_blocks(&t->local[0]); b < n && at < first + count; b++) {
+        long start, len;
+        slice_block(&t->local[0], b, &start, &len);
+        const long lo = first > at ? first - at : 0,
+                   hi = first + count - at < len ? first + count - at : len;
+        if (hi > lo) {
+            CHECK(part->nblocks < TENSOR_MAX_BLOCKS,
+                  "tensor %s: part [%ld, %ld) in too many blocks", t->name, first, first + count);
+            part->start[part->nblocks] = start + lo;
+            part->count[part->nblocks++] = hi - lo;
+        }
+        at += len;
+    }
+    if (part->nblocks == 0) *part = slice_one(t->local[0].start[0], 0);
     /* dim 0 is outermost, so a run of its entries is one contiguous run of values and, for an
      * int8 matrix, of scales (rows, then groups) */
     const long inner = n0 ? tensor_local_elems(t) / n0 : 0;
@@ -359,6 +392,26 @@ int model_weights_finite(const model *m, MPI_Comm world, const char *source) {
     return STATUS_BAD_INPUT;
 }
 
+/* Agrees each row's absmax with the TP ranks that hold the row's other columns. With expert
+ * parallelism the ep blocks of a TP group hold different experts' rows of exp_down_w, so each
+ * block agrees in its own slot of an ep-times-longer buffer (0 elsewhere: absmax is never
+ * negative), and every rank reads back its block's slot: one collective over the TP group
+ * serves every block without a communicator per expert-TP group. */
+static void row_absmax_agree(const model *m, const tensor_desc *t, comm *tp, float *absmax,
+                             long rows) {
+    const int ep = m->geom.ep > 1 && m->tensors[t->index].slot == &m->w.exp_down_w ? m->geom.ep : 1;
+    if (ep == 1) {
+        agree_max_floats(tp->mpi, absmax, (int)rows);
+        return;
+    }
+    const long block = m->geom.expert_begin / m->geom.experts_local;
+    float *all = xcalloc((size_t)(rows * ep), sizeof *all);
+    memcpy(all + block * rows, absmax, (size_t)rows * sizeof *all);
+    agree_max_floats(tp->mpi, all, (int)(rows * ep));
+    memcpy(absmax, all + block * rows, (size_t)rows * sizeof *all);
+    free(all);
+}
+
 void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const float *host_values,
                         comm *tp) {
     if (!t->present) return;
@@ -386,7 +439,7 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
         float *scale = xmalloc((size_t)rows * sizeof(float));
         int8_t *q = xmalloc((size_t)elems);
         quant_row_absmax(absmax, host_values, rows, cols);
-        if (tp && tp->size > 1 && splits_columns(t)) agree_max_floats(tp->mpi, absmax, (int)rows);
+        if (tp && tp->size > 1 && splits_columns(t)) row_absmax_agree(m, t, tp, absmax, rows);
         quant_rows_int8(q, scale, host_values, rows, cols, absmax);
         be->ops->copy_to_device(be->ctx, *t->slot, q, (size_t)elems);
         be->ops->copy_to_device(be->ctx, *t->scale_slot, scale, (size_t)rows * sizeof(float));

@@ -95,6 +95,7 @@ typedef struct {
     int attn_dim;                 /* n_heads * head_dim */
     int mlp_begin, mlp_local;     /* this TP rank's MLP columns (of each expert for MoE) */
     int shared_begin, shared_local; /* this TP rank's columns of the shared expert (MoE) */
+    int ep, expert_begin, experts_local; /* MoE: this rank's run of each layer's experts */
     int vocab_begin, vocab_local; /* this TP rank's vocab rows */
     int first_stage, last_stage;  /* holds the embedding / the final norm and head */
 } shard_geom;
@@ -107,6 +108,12 @@ static inline int split_count(int n, int parts, int i) {
 
 void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank, int pp,
                      int pp_rank);
+/* Expert parallelism (parallel.ep, docs/jobs.md): the tp ranks of a TP group form ep blocks of
+ * tp / ep adjacent ranks; block b holds experts [b*E/ep, (b+1)*E/ep) of every layer, each
+ * tensor-split over the block's ranks (mlp_begin/mlp_local then split mlp over tp / ep).
+ * Attention, the shared expert and the vocab keep their tp split. ep must divide tp and the
+ * experts (job_validate refuses the rest). shard_geom_init leaves ep 1: every expert held. */
+void shard_geom_set_ep(shard_geom *g, const model_config *cfg, int ep);
 
 /* Weight tensors of one rank, each a pointer into one allocation. Matrices use the job's
  * weight dtype (fp32, int8 with per-row scales, bf16 or fp16); vectors are always fp32.
@@ -137,7 +144,8 @@ typedef struct {
     float *head_s; // (V) or (V, ceil(C / group)) int8 scales
     /* Mixture of experts (model/moe.c). E = experts, R = E + (shared expert ? 1 : 0),
      * S = shared_local. Each expert's matrices are contiguous, expert e of layer l at dim-0
-     * row l * E + e, so an expert axis (EP, next) can hold a run of experts per layer. */
+     * row l * E + e; with expert parallelism a rank holds El = experts_local of them per layer
+     * (from expert_begin), local row l * El + e - expert_begin, in place of the L*E below. */
     float *router_w;   // (L, R, C) fp32, replicated on every TP rank: the router's E rows,
                        // then the shared expert's sigmoid gate (one row) when there is one
     void *exp_gate_up_w; // (L*E, 2*M, C) column-parallel like gate_up: gate rows, up rows
@@ -163,12 +171,25 @@ typedef enum {
 #define TENSOR_MAX_DIMS 3
 #define TENSOR_MAX_BLOCKS 3
 
-/* The part of one global dimension a rank holds: the union of up to three blocks. */
+/* The part of one global dimension a rank holds: the union of up to three blocks, that pattern
+ * repeated `repeat` times (0 or 1: once), each repetition `period` further on. The repeat is
+ * how a rank of an expert-parallel mesh holds its run of experts in every layer's row block. */
 typedef struct {
     long start[TENSOR_MAX_BLOCKS];
     long count[TENSOR_MAX_BLOCKS];
     int nblocks;
+    int repeat;
+    long period;
 } dim_slice;
+
+/* The blocks of a slice, repetitions included, in ascending order; block b's start and count. */
+static inline int slice_blocks(const dim_slice *s) {
+    return s->nblocks * (s->repeat > 1 ? s->repeat : 1);
+}
+static inline void slice_block(const dim_slice *s, int b, long *start, long *count) {
+    *start = s->start[b % s->nblocks] + (long)(b / s->nblocks) * s->period;
+    *count = s->count[b % s->nblocks];
+}
 
 /* One row of the size table: a global tensor, the slice this rank holds and where it goes.
  * Local elements are ordered row-major over the concatenated blocks of each dimension, which

@@ -14,9 +14,16 @@ void model_tensor_table_moe(model *m, const model_config *cfg, const shard_geom 
     const long S = cfg->shared_mlp, R = E + (S > 0 ? 1 : 0);
     const int has_layers = g->n_layers > 0;
     /* An expert's rows for this stage's layers: layer l's experts are rows [l*E, (l+1)*E),
-     * so a stage holds one contiguous run of them. */
+     * so a stage holds one contiguous run of them; with expert parallelism a rank holds its
+     * run of experts_local of them in each layer's rows, the pattern repeated per layer. */
     const dim_slice layers = slice_one(g->layer_begin, g->n_layers);
-    const dim_slice layer_experts = slice_one((long)g->layer_begin * E, (long)g->n_layers * E);
+    dim_slice layer_experts = slice_one((long)g->layer_begin * E, (long)g->n_layers * E);
+    if (g->experts_local < E)
+        layer_experts = (dim_slice){.start = {(long)g->layer_begin * E + g->expert_begin},
+                                    .count = {g->experts_local},
+                                    .nblocks = 1,
+                                    .repeat = g->n_layers,
+                                    .period = E};
     const dim_slice all_C = slice_full(C);
     /* the dense table's scales (llama.c): fan-in init, residual branches amplified x4; the
      * router's spread keeps its logits of order one, so routing is not a near tie */
