@@ -243,6 +243,7 @@ static void rank_memory_plan(const job *j, const model_config *cfg, int tp_rank,
     model m;
     memset(&m, 0, sizeof m);
     shard_geom_init(g, cfg, j->tp, tp_rank, j->pp, pp_rank);
+    shard_geom_set_ep(g, cfg, j->ep);
     model_tensor_table(&m, cfg, g, model_weight_dtype(j->precision));
     size_t act = 0, kv = 0;
     engine_arena_plan(&ec, g, cfg, j->dp, dp_rank, &act, &kv);
@@ -356,6 +357,7 @@ static int model_start(run_context *rc, const run_args *a) {
     const job *j = &rc->j;
     shard_geom g;
     shard_geom_init(&g, &rc->cfg, j->tp, rc->mesh.coord[AXIS_TP], j->pp, rc->mesh.coord[AXIS_PP]);
+    shard_geom_set_ep(&g, &rc->cfg, j->ep);
     model_tensor_table(&rc->m, &rc->cfg, &g, model_weight_dtype(j->precision));
     model_alloc(&rc->m, &rc->be);
     rc->have_model = 1;

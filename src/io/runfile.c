@@ -179,6 +179,7 @@ static void root_attrs_write(runfile *rf, const job *j, const mesh *m) {
     h5_attr_write_int(root, "dp", MESH_DP(m));
     h5_attr_write_int(root, "tp", MESH_TP(m));
     h5_attr_write_int(root, "pp", MESH_PP(m));
+    h5_attr_write_int(root, "ep", j->ep);
     h5_attr_write_int(root, "microbatches", j->microbatches);
     h5_attr_write_string(root, "order", m->order_text[0] ? m->order_text : j->order);
     h5_attr_write_int(root, "overlap", j->overlap);

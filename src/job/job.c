@@ -285,12 +285,13 @@ static int job_order_check(const char *order) {
 
 static int job_walk_parallel(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
-    j->dp = j->tp = j->pp = 1, j->microbatches = 1, j->overlap = 0, j->chunks = 2;
+    j->dp = j->tp = j->pp = j->ep = 1, j->microbatches = 1, j->overlap = 0, j->chunks = 2;
     snprintf(j->order, sizeof j->order, "tp-pp-dp");
     TRY(job_section_check(m, m_key, "parallel", JOB_PARALLEL_KEYS));
     TRY(job_get_int(L, m, "parallel", "dp", 1, CAP_DIM, &j->dp));
     TRY(job_get_int(L, m, "parallel", "tp", 1, CAP_DIM, &j->tp));
     TRY(job_get_int(L, m, "parallel", "pp", 1, CAP_DIM, &j->pp));
+    TRY(job_get_int(L, m, "parallel", "ep", 1, CAP_DIM, &j->ep));
     TRY(job_get_int(L, m, "parallel", "microbatches", 1, CAP_DIM, &j->microbatches));
     const jnode *order = job_field(L, m, "parallel", "order", NULL);
     if (order && (order->type != JNODE_SCALAR || !job_order_check(order->value))) {

@@ -91,6 +91,8 @@ typedef struct {
 
     /* parallel */
     int dp, tp, pp;
+    /* expert parallelism: the experts split over ep ranks of each TP group (docs/jobs.md) */
+    int ep;
     int microbatches;
     char order[16];                /* e.g. "tp-pp-dp" */
     int overlap;

@@ -150,9 +150,9 @@ void job_dump(const job *j, FILE *out) {
             comm_kind_name(j->comm), j->cuda_graphs ? "true" : "false",
             j->allow_tf32 ? "true" : "false", j->memory_check ? "true" : "false");
     fprintf(out,
-            "parallel:\n  dp: %d\n  tp: %d\n  pp: %d\n  microbatches: %d\n  order: %s\n"
+            "parallel:\n  dp: %d\n  tp: %d\n  pp: %d\n  ep: %d\n  microbatches: %d\n  order: %s\n"
             "  overlap: %s\n  chunks: %d\n",
-            j->dp, j->tp, j->pp, j->microbatches, j->order, j->overlap ? "true" : "false",
+            j->dp, j->tp, j->pp, j->ep, j->microbatches, j->order, j->overlap ? "true" : "false",
             j->chunks);
     job_dump_input(j, out);
     fprintf(out,

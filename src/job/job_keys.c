@@ -43,7 +43,7 @@ const char *const JOB_ROPE_SCALING_KEYS[] = {"factor", "low_freq_factor", "high_
                                              "original_max_position_embeddings", NULL};
 const char *const JOB_BACKEND_KEYS[] = {"kind",        "threads", "cpu_isa",      "device", "comm",
                                         "cuda_graphs", "tf32",    "memory_check", NULL};
-const char *const JOB_PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "microbatches",
+const char *const JOB_PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "ep", "microbatches",
                                          "order", "overlap", "chunks", NULL};
 const char *const JOB_INPUT_KEYS[] = {"tokens",    "tokens_file", "text",
                                       "text_file", "synthetic",   NULL};

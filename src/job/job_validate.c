@@ -23,6 +23,37 @@ static const char *const *job_input_keys(const job *j) {
     return tokens;
 }
 
+/* Expert parallelism splits the experts of each layer over ep ranks of one TP group, each
+ * expert then tensor-split over tp / ep of them (docs/jobs.md, "Expert parallelism"): so ep
+ * must divide tp and the experts, and the model must have experts. */
+static int job_validate_ep(const job *j) {
+    if (j->ep == 1) return STATUS_OK;
+    if (!arch_is_moe(j->arch))
+        return job_fail_at(j, KEYS("parallel.ep", "parallel", "model.arch", "model"),
+                           "parallel.ep = %d needs a mixture-of-experts model (model.arch mixtral "
+                           "or qwen2_moe); model.arch %s has no experts to split: use ep 1",
+                           j->ep, arch_kind_name(j->arch));
+    char fits[256] = "";
+    for (int d = 1; d <= j->tp; d++)
+        if (j->tp % d == 0 && j->experts % d == 0) {
+            size_t used = strlen(fits);
+            snprintf(fits + used, sizeof fits - used, "%s%d", used ? ", " : "", d);
+        }
+    if (j->tp % j->ep)
+        return job_fail_at(j, KEYS("parallel.ep", "parallel"),
+                           "parallel.ep = %d does not divide parallel.tp = %d: the experts are "
+                           "split over ep ranks of each TP group, each expert tensor-split over "
+                           "tp / ep of them; ep values that work with tp %d and %d experts: %s",
+                           j->ep, j->tp, j->tp, j->experts, fits);
+    if (j->experts % j->ep)
+        return job_fail_at(j, KEYS("parallel.ep", "parallel", "model.synthetic.experts"),
+                           "parallel.ep = %d does not divide model.experts = %d: experts are "
+                           "split evenly over the ep ranks; ep values that work with tp %d and "
+                           "%d experts: %s",
+                           j->ep, j->experts, j->tp, j->experts, fits);
+    return STATUS_OK;
+}
+
 int job_validate_model(const job *j) {
     const char *const *model = KEYS("model.checkpoint", "model.synthetic", "model");
     if (j->layers < 1 || j->heads < 1 || j->embd < 1 || j->vocab < 2 || j->ctx < 1)
@@ -74,6 +105,7 @@ int job_validate_model(const job *j) {
                            "the kv heads or be a multiple of them; tp values that work: %s",
                            j->tp, kv, fits);
     }
+    if (job_validate_ep(j) != STATUS_OK) return STATUS_BAD_INPUT;
     if (j->pp > j->layers)
         return job_fail_at(j, KEYS("parallel.pp", "parallel"),
                            "parallel.pp = %d is more than model.layers = %d (every pipeline stage "

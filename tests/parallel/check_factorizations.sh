@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Every dp x tp x pp factorization of each given world size must reproduce the single-rank run:
 # identical greedy tokens and every activation within 1e-5 relative (tripar diff).
-# usage: check_factorizations.sh WORKDIR JOB WORLD_SIZE... [-- EXTRA --set OPTIONS]
+# With --experts N (a mixture of experts of N experts per layer), each factorization also runs
+# with every parallel.ep > 1 that divides both its tp and N (expert parallelism inside the TP
+# group, docs/jobs.md).
+# usage: check_factorizations.sh WORKDIR JOB [--experts N] WORLD_SIZE... [-- EXTRA --set OPTIONS]
 set -euo pipefail
 : "${TRIPAR_BIN:?TRIPAR_BIN must point at the tripar binary}"
 MPIEXEC=${MPIEXEC:-mpiexec}
 work=$1 job=$2
 shift 2
-sizes=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do sizes+=("$1"); shift; done
+sizes=() experts=1
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    if [ "$1" = "--experts" ]; then experts=$2; shift 2; continue; fi
+    sizes+=("$1"); shift
+done
 [ "${1:-}" = "--" ] && shift
 extra=()
 for kv in "$@"; do extra+=(--set "$kv"); done
@@ -25,11 +31,14 @@ for world in "${sizes[@]}"; do
         for pp in $(seq 1 $((world / tp))); do
             [ $((world / tp % pp)) -eq 0 ] || continue
             dp=$((world / tp / pp))
+          for ep in $(seq 1 "$tp"); do
+            [ $((tp % ep)) -eq 0 ] && [ $((experts % ep)) -eq 0 ] || continue
             name="w${world}-dp${dp}-tp${tp}-pp${pp}"
+            [ "$ep" -eq 1 ] || name="$name-ep$ep"
             out="$work/$name.h5"
             if ! timeout 240 "$MPIEXEC" -n "$world" --oversubscribe "$TRIPAR_BIN" run "$job" \
                 --out "$out" --set parallel.dp=$dp --set parallel.tp=$tp --set parallel.pp=$pp \
-                "${extra[@]}" >"$work/$name.log" 2>&1; then
+                --set parallel.ep=$ep "${extra[@]}" >"$work/$name.log" 2>&1; then
                 echo "FAIL $name: run failed"; cat "$work/$name.log"; fail=1; continue
             fi
             if "$TRIPAR_BIN" diff "$base" "$out" --rtol 1e-5 >"$work/$name.diff" 2>&1; then
@@ -38,6 +47,7 @@ for world in "${sizes[@]}"; do
                 echo "FAIL $name ${extra[*]}"; cat "$work/$name.diff"; fail=1
             fi
             count=$((count + 1))
+          done
         done
     done
 done

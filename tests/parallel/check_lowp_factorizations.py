@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Every dp x tp x pp factorization of a low-precision run against its single-rank run.
 
-  check_lowp_factorizations.py WORKDIR JOB RTOL WORLD_SIZE... [-- KEY=VALUE...]
+  check_lowp_factorizations.py WORKDIR JOB RTOL [--experts N] WORLD_SIZE... [-- KEY=VALUE...]
+
+With --experts N (a mixture of experts of N experts per layer), each factorization also runs
+with every parallel.ep > 1 dividing both its tp and N.
 
 Low precision rounds activations (bf16 at each product, int8 in blocks), and rounding is not
 continuous: the fp32 summation-order differences of two meshes (1e-7, from the TP all-reduce
@@ -39,12 +42,32 @@ def read(path):
     return tokens, points
 
 
+def meshes(worlds, experts):
+    """Every (world, dp, tp, pp, ep): ep 1, and with experts > 1 every ep > 1 dividing both tp
+    and the experts (expert parallelism inside the TP group, docs/jobs.md)."""
+    for world in worlds:
+        for tp in range(1, world + 1):
+            if world % tp:
+                continue
+            for pp in range(1, world // tp + 1):
+                if (world // tp) % pp:
+                    continue
+                for ep in range(1, tp + 1):
+                    if tp % ep == 0 and experts % ep == 0:
+                        yield world, world // tp // pp, tp, pp, ep
+
+
 def main():
     args = sys.argv[1:]
     sets = []
     if "--" in args:
         sets = args[args.index("--") + 1:]
         args = args[:args.index("--")]
+    experts = 1
+    if "--experts" in args:
+        at = args.index("--experts")
+        experts = int(args[at + 1])
+        del args[at:at + 2]
     if len(args) < 4:
         sys.exit(__doc__)
     work, job, rtol, worlds = args[0], args[1], float(args[2]), [int(w) for w in args[3:]]
@@ -66,37 +89,31 @@ def main():
     near_tie = 2 * rtol * np.max(np.abs(base_points["logits"]))
 
     fail = count = 0
-    for world in worlds:
-        for tp in range(1, world + 1):
-            if world % tp:
-                continue
-            for pp in range(1, world // tp + 1):
-                if (world // tp) % pp:
-                    continue
-                dp = world // tp // pp
-                name = f"w{world}-dp{dp}-tp{tp}-pp{pp}"
-                out = os.path.join(work, name + ".h5")
-                count += 1
-                if not tripar_run(world, out, ["--set", f"parallel.dp={dp}", "--set",
-                                               f"parallel.tp={tp}", "--set", f"parallel.pp={pp}"]):
-                    print(f"FAIL {name}: run failed\n" + open(out + ".log").read())
-                    fail = 1
-                    continue
-                tokens, points = read(out)
-                problems, ties = [], []
-                for point, ref in base_points.items():
-                    err = np.max(np.abs(points[point] - ref)) / max(np.max(np.abs(ref)), 1e-30)
-                    if err > rtol:
-                        problems.append(f"{point} max_rel {err:.3e} > {rtol:g}")
-                for text, tie in judge_tokens(tokens, base_tokens, margin, prompt, near_tie):
-                    (ties if tie else problems).append(text)
-                tag = "ok  " if not problems else "FAIL"
-                fail |= bool(problems)
-                print(f"{tag} {name} {' '.join(sets)}")
-                for text in problems:
-                    print(f"       {text}")
-                for text in ties:
-                    print(f"       near tie taken the other way: {text}")
+    for world, dp, tp, pp, ep in meshes(worlds, experts):
+        name = f"w{world}-dp{dp}-tp{tp}-pp{pp}" + (f"-ep{ep}" if ep > 1 else "")
+        out = os.path.join(work, name + ".h5")
+        count += 1
+        if not tripar_run(world, out, ["--set", f"parallel.dp={dp}", "--set",
+                                       f"parallel.tp={tp}", "--set", f"parallel.pp={pp}",
+                                       "--set", f"parallel.ep={ep}"]):
+            print(f"FAIL {name}: run failed\n" + open(out + ".log").read())
+            fail = 1
+            continue
+        tokens, points = read(out)
+        problems, ties = [], []
+        for point, ref in base_points.items():
+            err = np.max(np.abs(points[point] - ref)) / max(np.max(np.abs(ref)), 1e-30)
+            if err > rtol:
+                problems.append(f"{point} max_rel {err:.3e} > {rtol:g}")
+        for text, tie in judge_tokens(tokens, base_tokens, margin, prompt, near_tie):
+            (ties if tie else problems).append(text)
+        tag = "ok  " if not problems else "FAIL"
+        fail |= bool(problems)
+        print(f"{tag} {name} {' '.join(sets)}")
+        for text in problems:
+            print(f"       {text}")
+        for text in ties:
+            print(f"       near tie taken the other way: {text}")
     print(f"{count} factorizations checked (activations within {rtol:g}; tokens apart only at "
           f"near ties)")
     sys.exit(1 if fail or count == 0 else 0)

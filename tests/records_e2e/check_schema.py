@@ -20,7 +20,7 @@ from e2e_lib import expect, h5py, np  # noqa: E402
 # "str[]" fixed-length string array, "f64[world]" / "i64[world]" arrays of world_size.
 ROOT_ATTRS = {
     "format": "str", "format_version": "int", "tripar_version": "str", "job": "str",
-    "created": "str", "world_size": "int", "dp": "int", "tp": "int", "pp": "int",
+    "created": "str", "world_size": "int", "dp": "int", "tp": "int", "pp": "int", "ep": "int",
     "microbatches": "int", "order": "str", "overlap": "int", "backend": "str",
     "precision": "str", "hosts": "str[]", "complete": "int",
 }
@@ -182,7 +182,8 @@ def check_file(path, partial):
         expect(a["overlap"] in (0, 1), "overlap %r" % a["overlap"])
         job = L.yaml.safe_load(L.text(a["job"]))
         expect(job["parallel"]["tp"] == a["tp"] and job["parallel"]["pp"] == a["pp"] and
-               job["parallel"]["microbatches"] == a["microbatches"],
+               job["parallel"]["microbatches"] == a["microbatches"] and
+               job["parallel"]["ep"] == a["ep"] and a["tp"] % a["ep"] == 0,
                "job text and mesh attributes disagree")
 
         if expect("mesh" in f, "/mesh missing"):
