@@ -485,6 +485,46 @@ static void test_dry_run_plan_is_the_arena(void **state) {
     snprintf(job_path, sizeof job_path, "%s", gpt2_path);
 }
 
+/* Expert parallelism's shard (parallel.ep, docs/jobs.md): TP rank 3 of 4 with ep 2 is in the
+ * second block of 2 ranks, so it holds experts 4..7 of every layer at the second half of their
+ * width; its local row l * 4 + j is global expert row l * 8 + 4 + j, and a checkpoint part of
+ * local rows [2, 6) crosses from layer 0's run into layer 1's. */
+static void test_expert_parallel_shard(void **state) {
+    (void)state;
+    model_config c = {.layers = 3, .heads = 4, .embd = 8, .mlp = 40, .vocab = 16, .experts = 8,
+                      .experts_top_k = 2};
+    shard_geom g;
+    shard_geom_init(&g, &c, 4, 3, 1, 0);
+    assert_int_equal(g.experts_local, 8);
+    assert_int_equal(g.mlp_begin, 30);
+    shard_geom_set_ep(&g, &c, 2);
+    assert_int_equal(g.ep, 2);
+    assert_int_equal(g.expert_begin, 4);
+    assert_int_equal(g.experts_local, 4);
+    assert_int_equal(g.mlp_begin, 20);
+    assert_int_equal(g.mlp_local, 20);
+    model m;
+    memset(&m, 0, sizeof m);
+    model_tensor_table_moe(&m, &c, &g);
+    const tensor_desc *t = NULL;
+    for (int i = 0; i < m.n_tensors; i++)
+        if (strcmp(m.tensors[i].name, "exp_gate_up_w") == 0) t = &m.tensors[i];
+    assert_non_null(t);
+    assert_int_equal(tensor_local_elems(t), 3L * 4 * (2 * 20) * 8);
+    for (long l = 0; l < 3; l++)
+        for (long j = 0; j < 4; j++) /* the first gate row of each held expert */
+            assert_int_equal(tensor_global_index(t, (l * 4 + j) * 40 * 8),
+                             ((l * 8 + 4 + j) * 80 + 20) * 8);
+    tensor_part p;
+    tensor_part_init(&p, &m, t, 2, 4);
+    assert_int_equal(p.d.local[0].nblocks, 2);
+    assert_int_equal(p.d.local[0].start[0], 6);
+    assert_int_equal(p.d.local[0].count[0], 2);
+    assert_int_equal(p.d.local[0].start[1], 12);
+    assert_int_equal(p.d.local[0].count[1], 2);
+    assert_int_equal(tensor_local_elems(&p.d), 4L * 40 * 8);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const char *src = getenv("TRIPAR_SOURCE_DIR");
@@ -497,6 +537,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_int8w_matches_quantized_reference),
         cmocka_unit_test(test_int8w_groups_and_quantized_head),
         cmocka_unit_test(test_int8_layout_rule),
+        cmocka_unit_test(test_expert_parallel_shard),
         cmocka_unit_test(test_microbatches_and_paged_cache),
         cmocka_unit_test(test_sampling_is_seeded),
         cmocka_unit_test(test_generation_allocates_nothing),
