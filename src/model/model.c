@@ -444,7 +444,8 @@ void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t
     if (block) { /* qblocks_unpack's planes back into blocks */
         const size_t bytes = dtype_bytes(m->weight_dtype, (size_t)elems);
         void *blocks = xmalloc(bytes);
-        qblocks_pack(m->weight_dtype, blocks, values, scales, scales + n_scales, rows, cols);
+        const float *mins = m->weight_dtype == DTYPE_Q4_1 ? scales + n_scales : NULL;
+        qblocks_pack(m->weight_dtype, blocks, values, scales, mins, rows, cols);
         be->ops->copy_to_device(be->ctx, *t->slot, blocks, bytes);
         free(blocks);
         return;
