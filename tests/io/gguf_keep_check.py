@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from smollm2_fetch import smollm2_gguf  # noqa: E402
+from smollm2_fetch import smollm2_gguf, tripar_ranks  # noqa: E402
 
 ANSWER = "The capital of France is Paris."
 
@@ -33,11 +33,7 @@ def run(tripar, ckpt, work, tag, ranks=1, threads=1, sets=()):
     cmd = [tripar, "run", job, "--out", out]
     for s in sets:
         cmd += ["--set", s]
-    if os.environ.get("MPIEXEC"):
-        cmd = [os.environ["MPIEXEC"], "-n", str(ranks), "--oversubscribe"] + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
-    assert r.returncode == 0, f"{tag}: run failed:\n{r.stdout}{r.stderr}"
+    r = tripar_ranks(cmd, ranks, tag)
     import h5py
     import numpy as np
     with h5py.File(out, "r") as f:
