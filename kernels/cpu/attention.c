@@ -93,6 +93,9 @@ static void kv_row_store(void *dst, const float *x, int hd, dtype type) {
         memcpy((char *)dst + kv_row_bytes(type, hd) - sizeof scale, &scale, sizeof scale);
         break;
     }
+    case DTYPE_Q8_0: /* weights only: never a cache type */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
 }
 

@@ -46,7 +46,10 @@ static inline __attribute__((always_inline)) __m256 kv_load8(const char *row, in
         const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + d)));
         return _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale);
     }
-    case DTYPE_F32: break;
+    case DTYPE_F32:
+    case DTYPE_Q8_0: /* weights only: never a cache type */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
     return _mm256_loadu_ps((const float *)row + d);
 }

@@ -64,7 +64,10 @@ static inline __attribute__((always_inline)) __m512 kv_load16(const char *row, i
         const __m512i q = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, row + d));
         return _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale);
     }
-    case DTYPE_F32: break;
+    case DTYPE_F32:
+    case DTYPE_Q8_0: /* weights only: never a cache type */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
     return _mm512_maskz_loadu_ps(m, (const float *)row + d);
 }

@@ -33,5 +33,6 @@ float kv_elem_scalar(const char *row, int d, int hd, dtype type);
         case DTYPE_BF16: fn(__VA_ARGS__, DTYPE_BF16); break;                                       \
         case DTYPE_F16: fn(__VA_ARGS__, DTYPE_F16); break;                                         \
         case DTYPE_INT8: fn(__VA_ARGS__, DTYPE_INT8); break;                                       \
+        default: break; /* the block formats are weights only, never a cache type */               \
         }                                                                                          \
     } while (0)

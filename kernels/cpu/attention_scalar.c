@@ -81,7 +81,10 @@ static inline __attribute__((always_inline)) float kv_elem(const char *row, int 
         convert_f16_to_f32(&x, &h, 1);
         return x;
     case DTYPE_INT8: return (float)(int8_t)row[d] * kv_row_scale(row, kv_row_bytes(type, hd), type);
-    case DTYPE_F32: break;
+    case DTYPE_F32:
+    case DTYPE_Q8_0: /* weights only: never a cache type */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
     memcpy(&x, row + 4 * d, sizeof x);
     return x;
