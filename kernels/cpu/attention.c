@@ -283,12 +283,14 @@ static void attn_decode_item(const attn_call *a, int b, int h, int p0, int p1, f
         p += n;
     }
     const float m = max_of(scores, p1 - p0);
-    const float l = a->kern->exp_shift_sum(scores, scores, m, p1 - p0);
+    a->kern->exp_shift(scores, scores, m, p1 - p0);
     float *o = part ? part + 2 : a->out + (long)b * a->C + (long)h * hd;
     memset(o, 0, sizeof(float) * (size_t)hd);
+    float l = 0.0f; // the softmax's sum, which weigh_values adds up as it reads the weights
     for (int p = p0; p < p1;) {
         const int n = kv_run(a->c, p, p1);
-        a->kern->weigh_values(o, scores + (p - p0), kv_at(a->c, a->c->v, seq, g, p), n, hd, type);
+        l = a->kern->weigh_values(o, scores + (p - p0), kv_at(a->c, a->c->v, seq, g, p), n, hd,
+                                  type, l);
         p += n;
     }
     if (part) {

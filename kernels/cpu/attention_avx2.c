@@ -9,15 +9,19 @@
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/exp_avx2.h"
 
-static float exp_shift_sum_avx2(float *y, const float *x, float shift, int n) {
+static void exp_shift_avx2(float *y, const float *x, float shift, int n) {
     const __m256 sh = _mm256_set1_ps(shift);
     int i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh)));
     for (; i < n; i++)
         y[i] = exp_poly_scalar(x[i] - shift);
+}
+
+static float exp_shift_sum_avx2(float *y, const float *x, float shift, int n) {
+    exp_shift_avx2(y, x, shift, n);
     float sum = 0.0f; // in index order, as every level sums
-    for (i = 0; i < n; i++)
+    for (int i = 0; i < n; i++)
         sum += y[i];
     return sum;
 }
@@ -122,12 +126,14 @@ weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype
     }
 }
 
-static void weigh_values_avx2(float *o, const float *w, const void *v, int n, int hd, dtype type) {
-    if (hd % 8) {
-        weigh_values_scalar(o, w, v, n, hd, type);
-        return;
-    }
+/* The weights' sum after the values, in index order. */
+static float weigh_values_avx2(float *o, const float *w, const void *v, int n, int hd, dtype type,
+                               float sum) {
+    if (hd % 8) return weigh_values_scalar(o, w, v, n, hd, type, sum);
     KV_TYPED(type, weigh_values_typed, o, w, v, n, hd);
+    for (int j = 0; j < n; j++)
+        sum += w[j];
+    return sum;
 }
 
 /* The AVX-512 level's tile kernel (attention_avx512.c explains it) eight lanes wide: half the
@@ -238,6 +244,7 @@ static void kv_rows_load_avx2(float *dst, const void *src, int n, int hd, dtype 
 
 const cpu_attention_kernels cpu_attention_avx2 = {
     .exp_shift_sum = exp_shift_sum_avx2,
+    .exp_shift = exp_shift_avx2,
     .dot_keys = dot_keys_avx2,
     .weigh_values = weigh_values_avx2,
     .tile_step = tile_step_avx2,
