@@ -93,9 +93,11 @@ static void dot_keys_avx2(float *s, const float *q, const void *k, int n, int hd
 }
 
 /* 32 outputs held in registers across the n values, each value widened as it is loaded; the
- * last hd % 32 eight at a time. */
+ * last hd % 32 eight at a time. The first pass over the values also adds up the weights (their
+ * chain of additions runs beside the loads). */
 static inline __attribute__((always_inline)) void
-weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype type) {
+weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, float *sum,
+                   dtype type) {
     const size_t rb = kv_row_bytes(type, hd);
     int d = 0;
     for (; d + 32 <= hd; d += 32) {
@@ -105,6 +107,7 @@ weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype
             const char *vj = v + j * rb;
             const __m256 sc = _mm256_set1_ps(kv_row_scale(vj, rb, type));
             const __m256 wj = _mm256_set1_ps(w[j]);
+            if (d == 0) *sum += w[j];
             a0 = _mm256_fmadd_ps(wj, kv_load8(vj, d, sc, type), a0);
             a1 = _mm256_fmadd_ps(wj, kv_load8(vj, d + 8, sc, type), a1);
             a2 = _mm256_fmadd_ps(wj, kv_load8(vj, d + 16, sc, type), a2);
@@ -120,19 +123,17 @@ weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype
         for (int j = 0; j < n; j++) {
             const char *vj = v + j * rb;
             const __m256 sc = _mm256_set1_ps(kv_row_scale(vj, rb, type));
+            if (d == 0) *sum += w[j];
             a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), kv_load8(vj, d, sc, type), a);
         }
         _mm256_storeu_ps(o + d, a);
     }
 }
 
-/* The weights' sum after the values, in index order. */
 static float weigh_values_avx2(float *o, const float *w, const void *v, int n, int hd, dtype type,
                                float sum) {
     if (hd % 8) return weigh_values_scalar(o, w, v, n, hd, type, sum);
-    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd);
-    for (int j = 0; j < n; j++)
-        sum += w[j];
+    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd, &sum);
     return sum;
 }
 
