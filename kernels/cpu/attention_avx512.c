@@ -172,8 +172,9 @@ weigh_values_fixed(float *o, const float *w, const char *v, int n, int hd, float
     }
 }
 
-/* 64 outputs held in registers across the n values, each value widened as it is loaded; the
- * last hd % 64 sixteen at a time, masked; the weights' sum after. */
+/* Head sizes other than 64 and 128: 64 outputs held in registers across the n values, each
+ * value widened as it is loaded; the last hd % 64 sixteen at a time, masked; the weights' sum
+ * first, in a loop of its own. */
 static inline __attribute__((always_inline)) void
 weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, float *sum,
                    dtype type) {
