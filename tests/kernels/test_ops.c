@@ -1077,7 +1077,11 @@ static void test_attention_kernels(void **state) {
                 fail_msg("exp n %d element %d: %.9g vs expf %.9g", n, i, got[i], e);
         }
         assert_true(gs == ws);
-        free(x), free(got), free(want);
+        // exp_shift: the same exps, no sum
+        float *ge = zeros(n);
+        k->exp_shift(ge, x, 2.0f, n);
+        assert_memory_equal(ge, want, sizeof(float) * (size_t)n);
+        free(x), free(got), free(want), free(ge);
 
         // dot_keys and weigh_values over every cache type: the level's bits are the scalar
         // twin's, and a narrow cache read in place gives the bits of the fp32 kernel on its
@@ -1101,13 +1105,23 @@ static void test_attention_kernels(void **state) {
             if (memcmp(sg, sw, sizeof(float) * (size_t)keys) ||
                 memcmp(sf, sw, sizeof(float) * (size_t)keys))
                 fail_msg("dot_keys %s hd %d: not the scalar twin's bits", dtype_name(types[t]), hd);
-            k->weigh_values(og, w, kv, keys, hd, types[t]);
-            weigh_values_scalar(ow, w, kv, keys, hd, types[t]);
-            weigh_values_scalar(of, w, wide, keys, hd, DTYPE_F32);
+            // the weights' sum continues the one passed in, in index order: split at 20 keys
+            // (the runs of a paged cache) it is the sum of one loop over all 53
+            float lw = 0.5f;
+            for (int j = 0; j < keys; j++)
+                lw += w[j];
+            float lg = k->weigh_values(og, w, kv, 20, hd, types[t], 0.5f);
+            lg = k->weigh_values(og, w + 20, kv + 20 * kv_row_bytes(types[t], hd), keys - 20, hd,
+                                 types[t], lg);
+            const float ls = weigh_values_scalar(ow, w, kv, keys, hd, types[t], 0.5f);
+            weigh_values_scalar(of, w, wide, keys, hd, DTYPE_F32, 0.0f);
             if (memcmp(og, ow, sizeof(float) * (size_t)hd) ||
                 memcmp(of, ow, sizeof(float) * (size_t)hd))
                 fail_msg("weigh_values %s hd %d: not the scalar twin's bits", dtype_name(types[t]),
                          hd);
+            if (lg != lw || ls != lw)
+                fail_msg("weigh_values %s hd %d: weights' sum %.9g and twin's %.9g, not %.9g",
+                         dtype_name(types[t]), hd, lg, ls, lw);
             free(kv), free(q), free(w), free(sg), free(sw), free(sf), free(og), free(ow), free(of);
             free(wide);
         }
