@@ -162,8 +162,9 @@ int plan_validate_streams(FILE *out, const plan_cluster *c, const char *const *r
             for (int i = 0; i < n; i++)
                 v[i] = isinf(errors[N_ERR * i + q]) ? 1e300 : errors[N_ERR * i + q];
             plan_error_summary(v, n, &med[q], &worst[q]);
-            if (med[q] >= 1e300) med[q] = INFINITY;
-            if (worst[q] >= 1e300) worst[q] = INFINITY;
+            /* a median between a finite error and an infinite one is as large */
+            if (med[q] >= 1e299) med[q] = INFINITY;
+            if (worst[q] >= 1e299) worst[q] = INFINITY;
         }
         free(v);
         fprintf(out,
