@@ -14,26 +14,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TRIPAR=${TRIPAR_BIN:-build/tripar}
 out=${1:-out/validate-plan-$(date +%Y%m%d-%H%M%S)}
-if [ -e "$out" ] && [ -n "$(ls -A "$out")" ]; then
-    echo "validate-plan: $out is not empty; name a new folder" >&2
-    exit 2
-fi
-mkdir -p "$out"
-# yield_when_idle: a rank waiting in a collective gives its core to a rank that computes, as
-# time-sharing assumes, instead of spinning through its time slice
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_mpi_yield_when_idle=1
-cp jobs/validate-plan.yaml "$out/job.yaml" # the job, kept beside its runs
-runs=()
-strategy() { # NAME NP KEY=VALUE...
+. jobs/validate-lib.sh
+validate_init validate-plan "$out"
+strategy() { # NAME NP KEY=VALUE...: the job with parallel.KEY=VALUE
     local name=$1 np=$2
     shift 2
     local sets=()
     for kv in "$@"; do sets+=(--set "parallel.$kv"); done
-    mpirun -n "$np" --oversubscribe --map-by core --bind-to core:overload-allowed "$TRIPAR" run "$out/job.yaml" "${sets[@]}" \
-        --out "$out/$name.h5" > "$out/$name.log" 2>&1 || { cat "$out/$name.log"; exit 1; }
-    runs+=("$out/$name.h5")
-    echo "validate-plan: ran $name" >&2
+    validate_run "$name" "$np" "${sets[@]}"
 }
 strategy r1 1
 strategy dp2 2 dp=2

@@ -15,9 +15,19 @@ typedef enum {
     DTYPE_INT8 = 1, /* weight-only INT8, one float scale per output channel (row) */
     DTYPE_BF16 = 2,
     DTYPE_F16 = 3,
+    /* ggml's block formats (kernels/quant_blocks.h): 32 weights of a row per block, each
+     * block an fp16 scale d (and for q4_1 an fp16 min m) beside its quants. */
+    DTYPE_Q8_0 = 4, /* 34 bytes per block: d, 32 int8 q; value q * d */
+    DTYPE_Q4_0 = 5, /* 18 bytes per block: d, 16 bytes of nibbles; value (q - 8) * d */
+    DTYPE_Q4_1 = 6, /* 20 bytes per block: d, m, 16 bytes of nibbles; value q * d + m */
 } dtype;
 
-size_t dtype_size(dtype type);
+size_t dtype_size(dtype type); /* bytes per element; 0 for the block formats */
+/* Bytes of n consecutive elements of a row: n * dtype_size, or whole blocks for the block
+ * formats (n a multiple of QBLOCK there). */
+size_t dtype_bytes(dtype type, size_t n);
+/* Whether type is one of ggml's block formats. */
+static inline int dtype_is_block(dtype type) { return type >= DTYPE_Q8_0; }
 const char *dtype_name(dtype type);
 
 /* A weight matrix of shape (rows, cols), row-major, used as y = x @ W^T (PyTorch Linear layout).

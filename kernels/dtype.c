@@ -1,5 +1,6 @@
 /* Element sizes and names of the weight dtypes of backend.h, and the KV cache's row size. */
 #include "kernels/backend.h"
+#include "kernels/quant_blocks.h"
 
 size_t dtype_size(dtype type) {
     switch (type) {
@@ -7,8 +8,15 @@ size_t dtype_size(dtype type) {
     case DTYPE_INT8: return 1;
     case DTYPE_BF16: return 2;
     case DTYPE_F16: return 2;
+    case DTYPE_Q8_0:
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
     return 0;
+}
+
+size_t dtype_bytes(dtype type, size_t n) {
+    return dtype_is_block(type) ? n / QBLOCK * qblock_bytes(type) : n * dtype_size(type);
 }
 
 const char *dtype_name(dtype type) {
@@ -17,6 +25,9 @@ const char *dtype_name(dtype type) {
     case DTYPE_INT8: return "int8";
     case DTYPE_BF16: return "bf16";
     case DTYPE_F16: return "f16";
+    case DTYPE_Q8_0: return "q8_0";
+    case DTYPE_Q4_0: return "q4_0";
+    case DTYPE_Q4_1: return "q4_1";
     }
     return "unknown";
 }

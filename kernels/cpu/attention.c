@@ -93,14 +93,29 @@ static void kv_row_store(void *dst, const float *x, int hd, dtype type) {
         memcpy((char *)dst + kv_row_bytes(type, hd) - sizeof scale, &scale, sizeof scale);
         break;
     }
+    case DTYPE_Q8_0: /* weights only: never a cache type */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
 }
 
+/* The largest of x[0..n-1] (NaN only when x[0] is). Eight running maxima, each from x[0], so
+ * that decode's 4096 scores are not one chain of 4096 dependent comparisons (it cost more than
+ * the exps); each skips a NaN as the single chain does, and a maximum is the same value in any
+ * order (a tie of -0 and +0 may give either, which no exp(s - m) tells apart). */
 static float max_of(const float *x, int n) {
-    float m = x[0];
-    for (int j = 1; j < n; j++)
-        m = x[j] > m ? x[j] : m;
-    return m;
+    float m[8];
+    for (int i = 0; i < 8; i++)
+        m[i] = x[0];
+    int j = 1;
+    for (; j + 8 <= n; j += 8)
+        for (int i = 0; i < 8; i++)
+            m[i] = x[j + i] > m[i] ? x[j + i] : m[i];
+    for (; j < n; j++)
+        m[0] = x[j] > m[0] ? x[j] : m[0];
+    for (int i = 1; i < 8; i++)
+        m[0] = m[i] > m[0] ? m[i] : m[0];
+    return m[0];
 }
 
 /* What every item of one call shares. */
@@ -283,12 +298,14 @@ static void attn_decode_item(const attn_call *a, int b, int h, int p0, int p1, f
         p += n;
     }
     const float m = max_of(scores, p1 - p0);
-    const float l = a->kern->exp_shift_sum(scores, scores, m, p1 - p0);
+    a->kern->exp_shift(scores, scores, m, p1 - p0);
     float *o = part ? part + 2 : a->out + (long)b * a->C + (long)h * hd;
     memset(o, 0, sizeof(float) * (size_t)hd);
+    float l = 0.0f; // the softmax's sum, which weigh_values adds up as it reads the weights
     for (int p = p0; p < p1;) {
         const int n = kv_run(a->c, p, p1);
-        a->kern->weigh_values(o, scores + (p - p0), kv_at(a->c, a->c->v, seq, g, p), n, hd, type);
+        l = a->kern->weigh_values(o, scores + (p - p0), kv_at(a->c, a->c->v, seq, g, p), n, hd,
+                                  type, l);
         p += n;
     }
     if (part) {

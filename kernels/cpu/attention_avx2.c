@@ -9,15 +9,19 @@
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/exp_avx2.h"
 
-static float exp_shift_sum_avx2(float *y, const float *x, float shift, int n) {
+static void exp_shift_avx2(float *y, const float *x, float shift, int n) {
     const __m256 sh = _mm256_set1_ps(shift);
     int i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), sh)));
     for (; i < n; i++)
         y[i] = exp_poly_scalar(x[i] - shift);
+}
+
+static float exp_shift_sum_avx2(float *y, const float *x, float shift, int n) {
+    exp_shift_avx2(y, x, shift, n);
     float sum = 0.0f; // in index order, as every level sums
-    for (i = 0; i < n; i++)
+    for (int i = 0; i < n; i++)
         sum += y[i];
     return sum;
 }
@@ -46,7 +50,10 @@ static inline __attribute__((always_inline)) __m256 kv_load8(const char *row, in
         const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + d)));
         return _mm256_mul_ps(_mm256_cvtepi32_ps(q), scale);
     }
-    case DTYPE_F32: break;
+    case DTYPE_F32:
+    case DTYPE_Q8_0: /* weights only: never a cache type */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
     return _mm256_loadu_ps((const float *)row + d);
 }
@@ -89,9 +96,11 @@ static void dot_keys_avx2(float *s, const float *q, const void *k, int n, int hd
 }
 
 /* 32 outputs held in registers across the n values, each value widened as it is loaded; the
- * last hd % 32 eight at a time. */
+ * last hd % 32 eight at a time. The first pass over the values also adds up the weights (their
+ * chain of additions runs beside the loads). */
 static inline __attribute__((always_inline)) void
-weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype type) {
+weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, float *sum,
+                   dtype type) {
     const size_t rb = kv_row_bytes(type, hd);
     int d = 0;
     for (; d + 32 <= hd; d += 32) {
@@ -101,6 +110,7 @@ weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype
             const char *vj = v + j * rb;
             const __m256 sc = _mm256_set1_ps(kv_row_scale(vj, rb, type));
             const __m256 wj = _mm256_set1_ps(w[j]);
+            if (d == 0) *sum += w[j];
             a0 = _mm256_fmadd_ps(wj, kv_load8(vj, d, sc, type), a0);
             a1 = _mm256_fmadd_ps(wj, kv_load8(vj, d + 8, sc, type), a1);
             a2 = _mm256_fmadd_ps(wj, kv_load8(vj, d + 16, sc, type), a2);
@@ -116,18 +126,18 @@ weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype
         for (int j = 0; j < n; j++) {
             const char *vj = v + j * rb;
             const __m256 sc = _mm256_set1_ps(kv_row_scale(vj, rb, type));
+            if (d == 0) *sum += w[j];
             a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), kv_load8(vj, d, sc, type), a);
         }
         _mm256_storeu_ps(o + d, a);
     }
 }
 
-static void weigh_values_avx2(float *o, const float *w, const void *v, int n, int hd, dtype type) {
-    if (hd % 8) {
-        weigh_values_scalar(o, w, v, n, hd, type);
-        return;
-    }
-    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd);
+static float weigh_values_avx2(float *o, const float *w, const void *v, int n, int hd, dtype type,
+                               float sum) {
+    if (hd % 8) return weigh_values_scalar(o, w, v, n, hd, type, sum);
+    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd, &sum);
+    return sum;
 }
 
 /* The AVX-512 level's tile kernel (attention_avx512.c explains it) eight lanes wide: half the
@@ -238,6 +248,7 @@ static void kv_rows_load_avx2(float *dst, const void *src, int n, int hd, dtype 
 
 const cpu_attention_kernels cpu_attention_avx2 = {
     .exp_shift_sum = exp_shift_sum_avx2,
+    .exp_shift = exp_shift_avx2,
     .dot_keys = dot_keys_avx2,
     .weigh_values = weigh_values_avx2,
     .tile_step = tile_step_avx2,

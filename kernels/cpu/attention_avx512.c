@@ -9,13 +9,17 @@
 #include "kernels/cpu/attention_kernels.h"
 #include "kernels/cpu/exp_avx512.h"
 
-static float exp_shift_sum_avx512(float *y, const float *x, float shift, int n) {
+static void exp_shift_avx512(float *y, const float *x, float shift, int n) {
     const __m512 sh = _mm512_set1_ps(shift);
     for (int i = 0; i < n; i += 16) {
         const __mmask16 m = tail_mask(n - i);
         _mm512_mask_storeu_ps(y + i, m,
                               exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh)));
     }
+}
+
+static float exp_shift_sum_avx512(float *y, const float *x, float shift, int n) {
+    exp_shift_avx512(y, x, shift, n);
     float sum = 0.0f; // in index order, as every level sums
     for (int i = 0; i < n; i++)
         sum += y[i];
@@ -64,20 +68,28 @@ static inline __attribute__((always_inline)) __m512 kv_load16(const char *row, i
         const __m512i q = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, row + d));
         return _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale);
     }
-    case DTYPE_F32: break;
+    case DTYPE_F32:
+    case DTYPE_Q8_0: /* weights only: never a cache type */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
     return _mm512_maskz_loadu_ps(m, (const float *)row + d);
 }
 
 /* Sixteen keys at a time, each row read as it lies (hd / 16 vectors, the last one masked, each
  * widened in registers) into its own accumulator, then the 16 reduced together. The rows are
- * read key after key, one sequential stream, with the same bytes 32 keys on prefetched: the
- * gathers this replaced left a GPT-2 decode step's attention at 4.7 ms for 39 MB of cache
- * (docs/kernels.md, "Decode: prefetch and lanes"). The last keys under 16 go to the scalar
- * twin. */
+ * read key after key, one sequential stream, with the same bytes 32 keys on prefetched, a
+ * prefetch per cache line: the gathers this replaced left a GPT-2 decode step's attention at
+ * 4.7 ms for 39 MB of cache (docs/kernels.md, "Decode: prefetch and lanes"). The query stays in
+ * registers when hd <= 128. The last keys under 16 go to the scalar twin. Called with hd a
+ * constant (64, 128) the loops over d unroll and the masks fold away. */
 static inline __attribute__((always_inline)) void
-dot_keys_typed(float *s, const float *q, const char *k, int n, int hd, float scale, dtype type) {
-    const size_t rb = kv_row_bytes(type, hd), es = type == DTYPE_F32 ? 4 : type == DTYPE_INT8 ? 1 : 2;
+dot_keys_body(float *s, const float *q, const char *k, int n, int hd, float scale, dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
+    enum { QREG = 8 }; // query vectors held in registers: hd up to 128
+    __m512 qv[QREG];
+    for (int c = 0; c < QREG && 16 * c < hd; c++)
+        qv[c] = _mm512_maskz_loadu_ps(tail_mask(hd - 16 * c), q + 16 * c);
     int j = 0;
     for (; j + 16 <= n; j += 16) {
         const char *kj = k + j * rb;
@@ -85,12 +97,13 @@ dot_keys_typed(float *s, const float *q, const char *k, int n, int hd, float sca
         for (int i = 0; i < 16; i++) {
             const char *row = kj + i * rb;
             const __m512 sc = _mm512_set1_ps(kv_row_scale(row, rb, type));
+            for (size_t b = 0; b < rb; b += 64)
+                _mm_prefetch(row + 32 * rb + b, _MM_HINT_T0);
             acc[i] = _mm512_setzero_ps();
             for (int d0 = 0; d0 < hd; d0 += 16) {
                 const __mmask16 m = tail_mask(hd - d0);
-                _mm_prefetch(row + 32 * rb + d0 * es, _MM_HINT_T0);
-                acc[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d0),
-                                         kv_load16(row, d0, m, sc, type), acc[i]);
+                const __m512 qd = hd <= 16 * QREG ? qv[d0 / 16] : _mm512_maskz_loadu_ps(m, q + d0);
+                acc[i] = _mm512_fmadd_ps(qd, kv_load16(row, d0, m, sc, type), acc[i]);
             }
         }
         _mm512_storeu_ps(s + j, _mm512_mul_ps(reduce_16_keys(acc), _mm512_set1_ps(scale)));
@@ -98,15 +111,86 @@ dot_keys_typed(float *s, const float *q, const char *k, int n, int hd, float sca
     if (j < n) dot_keys_scalar(s + j, q, k + j * rb, n - j, hd, scale, type);
 }
 
+static inline __attribute__((always_inline)) void
+dot_keys_typed(float *s, const float *q, const char *k, int n, int hd, float scale, dtype type) {
+    if (hd == 64)
+        dot_keys_body(s, q, k, n, 64, scale, type);
+    else if (hd == 128)
+        dot_keys_body(s, q, k, n, 128, scale, type);
+    else
+        dot_keys_body(s, q, k, n, hd, scale, type);
+}
+
 static void dot_keys_avx512(float *s, const float *q, const void *k, int n, int hd, float scale,
                             dtype type) {
     KV_TYPED(type, dot_keys_typed, s, q, k, n, hd, scale);
 }
 
-/* 64 outputs held in registers across the n values, each value widened as it is loaded; the
- * last hd % 64 sixteen at a time, masked. */
+/* All hd outputs in registers across the n values, hd a constant multiple of 32 up to 128 (the
+ * loops unroll), each value widened as it is loaded. A bf16 row is read 32 elements a vector and
+ * split without a shuffle: shifting each 32-bit lane left by 16 gives the even elements, masking
+ * off its low half the odd ones. The accumulators then hold the outputs in that even/odd order,
+ * put in it once before the loop and back once after: each output is its own chain of fused
+ * multiply-adds in key order, so the order of the lanes changes no bit. */
 static inline __attribute__((always_inline)) void
-weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype type) {
+weigh_values_fixed(float *o, const float *w, const char *v, int n, int hd, float *sum,
+                   dtype type) {
+    const size_t rb = kv_row_bytes(type, hd);
+    __m512 a[8]; // hd / 16 <= 8
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    for (int c = 0; c < hd / 16; c += 2) {
+        const __m512 lo = _mm512_loadu_ps(o + 16 * c), hi = _mm512_loadu_ps(o + 16 * c + 16);
+        a[c] = type == DTYPE_BF16 ? _mm512_permutex2var_ps(lo, even, hi) : lo;
+        a[c + 1] = type == DTYPE_BF16 ? _mm512_permutex2var_ps(lo, odd, hi) : hi;
+    }
+    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
+    float l = *sum; // the weights' chain of additions, beside the values' loads
+    for (int j = 0; j < n; j++) {
+        const char *vj = v + j * rb;
+        const __m512 wj = _mm512_set1_ps(w[j]);
+        l += w[j];
+        if (type == DTYPE_BF16) {
+            for (int c = 0; c < hd / 16; c += 2) {
+                const __m512i x = _mm512_loadu_si512(vj + 32 * c);
+                a[c] = _mm512_fmadd_ps(wj, _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)), a[c]);
+                a[c + 1] = _mm512_fmadd_ps(wj, _mm512_castsi512_ps(_mm512_and_si512(x, high)),
+                                           a[c + 1]);
+            }
+            continue;
+        }
+        const __m512 sc = _mm512_set1_ps(kv_row_scale(vj, rb, type));
+        for (int c = 0; c < hd / 16; c++)
+            a[c] = _mm512_fmadd_ps(wj, kv_load16(vj, 16 * c, 0xffff, sc, type), a[c]);
+    }
+    *sum = l;
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+    for (int c = 0; c < hd / 16; c += 2) {
+        _mm512_storeu_ps(o + 16 * c, type == DTYPE_BF16
+                                         ? _mm512_permutex2var_ps(a[c], first, a[c + 1]) : a[c]);
+        _mm512_storeu_ps(o + 16 * c + 16, type == DTYPE_BF16
+                                              ? _mm512_permutex2var_ps(a[c], second, a[c + 1])
+                                              : a[c + 1]);
+    }
+}
+
+/* Head sizes other than 64 and 128: 64 outputs held in registers across the n values, each
+ * value widened as it is loaded; the last hd % 64 sixteen at a time, masked; the weights' sum
+ * first, in a loop of its own. */
+static inline __attribute__((always_inline)) void
+weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, float *sum,
+                   dtype type) {
+    if (hd == 64) {
+        weigh_values_fixed(o, w, v, n, 64, sum, type);
+        return;
+    }
+    if (hd == 128) {
+        weigh_values_fixed(o, w, v, n, 128, sum, type);
+        return;
+    }
+    for (int j = 0; j < n; j++)
+        *sum += w[j];
     const size_t rb = kv_row_bytes(type, hd);
     int d = 0;
     for (; d + 64 <= hd; d += 64) {
@@ -138,9 +222,10 @@ weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype
     }
 }
 
-static void weigh_values_avx512(float *o, const float *w, const void *v, int n, int hd,
-                                dtype type) {
-    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd);
+static float weigh_values_avx512(float *o, const float *w, const void *v, int n, int hd,
+                                 dtype type, float sum) {
+    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd, &sum);
+    return sum;
 }
 
 /* Scores are computed transposed, st[j] = the 64 rows' scores for key j, so the row max, the
@@ -245,6 +330,7 @@ static void kv_rows_load_avx512(float *dst, const void *src, int n, int hd, dtyp
 
 const cpu_attention_kernels cpu_attention_avx512 = {
     .exp_shift_sum = exp_shift_sum_avx512,
+    .exp_shift = exp_shift_avx512,
     .dot_keys = dot_keys_avx512,
     .weigh_values = weigh_values_avx512,
     .tile_step = tile_step_avx512,

@@ -9,9 +9,11 @@
 /* exp(x) by the polynomial every level uses (attention_avx2.c explains it): 0 below -87.3. */
 float exp_poly_scalar(float x);
 float exp_shift_sum_scalar(float *y, const float *x, float shift, int n);
+void exp_shift_scalar(float *y, const float *x, float shift, int n);
 void dot_keys_scalar(float *s, const float *q, const void *k, int n, int hd, float scale,
                      dtype type);
-void weigh_values_scalar(float *o, const float *w, const void *v, int n, int hd, dtype type);
+float weigh_values_scalar(float *o, const float *w, const void *v, int n, int hd, dtype type,
+                          float sum);
 void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, const float *k,
                       const float *v, int rows, int kn, int hd, int first, int k0, float *st);
 void kv_rows_load_scalar(float *dst, const void *src, int n, int hd, dtype type);
@@ -33,5 +35,6 @@ float kv_elem_scalar(const char *row, int d, int hd, dtype type);
         case DTYPE_BF16: fn(__VA_ARGS__, DTYPE_BF16); break;                                       \
         case DTYPE_F16: fn(__VA_ARGS__, DTYPE_F16); break;                                         \
         case DTYPE_INT8: fn(__VA_ARGS__, DTYPE_INT8); break;                                       \
+        default: break; /* the block formats are weights only, never a cache type */               \
         }                                                                                          \
     } while (0)

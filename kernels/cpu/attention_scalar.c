@@ -28,6 +28,11 @@ float exp_poly_scalar(float x) {
     return p * two_n;
 }
 
+void exp_shift_scalar(float *y, const float *x, float shift, int n) {
+    for (int i = 0; i < n; i++)
+        y[i] = exp_poly_scalar(x[i] - shift);
+}
+
 float exp_shift_sum_scalar(float *y, const float *x, float shift, int n) {
     float sum = 0.0f;
     for (int i = 0; i < n; i++) {
@@ -60,7 +65,7 @@ void tile_step_scalar(float *o, long ldo, float *m, float *l, const float *qt, c
         float *oi = o + (long)i * ldo;
         for (int d = 0; d < hd; d++)
             oi[d] *= alpha;
-        weigh_values_scalar(oi, s, v, valid, hd, DTYPE_F32);
+        weigh_values_scalar(oi, s, v, valid, hd, DTYPE_F32, 0.0f);
     }
 }
 
@@ -81,7 +86,10 @@ static inline __attribute__((always_inline)) float kv_elem(const char *row, int 
         convert_f16_to_f32(&x, &h, 1);
         return x;
     case DTYPE_INT8: return (float)(int8_t)row[d] * kv_row_scale(row, kv_row_bytes(type, hd), type);
-    case DTYPE_F32: break;
+    case DTYPE_F32:
+    case DTYPE_Q8_0: /* weights only: never a cache type */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
     memcpy(&x, row + 4 * d, sizeof x);
     return x;
@@ -112,15 +120,20 @@ void dot_keys_scalar(float *s, const float *q, const void *k, int n, int hd, flo
 }
 
 static inline __attribute__((always_inline)) void
-weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, dtype type) {
+weigh_values_typed(float *o, const float *w, const char *v, int n, int hd, float *sum,
+                   dtype type) {
     const size_t rb = kv_row_bytes(type, hd);
-    for (int j = 0; j < n; j++)
+    for (int j = 0; j < n; j++) {
         for (int d = 0; d < hd; d++)
             o[d] = fmaf(w[j], kv_elem(v + j * rb, d, hd, type), o[d]);
+        *sum += w[j];
+    }
 }
 
-void weigh_values_scalar(float *o, const float *w, const void *v, int n, int hd, dtype type) {
-    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd);
+float weigh_values_scalar(float *o, const float *w, const void *v, int n, int hd, dtype type,
+                          float sum) {
+    KV_TYPED(type, weigh_values_typed, o, w, v, n, hd, &sum);
+    return sum;
 }
 
 void kv_rows_load_scalar(float *dst, const void *src, int n, int hd, dtype type) {
@@ -132,6 +145,7 @@ void kv_rows_load_scalar(float *dst, const void *src, int n, int hd, dtype type)
 
 const cpu_attention_kernels cpu_attention_scalar = {
     .exp_shift_sum = exp_shift_sum_scalar,
+    .exp_shift = exp_shift_scalar,
     .dot_keys = dot_keys_scalar,
     .weigh_values = weigh_values_scalar,
     .tile_step = tile_step_scalar,

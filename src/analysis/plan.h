@@ -34,6 +34,14 @@ int plan_model_from_preset(const char *preset, plan_model *m, plan_workload *w);
  * TPOT and tokens/s with their relative errors. Returns STATUS_OK or STATUS_BAD_INPUT. */
 int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int n);
 
+/* The arrival-rate runs among runs (those with /metrics/arrival), each predicted by the
+ * simulated serve loop (plan_goodput.h) on its own recorded arrivals, with the rates of the
+ * other runs, against what it measured: p50 and p90 TTFT, p50 TPOT and the goodput for the
+ * targets (seconds, > 0). Prints nothing when no run has a stream. Returns STATUS_OK or
+ * STATUS_BAD_INPUT. */
+int plan_validate_streams(FILE *out, const plan_cluster *c, const char *const *runs, int n,
+                          double ttft_slo, double tpot_slo);
+
 /* `tripar plan --validate-published DIR`: reads every *.yaml file of DIR (one publication each:
  * its source and measured rows; docs/planner.md "Validation against published results"),
  * predicts each row's metric with its cluster file, uncalibrated, and prints predicted against
@@ -54,6 +62,8 @@ typedef struct {
     int gpus;
     plan_objective objective;
     double ttft_slo, tpot_slo; /* seconds; 0 = none */
+    double rate;               /* --rate: requests/s of a Poisson stream; 0 = none */
+    double stream_seconds;     /* the simulated stream's length (plan_goodput.h) */
     int n_calibrations;
     double seconds;            /* how long planning took */
     precision_kind precision;  /* the weights' */
@@ -65,12 +75,14 @@ typedef struct {
 /* Whether a prediction meets the SLOs (1 when none is set). */
 int plan_meets_slo(const plan_summary *q, const plan_prediction *p);
 
-/* Sorts the predictions best first: fitting first; under goodput those meeting the SLOs first;
- * then by q's objective; ties by the strategy, so the order is the same on every machine. */
+/* Sorts the predictions best first: fitting first; under goodput with a rate by the goodput
+ * (then the p90 TTFT under that load), without one those meeting the SLOs first; then by q's
+ * objective; ties by the strategy, so the order is the same on every machine. */
 void plan_rank(plan_prediction *list, int n, const plan_summary *q);
 
 /* The ranked list's verdict on the request: STATUS_OK, or STATUS_BAD_INPUT with
- * error_message() saying why when nothing fits or nothing meets the SLOs. */
+ * error_message() saying why when nothing fits or nothing meets the SLOs (with a rate: no
+ * strategy serves any request of the stream within them). */
 int plan_ranked_check(const plan_summary *q, const plan_cluster *c, const plan_prediction *ranked,
                       int n);
 

@@ -264,6 +264,17 @@ int plan_node_ranks(const plan_cluster *c, int world);
  * given), so that they time-share them. */
 int plan_node_time_shared(const plan_cluster *c, int world);
 
+/* A strategy under a Poisson arrival stream, served as tripar's serve loop serves it
+ * (plan_goodput.h; docs/planner.md "Goodput under an arrival rate"). All 0 without --rate. */
+typedef struct {
+    long arrived, served, met, batches; /* met: served within both targets */
+    double goodput;    /* requests/s meeting both targets: rate x met / arrived */
+    double attainment; /* met / arrived */
+    double ttft_p50, ttft_p90, tpot_p50, tpot_p90; /* of the served requests, seconds */
+    double mean_batch; /* served / batches */
+    double capacity;   /* requests/s of full batches back to back: batch / E2E */
+} plan_served;
+
 typedef struct {
     plan_strategy s;
     /* latency and throughput of one generation of the whole batch */
@@ -287,6 +298,7 @@ typedef struct {
     phase top_phase;
     int top_memory_bound;
     double top_share;
+    plan_served served; /* under --rate (plan_goodput_predict) */
 } plan_prediction;
 
 /* Whether tripar would run the strategy on n = dp*tp*pp ranks of this cluster, with its own

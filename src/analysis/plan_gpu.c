@@ -59,7 +59,10 @@ static int matmul_kernels(double rows, precision_kind dtype, int bias) {
     switch (dtype) {
     case PRECISION_BF16:
     case PRECISION_FP16: return 2 + (bias != 0);
-    case PRECISION_INT8W: return 3;
+    case PRECISION_INT8W:
+    case PRECISION_Q8_0: /* no cuda kernels yet (the job refuses them): int8w's path */
+    case PRECISION_Q4_0:
+    case PRECISION_Q4_1: return 3;
     case PRECISION_FP32: break;
     }
     return 1 + (bias != 0);

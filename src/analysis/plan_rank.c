@@ -26,7 +26,11 @@ static int prediction_compare(const void *x, const void *y) {
     const plan_prediction *a = x, *b = y;
     if (a->fits != b->fits) return b->fits - a->fits;
     if (!a->fits) return a->rank_bytes < b->rank_bytes ? -1 : a->rank_bytes > b->rank_bytes;
-    if (rank_query->objective == PLAN_OBJ_GOODPUT) {
+    if (rank_query->objective == PLAN_OBJ_GOODPUT && rank_query->rate > 0) {
+        const plan_served *ga = &a->served, *gb = &b->served;
+        if (ga->goodput != gb->goodput) return ga->goodput > gb->goodput ? -1 : 1;
+        if (ga->ttft_p90 != gb->ttft_p90) return ga->ttft_p90 < gb->ttft_p90 ? -1 : 1;
+    } else if (rank_query->objective == PLAN_OBJ_GOODPUT) {
         int ma = plan_meets_slo(rank_query, a), mb = plan_meets_slo(rank_query, b);
         if (ma != mb) return mb - ma;
     }
@@ -61,6 +65,21 @@ int plan_ranked_check(const plan_summary *q, const plan_cluster *c, const plan_p
                   q->gpus, c->device_memory / 1073741824.0, ranked[0].rank_bytes / 1073741824.0,
                   what, ranked[0].weight_bytes / 1073741824.0, ranked[0].kv_bytes / 1073741824.0,
                   ranked[0].act_bytes / 1073741824.0);
+        return STATUS_BAD_INPUT;
+    }
+    if (q->rate > 0) {
+        /* a stream serves smaller batches than the whole one: its SLO is met request by
+         * request, so what counts is whether any strategy serves any request within it */
+        int best = -1;
+        for (int i = 0; i < n && ranked[i].fits; i++) {
+            if (ranked[i].served.met > 0) return STATUS_OK;
+            if (best < 0 || ranked[i].served.ttft_p50 < ranked[best].served.ttft_p50) best = i;
+        }
+        error_set("no strategy serves any request within the SLO (TTFT <= %g s, TPOT <= %g s) "
+                  "at %g requests/s on %d devices: the best p50 TTFT under that load is %.4g s "
+                  "(TPOT %.4g s)",
+                  q->ttft_slo, q->tpot_slo, q->rate, q->gpus, ranked[best].served.ttft_p50,
+                  ranked[best].served.tpot_p50);
         return STATUS_BAD_INPUT;
     }
     if ((q->ttft_slo > 0 || q->tpot_slo > 0) && !plan_meets_slo(q, &ranked[0])) {

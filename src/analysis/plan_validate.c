@@ -14,7 +14,7 @@
 #include "analysis/plan_internal.h"
 #include "analysis/plan_runs.h"
 
-static double rel_error(double predicted, double measured) {
+double plan_rel_error(double predicted, double measured) {
     return measured > 0 ? (predicted - measured) / measured : NAN;
 }
 
@@ -34,24 +34,31 @@ void plan_error_summary(const double *e, int n, double *median, double *worst) {
     free(v);
 }
 
+int plan_rates_leave_one_out(plan_rates *rates, const plan_cluster *c, const plan_model *m,
+                             const char *const *runs, int n, int i) {
+    const char **others = xcalloc((unsigned long)(n ? n : 1), sizeof *others);
+    int k = 0;
+    for (int j = 0; j < n; j++)
+        if (j != i) others[k++] = runs[j];
+    plan_rates_default(rates);
+    const int rc = k ? plan_calibrate(rates, c, m, others, k, NULL) : STATUS_OK;
+    free(others);
+    return rc;
+}
+
 int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int n) {
     plan_measured_run *meas = xcalloc((unsigned long)n, sizeof *meas);
     int rc = STATUS_OK;
     for (int i = 0; i < n && rc == STATUS_OK; i++)
         rc = plan_measured_read(runs[i], c, &meas[i]);
     double *errors = xcalloc(3UL * (unsigned long)(n ? n : 1), sizeof *errors);
-    const char **others = xcalloc((unsigned long)(n ? n : 1), sizeof *others);
     if (rc == STATUS_OK)
         fprintf(out, "%-28s %-22s %10s %10s %7s %10s %10s %7s %10s %10s %7s\n", "run", "strategy",
                 "TTFT ms", "measured", "err", "TPOT ms", "measured", "err", "tokens/s", "measured",
                 "err");
     for (int i = 0; i < n && rc == STATUS_OK; i++) {
-        int k = 0;
-        for (int j = 0; j < n; j++)
-            if (j != i) others[k++] = runs[j];
         plan_rates rates;
-        plan_rates_default(&rates);
-        if (k && plan_calibrate(&rates, c, &meas[i].m, others, k, NULL) != STATUS_OK) {
+        if (plan_rates_leave_one_out(&rates, c, &meas[i].m, runs, n, i) != STATUS_OK) {
             rc = STATUS_BAD_INPUT;
             break;
         }
@@ -60,9 +67,9 @@ int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int
         plan_prediction p;
         plan_predict(&meas[i].m, &meas[i].w, &placed, &rates, &meas[i].s, &p);
         double *e = &errors[3 * i];
-        e[0] = rel_error(p.ttft, meas[i].ttft);
-        e[1] = rel_error(p.tpot, meas[i].tpot);
-        e[2] = rel_error(p.tokens_per_s, meas[i].tokens_per_s);
+        e[0] = plan_rel_error(p.ttft, meas[i].ttft);
+        e[1] = plan_rel_error(p.tpot, meas[i].tpot);
+        e[2] = plan_rel_error(p.tokens_per_s, meas[i].tokens_per_s);
         const char *name = strrchr(runs[i], '/') ? strrchr(runs[i], '/') + 1 : runs[i];
         fprintf(out,
                 "%-28.28s %-22.22s %10.3f %10.3f %+6.0f%% %10.3f %10.3f %+6.0f%% %10.1f %10.1f "
@@ -86,7 +93,6 @@ int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int
                 100 * col[0][0], 100 * col[0][1], 100 * col[1][0], 100 * col[1][1], 100 * col[2][0],
                 100 * col[2][1], n, n - 1);
     }
-    free(others);
     free(errors);
     free(meas);
     return rc;

@@ -93,9 +93,8 @@ static int run_shape_read(const run_data *run, run_shape *s) {
     char v[64];
     s->precision = PRECISION_FP32;
     if (job && run_job_scalar(job, "model.precision", v, sizeof v) == 0) {
-        if (!strcmp(v, "int8w")) s->precision = PRECISION_INT8W;
-        if (!strcmp(v, "bf16")) s->precision = PRECISION_BF16;
-        if (!strcmp(v, "fp16")) s->precision = PRECISION_FP16;
+        for (int k = PRECISION_FP32; k <= PRECISION_Q4_1; k++) /* the block formats too */
+            if (!strcmp(v, precision_kind_name((precision_kind)k))) s->precision = (precision_kind)k;
     }
     s->kv_cache =
         job && run_job_scalar(job, "model.kv_cache", v, sizeof v) == 0 && !strcmp(v, "paged")

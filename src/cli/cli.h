@@ -22,20 +22,22 @@ int commbench_main(int argc, char **argv);
 int import_hf_main(int argc, char **argv);
 int import_gguf_main(int argc, char **argv);
 /* The importers' arguments (cli_import.c): one input, --out (-o), and how to store the
- * weights, --precision fp32|bf16|int8w (default fp32) and --int8-group N (int8w only; 0 or a
- * multiple of 32); argv[0] names the command in messages. Returns 0 to go on, 1 after --help,
- * or -1 on bad usage (already reported, naming the allowed values). */
+ * weights, --precision fp32|bf16|int8w|q8_0|q4_0|q4_1 (default fp32; and keep when allow_keep,
+ * import-gguf's) and --int8-group N (int8w only; 0 or a multiple of 32); argv[0] names the
+ * command in messages. Returns 0 to go on, 1 after --help, or -1 on bad usage (already
+ * reported, naming the allowed values). */
 struct import_options;
 int cli_import_args(int argc, char **argv, void (*usage)(FILE *), const char **in, const char **out,
-                    struct import_options *opts);
+                    struct import_options *opts, int allow_keep);
 /* The summary's words for how the weights were stored: "stored fp32", "stored int8w (scales
  * per row)", "stored int8w (scales per 64 columns)" (a static buffer). */
 const char *cli_import_stored(const struct import_options *o);
 /* The usage lines of those options, for each importer's --help. */
 #define CLI_IMPORT_OPTIONS_USAGE                                                                   \
-    "  --precision fp32|bf16|int8w  how the checkpoint stores the weight matrices (default\n"      \
-    "      fp32); a job in that model.precision loads them as stored. int8w: int8 weights\n"       \
-    "      with fp32 scales, made exactly as model.precision int8w makes them at load.\n"          \
+    "  --precision fp32|bf16|int8w|q8_0|q4_0|q4_1  how the checkpoint stores the weight\n"        \
+    "      matrices (default fp32); a job in that model.precision loads them as stored. int8w:\n"  \
+    "      int8 weights with fp32 scales, made exactly as model.precision int8w makes them at\n"   \
+    "      load; q8_0, q4_0, q4_1: ggml's blocks, made by ggml's reference quantisers.\n"          \
     "  --int8-group N  int8w: one scale per N columns (a multiple of 32; default 0, one scale\n"   \
     "      per row), as model.int8_group; the job's must then be the same.\n"
 int report_main(int argc, char **argv);

@@ -31,7 +31,7 @@ static int int8_group_parse(const char *text, int *group) {
 }
 
 int cli_import_args(int argc, char **argv, void (*usage)(FILE *), const char **in, const char **out,
-                    import_options *opts) {
+                    import_options *opts, int allow_keep) {
     *in = *out = NULL;
     *opts = (import_options){.precision = PRECISION_FP32};
     int group_given = 0;
@@ -45,9 +45,10 @@ int cli_import_args(int argc, char **argv, void (*usage)(FILE *), const char **i
                    (v = option_value(argc, argv, &i, "-o", &missing))) {
             *out = v;
         } else if ((v = option_value(argc, argv, &i, "--precision", &missing))) {
-            if (checkpoint_precision_parse(v, &opts->precision) != 0) {
-                fprintf(stderr, "%s: --precision '%s' is not a stored precision; allowed: %s\n",
-                        argv[0], v, checkpoint_precision_names());
+            opts->keep = allow_keep && strcmp(v, "keep") == 0;
+            if (!opts->keep && checkpoint_precision_parse(v, &opts->precision) != 0) {
+                fprintf(stderr, "%s: --precision '%s' is not a stored precision; allowed: %s%s\n",
+                        argv[0], v, checkpoint_precision_names(), allow_keep ? ", keep" : "");
                 return -1;
             }
         } else if ((v = option_value(argc, argv, &i, "--int8-group", &missing))) {
@@ -70,9 +71,9 @@ int cli_import_args(int argc, char **argv, void (*usage)(FILE *), const char **i
             *in = argv[i];
         }
     }
-    if (group_given && opts->int8_group > 0 && opts->precision != PRECISION_INT8W) {
+    if (group_given && opts->int8_group > 0 && (opts->precision != PRECISION_INT8W || opts->keep)) {
         fprintf(stderr, "%s: --int8-group %d needs --precision int8w; allowed with %s: 0\n",
-                argv[0], opts->int8_group, precision_kind_name(opts->precision));
+                argv[0], opts->int8_group, opts->keep ? "keep" : precision_kind_name(opts->precision));
         return -1;
     }
     if (!*in || !*out) {

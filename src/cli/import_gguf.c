@@ -12,7 +12,8 @@
 static void usage(FILE *out) {
     fprintf(
         out,
-        "usage: tripar import-gguf FILE.gguf --out CKPT.h5 [--precision fp32|bf16|int8w]\n"
+        "usage: tripar import-gguf FILE.gguf --out CKPT.h5\n"
+        "                          [--precision fp32|bf16|int8w|q8_0|q4_0|q4_1|keep]\n"
         "                          [--int8-group N]\n"
         "  Converts a llama.cpp GGUF file into a tripar checkpoint, as import-hf does.\n"
         "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama; the Q/K\n"
@@ -23,13 +24,16 @@ static void usage(FILE *out) {
         "  llama-bpe, qwen2 or smollm, stored as tokenizer.json with bos/eos ids,\n"
         "  add_bos_token and the chat template. Refused with exit 2, naming the key or\n"
         "  tensor: another architecture, tokenizer or rope scaling, a missing tensor or one\n"
-        "  whose dims disagree with the metadata, a truncated file.\n" CLI_IMPORT_OPTIONS_USAGE);
+        "  whose dims disagree with the metadata, a truncated file.\n" CLI_IMPORT_OPTIONS_USAGE
+        "  --precision keep  store the weight matrices in the file's own block format (Q8_0,\n"
+        "      Q4_0 or Q4_1, whichever holds most of them): its blocks as they are, no fp32\n"
+        "      copy; matrices in another type are requantised into it, as the summary says.\n");
 }
 
 int import_gguf_main(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
     import_options opts;
-    int rc = cli_import_args(argc, argv, usage, &in, &out, &opts);
+    int rc = cli_import_args(argc, argv, usage, &in, &out, &opts, 1);
     if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
     import_gguf_summary s = {0};
     if (import_gguf_convert(in, out, &opts, &s) != STATUS_OK) {
@@ -43,7 +47,13 @@ int import_gguf_main(int argc, char **argv) {
            "norm eps %g\n  %d tensors (%d quantized); tokenizer: %s; %s; %.1f MB\n",
            in, out, s.arch, cfg->layers, cfg->heads, cfg->embd, cfg->mlp, cfg->vocab, cfg->ctx,
            (double)cfg->ln_eps, s.n_tensors, s.n_quantized, s.has_tokenizer ? "yes" : "no",
-           cli_import_stored(&opts), (double)bytes / 1e6);
+           cli_import_stored(&(import_options){.precision = s.precision,
+                                               .int8_group = opts.int8_group}),
+           (double)bytes / 1e6);
+    if (precision_is_block(s.precision))
+        printf("  %s: %d matrices kept as stored (no fp32 copy), %d requantised%s%s%s\n",
+               precision_kind_name(s.precision), s.n_kept, s.n_requantized,
+               s.n_requantized ? " from " : "", s.requantized, opts.keep ? " (--precision keep)" : "");
     if (arch_is_llama(cfg->arch))
         printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
                cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",

@@ -50,7 +50,7 @@ static void import_summary_print(const char *dir, const char *out, const import_
 int import_hf_main(int argc, char **argv) {
     const char *dir = NULL, *out = NULL;
     import_options opts;
-    int rc = cli_import_args(argc, argv, usage, &dir, &out, &opts);
+    int rc = cli_import_args(argc, argv, usage, &dir, &out, &opts, 0);
     if (rc != 0) return rc > 0 ? TRIPAR_EXIT_OK : TRIPAR_EXIT_USAGE;
     import_hf_summary summary = {0};
     rc = import_hf_convert(dir, out, &opts, &summary);

@@ -15,6 +15,7 @@
 #include "job/job.h"
 #include "job/presets.h"
 #include "analysis/plan_calibrate.h"
+#include "analysis/plan_goodput.h"
 #include "cli/cli.h"
 #include "cli/plan.h"
 
@@ -31,7 +32,9 @@ typedef struct {
     const char *published; /* --validate-published: a folder of published measurements */
     int gpus, batch, prompt, new_tokens, top;
     plan_objective objective;
+    int objective_given;
     double ttft, tpot;
+    double rate, duration; /* --rate, --duration: the arrival stream of goodput; 0 = none */
 } plan_args;
 
 static void plan_usage(FILE *f) {
@@ -48,6 +51,12 @@ static void plan_usage(FILE *f) {
         "                           auto, a preset's: the weights' 16-bit type, else fp32)\n"
         "  --objective latency|throughput|goodput (default latency)\n"
         "  --ttft S --tpot S        SLO targets in seconds (goodput needs at least one)\n"
+        "  --rate R                 requests/s of a Poisson stream: predict each strategy's\n"
+        "                           goodput (requests/s meeting both --ttft and --tpot, which\n"
+        "                           it needs) as tripar's serve loop serves the stream, and\n"
+        "                           rank by it (objective goodput unless --objective is given)\n"
+        "  --duration S             the simulated stream's seconds (default: 2000 requests,\n"
+        "                           2000 / R; arrival seed 1, as bench.arrival_seed)\n"
         "  --calibrate RUN.h5...    per-phase rates from runs recorded with timings: layer\n"
         "                           (the list ends at an option or a file that is not HDF5)\n"
         "  --validate RUN.h5...     predict each run from the others' calibration (leave one\n"
@@ -68,6 +77,10 @@ static int parse_int(const char *s, int lo, int *out) {
     *out = (int)v;
     return 0;
 }
+
+/* The plan's stream: this many requests expected unless --duration says otherwise, enough
+ * for stable p90s and few enough to simulate every strategy in milliseconds. */
+#define PLAN_STREAM_REQUESTS 2000.0
 
 static int parse_seconds(const char *s, double *out) {
     char *end;
@@ -159,11 +172,19 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
             bad = parse_int(v, 1, &a->new_tokens);
         else if (!strcmp(o, "--top"))
             bad = parse_int(v, 1, &a->top);
-        else if (!strcmp(o, "--ttft"))
-            bad = parse_seconds(v, &a->ttft);
-        else if (!strcmp(o, "--tpot"))
-            bad = parse_seconds(v, &a->tpot);
-        else if (!strcmp(o, "--objective")) {
+        else if (!strcmp(o, "--ttft") || !strcmp(o, "--tpot") || !strcmp(o, "--rate") ||
+                 !strcmp(o, "--duration")) {
+            double *to = o[2] == 'r' ? &a->rate : o[2] == 'd' ? &a->duration
+                         : o[3] == 't'                      ? &a->ttft
+                                                            : &a->tpot;
+            if (parse_seconds(v, to)) {
+                fprintf(stderr, "tripar plan: %s %s is not allowed; allowed: a number > 0 and at "
+                                "most 1e9 (%s)\n",
+                        o, v, o[2] == 'r' ? "requests per second" : "seconds");
+                return -1;
+            }
+        } else if (!strcmp(o, "--objective")) {
+            a->objective_given = 1;
             if (!strcmp(v, "latency"))
                 a->objective = PLAN_OBJ_LATENCY;
             else if (!strcmp(v, "throughput"))
@@ -191,9 +212,11 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
         return -1;
     }
     if (a->published) return 0;
-    if (a->n_validations && (a->job_path || a->preset || a->n_calibrations)) {
+    if (a->n_validations && (a->job_path || a->preset || a->n_calibrations || a->rate > 0)) {
         fprintf(stderr, "tripar plan: --validate takes its models and calibration from the runs "
-                        "it names; give no job file, --preset or --calibrate with it\n");
+                        "it names, and each arrival stream from its run; give no job file, "
+                        "--preset, --calibrate or --rate with it (--ttft and --tpot set the "
+                        "goodput's targets)\n");
         return -1;
     }
     if (!a->n_validations && a->job_path && a->preset) {
@@ -211,6 +234,20 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
         fprintf(stderr, "tripar plan: --cluster CLUSTER.yaml is required (data/clusters/)\n");
         return -1;
     }
+    if (a->duration > 0 && a->rate == 0) {
+        fprintf(stderr, "tripar plan: --duration is the length of --rate's stream; give --rate "
+                        "R with it\n");
+        return -1;
+    }
+    if (a->rate > 0 && (a->ttft == 0 || a->tpot == 0)) {
+        fprintf(stderr, "tripar plan: --rate needs both targets, --ttft S and --tpot S (seconds > "
+                        "0): goodput counts the requests meeting both; missing: %s%s%s\n",
+                a->ttft == 0 ? "--ttft" : "", a->ttft == 0 && a->tpot == 0 ? " and " : "",
+                a->tpot == 0 ? "--tpot" : "");
+        return -1;
+    }
+    if (a->rate > 0 && !a->objective_given) a->objective = PLAN_OBJ_GOODPUT;
+    if (a->rate > 0 && a->duration == 0) a->duration = PLAN_STREAM_REQUESTS / a->rate;
     if (a->objective == PLAN_OBJ_GOODPUT && a->ttft == 0 && a->tpot == 0) {
         fprintf(stderr, "tripar plan: --objective goodput needs --ttft S and/or --tpot S\n");
         return -1;
@@ -335,6 +372,8 @@ static int plan_validate_to(const plan_args *a, const plan_cluster *c) {
     int n = a->n_validations;
     int rc = c ? plan_validate(out, c, a->validations, n)
                : plan_validate_published(out, a->published, &n);
+    if (c && rc == STATUS_OK)
+        rc = plan_validate_streams(out, c, a->validations, n, a->ttft, a->tpot);
     if (a->out && fclose(out) != 0 && rc == STATUS_OK) {
         error_set("cannot write %s", a->out);
         rc = STATUS_BAD_INPUT;
@@ -376,6 +415,10 @@ static int plan_run(const plan_args *a) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     plan_prediction *list = NULL;
     int n = plan_enumerate(&m, &w, &c, &rates, gpus, &list);
+    /* the stream through each strategy that fits, as tripar's serve loop would serve it */
+    const plan_load load = {a->rate, a->duration, 1, a->ttft, a->tpot};
+    for (int i = 0; a->rate > 0 && i < n; i++)
+        if (list[i].fits) plan_goodput_predict(&m, &w, &c, &rates, &list[i].s, &load, &list[i].served);
     plan_summary q = {.model_name = a->preset ? a->preset : a->job_path,
                       .cluster_path = a->cluster,
                       .w = w,
@@ -383,6 +426,8 @@ static int plan_run(const plan_args *a) {
                       .objective = a->objective,
                       .ttft_slo = a->ttft,
                       .tpot_slo = a->tpot,
+                      .rate = a->rate,
+                      .stream_seconds = a->duration,
                       .n_calibrations = a->n_calibrations,
                       .precision = m.weight_dtype,
                       .precision_why = precision_why,

@@ -18,13 +18,15 @@ static void strategy_label(const plan_strategy *s, char *buf, size_t len) {
 /* Whether b repeats a's strategy with every figure the table shows the same: an order that
  * puts the ranks on the cores alike (every order is planned on a time-shared node). */
 static int same_row(const plan_prediction *a, const plan_prediction *b) {
-    const double fa[] = {a->ttft, a->tpot, a->e2e, a->tokens_per_s, a->rank_bytes};
-    const double fb[] = {b->ttft, b->tpot, b->e2e, b->tokens_per_s, b->rank_bytes};
+    const double fa[] = {a->ttft, a->tpot, a->e2e, a->tokens_per_s, a->rank_bytes,
+                         a->served.goodput, a->served.ttft_p90};
+    const double fb[] = {b->ttft, b->tpot, b->e2e, b->tokens_per_s, b->rank_bytes,
+                         b->served.goodput, b->served.ttft_p90};
     if (a->s.dp != b->s.dp || a->s.tp != b->s.tp || a->s.pp != b->s.pp ||
         a->s.microbatches != b->s.microbatches || a->s.overlap != b->s.overlap ||
         a->fits != b->fits)
         return 0;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 7; k++)
         if (fabs(fa[k] - fb[k]) > 1e-12 * fmax(fabs(fa[k]), fabs(fb[k]))) return 0;
     return 1;
 }
@@ -41,6 +43,10 @@ static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
             q->w.new_tokens, plan_objective_name(q->objective));
     if (q->ttft_slo > 0) fprintf(out, ", TTFT <= %g s", q->ttft_slo);
     if (q->tpot_slo > 0) fprintf(out, ", TPOT <= %g s", q->tpot_slo);
+    if (q->rate > 0)
+        fprintf(out, "\nstream: %g requests/s, Poisson, for %g s (seed 1), served as tripar's serve "
+                     "loop serves it; goodput = requests/s meeting both targets",
+                q->rate, q->stream_seconds);
     /* a GPU cluster's efficiency models price what no calibration run measured */
     fprintf(out, "\nrates: %s",
             q->n_calibrations && c->gpu.given
@@ -56,9 +62,10 @@ static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
     fprintf(out, "\nprecision: %s weights (%s)\nkv cache: %s (%s)\n\n",
             precision_kind_name(q->precision), q->precision_why, kv_dtype_kind_name(q->kv_dtype),
             q->kv_dtype_why);
-    fprintf(out, "%7s  %-14s %3s %3s %-11s %10s %10s %10s %11s %9s %8s  %s\n", "rank", "strategy",
-            "mb", "ovl", "order", "TTFT ms", "TPOT ms", "E2E ms", "tokens/s", "req/s", "GiB/rank",
-            "why");
+    fprintf(out, "%7s  %-14s %3s %3s %-11s %10s %10s %10s %11s %9s %8s", "rank", "strategy", "mb",
+            "ovl", "order", "TTFT ms", "TPOT ms", "E2E ms", "tokens/s", "req/s", "GiB/rank");
+    if (q->rate > 0) fprintf(out, " %9s %6s %11s", "goodput", "met %", "p90 TTFT ms");
+    fprintf(out, "  why\n");
     int i = 0, rows = 0, merged = 0;
     for (; i < n && rows < top; rows++) {
         int j = i + 1;
@@ -76,11 +83,16 @@ static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
             snprintf(order, sizeof order, "%s", plan_order_names[p[i].s.order]);
         }
         const int slo_miss = (q->ttft_slo > 0 || q->tpot_slo > 0) && !plan_meets_slo(q, &p[i]);
-        fprintf(out, "%7s  %-14s %3d %3s %-11s %10.3f %10.3f %10.3f %11.1f %9.3f %8.2f  %s%s\n",
-                ranks, label, p[i].s.microbatches, p[i].s.overlap ? "on" : "off", order,
-                1e3 * p[i].ttft, 1e3 * p[i].tpot, 1e3 * p[i].e2e, p[i].tokens_per_s,
-                p[i].requests_per_s, p[i].rank_bytes / GIB, slo_miss ? "misses the SLO; " : "",
-                why);
+        fprintf(out, "%7s  %-14s %3d %3s %-11s %10.3f %10.3f %10.3f %11.1f %9.3f %8.2f", ranks,
+                label, p[i].s.microbatches, p[i].s.overlap ? "on" : "off", order, 1e3 * p[i].ttft,
+                1e3 * p[i].tpot, 1e3 * p[i].e2e, p[i].tokens_per_s, p[i].requests_per_s,
+                p[i].rank_bytes / GIB);
+        /* under a stream the SLO is met request by request: the goodput says how often */
+        if (q->rate > 0)
+            fprintf(out, " %9.3f %6.1f %11.3f  %s\n", p[i].served.goodput,
+                    100 * p[i].served.attainment, 1e3 * p[i].served.ttft_p90, why);
+        else
+            fprintf(out, "  %s%s\n", slo_miss ? "misses the SLO; " : "", why);
         i = j;
     }
     int fitting = 0;
@@ -163,6 +175,30 @@ static const column COLUMNS[] = {
 };
 enum { N_COLUMNS = sizeof COLUMNS / sizeof COLUMNS[0] };
 
+/* Under --rate (plan_served): appended to CSV's columns, JSON's `served` object. */
+#define COL_SERVED(field)                                                                          \
+    static double get_served_##field(const plan_prediction *p) { return p->served.field; }
+COL_SERVED(goodput)
+COL_SERVED(attainment)
+COL_SERVED(ttft_p50)
+COL_SERVED(ttft_p90)
+COL_SERVED(tpot_p50)
+COL_SERVED(tpot_p90)
+COL_SERVED(mean_batch)
+COL_SERVED(capacity)
+static double get_served_arrived(const plan_prediction *p) { return (double)p->served.arrived; }
+static double get_served_served(const plan_prediction *p) { return (double)p->served.served; }
+static double get_served_met(const plan_prediction *p) { return (double)p->served.met; }
+static const column SERVED_COLUMNS[] = {
+    {"goodput_rps", 0, get_served_goodput},   {"slo_attainment", 0, get_served_attainment},
+    {"load_ttft_p50_s", 0, get_served_ttft_p50}, {"load_ttft_p90_s", 0, get_served_ttft_p90},
+    {"load_tpot_p50_s", 0, get_served_tpot_p50}, {"load_tpot_p90_s", 0, get_served_tpot_p90},
+    {"mean_batch", 0, get_served_mean_batch}, {"capacity_rps", 0, get_served_capacity},
+    {"arrived", 1, get_served_arrived},       {"served", 1, get_served_served},
+    {"met", 1, get_served_met},
+};
+enum { N_SERVED_COLUMNS = sizeof SERVED_COLUMNS / sizeof SERVED_COLUMNS[0] };
+
 static void csv_quoted(FILE *out, const char *s) {
     fputc('"', out);
     for (; *s; s++) {
@@ -177,7 +213,10 @@ static void write_csv(FILE *out, const plan_summary *q, const plan_cluster *c,
     fprintf(out, "rank,order");
     for (int k = 0; k < N_COLUMNS; k++)
         fprintf(out, ",%s", COLUMNS[k].name);
-    fprintf(out, ",tp_algorithm,meets_slo,reason\n");
+    fprintf(out, ",tp_algorithm,meets_slo,reason");
+    for (int k = 0; q->rate > 0 && k < N_SERVED_COLUMNS; k++)
+        fprintf(out, ",%s", SERVED_COLUMNS[k].name);
+    fputc('\n', out);
     for (int i = 0; i < n; i++) {
         char why[160];
         plan_reason(&p[i], c, why, sizeof why);
@@ -194,6 +233,8 @@ static void write_csv(FILE *out, const plan_summary *q, const plan_cluster *c,
                 plan_collective_label(p[i].tp_algo, p[i].tp_proto, algo, sizeof algo),
                 plan_meets_slo(q, &p[i]));
         csv_quoted(out, why);
+        for (int k = 0; q->rate > 0 && k < N_SERVED_COLUMNS; k++)
+            fprintf(out, SERVED_COLUMNS[k].is_int ? ",%.0f" : ",%.9g", SERVED_COLUMNS[k].get(&p[i]));
         fputc('\n', out);
     }
 }
@@ -246,6 +287,9 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
     json_object_set_new(root, "objective", json_string(plan_objective_name(q->objective)));
     json_object_set_new(root, "ttft_slo_s", q->ttft_slo > 0 ? json_real(q->ttft_slo) : json_null());
     json_object_set_new(root, "tpot_slo_s", q->tpot_slo > 0 ? json_real(q->tpot_slo) : json_null());
+    json_object_set_new(root, "rate_rps", q->rate > 0 ? json_real(q->rate) : json_null());
+    json_object_set_new(root, "stream_seconds",
+                        q->rate > 0 ? json_real(q->stream_seconds) : json_null());
     json_object_set_new(root, "calibrated", json_boolean(q->n_calibrations > 0));
     json_object_set_new(root, "plan_seconds", json_real(q->seconds));
     for (int i = 0; i < n; i++) {
@@ -267,6 +311,16 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
             json_string(plan_collective_label(p[i].tp_algo, p[i].tp_proto, algo, sizeof algo)));
         json_object_set_new(row, "meets_slo", json_boolean(plan_meets_slo(q, &p[i])));
         json_object_set_new(row, "reason", json_string(why));
+        if (q->rate > 0) { /* CSV's appended columns, as one object */
+            json_t *served = json_object();
+            for (int k = 0; k < N_SERVED_COLUMNS; k++) {
+                const double v = SERVED_COLUMNS[k].get(&p[i]);
+                json_object_set_new(served, SERVED_COLUMNS[k].name,
+                                    SERVED_COLUMNS[k].is_int ? json_integer((json_int_t)v)
+                                                             : json_real(v));
+            }
+            json_object_set_new(row, "served", served);
+        }
         json_array_append_new(list, row);
     }
     json_object_set_new(root, "strategies", list);

@@ -53,7 +53,7 @@ static int checkpoint_is_regular(const job *j) {
     return 0;
 }
 
-/* A checkpoint stored in bf16 or int8w gives model.precision (and int8w's model.int8_group)
+/* A checkpoint stored in bf16, int8w or a block format gives model.precision (and int8w's model.int8_group)
  * when the job leaves them out, and refuses a precision it cannot load into, naming the key
  * (docs/checkpoint.md, "Stored precision"). */
 static int adopt_checkpoint_precision(job *j, const checkpoint_storage *st) {
@@ -71,6 +71,12 @@ static int adopt_checkpoint_precision(job *j, const checkpoint_storage *st) {
                   "scale int8 weights per row; allowed with cuda: a checkpoint imported with "
                   "--int8-group 0, or backend.kind: cpu",
                   j->checkpoint, cfg.int8_group);
+        key = "backend.kind";
+    }
+    if (!key && j->backend == BACKEND_CUDA && precision_is_block(j->precision)) {
+        error_set("model.precision = %s (the checkpoint %s stores its blocks) has kernels on the "
+                  "cpu backend only; allowed with it: backend.kind: cpu",
+                  precision_kind_name(j->precision), j->checkpoint);
         key = "backend.kind";
     }
     if (!key) return STATUS_OK;

@@ -149,6 +149,8 @@ static void print_weights_line(const model_config *cfg, const model *mo, const j
                head,
                j->precision == PRECISION_BF16 && j->backend == BACKEND_CPU
                    ? "; activations rounded to bf16 at each product"
+               : precision_is_block(j->precision)
+                   ? " (ggml's blocks of 32); activations in int8 blocks of 32 at each product"
                    : "");
         return;
     }
@@ -310,7 +312,7 @@ static void roofline_finish(run_context *rc) {
                                     (!strcmp(t->name, "wte") && !t->is_matrix && head_elsewhere);
             if (lookup_only) continue;
             const double elems = (double)tensor_global_elems(t);
-            model_bytes += elems * (t->is_matrix ? (double)dtype_size(m->weight_dtype) : 4.0);
+            model_bytes += (t->is_matrix ? (double)dtype_bytes(m->weight_dtype, (size_t)elems) : elems * 4.0);
             if (t->is_matrix && m->weight_dtype == DTYPE_INT8) {
                 const double k = (double)t->global_shape[t->ndims - 1];
                 const int group = m->int8[t->input].group;

@@ -14,7 +14,7 @@ static weight_view layer_matrix(const model *m, const void *base, const float *s
     const int8_layout q = m->int8[input];
     weight_view v = {.type = m->weight_dtype, .group = q.group, .act_block = q.act_block};
     if (!base) return v; /* a tensor this model lacks: the dense MLP of a mixture of experts */
-    v.data = (const char *)base + (size_t)l * rows * cols * dtype_size(m->weight_dtype);
+    v.data = (const char *)base + dtype_bytes(m->weight_dtype, (size_t)l * rows * cols);
     const long groups = q.group ? (cols + q.group - 1) / q.group : 1;
     if (scale) v.scale = scale + (size_t)l * rows * groups;
     return v;

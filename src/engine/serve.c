@@ -25,6 +25,12 @@ long serve_arrivals(double rate, double duration, uint64_t seed, double *times, 
     return n;
 }
 
+long serve_arrivals_max(double rate, double duration) {
+    const double expected = rate * duration;
+    return expected * 2 + 64 < (double)SERVE_MAX_REQUESTS ? (long)(expected * 2 + 64)
+                                                          : SERVE_MAX_REQUESTS;
+}
+
 static void sleep_seconds(double s) {
     if (s <= 0) return;
     struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
@@ -51,9 +57,7 @@ int serve_run(engine *e, const serve_config *sc, serve_result *r) {
     r->duration = sc->duration;
     r->seed = sc->seed;
 
-    double expected = sc->rate * sc->duration;
-    long max = expected * 2 + 64 < (double)SERVE_MAX_REQUESTS ? (long)(expected * 2 + 64)
-                                                                : SERVE_MAX_REQUESTS;
+    const long max = serve_arrivals_max(sc->rate, sc->duration);
     double *arrival = xcalloc((size_t)max, sizeof(double));
     int64_t n_total = rank == 0 ? serve_arrivals(sc->rate, sc->duration, sc->seed, arrival, max) : 0;
     world->ops->bcast(world->ctx, &n_total, 1, COMM_INT64, 0);

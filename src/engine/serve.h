@@ -33,6 +33,10 @@ typedef struct {
  * ascending times and returns how many. */
 long serve_arrivals(double rate, double duration, uint64_t seed, double *times, long max);
 
+/* Room for the arrivals of a stream: twice those expected plus 64, at most
+ * SERVE_MAX_REQUESTS (the planner's simulation draws the same stream). */
+long serve_arrivals_max(double rate, double duration);
+
 /* The stream: bench.arrival_rate, bench.duration and bench.arrival_seed. */
 typedef struct {
     double rate, duration;

@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "io/h5util.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 #include "parallel/agree.h"
 
 const char *const checkpoint_tensor_names[CHECKPOINT_N_TENSORS] = {
@@ -465,6 +466,9 @@ static int tensor_check(hid_t file, const char *path, const char *name, const mo
     char scale[64];
     checkpoint_scale_name(name, scale, sizeof scale);
     nd = checkpoint_scale_shape(cfg, name, group, want);
+    rc = dataset_check(file, path, scale, DTYPE_F32, nd, want, base, file_size);
+    if (rc != STATUS_OK || st->precision != PRECISION_Q4_1) return rc;
+    checkpoint_min_name(name, scale, sizeof scale); /* q4_1's mins: the scales' shape */
     return dataset_check(file, path, scale, DTYPE_F32, nd, want, base, file_size);
 }
 
@@ -547,6 +551,7 @@ static hid_t file_open_mpio(const char *path, MPI_Comm world, int create) {
 typedef struct {
     hid_t values; /* the dataset, -1 when not open */
     hid_t scales; /* int8: /weights/<name>_scale, else -1 */
+    hid_t mins;   /* q4_1: /weights/<name>_min (the scales' shape), else -1 */
     dtype stored; /* DTYPE_F32, DTYPE_BF16 or DTYPE_INT8 */
     int group;    /* int8: weight columns per scale, 0 per row */
 } stored_tensor;
@@ -564,6 +569,8 @@ static int stored_unloadable(const model *m, const tensor_desc *t, const stored_
     const dtype held = held_dtype(m, t);
     if (s->stored == DTYPE_F32 || (s->stored == DTYPE_BF16 && held == DTYPE_F32)) return 0;
     if (s->stored == held && (held != DTYPE_INT8 || s->group == m->int8[t->input].group)) return 0;
+    /* a block format's planes (checkpoint_storage_refusal matched the precisions) */
+    if (s->stored == DTYPE_INT8 && s->group == QBLOCK && dtype_is_block(held)) return 0;
     if (s->stored == held)
         error_set("%s: tensor '%s' is stored with int8 scales per %d columns, but this load "
                   "scales it per %d (0: per row)",
@@ -587,7 +594,7 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
     const char *const *names = NULL;
     const int n_names = checkpoint_tensor_list(&m->cfg, &names);
     for (int i = 0; i < CHECKPOINT_N_TENSORS; i++)
-        tensors[i] = (stored_tensor){.values = -1, .scales = -1};
+        tensors[i] = (stored_tensor){.values = -1, .scales = -1, .mins = -1};
     for (int i = 0; i < n_names; i++) {
         const char *name = names[i];
         stored_tensor *s = &tensors[i];
@@ -601,17 +608,27 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
             H5E_BEGIN_TRY { s->scales = H5Dopen2(file, link, H5P_DEFAULT); }
             H5E_END_TRY;
         }
+        const int has_mins = s->stored == DTYPE_INT8 && st->precision == PRECISION_Q4_1;
+        if (has_mins) {
+            snprintf(link, sizeof link, "/weights/%s%s", name, CHECKPOINT_MIN_SUFFIX);
+            H5E_BEGIN_TRY { s->mins = H5Dopen2(file, link, H5P_DEFAULT); }
+            H5E_END_TRY;
+        }
         const tensor_desc *t = model_find_tensor(m, name);
-        if (s->values < 0 || (s->stored == DTYPE_INT8 && s->scales < 0)) {
+        if (s->values < 0 || (s->stored == DTYPE_INT8 && s->scales < 0) ||
+            (has_mins && s->mins < 0)) {
             if (!bad)
                 error_set("%s: tensor '%s%s' is missing", path, name,
-                          s->values < 0 ? "" : CHECKPOINT_SCALE_SUFFIX);
+                          s->values < 0   ? ""
+                          : s->scales < 0 ? CHECKPOINT_SCALE_SUFFIX
+                                          : CHECKPOINT_MIN_SUFFIX);
             bad = 1;
             continue;
         }
-        /* a tensor is checked when its values and (int8) its scales both are */
+        /* a tensor is checked when its values and (int8) its scales and mins all are */
         *unchecked += !checkpoint_dataset_checksummed(s->values) ||
-                      (s->scales >= 0 && !checkpoint_dataset_checksummed(s->scales));
+                      (s->scales >= 0 && !checkpoint_dataset_checksummed(s->scales)) ||
+                      (s->mins >= 0 && !checkpoint_dataset_checksummed(s->mins));
         if (!t) continue;
         hid_t space = H5Dget_space(s->values);
         hsize_t dims[H5S_MAX_RANK];
@@ -633,6 +650,7 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
     for (int i = 0; i < n_names; i++) {
         if (tensors[i].values >= 0) H5Dclose(tensors[i].values);
         if (tensors[i].scales >= 0) H5Dclose(tensors[i].scales);
+        if (tensors[i].mins >= 0) H5Dclose(tensors[i].mins);
     }
     return STATUS_BAD_INPUT;
 }
@@ -804,7 +822,9 @@ static void read_plans_make(const model *m, const stored_tensor *tensors, int n_
             /* bf16 widened to f32 needs the f32 values beside the stored ones */
             if (s->stored == DTYPE_BF16 && held_dtype(m, t) == DTYPE_F32)
                 p->entry_bytes += (size_t)inner * sizeof(float);
-            if (s->stored == DTYPE_INT8) p->entry_scales = tensor_scale_count(m, t) / n0;
+            /* q4_1's mins follow its scales in the same staging */
+            if (s->stored == DTYPE_INT8)
+                p->entry_scales = tensor_scale_count(m, t) / n0 * (s->mins >= 0 ? 2 : 1);
             const long fit = chunk / (long)p->entry_bytes;
             long per = fit < 1 ? 1 : fit;
             /* a repeated run (an expert-parallel rank's experts of each layer): parts no longer
@@ -832,7 +852,7 @@ static void part_store(model *m, const backend *be, const tensor_desc *t, const 
     const long n = tensor_local_elems(&part.d);
     /* every TP rank of a stage holds the same rows and parts, so the TP collectives inside
      * model_store_tensor line up */
-    if (s->stored != DTYPE_F32 && s->stored == held_dtype(m, t)) {
+    if (s->stored != DTYPE_F32 && (s->stored == held_dtype(m, t) || dtype_is_block(held_dtype(m, t)))) {
         model_store_tensor_stored(m, be, &part.d, staging, scales);
         return;
     }
@@ -877,6 +897,9 @@ static int part_read(model *m, const backend *be, const tensor_desc *t, const st
         const long ns = n > 0 ? tensor_local_elems(&sd) : 0;
         shard_transfer(s->scales, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, world, scales, 0,
                        err);
+        if (s->mins >= 0) /* model_store_tensor_stored takes them after the scales */
+            shard_transfer(s->mins, n > 0 ? &sd : NULL, ns, H5T_NATIVE_FLOAT, xfer, world,
+                           scales + ns, 0, err);
     }
     if (agree_any_bad(world, err->kind != CHECKPOINT_READ_OK)) return 1;
     if (n > 0) part_store(m, be, t, s, first, count, staging, scales, tp);
@@ -918,6 +941,7 @@ static int weights_read_shards(model *m, const backend *be,
                 part_read(m, be, t, s, &plans[i], k, mem, xfer, world, staging, scales, tp, &err);
         H5Dclose(s->values);
         if (s->scales >= 0) H5Dclose(s->scales);
+        if (s->mins >= 0) H5Dclose(s->mins);
         if (failed) {
             read_failure_report(&err, path, names[i], world);
             rc = STATUS_BAD_INPUT;

@@ -41,12 +41,14 @@ int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shap
  * in /weights/<name>_scale; vectors and the embedding float32). Root attributes precision,
  * int8_group and quantize_head; files without them (format_version 1) are fp32. */
 typedef struct {
-    precision_kind precision; /* PRECISION_FP32, PRECISION_BF16 or PRECISION_INT8W */
+    precision_kind precision; /* fp32, bf16, int8w, or a block format (q8_0, q4_0, q4_1) */
     int int8_group;           /* int8w: the model.int8_group its scales were made for */
     int quantize_head;        /* an untied head_w stored in precision (1) or float32 (0) */
 } checkpoint_storage;
 
 #define CHECKPOINT_SCALE_SUFFIX "_scale"
+/* q4_1's block mins, float32 beside the scales (docs/checkpoint.md, "Stored precision"). */
+#define CHECKPOINT_MIN_SUFFIX "_min"
 
 /* The precisions a checkpoint is stored in ("fp32, bf16, int8w"), and one by name (0, or -1
  * when the name is none of them). */
@@ -60,7 +62,9 @@ checkpoint_storage checkpoint_storage_for(const model_config *cfg, precision_kin
 
 /* The dtype /weights/<name> is stored in under st (DTYPE_F32, DTYPE_BF16 or DTYPE_INT8) and,
  * for int8, its weight columns per scale in *group (0: one per row; group may be NULL). The
- * engine's own size table decides, so a load in st's precision takes the values as stored. */
+ * engine's own size table decides, so a load in st's precision takes the values as stored.
+ * A block format's matrices are stored as int8 quants with a scale per 32 columns (group 32):
+ * qblocks_unpack's planes, packed back into blocks at load. */
 dtype checkpoint_tensor_dtype(const model_config *cfg, const checkpoint_storage *st,
                               const char *name, int *group);
 
@@ -68,6 +72,7 @@ dtype checkpoint_tensor_dtype(const model_config *cfg, const checkpoint_storage 
  * the weight's shape less its columns (group 0), or with ceil(columns / group) of them. */
 int checkpoint_scale_shape(const model_config *cfg, const char *name, int group, long shape[3]);
 void checkpoint_scale_name(const char *name, char *out, size_t len);
+void checkpoint_min_name(const char *name, char *out, size_t len);
 
 /* The HDF5 file type of a stored dtype (caller closes): float32, int8, or bf16 as a 16-bit
  * HDF5 float with 8 exponent bits; and whether a dataset's type is that one. */

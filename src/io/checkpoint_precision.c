@@ -7,12 +7,14 @@
 #include "base/check.h"
 #include "io/checkpoint.h"
 #include "io/h5util.h"
+#include "kernels/quant_blocks.h"
 
 /* The precisions a checkpoint may be stored in, as `import --precision` and the `precision`
  * attribute name them. */
-static const precision_kind storable[] = {PRECISION_FP32, PRECISION_BF16, PRECISION_INT8W};
+static const precision_kind storable[] = {PRECISION_FP32, PRECISION_BF16, PRECISION_INT8W,
+                                          PRECISION_Q8_0, PRECISION_Q4_0, PRECISION_Q4_1};
 
-const char *checkpoint_precision_names(void) { return "fp32, bf16, int8w"; }
+const char *checkpoint_precision_names(void) { return "fp32, bf16, int8w, q8_0, q4_0, q4_1"; }
 
 int checkpoint_precision_parse(const char *name, precision_kind *p) {
     for (size_t i = 0; i < sizeof storable / sizeof storable[0]; i++)
@@ -85,13 +87,19 @@ dtype checkpoint_tensor_dtype(const model_config *cfg, const checkpoint_storage 
         if (strcmp(t->name, name) != 0) continue; /* the first: wte itself, never its copy */
         if (!t->is_matrix) return DTYPE_F32;
         if (group && wtype == DTYPE_INT8) *group = m.int8[t->input].group;
-        return wtype;
+        if (!dtype_is_block(wtype)) return wtype;
+        if (group) *group = QBLOCK; /* the planes of qblocks_unpack */
+        return DTYPE_INT8;
     }
     return DTYPE_F32;
 }
 
 void checkpoint_scale_name(const char *name, char *out, size_t len) {
     snprintf(out, len, "%s%s", name, CHECKPOINT_SCALE_SUFFIX);
+}
+
+void checkpoint_min_name(const char *name, char *out, size_t len) {
+    snprintf(out, len, "%s%s", name, CHECKPOINT_MIN_SUFFIX);
 }
 
 hid_t checkpoint_h5_type(dtype t) {
@@ -109,7 +117,10 @@ hid_t checkpoint_h5_type(dtype t) {
         return b;
     }
     case DTYPE_F16:
-    case DTYPE_F32: break;
+    case DTYPE_F32:
+    case DTYPE_Q8_0: /* stored as int8 quants and float32 scales (docs/checkpoint.md) */
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1: break;
     }
     return H5Tcopy(H5T_IEEE_F32LE);
 }
@@ -137,6 +148,13 @@ const char *checkpoint_storage_refusal(const checkpoint_storage *st, precision_k
                   "allowed with it: bf16 (as stored) or fp32 (widened exactly). For %s, import "
                   "the source again with --precision %s",
                   want, path, want, again);
+        return "model.precision";
+    }
+    if (precision_is_block(st->precision) && p != st->precision) {
+        error_set("model.precision = %s, but the checkpoint %s stores %s blocks; allowed with "
+                  "it: %s (blocks are not requantised or widened back). For %s, import the "
+                  "source again with --precision %s",
+                  want, path, s, s, want, again);
         return "model.precision";
     }
     if (st->precision == PRECISION_INT8W && p != PRECISION_INT8W) {

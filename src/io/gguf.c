@@ -380,6 +380,16 @@ const gguf_tensor *gguf_tensor_find(const gguf *g, const char *name) {
 }
 
 /* About a megabyte of whole blocks at a time, so memory stays bounded whatever the tensor. */
+status gguf_tensor_read_raw(gguf *g, const gguf_tensor *t, void *out) {
+    const uint64_t at = g->data_start + t->offset;
+    if (fseeko(g->fp, (off_t)at, SEEK_SET) != 0 || fread(out, 1, (size_t)t->bytes, g->fp) != t->bytes) {
+        error_set("%s: tensor '%s': cannot read %" PRIu64 " bytes at offset %" PRIu64
+                  " (truncated?)", g->path, t->name, t->bytes, at);
+        return STATUS_BAD_INPUT;
+    }
+    return STATUS_OK;
+}
+
 status gguf_tensor_read_f32(gguf *g, const gguf_tensor *t, float *out) {
     const gguf_qtype *q = gguf_qtype_get(t->type);
     uint64_t blocks = t->elems / q->block_elems;

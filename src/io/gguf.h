@@ -80,6 +80,8 @@ void gguf_close(gguf *g);
 /* Reads t's bytes from the file in bounded chunks and dequantizes them into out
  * (t->elems floats). STATUS_BAD_INPUT when the file is shorter than its header said. */
 status gguf_tensor_read_f32(gguf *g, const gguf_tensor *t, float *out);
+/* The tensor's bytes as the file stores them (t->bytes: ggml's blocks, row after row). */
+status gguf_tensor_read_raw(gguf *g, const gguf_tensor *t, void *out);
 
 const gguf_tensor *gguf_tensor_find(const gguf *g, const char *name);
 const gguf_kv *gguf_kv_find(const gguf *g, const char *key);

@@ -60,10 +60,47 @@ static int gguf_plan_validate(const gguf *g, const gguf_plan_tensor *list, int n
     return STATUS_OK;
 }
 
-/* Reads, dequantizes and un-permutes one tensor, and stores it through the writer. */
+/* tripar's dtype of a ggml block type it holds as stored (kernels/quant_blocks.h), else
+ * DTYPE_F32. */
+static dtype gguf_block_dtype(uint32_t type) {
+    switch (type) {
+    case GGML_TYPE_Q8_0: return DTYPE_Q8_0;
+    case GGML_TYPE_Q4_0: return DTYPE_Q4_0;
+    case GGML_TYPE_Q4_1: return DTYPE_Q4_1;
+    default: return DTYPE_F32;
+    }
+}
+
+/* A matrix already in the storage's block format: its blocks, rows un-permuted whole (a row
+ * is whole blocks), to the writer as they are. */
+static int gguf_tensor_keep(gguf *g, const gguf_tensor *t, const gguf_plan_tensor *p,
+                            const model_config *cfg, import_writer *w) {
+    uint8_t *blocks = xmalloc((size_t)t->bytes);
+    int rc = gguf_tensor_read_raw(g, t, blocks);
+    if (rc == STATUS_OK && p->unpermute_heads > 0) {
+        const long hd = model_head_dim(cfg);
+        const size_t row = (size_t)t->bytes / (size_t)(p->ndims == 2 ? p->rows : 1);
+        void *tmp = xmalloc((size_t)hd * row);
+        gguf_rows_unpermute(blocks, tmp, p->unpermute_heads, hd, row);
+        free(tmp);
+    }
+    if (rc == STATUS_OK)
+        import_writer_put_blocks(w, p->dst, p->layer, p->row_offset, p->ndims, p->rows, p->cols,
+                                 gguf_block_dtype(t->type), blocks);
+    free(blocks);
+    return rc;
+}
+
+/* Reads, dequantizes and un-permutes one tensor, and stores it through the writer; a matrix
+ * whose blocks are the storage's own format is kept as stored (gguf_tensor_keep). */
 static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_config *cfg,
-                               import_writer *w) {
+                               import_writer *w, int *kept) {
     const gguf_tensor *t = gguf_tensor_find(g, p->name);
+    if (gguf_block_dtype(t->type) == model_weight_dtype(w->st.precision) &&
+        import_writer_takes_blocks(w, p->dst)) {
+        ++*kept;
+        return gguf_tensor_keep(g, t, p, cfg, w);
+    }
     float *a = xmalloc(t->elems * sizeof(float));
     int rc = gguf_tensor_read_f32(g, t, a);
     for (uint64_t i = 0; rc == STATUS_OK && i < t->elems; i++)
@@ -76,7 +113,7 @@ static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_c
     if (rc == STATUS_OK && p->unpermute_heads > 0) {
         const long hd = model_head_dim(cfg);
         float *tmp = xmalloc((size_t)(hd * p->cols) * sizeof(float));
-        gguf_rows_unpermute(a, tmp, p->unpermute_heads, hd, p->cols);
+        gguf_rows_unpermute(a, tmp, p->unpermute_heads, hd, (size_t)p->cols * sizeof(float));
         free(tmp);
     }
     if (rc == STATUS_OK)
@@ -86,14 +123,61 @@ static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_c
 }
 
 static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n, const model_config *cfg,
-                              hid_t file, const import_options *o) {
+                              hid_t file, const import_options *o, int *kept) {
     import_writer w;
     import_writer_open(&w, file, cfg, o);
     int rc = STATUS_OK;
     for (int k = 0; k < n && rc == STATUS_OK; k++)
-        rc = gguf_tensor_convert(g, &list[k], cfg, &w);
+        rc = gguf_tensor_convert(g, &list[k], cfg, &w, kept);
     import_writer_close(&w);
     return rc;
+}
+
+/* --precision keep: the block format holding most of the matrices' weights. A file whose
+ * matrices hold none is refused, naming their types. */
+static int gguf_keep_choose(const gguf *g, const gguf_plan_tensor *list, int n,
+                            import_gguf_summary *s, precision_kind *p) {
+    static const precision_kind kinds[] = {PRECISION_Q8_0, PRECISION_Q4_0, PRECISION_Q4_1};
+    const checkpoint_storage q8 = checkpoint_storage_for(&s->cfg, PRECISION_Q8_0, 0);
+    double weights[3] = {0, 0, 0};
+    char types[256] = "";
+    for (int k = 0; k < n; k++) {
+        if (checkpoint_tensor_dtype(&s->cfg, &q8, list[k].dst, NULL) != DTYPE_INT8) continue;
+        const gguf_tensor *t = gguf_tensor_find(g, list[k].name);
+        const char *name = gguf_qtype_get(t->type)->name;
+        for (int i = 0; i < 3; i++)
+            if (gguf_block_dtype(t->type) == model_weight_dtype(kinds[i])) weights[i] += (double)t->elems;
+        if (!strstr(types, name))
+            snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", types[0] ? ", " : "", name);
+    }
+    int best = 0;
+    for (int i = 1; i < 3; i++)
+        if (weights[i] > weights[best]) best = i;
+    if (weights[best] == 0) {
+        error_set("%s: --precision keep keeps Q8_0, Q4_0 or Q4_1 blocks, and the weight "
+                  "matrices here are %s; allowed for this file: --precision %s",
+                  g->path, types, checkpoint_precision_names());
+        return STATUS_BAD_INPUT;
+    }
+    *p = kinds[best];
+    return STATUS_OK;
+}
+
+/* The matrices a block format p cannot keep as stored (another GGUF type), and their types. */
+static void gguf_requantized_note(const gguf *g, const gguf_plan_tensor *list, int n,
+                                  import_gguf_summary *s, precision_kind p) {
+    const checkpoint_storage q8 = checkpoint_storage_for(&s->cfg, PRECISION_Q8_0, 0);
+    for (int k = 0; k < n; k++) {
+        if (checkpoint_tensor_dtype(&s->cfg, &q8, list[k].dst, NULL) != DTYPE_INT8) continue;
+        const gguf_tensor *t = gguf_tensor_find(g, list[k].name);
+        if (gguf_block_dtype(t->type) == model_weight_dtype(p)) continue;
+        const char *name = gguf_qtype_get(t->type)->name;
+        s->n_requantized++;
+        if (!strstr(s->requantized, name))
+            snprintf(s->requantized + strlen(s->requantized),
+                     sizeof s->requantized - strlen(s->requantized), "%s%s",
+                     s->requantized[0] ? ", " : "", name);
+    }
 }
 
 /* general.architecture picks the reader of the hyperparameters. */
@@ -171,6 +255,12 @@ int import_gguf_convert(const char *path, const char *out, const import_options 
                                         : gguf_llama_tensor_list(&s.cfg, s.arch, list);
         rc = gguf_plan_validate(&g, list, n, &s.cfg, s.arch);
     }
+    import_options opts = *o;
+    if (rc == STATUS_OK && o->keep) rc = gguf_keep_choose(&g, list, n, &s, &opts.precision);
+    if (rc == STATUS_OK) rc = import_precision_fits(&s.cfg, opts.precision);
+    if (rc == STATUS_OK && precision_is_block(opts.precision))
+        gguf_requantized_note(&g, list, n, &s, opts.precision);
+    s.precision = opts.precision;
     char *tok_json = NULL;
     gguf_tokenizer_attrs tok_attrs;
     if (rc == STATUS_OK &&
@@ -181,7 +271,7 @@ int import_gguf_convert(const char *path, const char *out, const import_options 
     if (rc == STATUS_OK) rc = import_checkpoint_create(out, &file);
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &s.cfg);
-        rc = gguf_weights_write(&g, list, n, &s.cfg, file, o);
+        rc = gguf_weights_write(&g, list, n, &s.cfg, file, &opts, &s.n_kept);
         if (rc == STATUS_OK && tok_json) gguf_tokenizer_write(file, tok_json, &tok_attrs);
         H5_CHECK(H5Fclose(file));
         if (rc != STATUS_OK) unlink(out); /* no half-written checkpoint is left behind */

@@ -13,6 +13,10 @@ typedef struct {
     int n_tensors;     /* GGUF tensors converted */
     int n_quantized;   /* of them, stored in a type other than F32, F16, BF16 */
     int has_tokenizer; /* tokenizer.ggml.* stored as /tokenizer/json */
+    precision_kind precision; /* how the matrices were stored (--precision keep's choice) */
+    int n_kept;               /* matrices whose blocks were stored as they are, no fp32 copy */
+    int n_requantized;        /* under keep: matrices of another type, requantised into it */
+    char requantized[64];     /* their GGUF types, e.g. "Q6_K, F16" */
 } import_gguf_summary;
 
 /* Converts the GGUF file path into the checkpoint out, its weights stored as o asks. The metadata,
@@ -20,5 +24,8 @@ typedef struct {
  * written; tensors are then read, dequantized and written one at a time. Returns STATUS_OK with
  * *summary filled, or STATUS_BAD_INPUT with error_message() naming the key or tensor and its value
  * (a tensor found truncated or non-finite while writing removes the partial checkpoint). */
+/* With o->keep, the matrices take the block format (Q8_0, Q4_0 or Q4_1) that holds most of
+ * their weights in the file: those blocks are stored as they are, the others dequantised and
+ * quantised into it; a file with no matrix in those formats is refused. */
 int import_gguf_convert(const char *path, const char *out, const import_options *o,
                         import_gguf_summary *summary);

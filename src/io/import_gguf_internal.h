@@ -42,10 +42,10 @@ void gguf_plan_add(gguf_plan_tensor *out, int *n, const char *dst, int layer, lo
  * 12 * layers + 4). */
 int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_tensor *out);
 
-/* Undoes convert_hf_to_gguf.py's permute() on rows (n_heads * hd rows of cols values): within
- * each head llama.cpp stores HF row j * hd/2 + k at row 2k + j; in gets the HF order back
- * through tmp (the same size). */
-void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long cols);
+/* Undoes convert_hf_to_gguf.py's permute() on rows (n_heads * hd rows of row_bytes bytes: fp32
+ * values, or a row of ggml blocks): within each head llama.cpp stores HF row j * hd/2 + k at
+ * row 2k + j; in gets the HF order back through tmp (the same size). */
+void gguf_rows_unpermute(void *rows, void *tmp, int n_heads, long hd, size_t row_bytes);
 
 /* The GGUF file's tokenizer as the text of a Hugging Face tokenizer.json (malloc'ed), for
  * tokenizer.ggml.model = "gpt2" with tokenizer.ggml.pre in {default, gpt2, llama-bpe, qwen2,

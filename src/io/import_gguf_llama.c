@@ -219,14 +219,15 @@ void gguf_plan_add(gguf_plan_tensor *out, int *n, const char *dst, int layer, lo
     va_end(ap);
 }
 
-void gguf_rows_unpermute(float *rows, float *tmp, int n_heads, long hd, long cols) {
+void gguf_rows_unpermute(void *rows, void *tmp, int n_heads, long hd, size_t row_bytes) {
     const long half = hd / 2;
+    char *t = tmp;
     for (int h = 0; h < n_heads; h++) {
-        float *head = rows + (size_t)h * (size_t)(hd * cols);
+        char *head = (char *)rows + (size_t)h * (size_t)hd * row_bytes;
         for (long j = 0; j < 2; j++)
             for (long k = 0; k < half; k++)
-                memcpy(tmp + (size_t)((j * half + k) * cols), head + (size_t)((2 * k + j) * cols),
-                       (size_t)cols * sizeof(float));
-        memcpy(head, tmp, (size_t)(hd * cols) * sizeof(float));
+                memcpy(t + (size_t)(j * half + k) * row_bytes, head + (size_t)(2 * k + j) * row_bytes,
+                       row_bytes);
+        memcpy(head, t, (size_t)hd * row_bytes);
     }
 }

@@ -565,6 +565,7 @@ int import_hf_convert(const char *dir, const char *out, const import_options *o,
     hid_t file = -1;
     int rc = hf_import_plan(&im);
     if (rc == STATUS_OK) rc = hf_out_check(&im);
+    if (rc == STATUS_OK) rc = import_precision_fits(&im.cfg, o->precision);
     if (rc == STATUS_OK) rc = import_checkpoint_create(im.out, &file);
     if (rc == STATUS_OK) {
         checkpoint_write_config_attrs(file, &im.cfg);

@@ -10,6 +10,7 @@
 #include "io/h5util.h"
 #include "io/import_write.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 
 int import_out_check(const char *out, const char *const *inputs, int n) {
     char why[PATH_WHY_MAX];
@@ -58,6 +59,24 @@ static void slice_write(hid_t dset, int layer, long row_offset, int ndims, long 
     H5Sclose(fspace);
 }
 
+int import_precision_fits(const model_config *cfg, precision_kind p) {
+    if (!precision_is_block(p)) return STATUS_OK;
+    const struct {
+        long width;
+        const char *what;
+    } inputs[] = {{cfg->embd, "embd, the input of qkv_w, fc1_w / gate_up_w and head_w"},
+                  {(long)cfg->heads * model_head_dim(cfg), "heads * head_dim, the input of proj_w"},
+                  {cfg->mlp, "the MLP width, the input of fc2_w / down_w"}};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+        if (inputs[i].width % QBLOCK) {
+            error_set("--precision %s stores weight rows in blocks of %d columns, but %s is %ld; "
+                      "allowed for this model: fp32, bf16, int8w",
+                      precision_kind_name(p), QBLOCK, inputs[i].what, inputs[i].width);
+            return STATUS_BAD_INPUT;
+        }
+    return STATUS_OK;
+}
+
 void import_writer_open(import_writer *w, hid_t file, const model_config *cfg,
                         const import_options *o) {
     w->cfg = *cfg;
@@ -68,7 +87,7 @@ void import_writer_open(import_writer *w, hid_t file, const model_config *cfg,
     for (int d = 0; d < w->n; d++) {
         const char *name = w->names[d];
         w->stored[d] = checkpoint_tensor_dtype(cfg, &w->st, name, &w->int8_group[d]);
-        w->scales[d] = -1;
+        w->scales[d] = w->mins[d] = -1;
         long shape[3];
         int nd = checkpoint_tensor_shape(cfg, name, shape);
         hid_t type = checkpoint_h5_type(w->stored[d]);
@@ -79,7 +98,43 @@ void import_writer_open(import_writer *w, hid_t file, const model_config *cfg,
         checkpoint_scale_name(name, scale, sizeof scale);
         nd = checkpoint_scale_shape(cfg, name, w->int8_group[d], shape);
         w->scales[d] = checkpoint_dataset_create_typed(w->group, scale, nd, shape, H5T_IEEE_F32LE);
+        if (w->st.precision != PRECISION_Q4_1) continue;
+        checkpoint_min_name(name, scale, sizeof scale);
+        w->mins[d] = checkpoint_dataset_create_typed(w->group, scale, nd, shape, H5T_IEEE_F32LE);
     }
+}
+
+/* The block dtype a matrix of w is held in (the storage's precision), or DTYPE_F32 for none. */
+static dtype writer_block_dtype(const import_writer *w) {
+    const dtype t = model_weight_dtype(w->st.precision);
+    return dtype_is_block(t) ? t : DTYPE_F32;
+}
+
+int import_writer_takes_blocks(const import_writer *w, const char *dst) {
+    for (int d = 0; d < w->n; d++)
+        if (strcmp(w->names[d], dst) == 0)
+            return w->stored[d] == DTYPE_INT8 && writer_block_dtype(w) != DTYPE_F32;
+    return 0;
+}
+
+void import_writer_put_blocks(import_writer *w, const char *dst, int layer, long row_offset,
+                              int ndims, long rows, long cols, dtype type, const void *blocks) {
+    int d = 0;
+    while (strcmp(w->names[d], dst) != 0)
+        d++;
+    CHECK(w->stored[d] == DTYPE_INT8 && type == writer_block_dtype(w) && cols % QBLOCK == 0,
+          "import: %s blocks for /weights/%s stored as %s", dtype_name(type), dst,
+          dtype_name(w->stored[d]));
+    const long nb = cols / QBLOCK, n = (ndims == 2 ? rows : 1) * cols;
+    int8_t *q = xmalloc((size_t)n);
+    float *scale = xmalloc((size_t)(2 * (n / QBLOCK)) * sizeof(float)), *min = scale + n / QBLOCK;
+    qblocks_unpack(type, q, scale, min, blocks, n / cols, cols);
+    slice_write(w->values[d], layer, row_offset, ndims, rows, cols, H5T_NATIVE_INT8, q);
+    slice_write(w->scales[d], layer, row_offset, ndims, rows, nb, H5T_NATIVE_FLOAT, scale);
+    if (w->mins[d] >= 0)
+        slice_write(w->mins[d], layer, row_offset, ndims, rows, nb, H5T_NATIVE_FLOAT, min);
+    free(scale);
+    free(q);
 }
 
 void import_writer_put(import_writer *w, const char *dst, int layer, long row_offset, int ndims,
@@ -97,6 +152,12 @@ void import_writer_put(import_writer *w, const char *dst, int layer, long row_of
         slice_write(w->values[d], layer, row_offset, ndims, rows, cols, bf16, half);
         H5Tclose(bf16);
         free(half);
+    } else if (writer_block_dtype(w) != DTYPE_F32) { /* ggml's quantiser, then its planes */
+        const dtype type = writer_block_dtype(w);
+        void *blocks = xmalloc(dtype_bytes(type, n));
+        qblocks_quantize(type, blocks, src, (long)n / cols, cols);
+        import_writer_put_blocks(w, dst, layer, row_offset, ndims, rows, cols, type, blocks);
+        free(blocks);
     } else {
         /* the rows are whole here, so a row's absmax is the one the TP ranks agree on at
          * load, and groups start at column 0 as they do on every rank (model_int8_layout) */
@@ -122,6 +183,7 @@ void import_writer_close(import_writer *w) {
     for (int d = 0; d < w->n; d++) {
         H5Dclose(w->values[d]);
         if (w->scales[d] >= 0) H5Dclose(w->scales[d]);
+        if (w->mins[d] >= 0) H5Dclose(w->mins[d]);
     }
     H5Gclose(w->group);
 }

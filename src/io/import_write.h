@@ -14,12 +14,18 @@ int import_out_check(const char *out, const char *const *inputs, int n);
 /* Creates (truncates) the checkpoint out; STATUS_BAD_INPUT with a message when it cannot. */
 int import_checkpoint_create(const char *out, hid_t *file);
 
-/* How an import stores the weights: `--precision` (fp32, bf16, int8w) and, for int8w,
+/* How an import stores the weights: `--precision` (fp32, bf16, int8w, q8_0, q4_0, q4_1) and, for int8w,
  * `--int8-group` (model.int8_group's values: 0, one scale per row, or a multiple of 32). */
 typedef struct import_options {
     precision_kind precision;
     int int8_group;
+    int keep; /* import-gguf --precision keep: the GGUF's own block format (import_gguf.c) */
 } import_options;
+
+/* Whether cfg's matrices can be stored in precision p: a block format needs every matrix
+ * input (embd, the attention width, the MLP width) a whole number of 32-column blocks.
+ * STATUS_OK, or STATUS_BAD_INPUT with error_message() naming the width and the tensor. */
+int import_precision_fits(const model_config *cfg, precision_kind p);
 
 /* The /weights datasets of one import, created in their stored dtypes. */
 typedef struct {
@@ -30,6 +36,7 @@ typedef struct {
     int n;
     hid_t values[CHECKPOINT_N_TENSORS]; /* /weights/<name> */
     hid_t scales[CHECKPOINT_N_TENSORS]; /* /weights/<name>_scale for int8, else -1 */
+    hid_t mins[CHECKPOINT_N_TENSORS];   /* /weights/<name>_min for q4_1, else -1 */
     dtype stored[CHECKPOINT_N_TENSORS];
     int int8_group[CHECKPOINT_N_TENSORS]; /* int8: columns per scale, 0 per row */
 } import_writer;
@@ -47,5 +54,15 @@ void import_writer_open(import_writer *w, hid_t file, const model_config *cfg,
  * result), and the scales go to the same rows of /weights/<dst>_scale. */
 void import_writer_put(import_writer *w, const char *dst, int layer, long row_offset, int ndims,
                        long rows, long cols, const float *src);
+
+/* The same for a matrix already in ggml's blocks of type (the storage's block format, cols a
+ * multiple of 32): its planes (qblocks_unpack) go to /weights/<dst>, _scale and q4_1's _min
+ * as they are, with no fp32 copy, so an import keeps a GGUF's blocks bit for bit. */
+void import_writer_put_blocks(import_writer *w, const char *dst, int layer, long row_offset,
+                              int ndims, long rows, long cols, dtype type, const void *blocks);
+
+/* Whether /weights/<dst> is stored as a block format's planes (a matrix, the storage a block
+ * format): what import_writer_put_blocks takes. */
+int import_writer_takes_blocks(const import_writer *w, const char *dst);
 
 void import_writer_close(import_writer *w);

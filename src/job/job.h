@@ -31,7 +31,18 @@ typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1, ARCH_MIXTRAL = 2, ARCH_QWEN2_MOE =
 static inline int arch_is_llama(arch_kind a) { return a != ARCH_GPT2; }
 /* Whether its feed-forward is a mixture of experts. */
 static inline int arch_is_moe(arch_kind a) { return a == ARCH_MIXTRAL || a == ARCH_QWEN2_MOE; }
-typedef enum { PRECISION_FP32 = 0, PRECISION_INT8W, PRECISION_BF16, PRECISION_FP16 } precision_kind;
+/* q8_0, q4_0, q4_1: ggml's block formats, held as ggml lays them out (docs/kernels.md). */
+typedef enum {
+    PRECISION_FP32 = 0,
+    PRECISION_INT8W,
+    PRECISION_BF16,
+    PRECISION_FP16,
+    PRECISION_Q8_0,
+    PRECISION_Q4_0,
+    PRECISION_Q4_1,
+} precision_kind;
+/* The block formats: their matrices split their input only on 32-column boundaries. */
+static inline int precision_is_block(precision_kind p) { return p >= PRECISION_Q8_0; }
 typedef enum { KV_CONTIGUOUS = 0, KV_PAGED = 1 } kv_cache_kind;
 /* The KV cache's element type (model.kv_dtype; its "auto" resolves with kv_dtype_for). */
 typedef enum { KV_DTYPE_FP32 = 0, KV_DTYPE_BF16, KV_DTYPE_FP16, KV_DTYPE_INT8 } kv_dtype_kind;

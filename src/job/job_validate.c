@@ -54,6 +54,43 @@ static int job_validate_ep(const job *j) {
     return STATUS_OK;
 }
 
+/* The block formats (q8_0, q4_0, q4_1) hold each weight row as blocks of 32 columns, so every
+ * matrix's input, and every TP rank's part of a split one, is a whole number of blocks: the
+ * attention width splits by heads (each rank heads / tp of them), the MLP width in units of
+ * 32 (model_mlp_unit), embd never. Names the tensor and the tp values that work. */
+static int job_validate_blocks(const job *j) {
+    if (!precision_is_block(j->precision)) return STATUS_OK;
+    const char *p = precision_kind_name(j->precision);
+    const int hd = j->head_dim > 0 ? j->head_dim : j->embd / j->heads;
+    const int mlp = j->mlp > 0 ? j->mlp : 4 * j->embd;
+    const char *const *shape = KEYS("model.synthetic.embd", "model.synthetic.mlp",
+                                    "model.checkpoint", "model.synthetic", "model");
+    if (j->embd % 32)
+        return job_fail_at(j, shape,
+                           "model.precision: %s stores weight rows in blocks of 32 columns, but "
+                           "model.embd = %d (the input of qkv_w, fc1_w and the head) is not a "
+                           "multiple of 32; allowed with it: fp32, int8w, bf16, fp16",
+                           p, j->embd);
+    if (mlp % 32)
+        return job_fail_at(j, shape,
+                           "model.precision: %s stores weight rows in blocks of 32 columns, but "
+                           "the MLP width %d (the input of fc2_w) is not a multiple of 32; "
+                           "allowed with it: fp32, int8w, bf16, fp16",
+                           p, mlp);
+    if ((long)(j->heads / j->tp) * hd % 32 == 0) return STATUS_OK;
+    char fits[256] = "";
+    for (int t = 1; t <= j->heads; t++)
+        if (j->heads % t == 0 && (long)(j->heads / t) * hd % 32 == 0) {
+            size_t used = strlen(fits);
+            snprintf(fits + used, sizeof fits - used, "%s%d", used ? ", " : "", t);
+        }
+    return job_fail_at(j, KEYS("parallel.tp", "parallel"),
+                       "parallel.tp = %d splits proj_w's input (model.heads = %d heads of %d) "
+                       "into %d columns per rank, not a whole number of %s's 32-column blocks; "
+                       "tp values that work: %s",
+                       j->tp, j->heads, hd, j->heads / j->tp * hd, p, fits[0] ? fits : "none");
+}
+
 int job_validate_model(const job *j) {
     const char *const *model = KEYS("model.checkpoint", "model.synthetic", "model");
     if (j->layers < 1 || j->heads < 1 || j->embd < 1 || j->vocab < 2 || j->ctx < 1)
@@ -105,7 +142,8 @@ int job_validate_model(const job *j) {
                            "the kv heads or be a multiple of them; tp values that work: %s",
                            j->tp, kv, fits);
     }
-    if (job_validate_ep(j) != STATUS_OK) return STATUS_BAD_INPUT;
+    TRY(job_validate_blocks(j));
+    TRY(job_validate_ep(j));
     if (j->pp > j->layers)
         return job_fail_at(j, KEYS("parallel.pp", "parallel"),
                            "parallel.pp = %d is more than model.layers = %d (every pipeline stage "

@@ -9,6 +9,7 @@
 
 #include "base/check.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 #include "parallel/agree.h"
 
 /* MLP columns move between TP ranks in units of this many. For int8 with activation blocks
@@ -54,9 +55,11 @@ void model_config_set_precision(model_config *cfg, precision_kind p, int int8_gr
      * stays fp32 unless asked; in fp32 there is nothing to quantise */
     cfg->quantize_head =
         p != PRECISION_FP32 && (quantize_head >= 0 ? quantize_head : !cfg->tie_embeddings);
-    /* a shared expert's columns move in the same units as the routed experts' */
+    /* a shared expert's columns move in the same units as the routed experts'; the block
+     * formats split fc2's input on their 32-column blocks, as int8w's activations */
     const int width = cfg->shared_mlp > 0 ? gcd_int(cfg->mlp, cfg->shared_mlp) : cfg->mlp;
-    cfg->mlp_unit = model_mlp_unit(width, p == PRECISION_INT8W, cfg->int8_group);
+    cfg->mlp_unit = model_mlp_unit(width, p == PRECISION_INT8W || precision_is_block(p),
+                                   cfg->int8_group);
 }
 
 void model_config_from_job(model_config *cfg, const job *j) {
@@ -278,8 +281,9 @@ void tensor_part_init(tensor_part *p, const model *m, const tensor_desc *t, long
     /* dim 0 is outermost, so a run of its entries is one contiguous run of values and, for an
      * int8 matrix, of scales (rows, then groups) */
     const long inner = n0 ? tensor_local_elems(t) / n0 : 0;
-    const size_t esize = t->is_matrix ? dtype_size(m->weight_dtype) : sizeof(float);
-    p->slot = *t->slot ? (char *)*t->slot + (size_t)(first * inner) * esize : NULL;
+    const size_t offset = t->is_matrix ? dtype_bytes(m->weight_dtype, (size_t)(first * inner))
+                                       : (size_t)(first * inner) * sizeof(float);
+    p->slot = *t->slot ? (char *)*t->slot + offset : NULL;
     p->scale = NULL;
     if (t->is_matrix && m->weight_dtype == DTYPE_INT8 && *t->scale_slot)
         p->scale = *t->scale_slot + first * (tensor_scale_count(m, t) / n0);
@@ -296,7 +300,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 long tensor_scale_count(const model *m, const tensor_desc *t) {
     const long cols = slice_elems(&t->local[t->ndims - 1]);
-    const int group = m->int8[t->input].group;
+    const int group = dtype_is_block(m->weight_dtype) ? QBLOCK : m->int8[t->input].group;
     return matrix_rows(t) * (group ? (cols + group - 1) / group : 1);
 }
 
@@ -304,7 +308,7 @@ static size_t tensor_bytes(const model *m, const tensor_desc *t) {
     if (!t->present) return 0;
     size_t elems = (size_t)tensor_local_elems(t);
     if (!t->is_matrix) return align64(elems * sizeof(float));
-    size_t bytes = align64(elems * dtype_size(m->weight_dtype));
+    size_t bytes = align64(dtype_bytes(m->weight_dtype, elems));
     if (m->weight_dtype == DTYPE_INT8)
         bytes += align64((size_t)tensor_scale_count(m, t) * sizeof(float));
     return bytes;
@@ -327,9 +331,8 @@ void model_alloc(model *m, const backend *be) {
         if (t->scale_slot) *t->scale_slot = NULL;
         if (!t->present) continue;
         size_t elems = (size_t)tensor_local_elems(t);
-        size_t esize = t->is_matrix ? dtype_size(m->weight_dtype) : sizeof(float);
         *t->slot = p;
-        p += align64(elems * esize);
+        p += align64(t->is_matrix ? dtype_bytes(m->weight_dtype, elems) : elems * sizeof(float));
         if (t->is_matrix && m->weight_dtype == DTYPE_INT8) {
             *t->scale_slot = (float *)p;
             p += align64((size_t)tensor_scale_count(m, t) * sizeof(float));
@@ -422,6 +425,16 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
         return;
     }
     long rows = matrix_rows(t), cols = elems / rows;
+    if (dtype_is_block(m->weight_dtype)) { /* job_validate_blocks: whole blocks on every rank */
+        CHECK(cols % QBLOCK == 0, "tensor %s: %ld columns are not whole %s blocks", t->name, cols,
+              dtype_name(m->weight_dtype));
+        const size_t bytes = dtype_bytes(m->weight_dtype, (size_t)elems);
+        void *blocks = xmalloc(bytes);
+        qblocks_quantize(m->weight_dtype, blocks, host_values, rows, cols);
+        be->ops->copy_to_device(be->ctx, *t->slot, blocks, bytes);
+        free(blocks);
+        return;
+    }
     const int group = m->int8[t->input].group;
     if (m->weight_dtype == DTYPE_INT8 && group > 0) { /* groups never cross TP ranks */
         const long n_scales = tensor_scale_count(m, t);
@@ -468,8 +481,8 @@ void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t
                                const void *values, const float *scales) {
     if (!t->present) return;
     const long elems = tensor_local_elems(t);
-    CHECK(t->is_matrix && (m->weight_dtype == DTYPE_INT8 || m->weight_dtype == DTYPE_BF16),
-          "tensor %s: only int8 and bf16 matrices are stored as they are held", t->name);
+    CHECK(t->is_matrix && m->weight_dtype != DTYPE_F32 && m->weight_dtype != DTYPE_F16,
+          "tensor %s: only int8, bf16 and block matrices are stored as they are held", t->name);
     if (m->weight_dtype == DTYPE_BF16) {
         const uint16_t *bits = values;
         for (long i = 0; i < elems; i++)
@@ -480,14 +493,28 @@ void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t
         be->ops->copy_to_device(be->ctx, *t->slot, values, (size_t)elems * sizeof(uint16_t));
         return;
     }
-    /* int8 values are finite; a scale that is not makes every value of its row or group so */
+    /* int8 values are finite; a scale that is not makes every value of its row or group so
+     * (q4_1's mins, after its scales, likewise) */
+    const int block = dtype_is_block(m->weight_dtype);
     const long n_scales = tensor_scale_count(m, t), rows = matrix_rows(t);
-    const long per_row = n_scales / rows, cols = elems / rows, group = m->int8[t->input].group;
-    for (long s = 0; s < n_scales; s++)
-        if (!isfinite(scales[s])) {
-            nonfinite_note(m, t, (s / per_row) * cols + (s % per_row) * group, scales[s]);
+    const long per_row = n_scales / rows, cols = elems / rows;
+    const long group = block ? QBLOCK : m->int8[t->input].group;
+    const long n_checked = n_scales * (m->weight_dtype == DTYPE_Q4_1 ? 2 : 1);
+    for (long i = 0; i < n_checked; i++)
+        if (!isfinite(scales[i])) {
+            const long s = i % n_scales;
+            nonfinite_note(m, t, (s / per_row) * cols + (s % per_row) * group, scales[i]);
             break;
         }
+    if (block) { /* qblocks_unpack's planes back into blocks */
+        const size_t bytes = dtype_bytes(m->weight_dtype, (size_t)elems);
+        void *blocks = xmalloc(bytes);
+        const float *mins = m->weight_dtype == DTYPE_Q4_1 ? scales + n_scales : NULL;
+        qblocks_pack(m->weight_dtype, blocks, values, scales, mins, rows, cols);
+        be->ops->copy_to_device(be->ctx, *t->slot, blocks, bytes);
+        free(blocks);
+        return;
+    }
     be->ops->copy_to_device(be->ctx, *t->slot, values, (size_t)elems);
     be->ops->copy_to_device(be->ctx, *t->scale_slot, scales, (size_t)n_scales * sizeof(float));
 }

@@ -43,6 +43,9 @@ static inline dtype model_weight_dtype(precision_kind p) {
     case PRECISION_INT8W: return DTYPE_INT8;
     case PRECISION_BF16: return DTYPE_BF16;
     case PRECISION_FP16: return DTYPE_F16;
+    case PRECISION_Q8_0: return DTYPE_Q8_0;
+    case PRECISION_Q4_0: return DTYPE_Q4_0;
+    case PRECISION_Q4_1: return DTYPE_Q4_1;
     case PRECISION_FP32: break;
     }
     return DTYPE_F32;
@@ -269,7 +272,8 @@ dim_slice slice_gate_up_of(long n, long begin, long count);
 /* Adds the LM head of a tied model in the weight dtype (cfg.quantize_head): a copy of wte's
  * vocab shard on the last stage, in head_w / head_s (model/table_row.c). */
 void model_add_head_copy(model *m, const shard_geom *g, float wte_std);
-/* Scales of an int8 matrix tensor: rows x groups (1 group when scaled per row). */
+/* Scales of an int8 matrix tensor: rows x groups (1 group when scaled per row); of a block
+ * format's: rows x blocks. */
 long tensor_scale_count(const model *m, const tensor_desc *t);
 
 /* Local dim-0 entries [first, first + count) of a table row (a stacked tensor's layers, a 2-D
@@ -307,7 +311,9 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
 
 /* Stores this rank's values of a matrix table row that are already in the weight dtype, as a
  * checkpoint stored in that precision holds them: bf16 bit patterns, or int8 values with
- * their tensor_scale_count scales in model_store_tensor's layout. Copies them to the backend
+ * their tensor_scale_count scales in model_store_tensor's layout, or a block format's planes
+ * (qblocks_unpack: int8 quants, tensor_scale_count scales and for q4_1 as many mins after
+ * them), packed into blocks. Copies them to the backend
  * as they are; non-finite bf16 values and scales are noted as model_store_tensor notes them. */
 void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t,
                                const void *values, const float *scales);

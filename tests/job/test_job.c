@@ -417,7 +417,20 @@ static void test_error_details(void **state) {
              "model:\n  synthetic: {}\n  precision: int4\ninput: {tokens: [1]}\n");
     expect_error(
         write_tmp("e10.yaml", text), NULL, 0,
-        "e10\\.yaml:3: model\\.precision: 'int4' is not allowed; allowed: fp32, int8w, bf16, fp16");
+        "e10\\.yaml:3: model\\.precision: 'int4' is not allowed; allowed: fp32, int8w, bf16, fp16, q8_0, q4_0, q4_1");
+    /* the block formats: a tp whose share of proj_w's input is not whole 32-column blocks
+     * (24 heads of 16: tp 8 gives 48 columns), and cuda, which has no kernels for them */
+    snprintf(text, sizeof text,
+             "model:\n  synthetic: {heads: 24, embd: 384}\n  precision: q8_0\n"
+             "parallel: {tp: 8}\ninput: {tokens: [1]}\n");
+    expect_error(write_tmp("e10b.yaml", text), NULL, 0,
+                 "e10b\\.yaml:.*parallel\\.tp = 8 splits proj_w's input \\(model\\.heads = 24 "
+                 "heads of 16\\) into 48 columns per rank, not a whole number of q8_0's 32-column "
+                 "blocks; tp values that work: 1, 2, 3, 4, 6, 12");
+    snprintf(text, sizeof text,
+             "model:\n  synthetic: {}\n  precision: q4_1\nbackend: cuda\ninput: {tokens: [1]}\n");
+    expect_error(write_tmp("e10c.yaml", text), NULL, 0,
+                 "model\\.precision: q4_1 has kernels on the cpu backend only");
     snprintf(text, sizeof text,
              "model:\n  synthetic: {}\n  kv_cache: ring\ninput: {tokens: [1]}\n");
     expect_error(write_tmp("e11.yaml", text), NULL, 0, "allowed: contiguous, paged");

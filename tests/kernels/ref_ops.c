@@ -170,8 +170,62 @@ static void ref_matmul_q8(float *out, const float *in, weight_view w, const floa
     free(q), free(d);
 }
 
+/* One of ggml's blocks read from its bytes (ggml's block_q8_0, block_q4_0, block_q4_1): the
+ * 32 quants as the integers they stand for (q4_0: nibble - 8), its d and m. */
+static void ref_block_read(const unsigned char *b, dtype type, int q[32], double *d, double *m) {
+    uint16_t h;
+    memcpy(&h, b, 2);
+    *d = ref_f16_to_f32(h), *m = 0.0;
+    if (type == DTYPE_Q8_0) {
+        for (int i = 0; i < 32; i++)
+            q[i] = (int8_t)b[2 + i];
+        return;
+    }
+    const unsigned char *qs = b + (type == DTYPE_Q4_1 ? 4 : 2);
+    if (type == DTYPE_Q4_1) memcpy(&h, b + 2, 2), *m = ref_f16_to_f32(h);
+    const int bias = type == DTYPE_Q4_0 ? 8 : 0;
+    for (int i = 0; i < 16; i++)
+        q[i] = (qs[i] & 15) - bias, q[i + 16] = (qs[i] >> 4) - bias;
+}
+
+/* Block-format weights against activations in int8 blocks of 32 (ggml's q8_0): exact block
+ * sums, scales in double; q4_1 adds m * d_x * sum q_x per block. */
+static void ref_matmul_blocks(float *out, const float *in, weight_view w, const float *bias,
+                              int rows, int in_dim, int out_dim) {
+    const int blocks = in_dim / 32;
+    const size_t bb = w.type == DTYPE_Q8_0 ? 34 : w.type == DTYPE_Q4_0 ? 18 : 20;
+    int8_t *q = malloc((size_t)rows * (size_t)in_dim);
+    float *d = malloc(sizeof(float) * (size_t)rows * (size_t)blocks);
+    if (!q || !d || in_dim % 32) abort();
+    ref_quantize_q8(q, d, in, rows, in_dim, 32);
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < out_dim; o++) {
+            double acc = 0.0;
+            for (int b = 0; b < blocks; b++) {
+                int wq[32];
+                double wd, wm;
+                ref_block_read((const unsigned char *)w.data + ((size_t)o * blocks + b) * bb,
+                               w.type, wq, &wd, &wm);
+                long isum = 0, xsum = 0;
+                for (int i = 0; i < 32; i++) {
+                    isum += (long)q[(long)r * in_dim + b * 32 + i] * wq[i];
+                    xsum += q[(long)r * in_dim + b * 32 + i];
+                }
+                const double dx = d[(long)r * blocks + b];
+                acc += dx * wd * (double)isum + wm * dx * (double)xsum;
+            }
+            if (bias) acc += bias[o];
+            out[(long)r * out_dim + o] = (float)acc;
+        }
+    free(q), free(d);
+}
+
 void ref_matmul_cpu(float *out, const float *in, weight_view w, const float *bias, int rows,
                     int in_dim, int out_dim) {
+    if (w.type == DTYPE_Q8_0 || w.type == DTYPE_Q4_0 || w.type == DTYPE_Q4_1) {
+        ref_matmul_blocks(out, in, w, bias, rows, in_dim, out_dim);
+        return;
+    }
     if (w.type == DTYPE_INT8 && w.act_block) {
         ref_matmul_q8(out, in, w, bias, rows, in_dim, out_dim);
         return;
@@ -342,6 +396,7 @@ void ref_kv_round(float *out, const float *x, int hd, dtype type) {
         case DTYPE_BF16: out[d] = ref_round_bits(x[d], 8, -126); break;
         case DTYPE_F16: out[d] = ref_round_bits(x[d], 11, -14); break;
         case DTYPE_INT8: out[d] = s > 0.0f ? nearbyintf(x[d] / s) * s : 0.0f; break;
+        default: abort(); // the block formats are never a cache type
         }
 }
 
@@ -356,6 +411,7 @@ void ref_kv_decode(float *out, const void *row, int hd, dtype type) {
         case DTYPE_BF16: memcpy(&h, b + 2 * d, 2), out[d] = ref_bf16_to_f32(h); break;
         case DTYPE_F16: memcpy(&h, b + 2 * d, 2), out[d] = ref_f16_to_f32(h); break;
         case DTYPE_INT8: out[d] = (float)(int8_t)b[d] * s; break;
+        default: abort();
         }
     }
 }

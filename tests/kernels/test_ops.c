@@ -16,6 +16,7 @@
 #include "kernels/cpu/attention_isa.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/ref_ops.h"
 #include "kernels/rope.h"
 
@@ -331,6 +332,97 @@ static void test_matmul_f32(void **state) {
     }
 }
 
+/* ggml's block formats (kernels/quant_blocks.h) at this level: against the double reference
+ * (ref_matmul_blocks, which reads the blocks' bytes itself) for every GEMV row count and GEMM
+ * ones; and q8_0 and q4_0 bit for bit as int8w with scales per 32 columns holding the same
+ * quants and scales: the blocks are computed as stored, through the level's int8 kernels,
+ * adding no rounding of their own. Widths are multiples of 32. */
+static void test_matmul_blocks(void **state) {
+    (void)state;
+    static const int shapes[][3] = {{1, 64, 48}, {7, 128, 65}, {33, 96, 17}, {5, 160, 2000},
+                                    {3, 9024, 37}, {8, 32, 129}, {2, 768, 97}, {9, 256, 70}};
+    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            const int rows = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+            const long count = (long)n * k;
+            uint64_t rng = 1600 + s;
+            float *w = rand_floats(count, &rng, -1, 1);
+            if (s == 2) // an all-zero block and a constant one: d = 0, and q4_1's d = 0 with m
+                for (int c = 0; c < 64; c++)
+                    w[c] = c < 32 ? 0.0f : 0.25f;
+            void *blocks = malloc(dtype_bytes(types[t], (size_t)count));
+            int8_t *q = malloc((size_t)count);
+            float *d = zeros(count / 32), *m = zeros(count / 32);
+            assert_non_null(blocks);
+            assert_non_null(q);
+            qblocks_quantize(types[t], blocks, w, n, k);
+            const weight_view v = {.type = types[t], .data = blocks};
+            const char *what = dtype_name(types[t]);
+            check_matmul(v, rows, k, n, 1700 + s, (int)(s & 1), what);
+            qblocks_unpack(types[t], q, d, m, blocks, n, k);
+            if (types[t] != DTYPE_Q4_1) {
+                const weight_view i8 = {.type = DTYPE_INT8, .data = q, .scale = d, .group = 32,
+                                        .act_block = CPU_Q8_BLOCK};
+                float *in = rand_floats((long)rows * k, &rng, -1, 1);
+                float *got = zeros((long)rows * n), *want = zeros((long)rows * n);
+                be.ops->matmul(be.ctx, got, in, v, NULL, rows, k, n);
+                be.ops->matmul(be.ctx, want, in, i8, NULL, rows, k, n);
+                if (memcmp(got, want, sizeof(float) * (size_t)rows * n))
+                    fail_msg("matmul %s (%s) rows %d k %d n %d: not int8w's bits on its quants",
+                             what, cpu_isa_name(backend_cpu_isa(&be)), rows, k, n);
+                free(in), free(got), free(want);
+            }
+            free(blocks), free(q), free(d), free(m), free(w);
+        }
+}
+
+/* The block codec: ggml's reference rules on known values, and pack(unpack(b)) == b. */
+static void test_quant_blocks(void **state) {
+    (void)state;
+    float x[32];
+    for (int i = 0; i < 32; i++)
+        x[i] = (float)(i - 16) / 4.0f; // -4 .. 3.75: q8_0 d = 4/127, q4_0 d = 4/8 = 0.5
+    unsigned char b[34], b2[34];
+    int8_t q[32];
+    float d, m;
+    qblocks_quantize(DTYPE_Q4_0, b, x, 1, 32);
+    qblocks_unpack(DTYPE_Q4_0, q, &d, NULL, b, 1, 32);
+    assert_true(d == 0.5f);
+    // x / d + 8.5 = i / 2 + 0.5 truncated: i / 2 rounded up, saturated at nibble 15
+    for (int i = 0; i < 32; i++)
+        assert_int_equal(q[i], ((i + 1) / 2 < 15 ? (i + 1) / 2 : 15) - 8);
+    // ggml's layout: byte j of the nibbles holds value j low and value j + 16 high
+    assert_int_equal(b[2] & 15, q[0] + 8);
+    assert_int_equal(b[2] >> 4, q[16] + 8);
+    qblocks_pack(DTYPE_Q4_0, b2, q, &d, NULL, 1, 32);
+    assert_memory_equal(b, b2, 18);
+    qblocks_quantize(DTYPE_Q8_0, b, x, 1, 32);
+    qblocks_unpack(DTYPE_Q8_0, q, &d, NULL, b, 1, 32);
+    assert_int_equal(q[0], -127);
+    qblocks_pack(DTYPE_Q8_0, b2, q, &d, NULL, 1, 32);
+    assert_memory_equal(b, b2, 34);
+    qblocks_quantize(DTYPE_Q4_1, b, x, 1, 32);
+    qblocks_unpack(DTYPE_Q4_1, q, &d, &m, b, 1, 32);
+    assert_true(m == -4.0f);
+    assert_int_equal(q[0], 0);
+    assert_int_equal(q[31], 15);
+    qblocks_pack(DTYPE_Q4_1, b2, q, &d, &m, 1, 32);
+    assert_memory_equal(b, b2, 20);
+    // every fp16 scale (subnormals, Inf and NaN included) widens as convert_f16_to_f32 does
+    for (uint32_t h = 0; h < 65536; h++) {
+        memset(b, 0, sizeof b);
+        memcpy(b, &(uint16_t){(uint16_t)h}, 2);
+        float want;
+        convert_f16_to_f32(&want, &(uint16_t){(uint16_t)h}, 1);
+        qblocks_unpack(DTYPE_Q8_0, q, &d, NULL, b, 1, 32);
+        assert_memory_equal(&d, &want, sizeof d);
+    }
+    assert_int_equal(dtype_bytes(DTYPE_Q8_0, 64), 68);
+    assert_int_equal(dtype_bytes(DTYPE_Q4_0, 64), 36);
+    assert_int_equal(dtype_bytes(DTYPE_Q4_1, 64), 40);
+}
+
 static void test_matmul_lowp(void **state) {
     (void)state;
     for (size_t s = 0; s < sizeof matmul_shapes / sizeof matmul_shapes[0]; s++) {
@@ -610,7 +702,7 @@ static double kv_type_tol(dtype type) {
     case DTYPE_BF16: return 1e-2;
     case DTYPE_F16: return 2e-3;
     case DTYPE_INT8: return 2e-2;
-    case DTYPE_F32: break;
+    default: break; // the block formats are never a cache type
     }
     return FP32_TOL;
 }
@@ -985,7 +1077,11 @@ static void test_attention_kernels(void **state) {
                 fail_msg("exp n %d element %d: %.9g vs expf %.9g", n, i, got[i], e);
         }
         assert_true(gs == ws);
-        free(x), free(got), free(want);
+        // exp_shift: the same exps, no sum
+        float *ge = zeros(n);
+        k->exp_shift(ge, x, 2.0f, n);
+        assert_memory_equal(ge, want, sizeof(float) * (size_t)n);
+        free(x), free(got), free(want), free(ge);
 
         // dot_keys and weigh_values over every cache type: the level's bits are the scalar
         // twin's, and a narrow cache read in place gives the bits of the fp32 kernel on its
@@ -1009,13 +1105,23 @@ static void test_attention_kernels(void **state) {
             if (memcmp(sg, sw, sizeof(float) * (size_t)keys) ||
                 memcmp(sf, sw, sizeof(float) * (size_t)keys))
                 fail_msg("dot_keys %s hd %d: not the scalar twin's bits", dtype_name(types[t]), hd);
-            k->weigh_values(og, w, kv, keys, hd, types[t]);
-            weigh_values_scalar(ow, w, kv, keys, hd, types[t]);
-            weigh_values_scalar(of, w, wide, keys, hd, DTYPE_F32);
+            // the weights' sum continues the one passed in, in index order: split at 20 keys
+            // (the runs of a paged cache) it is the sum of one loop over all 53
+            float lw = 0.5f;
+            for (int j = 0; j < keys; j++)
+                lw += w[j];
+            float lg = k->weigh_values(og, w, kv, 20, hd, types[t], 0.5f);
+            lg = k->weigh_values(og, w + 20, kv + 20 * kv_row_bytes(types[t], hd), keys - 20, hd,
+                                 types[t], lg);
+            const float ls = weigh_values_scalar(ow, w, kv, keys, hd, types[t], 0.5f);
+            weigh_values_scalar(of, w, wide, keys, hd, DTYPE_F32, 0.0f);
             if (memcmp(og, ow, sizeof(float) * (size_t)hd) ||
                 memcmp(of, ow, sizeof(float) * (size_t)hd))
                 fail_msg("weigh_values %s hd %d: not the scalar twin's bits", dtype_name(types[t]),
                          hd);
+            if (lg != lw || ls != lw)
+                fail_msg("weigh_values %s hd %d: weights' sum %.9g and twin's %.9g, not %.9g",
+                         dtype_name(types[t]), hd, lg, ls, lw);
             free(kv), free(q), free(w), free(sg), free(sw), free(sf), free(og), free(ow), free(of);
             free(wide);
         }
@@ -1338,6 +1444,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_steady_state_no_alloc),
         cmocka_unit_test(test_memory_and_marks),
         cmocka_unit_test(test_matmul_q8_kernels),
+        cmocka_unit_test(test_matmul_blocks),
+        cmocka_unit_test(test_quant_blocks),
     };
     /* test_ops [LEVEL]: every test against one instruction-set level of the CPU kernels; a
      * level this CPU lacks skips (exit 77), so CTest lists it as skipped with the reason. */

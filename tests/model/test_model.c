@@ -461,6 +461,35 @@ static void test_llama_int8w_matches_quantized_reference(void **state) {
     check_llama(fp32_head, 2, 1);
 }
 
+/* The block formats' weight bytes, what --dry-run and the memory check count: 34, 18 and 20
+ * bytes per 32 weights of every matrix (no scale arrays beside them), fp32 elsewhere. */
+static void test_block_weight_bytes(void **state) {
+    (void)state;
+    job j;
+    const char *ov[] = {"model.precision=q8_0"};
+    if (job_load(&j, job_path, ov, 1) != 0) fail_msg("job_load: %s", error_message());
+    model_config cfg;
+    model_config_from_job(&cfg, &j);
+    shard_geom g;
+    shard_geom_init(&g, &cfg, 1, 0, 1, 0);
+    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1};
+    static const size_t per_block[] = {34, 18, 20};
+    for (int i = 0; i < 3; i++) {
+        model m;
+        model_tensor_table(&m, &cfg, &g, types[i]);
+        size_t want = 0;
+        for (int t = 0; t < m.n_tensors; t++) {
+            const tensor_desc *d = &m.tensors[t];
+            if (!d->present) continue;
+            const size_t e = (size_t)tensor_local_elems(d);
+            const size_t b = d->is_matrix ? e / 32 * per_block[i] : e * sizeof(float);
+            want += (b + 63) & ~(size_t)63;
+        }
+        assert_int_equal(model_weight_bytes(&m), want);
+    }
+    job_free(&j);
+}
+
 static void test_dry_run_plan_is_the_arena(void **state) {
     (void)state;
     check_arena_plan(NULL, 0);
@@ -542,6 +571,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sampling_is_seeded),
         cmocka_unit_test(test_generation_allocates_nothing),
         cmocka_unit_test(test_dry_run_plan_is_the_arena),
+        cmocka_unit_test(test_block_weight_bytes),
         cmocka_unit_test(test_llama_gqa_matches_reference),
         cmocka_unit_test(test_llama_rope_scaling_matches_reference),
         cmocka_unit_test(test_llama_mqa_tied_paged),

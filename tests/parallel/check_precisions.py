@@ -4,17 +4,17 @@
   check_precisions.py WORKDIR JOB
 
 On one rank, JOB (data/fixtures/factor_q8.yaml: every int8 product quantises its activations
-in blocks) runs in fp32, bf16 (head fp32 and bf16) and int8w (scales per row, per 64 columns,
-the head int8 too). Each low-precision run's prefill logits must stay within the tolerances
+in blocks) runs in fp32, bf16 (head fp32 and bf16), int8w (scales per row, per 64 columns,
+the head int8 too) and ggml's block formats q8_0 (head fp32 and q8_0), q4_0 and q4_1. Each low-precision run's prefill logits must stay within the tolerances
 docs/kernels.md documents against the fp32 run's: the norm-wise relative error
 max|a - b| / max|b| and the mean KL divergence of the softmaxes over the vocabulary.
 
-Then bf16 and int8w run once per instruction-set level the cpu has (backend.cpu_isa: scalar up
+Then bf16, int8w and the block formats run once per instruction-set level the cpu has (backend.cpu_isa: scalar up
 to the detected one): each level computes the same function, so its logits must agree with the
 detected level's to CROSS_LEVEL[precision], norm-wise, and its tokens equal the detected
 level's except at a near tie that this noise can flip (near_ties.py: a top-2 margin of at most
 2 CROSS_LEVEL max|logits|, from a teacher-forced run of the detected level). int8w's kernels sum each block
-exactly in int32, so its levels agree to 1e-5. bf16's kernels differ in the order of their fp32
+exactly in int32, so its levels agree to 1e-5, and so do the block formats', which run on them. bf16's kernels differ in the order of their fp32
 sums (amx_bf16's tdpbf16ps, avx512_bf16's vdpbf16ps, sgemm on widened values below them), and where a
 1e-7 difference meets an activation sitting on a bf16 rounding boundary, the next product's
 input moves by one bf16 step (2^-8) and carries on: about one bf16 step on the logits (2.2e-3
@@ -32,9 +32,10 @@ import numpy as np
 from near_ties import judge_tokens, teacher_forced_margins
 
 # docs/kernels.md, "Accuracy against fp32": (norm-wise logit error, mean KL in nats)
-TOLERANCES = {"bf16": (2e-2, 2e-3), "int8w": (6e-2, 2e-2)}
+TOLERANCES = {"bf16": (2e-2, 2e-3), "int8w": (6e-2, 2e-2), "q8_0": (6e-2, 2e-2),
+              "q4_0": (5e-1, 8e-1), "q4_1": (5e-1, 8e-1)}
 # docs/kernels.md, "Instruction-set levels": logits of any level against the detected one
-CROSS_LEVEL = {"bf16": 5e-3, "int8w": 1e-5}
+CROSS_LEVEL = {"bf16": 5e-3, "int8w": 1e-5, "q8_0": 1e-5, "q4_0": 1e-5, "q4_1": 1e-5}
 LEVELS = ["scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16"]
 
 
@@ -87,6 +88,10 @@ def main():
         ("int8w", "int8w", ["model.precision=int8w"]),
         ("int8w-g64-head", "int8w",
          ["model.precision=int8w", "model.int8_group=64", "model.quantize_head=true"]),
+        ("q8_0", "q8_0", ["model.precision=q8_0"]),
+        ("q8_0-head", "q8_0", ["model.precision=q8_0", "model.quantize_head=true"]),
+        ("q4_0", "q4_0", ["model.precision=q4_0"]),
+        ("q4_1", "q4_1", ["model.precision=q4_1"]),
     ]
     for name, precision, sets in variants:
         out = os.path.join(work, name + ".h5")
@@ -111,7 +116,7 @@ def main():
     print(f"levels this cpu runs: {', '.join(levels)}")
     if "scalar" not in levels:
         sys.exit("FAIL: the scalar level must run everywhere")
-    for precision in ("bf16", "int8w"):
+    for precision in ("bf16", "int8w", "q8_0", "q4_0", "q4_1"):
         best = os.path.join(work, f"{precision}-auto.h5")
         run(tripar, mpiexec, job, best, [f"model.precision={precision}"])
         forced = os.path.join(work, f"forced-{precision}")
