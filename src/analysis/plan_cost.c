@@ -156,6 +156,9 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                        .new_positions = new_positions,
                        .past_positions = past};
     double overlappable = 0;
+    /* a mixture of experts sums every expert in one blocking all-reduce per layer (forward.c):
+     * its MLP is never cut into overlapped pieces */
+    const int moe = m->cfg.experts > 0;
     const double rank_weights =
         c->llc_bytes > 0 ? plan_rank_weight_bytes(&m->cfg, m->weight_dtype, s, s->tp - 1, pp_rank)
                          : 0;
@@ -179,7 +182,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         if (p != PHASE_EMBED && p != PHASE_HEAD && p != PHASE_SAMPLE) out->layer_compute += t;
         /* overlap splits the row-parallel products into pieces whose all-reduces run
          * under the next piece (parallel.overlap) */
-        if (p == PHASE_ATTN_OUT_GEMM || p == PHASE_MLP_GEMM) overlappable += t;
+        if (p == PHASE_ATTN_OUT_GEMM || (p == PHASE_MLP_GEMM && !moe)) overlappable += t;
     }
     shard_geom g;
     shard_geom_init(&g, &m->cfg, s->tp, s->tp - 1, s->pp, pp_rank);
@@ -198,6 +201,11 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                                        : plan_allreduce_best(c, tp, bytes, m->collectives, k->busy);
         out->tp_algo = ar.algo, out->tp_proto = ar.proto;
         out->tp_total = 2.0 * g.n_layers * pieces * ar.seconds;
+        if (moe && pieces > 1) /* the MLP's all-reduce: whole, blocking */
+            out->tp_total = g.n_layers * (pieces * ar.seconds +
+                                          plan_allreduce_best(c, tp, bytes * pieces,
+                                                              m->collectives, k->busy)
+                                              .seconds);
         const double hides = r->overlap_efficiency >= 0         ? r->overlap_efficiency
                              : m->collectives == PLAN_COLL_NCCL ? 0.5
                                                                 : 0.0;
