@@ -12,22 +12,26 @@
 
 #include "metrics/phase_cost.h"
 
-/* A tiny Mixtral: C = 32, 4 query heads over 2 kv heads, each expert's mlp M = 16, E = 4
- * experts, top k = 2, 2 layers. */
-static model_config tiny_mixtral(void) {
-    return (model_config){.layers = 2,
-                          .heads = 4,
-                          .embd = 32,
-                          .vocab = 64,
-                          .ctx = 128,
-                          .mlp = 16,
+/* A Mixtral of the given shape: top 2 of `experts` experts of width `mlp`, renormalised. */
+static model_config mixtral(int layers, int heads, int kv_heads, int embd, int mlp, int experts,
+                            int vocab) {
+    return (model_config){.layers = layers,
+                          .heads = heads,
+                          .kv_heads = kv_heads,
+                          .embd = embd,
+                          .mlp = mlp,
+                          .vocab = vocab,
+                          .ctx = 32768,
                           .norm = NORM_PRE,
                           .arch = ARCH_MIXTRAL,
-                          .kv_heads = 2,
-                          .experts = 4,
+                          .experts = experts,
                           .experts_top_k = 2,
                           .norm_topk_prob = 1};
 }
+
+/* A tiny Mixtral: C = 32, 4 query heads over 2 kv heads, each expert's mlp M = 16, E = 4
+ * experts, top k = 2, 2 layers. */
+static model_config tiny_mixtral(void) { return mixtral(2, 4, 2, 32, 16, 4, 64); }
 
 static phase_step step(int seqs, int new_positions, int past) {
     return (phase_step){.tp = 1,
@@ -141,18 +145,7 @@ static void test_shared_expert(void **state) {
  * dense MLP's weights (plus the router), a quarter of all the experts; attention is the same. */
 static void test_mixtral_8x7b_against_dense(void **state) {
     (void)state;
-    model_config moe = {.layers = 32,
-                        .heads = 32,
-                        .kv_heads = 8,
-                        .embd = 4096,
-                        .vocab = 32000,
-                        .ctx = 32768,
-                        .mlp = 14336,
-                        .norm = NORM_PRE,
-                        .arch = ARCH_MIXTRAL,
-                        .experts = 8,
-                        .experts_top_k = 2,
-                        .norm_topk_prob = 1};
+    const model_config moe = mixtral(32, 32, 8, 4096, 14336, 8, 32000);
     model_config dense = moe;
     dense.arch = ARCH_LLAMA, dense.experts = dense.experts_top_k = dense.norm_topk_prob = 0;
     phase_step s = step(1, 1, 511);
