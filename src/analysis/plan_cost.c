@@ -156,6 +156,8 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                        .new_positions = new_positions,
                        .past_positions = past};
     double overlappable = 0;
+    /* a mixture of experts' MLP is never cut into overlapped pieces (forward.c) */
+    const int moe = m->cfg.experts > 0;
     const double rank_weights =
         c->llc_bytes > 0 ? plan_rank_weight_bytes(&m->cfg, m->weight_dtype, s, s->tp - 1, pp_rank)
                          : 0;
@@ -179,7 +181,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         if (p != PHASE_EMBED && p != PHASE_HEAD && p != PHASE_SAMPLE) out->layer_compute += t;
         /* overlap splits the row-parallel products into pieces whose all-reduces run
          * under the next piece (parallel.overlap) */
-        if (p == PHASE_ATTN_OUT_GEMM || p == PHASE_MLP_GEMM) overlappable += t;
+        if (p == PHASE_ATTN_OUT_GEMM || (p == PHASE_MLP_GEMM && !moe)) overlappable += t;
     }
     shard_geom g;
     shard_geom_init(&g, &m->cfg, s->tp, s->tp - 1, s->pp, pp_rank);
@@ -198,10 +200,21 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                                        : plan_allreduce_best(c, tp, bytes, m->collectives, k->busy);
         out->tp_algo = ar.algo, out->tp_proto = ar.proto;
         out->tp_total = 2.0 * g.n_layers * pieces * ar.seconds;
+        /* the all-reduces overlap may run under a product: a mixture of experts' MLP sums
+         * every expert in one blocking all-reduce of all the rows per layer (forward.c), so
+         * only the attention output's are, and the MLP's is whole */
+        double in_pieces = out->tp_total;
+        if (moe) {
+            in_pieces = g.n_layers * pieces * ar.seconds;
+            const plan_collective whole =
+                pieces > 1 ? plan_allreduce_best(c, tp, bytes * pieces, m->collectives, k->busy)
+                           : ar;
+            out->tp_total = in_pieces + g.n_layers * whole.seconds;
+        }
         const double hides = r->overlap_efficiency >= 0         ? r->overlap_efficiency
                              : m->collectives == PLAN_COLL_NCCL ? 0.5
                                                                 : 0.0;
-        if (s->overlap) out->tp_hidden = hides * fmin(out->tp_total, overlappable);
+        if (s->overlap) out->tp_hidden = hides * fmin(in_pieces, overlappable);
         if (g.last_stage)
             out->tp_total +=
                 plan_allreduce_best(c, tp, seqs * 8.0, m->collectives, k->busy).seconds;

@@ -68,6 +68,18 @@ static int matmul_kernels(double rows, precision_kind dtype, int bias) {
     return 1 + (bias != 0);
 }
 
+/* A mixture-of-experts layer's launches (forward.c moe_mlp): the router's fp32 product and the
+ * output's zeroing, then per touched expert (the expectation, rounded) a gather, its gate|up,
+ * SwiGLU, down and a scatter-add, and the same four plus the scatter for the shared expert. */
+static int moe_kernels(const model_config *cfg, const shard_geom *g, double rows,
+                       precision_kind d) {
+    const phase_moe_load load = phase_moe_load_expect(cfg, rows);
+    const int expert = 3 + 2 * matmul_kernels(load.rows_per_expert, d, 0);
+    const int shared = g->shared_local > 0 ? 3 + 2 * matmul_kernels(rows, d, 0) : 0;
+    return matmul_kernels(rows, PRECISION_FP32, 0) + 1 + (int)lround(load.touched) * expert +
+           shared;
+}
+
 int plan_gpu_phase_kernels(const model_config *cfg, const phase_step *s, phase p) {
     shard_geom g;
     shard_geom_init(&g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
@@ -84,6 +96,7 @@ int plan_gpu_phase_kernels(const model_config *cfg, const phase_step *s, phase p
     case PHASE_ATTN_OUT_GEMM:
         return L * pieces * matmul_kernels(rows / pieces, d, !llama && s->tp_rank == 0);
     case PHASE_MLP_GEMM: /* gate|up or fc1, SwiGLU or bias + GELU, down or fc2 */
+        if (cfg->experts > 0) return L * moe_kernels(cfg, &g, rows, d);
         return L * (matmul_kernels(rows, d, 0) + 1 +
                     pieces * matmul_kernels(rows / pieces, d, !llama && s->tp_rank == 0));
     case PHASE_HEAD: /* the final norm and the head's product, on the last rows only */
@@ -108,6 +121,21 @@ static double gemm_seconds(const plan_cluster *c, const plan_ceilings *k, precis
     return flops / (peak * plan_gpu_gemm_efficiency(&c->gpu, rows, out, in));
 }
 
+/* One mixture-of-experts layer's products: the router's in fp32 (SGEMM) on every row, each
+ * touched expert's gate|up and down on its rows_per_expert rows (phase_moe_load_expect: the
+ * tiles of a product of a few rows are mostly padding, which is what makes batched experts
+ * slow), and the shared expert's on every row. */
+static double moe_gemm_seconds(const plan_cluster *c, const plan_ceilings *k, const shard_geom *g,
+                               const model_config *cfg, precision_kind d, double rows) {
+    const double C = cfg->embd, M = g->mlp_local, S = g->shared_local;
+    const phase_moe_load load = phase_moe_load_expect(cfg, rows);
+    const double n = load.rows_per_expert;
+    double t = gemm_seconds(c, k, PRECISION_FP32, rows, C, cfg->experts + (S > 0));
+    t += load.touched * (gemm_seconds(c, k, d, n, C, 2 * M) + gemm_seconds(c, k, d, n, M, C));
+    if (S > 0) t += gemm_seconds(c, k, d, rows, C, 2 * S) + gemm_seconds(c, k, d, rows, S, C);
+    return t;
+}
+
 double plan_gpu_phase_time(const plan_cluster *c, const plan_ceilings *k, const plan_model *m,
                            const phase_step *s, phase p, const phase_cost *pc, int *memory_bound) {
     const model_config *cfg = &m->cfg;
@@ -130,6 +158,10 @@ double plan_gpu_phase_time(const plan_cluster *c, const plan_ceilings *k, const 
         t_flops = L * pieces * gemm_seconds(c, k, d, rows / pieces, A, C);
         break;
     case PHASE_MLP_GEMM:
+        if (cfg->experts > 0) {
+            t_flops = L * moe_gemm_seconds(c, k, &g, cfg, d, rows);
+            break;
+        }
         t_flops = L * (gemm_seconds(c, k, d, rows, C, llama ? 2 * Mlp : Mlp) +
                        pieces * gemm_seconds(c, k, d, rows / pieces, Mlp, C));
         break;

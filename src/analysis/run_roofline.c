@@ -73,6 +73,10 @@ static int run_shape_read(const run_data *run, run_shape *s) {
     cfg->ctx = model_int(&m, "ctx", 0);
     cfg->mlp = model_int(&m, "mlp", 4 * cfg->embd);
     cfg->kv_heads = model_int(&m, "kv_heads", cfg->heads);
+    /* a mixture of experts (mlp is then each expert's width); 0 on a dense model */
+    cfg->experts = model_int(&m, "experts", 0);
+    cfg->experts_top_k = model_int(&m, "experts_top_k", cfg->experts > 0);
+    cfg->shared_mlp = model_int(&m, "shared_expert_mlp", 0);
     /* a checkpoint's note records no head_dim (embd / heads then) nor tie_embeddings: an
      * untied Llama head is assumed, as in Llama 3 8B */
     cfg->head_dim = arch_is_llama(cfg->arch) ? model_int(&m, "head_dim", 0) : 0;
@@ -81,6 +85,13 @@ static int run_shape_read(const run_data *run, run_shape *s) {
     const char *norm = run_model_key(&m, "model.norm");
     cfg->norm = norm && !strcmp(norm, "post") ? NORM_POST : NORM_PRE;
     run_model_free(&m);
+    if (cfg->experts < 0 || cfg->shared_mlp < 0 ||
+        (cfg->experts > 0 && (cfg->experts_top_k < 1 || cfg->experts_top_k > cfg->experts))) {
+        error_set("%s: the job records experts %d, experts_top_k %d, shared_expert_mlp %d; a "
+                  "mixture of experts routes each token to 1 to experts of them",
+                  run->path, cfg->experts, cfg->experts_top_k, cfg->shared_mlp);
+        return STATUS_BAD_INPUT;
+    }
     if (cfg->layers <= 0 || cfg->heads <= 0 || cfg->embd <= 0 || cfg->vocab <= 0 ||
         cfg->kv_heads <= 0) {
         error_set("%s: the job attribute records no complete model shape (layers, heads, embd, "

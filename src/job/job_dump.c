@@ -89,12 +89,19 @@ static void job_dump_model(const job *j, FILE *out) {
         fputs("  checkpoint: ", out);
         job_dump_quoted(out, j->checkpoint);
         fputc('\n', out);
-        if (j->layers > 0) /* filled from the checkpoint by the runner: a note, not a key */
+        if (j->layers > 0) { /* filled from the checkpoint by the runner: a note, not a key */
             fprintf(out,
                     "  # from the checkpoint: layers %d, heads %d, embd %d, vocab %d, "
-                    "ctx %d, mlp %d, kv_heads %d, arch %s\n",
+                    "ctx %d, mlp %d, kv_heads %d, arch %s",
                     j->layers, j->heads, j->embd, j->vocab, j->ctx, j->mlp,
                     j->kv_heads > 0 ? j->kv_heads : j->heads, arch_kind_name(j->arch));
+            /* a mixture of experts' routing, on the same line: report --roofline and plan
+             * --validate price the experts from it */
+            if (arch_is_moe(j->arch))
+                fprintf(out, ", experts %d, experts_top_k %d, shared_expert_mlp %d",
+                        j->experts, j->experts_top_k, j->shared_expert_mlp);
+            fputc('\n', out);
+        }
     }
     if (j->tokenizer[0]) {
         fputs("  tokenizer: ", out);

@@ -65,18 +65,18 @@ static double int8_scales(const model_config *cfg, int int8, matrix_input input,
 }
 
 /* out (rows, n) = in (rows, k) @ W^T (+ bias), W (n, k) in elem-byte elements plus `scales`
- * fp32 scales per row (int8), as cpu_matmul computes it, in `pieces` products of a share of the
- * rows each (the overlap of row-parallel products): each piece reads the whole matrix. */
+ * fp32 scales per row (int8), as cpu_matmul computes it, its weights read `reads` times: once
+ * per piece of the rows (the overlap of row-parallel products: each piece reads the whole
+ * matrix), or once per expert whose rows it multiplies (the same shape for every expert). */
 static void matmul_cost_pieces(phase_cost *c, double rows, double k, double n, double elem,
-                               double scales, int bias, int pieces) {
-    double weight = (k * n * elem + n * scales * F32 + (bias ? n * F32 : 0)) * pieces;
+                               double scales, int bias, double reads) {
+    double weight = (k * n * elem + n * scales * F32 + (bias ? n * F32 : 0)) * reads;
     cost_add(c, 2 * rows * k * n, weight, 0, rows * (k + n) * F32);
 }
 
 static void matmul_cost(phase_cost *c, double rows, double k, double n, double elem, double scales,
                         int bias) {
-    double weight = k * n * elem + n * scales * F32 + (bias ? n * F32 : 0);
-    cost_add(c, 2 * rows * k * n, weight, 0, rows * (k + n) * F32);
+    matmul_cost_pieces(c, rows, k, n, elem, scales, bias, 1);
 }
 
 /* The stage's norm kernels (forward.c): Pre-LN GPT-2 and Llama run one plain norm (the first
@@ -96,6 +96,55 @@ static void norms_cost(phase_cost *c, const model_config *cfg, double rows, int 
     cost_add(c, fused * rows * C * (1 + norm_flops), fused * params, 0, fused * rows * C * 4 * F32);
     /* add only: read x and the delta, write x */
     cost_add(c, add_only * rows * C, 0, 0, add_only * rows * C * 3 * F32);
+}
+
+/* rows through a SwiGLU MLP of width `width` (this rank's share), C -> 2 width -> C, as
+ * forward.c runs Llama's MLP and each expert (expert_mlp): stacked gate|up, SwiGLU, down. Its
+ * weights are read once per set (sets: the experts whose matrices of this shape the rows go
+ * through), down's again per piece of an overlapped row-parallel product. */
+static void swiglu_mlp_cost(phase_cost *c, const model_config *cfg, double rows, double width,
+                            double elem, int int8, double sets, int pieces) {
+    const double C = cfg->embd;
+    matmul_cost_pieces(c, rows, C, 2 * width, elem, int8_scales(cfg, int8, MATRIX_INPUT_WHOLE, C),
+                       0, sets);
+    cost_add(c, rows * width * SWIGLU_FLOPS, 0, 0, rows * 3 * width * F32);
+    matmul_cost_pieces(c, rows, width, C, elem, int8_scales(cfg, int8, MATRIX_INPUT_MLP, width), 0,
+                       sets * pieces);
+}
+
+phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows) {
+    phase_moe_load l = {0, 0};
+    if (cfg->experts <= 0 || rows <= 0) return l;
+    const double E = cfg->experts, k = cfg->experts_top_k;
+    l.touched = E * (1 - pow(1 - k / E, rows));
+    l.rows_per_expert = rows * k / l.touched;
+    return l;
+}
+
+/* One mixture-of-experts layer's MLP (forward.c moe_mlp) over rows: the router's product (fp32,
+ * replicated: every TP rank computes all E [+ the shared gate] logits on all C), the output
+ * zeroed, then each touched expert gathers its rows, runs its SwiGLU MLP (this rank's mlp_local
+ * columns) and adds them back weighted (read the rows and the output, write the output: a
+ * multiply and an add per element); then the shared expert on every row, added back the same
+ * way. The rows x k routed rows are exact; the experts read are the expectation under uniform
+ * routing (phase_moe_load_expect). The host's top-k and the copies of logits and routes are not
+ * counted. */
+static void moe_cost(phase_cost *c, const model_config *cfg, const shard_geom *g, double rows,
+                     double elem, int int8) {
+    const double C = cfg->embd, routed = rows * cfg->experts_top_k;
+    const double R = cfg->experts + (cfg->shared_mlp > 0);
+    matmul_cost(c, rows, C, R, F32, 0, 0);
+    cost_add(c, 0, 0, 0, rows * C * F32); /* o zeroed */
+    const phase_moe_load load = phase_moe_load_expect(cfg, rows);
+    /* gather: the row ids read, the rows read and written; scatter: the ids and weights read,
+     * the expert's rows and o's read, o written */
+    cost_add(c, 0, 0, 0, routed * (TOKEN_ID + 2 * C * F32));
+    swiglu_mlp_cost(c, cfg, routed, g->mlp_local, elem, int8, load.touched, 1);
+    cost_add(c, routed * 2 * C, 0, 0, routed * (TOKEN_ID + F32 + 3 * C * F32));
+    if (g->shared_local > 0) {
+        swiglu_mlp_cost(c, cfg, rows, g->shared_local, elem, int8, 1, 1);
+        cost_add(c, rows * 2 * C, 0, 0, rows * (TOKEN_ID + F32 + 3 * C * F32));
+    }
 }
 
 /* Causal attention over the cache (kernels/cpu/attention.c, kernels/cuda/attention.cu): query i
@@ -168,12 +217,10 @@ void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, p
                            bias_once, pieces);
         break;
     case PHASE_MLP_GEMM:
-        if (llama) { /* stacked gate|up, SwiGLU, down */
-            matmul_cost(&layer, rows, C, 2 * M, elem, int8_scales(cfg, int8, MATRIX_INPUT_WHOLE, C),
-                        0);
-            cost_add(&layer, rows * M * SWIGLU_FLOPS, 0, 0, rows * 3 * M * F32);
-            matmul_cost_pieces(&layer, rows, M, C, elem,
-                               int8_scales(cfg, int8, MATRIX_INPUT_MLP, M), 0, pieces);
+        if (cfg->experts > 0) {
+            moe_cost(&layer, cfg, &g, rows, elem, int8);
+        } else if (llama) { /* stacked gate|up, SwiGLU, down */
+            swiglu_mlp_cost(&layer, cfg, rows, M, elem, int8, 1, pieces);
         } else { /* fc1, bias + GELU in place (reads fc1_b), fc2 */
             matmul_cost(&layer, rows, C, M, elem, int8_scales(cfg, int8, MATRIX_INPUT_WHOLE, C), 0);
             cost_add(&layer, rows * M * GELU_FLOPS, M * F32, 0, rows * 2 * M * F32);

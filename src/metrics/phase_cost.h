@@ -35,6 +35,19 @@ typedef struct {
     double bytes;        /* weight_bytes + kv_bytes + act_bytes */
 } phase_cost;
 
+/* The expected routing of one mixture-of-experts layer over `rows` token rows, under uniform,
+ * independent top-k choices (each row picks k of the E experts, every k-subset alike; a trained
+ * router's skew is not modelled until expert load is calibrated from runs): an expert is missed
+ * by one row with probability 1 - k/E, so the experts at least one row reaches number
+ *   touched = E (1 - (1 - k/E)^rows)
+ * (k at one row, all E for many rows), and each of them multiplies rows k / touched rows (the
+ * rows of its GEMMs: the k rows x E / touched, at least one). Zeros for a dense model. */
+typedef struct {
+    double touched;         /* experts whose weights the layer reads */
+    double rows_per_expert; /* rows each touched expert's products multiply */
+} phase_moe_load;
+phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows);
+
 /* Bytes of one weight matrix element in a dtype: fp32 4, bf16/fp16 2, int8w 1 (its fp32
  * per-row scales are counted separately). */
 double phase_weight_elem_bytes(precision_kind p);

@@ -665,6 +665,34 @@ static void test_predict_parts_add_up(void **state) {
     assert_true(one.bubble > 0);
 }
 
+/* A mixture of experts sums its experts in one blocking all-reduce per layer (forward.c), so
+ * with overlap at tp 2 and 2 chunks only the attention output goes in 2 pieces: per layer 2
+ * all-reduces of half the rows and 1 of all of them, where a dense Llama has 4 of half; the
+ * sampler's MAXLOC on top; only the pieces can be hidden. A prefill alone (one new token). */
+static void test_moe_allreduce_whole(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    model_config moe = llama_small();
+    moe.arch = ARCH_MIXTRAL, moe.experts = 4, moe.experts_top_k = 2, moe.norm_topk_prob = 1;
+    plan_model m = {.cfg = moe, .weight_dtype = PRECISION_FP32, .kv_block = 16, .chunks = 2};
+    plan_workload w = {.batch = 2, .prompt = 8, .new_tokens = 1};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_strategy s = {.dp = 1, .tp = 2, .pp = 1, .microbatches = 1, .overlap = 1};
+    plan_prediction p;
+    plan_predict(&m, &w, &c, &r, &s, &p);
+    const double bytes = 2 * 8 * 128 * 4.0; /* rows x C x 4 */
+    const double half = plan_iallreduce(&c, &p.tp_group, bytes / 2, PLAN_COLL_NCCL, 0).seconds;
+    const double whole = plan_allreduce_best(&c, &p.tp_group, bytes, PLAN_COLL_NCCL, 0).seconds;
+    const double maxloc = plan_allreduce_best(&c, &p.tp_group, 2 * 8.0, PLAN_COLL_NCCL, 0).seconds;
+    assert_close(p.tp_total, 4 * (2 * half + whole) + maxloc);
+    /* NCCL hides half of what runs under a product (uncalibrated): the attention's pieces */
+    assert_true(p.tp_hidden > 0 && p.tp_hidden <= 0.5 * 4 * 2 * half * (1 + 1e-12));
+    m.cfg = llama_small();
+    plan_predict(&m, &w, &c, &r, &s, &p);
+    assert_close(p.tp_total, 4 * 4 * half + maxloc);
+}
+
 /* Every strategy of GPT-2 124M on 2 ranks, batch 4: tp=2 (m 1, 2, 4, overlap off and on: 6),
  * dp=2 (m 1, 2: 2), pp=2 (m 1, 2, 4: 3); one order each (the others place 2 ranks alike). */
 static void test_enumerate_count(void **state) {
@@ -700,6 +728,7 @@ int main(void) {
         cmocka_unit_test(test_weights_in_cache),
         cmocka_unit_test(test_predict_parts_add_up),
         cmocka_unit_test(test_enumerate_count),
+        cmocka_unit_test(test_moe_allreduce_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

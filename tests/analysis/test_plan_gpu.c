@@ -167,6 +167,45 @@ static void test_phase_time(void **state) {
                  pc.bytes / (0.85 * fill * 3e12) + 3 * 1.5e-6);
 }
 
+/* A mixture-of-experts layer (8 experts of mlp 8192, top 2, C 4096, fp16) by hand. A prefill
+ * of 4096 rows reaches all 8 experts, 1024 rows each: an expert's gate|up (8 x 128 tiles) takes
+ * 8 waves of 132 for 1024 tiles and its down (8 x 32 tiles) 2 waves for 256, both 0.75 x
+ * 1024 / 1056; the router (out 8: 32 tiles padded from 8 columns to 128, 4 K splits) runs as
+ * SGEMM at 1/16 of the peak. Launches: the router, the zeroing, and per expert a gather,
+ * convert + GEMM twice, SwiGLU and a scatter-add: 2 + 8 x 7. At batch-1 decode the row's 2
+ * experts are GEMVs that stream their weights: 2 + 2 x 5 launches. */
+static void test_moe_phase_time(void **state) {
+    (void)state;
+    plan_cluster c = gpu_node();
+    const plan_ceilings k = GPU_CEILINGS;
+    model_config cfg = llama(1, 32, 8, 4096, 8192, 8192);
+    cfg.arch = ARCH_MIXTRAL, cfg.experts = 8, cfg.experts_top_k = 2, cfg.norm_topk_prob = 1;
+    plan_model m = {.cfg = cfg, .weight_dtype = PRECISION_FP16};
+    phase_step s = {
+        .tp = 1, .pp = 1, .weight_dtype = PRECISION_FP16, .seqs = 1, .new_positions = 4096};
+    phase_cost pc;
+    phase_cost_compute(&cfg, &s, PHASE_MLP_GEMM, &pc);
+    const double expert_eff = 0.75 * 1024 / 1056;
+    const double router = 2.0 * 4096 * 4096 * 8 /
+                          (1e15 * 0.0625 * 0.75 * 4096 * 8 * 4 / (132 * 128 * 128.0));
+    const double gate_up = 2.0 * 1024 * 4096 * 16384 / (1e15 * expert_eff);
+    const double down = 2.0 * 1024 * 8192 * 4096 / (1e15 * expert_eff);
+    const double flops = router + 8 * (gate_up + down);
+    assert_true(flops > pc.bytes / (0.85 * 3e12));
+    assert_int_equal(plan_gpu_phase_kernels(&cfg, &s, PHASE_MLP_GEMM), 58);
+    int bound = -1;
+    assert_close(plan_gpu_phase_time(&c, &k, &m, &s, PHASE_MLP_GEMM, &pc, &bound),
+                 flops + 58 * 4.5e-6);
+    assert_int_equal(bound, 0);
+
+    s.new_positions = 1, s.past_positions = 511;
+    phase_cost_compute(&cfg, &s, PHASE_MLP_GEMM, &pc);
+    assert_int_equal(plan_gpu_phase_kernels(&cfg, &s, PHASE_MLP_GEMM), 12);
+    assert_close(plan_gpu_phase_time(&c, &k, &m, &s, PHASE_MLP_GEMM, &pc, &bound),
+                 pc.bytes / (0.85 * 3e12) + 12 * 4.5e-6);
+    assert_int_equal(bound, 1);
+}
+
 /* The host's turn between steps (device.efficiency.step_overhead) is paid once per step, with
  * the sampling on the last stage: not by another phase, not by an earlier stage. */
 static void test_step_overhead(void **state) {
@@ -245,6 +284,7 @@ int main(void) {
         cmocka_unit_test(test_kernels_per_layer),
         cmocka_unit_test(test_phase_time),
         cmocka_unit_test(test_step_overhead),
+        cmocka_unit_test(test_moe_phase_time),
         cmocka_unit_test(test_calibration_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

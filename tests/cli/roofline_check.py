@@ -226,6 +226,25 @@ def main():
     assert qkv["flops"] == 4 * 2 * (2 * 4) * 32 * ((2 + 2) * 8), qkv
     assert qkv["weight_bytes"] == 4 * 32 * ((2 + 2) * 8) * 2, qkv  # bf16, no biases
 
+    # the same Llama as a mixture of experts (4 experts of mlp 48, top 2) at tp=2: each
+    # (iteration, step) reads the fp32 router (4 x 32, replicated) and the weights of the
+    # experts its rows reach under uniform routing, 4 (1 - (1 - 2/4)^rows), each expert this
+    # rank's 24 columns of gate|up (48 x 32) and down (32 x 24): all but 1/2^8 of 4 at the
+    # prefill's 8 rows, 3 at decode's 2
+    e = os.path.join(work, "roof_moe.h5")
+    run([MPIEXEC, "-n", "2", "--oversubscribe", "--bind-to", "none", TRIPAR, "run", llama,
+         "--out", e, "--set", "parallel.tp=2", "--set", "model.arch=mixtral", "--set",
+         "model.synthetic.experts=4", "--set", "model.synthetic.experts_top_k=2", "--set",
+         "record.activations=[]"])
+    done, table, rows = report(e, work)
+    check_table(e, table, rows, done.stdout, ceilings=False)
+    expert = (2 * 24 * 32 + 32 * 24) * 4
+    for period, n_rows in (("prefill", 2 * 4), ("decode", 2)):
+        mlp = row(table, period, "mlp_gemm")
+        priced = mlp["events"] // 4  # one event per layer and (iteration, step)
+        touched = 4 * (1 - (1 - 2 / 4) ** n_rows)
+        assert close(mlp["weight_bytes"], priced * 4 * (4 * 32 * 4 + touched * expert)), mlp
+
     # timings at step level cannot be priced per phase: exit 2 with the reason, once
     c = tripar_run(work, "roof_step", 1, "record.timings=step")
     done, _, _ = report(c, work, expect=2)

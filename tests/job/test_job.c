@@ -664,6 +664,13 @@ static void test_checkpoint_job(void **state) {
     assert_non_null(strstr(text, "# from the checkpoint: layers 2, heads 4"));
     assert_non_null(strstr(text, ", kv_heads 4, arch gpt2\n"));
     free(text);
+    /* a mixture of experts' routing rides on the same line (report --roofline prices it) */
+    j.arch = ARCH_MIXTRAL, j.kv_heads = 2, j.experts = 8, j.experts_top_k = 2;
+    text = job_dump_string(&j);
+    assert_non_null(strstr(text, ", kv_heads 2, arch mixtral, experts 8, experts_top_k 2, "
+                                 "shared_expert_mlp 0\n"));
+    free(text);
+    j.arch = ARCH_GPT2, j.kv_heads = 0, j.experts = 0, j.experts_top_k = 0;
     round_trip(path, NULL, 0);
     job_free(&j);
 }

@@ -1,0 +1,179 @@
+/* The mixture-of-experts MLP's FLOPs and bytes (src/metrics/phase_cost.c, moe_cost) against
+ * hand counts: the experts a step reads under uniform routing (k of E at one row, all E for many
+ * rows), the replicated fp32 router, the shared expert, and Mixtral 8x7B's decode MLP against a
+ * dense model of the same attention. Each expected value is arithmetic from the shape alone. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+
+#include "metrics/phase_cost.h"
+
+/* A Mixtral of the given shape: top 2 of `experts` experts of width `mlp`, renormalised. */
+static model_config mixtral(int layers, int heads, int kv_heads, int embd, int mlp, int experts,
+                            int vocab) {
+    return (model_config){.layers = layers,
+                          .heads = heads,
+                          .kv_heads = kv_heads,
+                          .embd = embd,
+                          .mlp = mlp,
+                          .vocab = vocab,
+                          .ctx = 32768,
+                          .norm = NORM_PRE,
+                          .arch = ARCH_MIXTRAL,
+                          .experts = experts,
+                          .experts_top_k = 2,
+                          .norm_topk_prob = 1};
+}
+
+/* A tiny Mixtral: C = 32, 4 query heads over 2 kv heads, each expert's mlp M = 16, E = 4
+ * experts, top k = 2, 2 layers. */
+static model_config tiny_mixtral(void) { return mixtral(2, 4, 2, 32, 16, 4, 64); }
+
+static phase_step step(int seqs, int new_positions, int past) {
+    return (phase_step){.tp = 1,
+                        .pp = 1,
+                        .weight_dtype = PRECISION_FP32,
+                        .kv_cache = KV_CONTIGUOUS,
+                        .kv_block = 16,
+                        .seqs = seqs,
+                        .new_positions = new_positions,
+                        .past_positions = past};
+}
+
+static phase_cost mlp_cost(const model_config *cfg, const phase_step *s) {
+    phase_cost c;
+    phase_cost_compute(cfg, s, PHASE_MLP_GEMM, &c);
+    assert_true(c.bytes == c.weight_bytes + c.kv_bytes + c.act_bytes);
+    assert_true(c.kv_bytes == 0);
+    return c;
+}
+
+/* E (1 - (1 - k/E)^rows) experts touched, rows k / touched rows each. */
+static void test_expected_experts(void **state) {
+    (void)state;
+    model_config cfg = tiny_mixtral();
+    cfg.experts = 8;
+    phase_moe_load l = phase_moe_load_expect(&cfg, 1);
+    assert_true(l.touched == 2 && l.rows_per_expert == 1); /* one row: its k experts */
+    l = phase_moe_load_expect(&cfg, 2); /* 8 (1 - 0.75^2) = 3.5; 4 routed rows over them */
+    assert_true(l.touched == 3.5);
+    assert_true(l.rows_per_expert == 4 / 3.5);
+    l = phase_moe_load_expect(&cfg, 4096); /* a prefill: every expert, 1024 rows each */
+    assert_true(fabs(l.touched - 8) < 1e-9);
+    assert_true(fabs(l.rows_per_expert - 1024) < 1e-6);
+    l = phase_moe_load_expect(&cfg, 0);
+    assert_true(l.touched == 0 && l.rows_per_expert == 0);
+    cfg.experts = 0; /* dense */
+    l = phase_moe_load_expect(&cfg, 4);
+    assert_true(l.touched == 0 && l.rows_per_expert == 0);
+}
+
+/* One expert's matrices per layer: gate|up (2M x C) and down (C x M), fp32. */
+static const double EXPERT_BYTES = (2 * 16 * 32 + 32 * 16) * 4.0; /* 6144 */
+static const double ROUTER_BYTES = 4 * 32 * 4.0;                  /* (E, C) fp32: 512 */
+
+/* Batch 1 decode: one row, routed to k = 2 of 4 experts, whose weights alone are read. */
+static void test_decode_one_row(void **state) {
+    (void)state;
+    const model_config cfg = tiny_mixtral();
+    const phase_step s = step(1, 1, 7);
+    const double L = 2, routed = 2; /* rows x k */
+    const phase_cost c = mlp_cost(&cfg, &s);
+    /* router 2 x 1 x 32 x 4; per routed row gate|up 2 x 32 x 32, SwiGLU 16 x 5, down
+     * 2 x 16 x 32, the weighted add 2 x 32 */
+    assert_true(c.flops ==
+                L * (2 * 32 * 4 + routed * (2 * 32 * 32 + 16 * 5 + 2 * 16 * 32 + 2 * 32)));
+    /* the router's fp32 rows and 2 of the 4 experts: k / E of all expert weights */
+    assert_true(c.weight_bytes == L * (ROUTER_BYTES + 2 * EXPERT_BYTES));
+    assert_true(c.weight_bytes - L * ROUTER_BYTES == L * 4 * EXPERT_BYTES * 2 / 4);
+    /* router: the row in, 4 logits out; o zeroed; gather: an id, the row read and written;
+     * gate|up: in 32, out 32; SwiGLU: 3 x 16; down: in 16, out 32; scatter: an id, a weight,
+     * the expert's row and o's row read, o's written */
+    const double act = (32 + 4) * 4 + 32 * 4 +
+                       routed * ((4 + 2 * 32 * 4) + (32 + 32) * 4 + 3 * 16 * 4 + (16 + 32) * 4 +
+                                 (4 + 4 + 3 * 32 * 4));
+    assert_true(c.act_bytes == L * act);
+}
+
+/* A prefill of 4 x 64 rows reaches every expert: all 4 experts' weights, once each. */
+static void test_prefill_all_experts(void **state) {
+    (void)state;
+    const model_config cfg = tiny_mixtral();
+    const phase_step s = step(4, 64, 0);
+    const double L = 2, rows = 256, routed = 512;
+    const phase_cost c = mlp_cost(&cfg, &s);
+    assert_true(c.flops == L * (2 * rows * 32 * 4 +
+                                routed * (2 * 32 * 32 + 16 * 5 + 2 * 16 * 32 + 2 * 32)));
+    assert_true(c.weight_bytes == L * (ROUTER_BYTES + 4 * EXPERT_BYTES));
+}
+
+/* TP splits each expert's columns; the router stays whole on every rank. bf16 experts. */
+static void test_tp2_router_replicated(void **state) {
+    (void)state;
+    const model_config cfg = tiny_mixtral();
+    phase_step s = step(1, 1, 7);
+    s.tp = 2, s.tp_rank = 1, s.weight_dtype = PRECISION_BF16;
+    const double L = 2, routed = 2, M = 8; /* this rank's 8 of each expert's 16 columns */
+    const phase_cost c = mlp_cost(&cfg, &s);
+    assert_true(c.flops ==
+                L * (2 * 32 * 4 + routed * (2 * 32 * 2 * M + M * 5 + 2 * M * 32 + 2 * 32)));
+    assert_true(c.weight_bytes == L * (ROUTER_BYTES + 2 * (2 * M * 32 + 32 * M) * 2));
+}
+
+/* Qwen2-MoE: the router's E rows plus the shared expert's gate row, and the shared expert (a
+ * dense SwiGLU of width 24) on every row, added back weighted. */
+static void test_shared_expert(void **state) {
+    (void)state;
+    model_config cfg = tiny_mixtral();
+    cfg.arch = ARCH_QWEN2_MOE, cfg.shared_mlp = 24, cfg.norm_topk_prob = 0;
+    const phase_step s = step(1, 1, 7);
+    const double L = 2, routed = 2, S = 24;
+    const phase_cost c = mlp_cost(&cfg, &s);
+    const double per_row = 2 * 32 * 32 + 16 * 5 + 2 * 16 * 32 + 2 * 32;
+    const double shared = 2 * 32 * 2 * S + S * 5 + 2 * S * 32 + 2 * 32;
+    assert_true(c.flops == L * (2 * 32 * 5 + routed * per_row + shared));
+    assert_true(c.weight_bytes ==
+                L * (5 * 32 * 4 + 2 * EXPERT_BYTES + (2 * S * 32 + 32 * S) * 4));
+}
+
+/* Mixtral 8x7B (C 4096, each expert's mlp 14336, 8 experts, top 2) against a dense Llama of the
+ * same attention and one expert's MLP: a batch-1 decode reads 2 of the 8 experts, twice the
+ * dense MLP's weights (plus the router), a quarter of all the experts; attention is the same. */
+static void test_mixtral_8x7b_against_dense(void **state) {
+    (void)state;
+    const model_config moe = mixtral(32, 32, 8, 4096, 14336, 8, 32000);
+    model_config dense = moe;
+    dense.arch = ARCH_LLAMA, dense.experts = dense.experts_top_k = dense.norm_topk_prob = 0;
+    phase_step s = step(1, 1, 511);
+    s.weight_dtype = PRECISION_BF16;
+    const double L = 32, router = 8 * 4096 * 4.0, expert = 3.0 * 4096 * 14336 * 2;
+    const phase_cost m = mlp_cost(&moe, &s), d = mlp_cost(&dense, &s);
+    assert_true(d.weight_bytes == L * expert);
+    assert_true(m.weight_bytes == L * (router + 2 * expert));
+    assert_true(m.weight_bytes - L * router == 2.0 / 8 * (L * 8 * expert));
+    phase_cost ma, da;
+    phase_cost_compute(&moe, &s, PHASE_ATTENTION, &ma);
+    phase_cost_compute(&dense, &s, PHASE_ATTENTION, &da);
+    assert_true(ma.flops == da.flops && ma.bytes == da.bytes);
+    /* a batch of 32 rows: 8 (1 - 0.75^32) = 7.992 experts expected, nearly all */
+    s.seqs = 32;
+    const phase_cost m32 = mlp_cost(&moe, &s);
+    const double touched = 8 * (1 - pow(0.75, 32));
+    assert_true(fabs(m32.weight_bytes - L * (router + touched * expert)) < 1e-6 * m32.weight_bytes);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expected_experts),
+        cmocka_unit_test(test_decode_one_row),
+        cmocka_unit_test(test_prefill_all_experts),
+        cmocka_unit_test(test_tp2_router_replicated),
+        cmocka_unit_test(test_shared_expert),
+        cmocka_unit_test(test_mixtral_8x7b_against_dense),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
