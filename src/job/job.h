@@ -207,6 +207,12 @@ int job_records_activation(const job *j, const char *point);
 const char *norm_kind_name(norm_kind k);
 const char *arch_kind_name(arch_kind k);
 const char *precision_kind_name(precision_kind k);
+/* MLP columns move between TP ranks in units of this many: int8w's weight group or 32 (its
+ * activation blocks) when the width allows, else single columns (the down projection then keeps
+ * fp32 activations); 32, the block, for q8_0/q4_0/q4_1; 1 in 16-bit and fp32. A shared expert
+ * (shared_mlp > 0) moves in the same units as the routed experts. The unit depends on the model
+ * alone, never on the mesh, so every factorization quantises the same blocks. */
+int mlp_split_unit(int mlp, int shared_mlp, precision_kind p, int int8_group);
 /* backend.cpu_isa's values: "auto" then the CPU backend's instruction-set levels, from the
  * lowest (kernels/cpu/cpu_isa.h names them alike; a unit test checks), NULL-terminated. */
 const char *const *job_cpu_isa_names(void);

@@ -54,6 +54,48 @@ static int job_validate_ep(const job *j) {
     return STATUS_OK;
 }
 
+static int gcd(int a, int b) {
+    while (b) {
+        const int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int mlp_split_unit(int mlp, int shared_mlp, precision_kind p, int int8_group) {
+    const int width = shared_mlp > 0 ? gcd(mlp, shared_mlp) : mlp;
+    if (p != PRECISION_INT8W && !precision_is_block(p)) return 1;
+    if (p == PRECISION_INT8W && int8_group > 0 && width % int8_group == 0) return int8_group;
+    return width % 32 == 0 ? 32 : 1;
+}
+
+/* Every TP rank holds at least one unit of the MLP (mlp_split_unit) and of a shared expert: a
+ * width of 64 in 32-column units cannot give 3 ranks a block each. Names the tp values that
+ * work. */
+static int job_validate_mlp_units(const job *j) {
+    const int mlp = j->mlp > 0 ? j->mlp : 4 * j->embd, shared = j->shared_expert_mlp;
+    const int unit = mlp_split_unit(mlp, shared, j->precision, j->int8_group);
+    const int units = shared > 0 && shared < mlp ? shared / unit : mlp / unit;
+    if (unit == 1 || units >= j->tp) return STATUS_OK;
+    char fits[256] = "";
+    for (int t = 1; t <= j->heads && t <= units; t++)
+        if (j->heads % t == 0) {
+            const size_t used = strlen(fits);
+            snprintf(fits + used, sizeof fits - used, "%s%d", used ? ", " : "", t);
+        }
+    return job_fail_at(j, KEYS("parallel.tp", "parallel"),
+                       "parallel.tp = %d splits the %s width %d into units of %d columns "
+                       "(model.precision %s%s), %d of them, so a rank would hold none; tp values "
+                       "that work: %s",
+                       j->tp, shared > 0 && shared < mlp ? "shared expert's" : "MLP",
+                       shared > 0 && shared < mlp ? shared : mlp, unit,
+                       precision_kind_name(j->precision),
+                       j->precision == PRECISION_INT8W && j->int8_group == unit ? ", model.int8_group"
+                                                                                : "",
+                       units, fits);
+}
+
 /* The block formats (q8_0, q4_0, q4_1) hold each weight row as blocks of 32 columns, so every
  * matrix's input, and every TP rank's part of a split one, is a whole number of blocks: the
  * attention width splits by heads (each rank heads / tp of them), the MLP width in units of
@@ -77,6 +119,13 @@ static int job_validate_blocks(const job *j) {
                            "the MLP width %d (the input of fc2_w) is not a multiple of 32; "
                            "allowed with it: fp32, int8w, bf16, fp16",
                            p, mlp);
+    if (j->shared_expert_mlp % 32)
+        return job_fail_at(j, KEYS("model.synthetic.shared_expert_mlp", "model.checkpoint",
+                                   "model.synthetic", "model"),
+                           "model.precision: %s stores weight rows in blocks of 32 columns, but "
+                           "the shared expert's width %d is not a multiple of 32; allowed with "
+                           "it: fp32, int8w, bf16, fp16",
+                           p, j->shared_expert_mlp);
     if ((long)(j->heads / j->tp) * hd % 32 == 0) return STATUS_OK;
     char fits[256] = "";
     for (int t = 1; t <= j->heads; t++)
@@ -143,6 +192,7 @@ int job_validate_model(const job *j) {
                            j->tp, kv, fits);
     }
     TRY(job_validate_blocks(j));
+    TRY(job_validate_mlp_units(j));
     TRY(job_validate_ep(j));
     if (j->pp > j->layers)
         return job_fail_at(j, KEYS("parallel.pp", "parallel"),

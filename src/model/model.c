@@ -12,16 +12,6 @@
 #include "kernels/quant_blocks.h"
 #include "parallel/agree.h"
 
-/* MLP columns move between TP ranks in units of this many. For int8 with activation blocks
- * the down projection's input must split on block (and weight group) boundaries in every
- * mesh, so whole units of the group, else of 32, when mlp allows; otherwise single columns
- * (and the down projection keeps fp32 activations and one scale per row). */
-static int model_mlp_unit(int mlp, int int8, int group) {
-    if (!int8) return 1;
-    if (group > 0 && mlp % group == 0) return group;
-    return mlp % 32 == 0 ? 32 : 1;
-}
-
 static int gcd_int(int a, int b) {
     while (b) {
         int t = a % b;
@@ -55,11 +45,7 @@ void model_config_set_precision(model_config *cfg, precision_kind p, int int8_gr
      * stays fp32 unless asked; in fp32 there is nothing to quantise */
     cfg->quantize_head =
         p != PRECISION_FP32 && (quantize_head >= 0 ? quantize_head : !cfg->tie_embeddings);
-    /* a shared expert's columns move in the same units as the routed experts'; the block
-     * formats split fc2's input on their 32-column blocks, as int8w's activations */
-    const int width = cfg->shared_mlp > 0 ? gcd_int(cfg->mlp, cfg->shared_mlp) : cfg->mlp;
-    cfg->mlp_unit = model_mlp_unit(width, p == PRECISION_INT8W || precision_is_block(p),
-                                   cfg->int8_group);
+    cfg->mlp_unit = mlp_split_unit(cfg->mlp, cfg->shared_mlp, p, cfg->int8_group);
 }
 
 void model_config_from_job(model_config *cfg, const job *j) {
