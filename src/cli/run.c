@@ -79,13 +79,15 @@ static void usage(FILE *f) {
         "Exit codes: 0 ok, 1 runtime failure, 2 bad usage, job, mesh or checkpoint.\n");
 }
 
-static int parse_args(run_args *a, int argc, char **argv) {
+/* help_out: where --help prints the usage; NULL for the early read before MPI_Init
+ * (run_stall_seconds_early), so the usage is printed once, by run_main. */
+static int parse_args(run_args *a, int argc, char **argv, FILE *help_out) {
     memset(a, 0, sizeof *a);
     sweep_init(&a->sweep);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            usage(stdout);
+            if (help_out) usage(help_out);
             return 1;
         } else if (!strcmp(arg, "--set") && i + 1 < argc) {
             if (a->n_overrides == RUN_MAX_OVERRIDES) {
@@ -237,7 +239,7 @@ int run_stall_seconds_early(int argc, char **argv) {
     job j;
     memset(&j, 0, sizeof j);
     int seconds = -1;
-    if (parse_args(&args, argc, argv) == 0 &&
+    if (parse_args(&args, argc, argv, NULL) == 0 &&
         job_load(&j, args.job_path, args.overrides, args.n_overrides) == STATUS_OK)
         seconds = j.stall_seconds;
     job_free(&j);
@@ -248,7 +250,7 @@ int run_stall_seconds_early(int argc, char **argv) {
 int run_main(int argc, char **argv, double process_start) {
     run_args args;
     const int world_rank = agree_comm_rank(MPI_COMM_WORLD);
-    int rc = parse_args(&args, argc, argv);
+    int rc = parse_args(&args, argc, argv, stdout);
     if (rc != 0) {
         sweep_free(&args.sweep);
         return rc > 0 ? TRIPAR_EXIT_OK : run_user_error();

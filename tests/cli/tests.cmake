@@ -23,12 +23,16 @@ add_test(NAME cli_unknown_command COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exi
          "unknown command 'frobnicate'" -- $<TARGET_FILE:tripar> frobnicate)
 add_test(NAME cli_run_help COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0
          "usage: tripar run JOB.yaml" -- $<TARGET_FILE:tripar> run --help)
+# the usage once: the early read of the job before MPI_Init parses the same arguments
+add_test(NAME cli_run_help_once COMMAND sh -c
+         "test \"$(\"$0\" run --help | grep -c '^usage: tripar run')\" = 1" $<TARGET_FILE:tripar>)
 add_test(NAME cli_run_no_job COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 2
          "no job file given" -- $<TARGET_FILE:tripar> run)
 add_test(NAME cli_dry_run COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/expect_exit.sh 0
          "pp_rank: 1, tp_rank: 1, layer_begin: 2, layer_end: 4" -- $<TARGET_FILE:tripar> run
          ${PROJECT_SOURCE_DIR}/jobs/demo.yaml --dry-run)
-set_tests_properties(cli_version cli_unknown_command cli_run_help cli_run_no_job cli_dry_run
+set_tests_properties(cli_version cli_unknown_command cli_run_help cli_run_help_once cli_run_no_job
+                     cli_dry_run
                      PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}" TIMEOUT 60)
 
 # --dry-run prints one YAML document: the resolved job plus memory_per_rank.
