@@ -194,8 +194,14 @@ def check_straggler(work, axis, slow_rank):
 
 
 def first_e2e_clause(verdict):
+    """The end-to-end verdict's first named part. Where increases and savings cancel, the
+    verdict opens with a sentence that sums them ("The parts cancel: ... make the ...
+    difference"); the part it names first follows."""
     tail = verdict[verdict.index("End to end: ") + len("End to end: "):]
-    return tail.split(". ")[0]
+    clauses = tail.split(". ")
+    if clauses[0].startswith("The parts cancel:") and len(clauses) > 1:
+        return clauses[1]
+    return clauses[0]
 
 
 def check_allreduce(work):
