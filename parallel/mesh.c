@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/intmath.h"
 
 static const char *const axis_names[AXIS_COUNT] = {"tp", "pp", "dp"};
 
@@ -57,8 +58,6 @@ static place_key *place_keys_sorted(int world, const mesh_place *place) {
     qsort(keys, (size_t)world, sizeof *keys, place_key_cmp);
     return keys;
 }
-
-static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
 
 /* The sorted keys of one node are one run: where the run starting at begin ends. */
 static int node_run_end(const place_key *keys, int world, int begin) {
@@ -124,7 +123,7 @@ int mesh_layout_auto(int world, const mesh_place *place, const int size[AXIS_COU
     for (int begin = 0, end; begin < world; begin = end) {
         end = node_run_end(keys, world, begin);
         if ((end - begin) % tp != 0) fits = 0;
-        common = gcd(common, end - begin);
+        common = int_gcd(common, end - begin);
     }
     if (!fits) {
         char nodes[1600], divisors[256] = "";

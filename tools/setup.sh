@@ -69,10 +69,12 @@ test)
     # the launcher and the network, not code the single-node runs miss). Leak checks are off there,
     # because Open MPI leaks past MPI_Finalize; the unit tests that never start MPI then run
     # once more with them on. The docs label is left out too: it tests the docs as written, and
-    # the code its commands reach is the code the other labels already run here.
+    # the code its commands reach is the code the other labels already run here. So is the
+    # variant label: a test whose sibling runs here with only the number format changed
+    # (tests/parallel/tests.cmake says which).
     cmake -S . -B "$BUILD-asan" -DCMAKE_BUILD_TYPE=Debug -DTRIPAR_SANITIZE=ON -DTRIPAR_CUDA=OFF
     cmake --build "$BUILD-asan" -j"$JOBS"
-    (cd "$BUILD-asan" && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$JOBS" -LE "slurm|gpu|fuzz|cluster|docs")
+    (cd "$BUILD-asan" && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$JOBS" -LE "slurm|gpu|fuzz|cluster|docs|variant")
     (cd "$BUILD-asan" && ctest --output-on-failure -j"$JOBS" -L unit -E "^(cli_.*|test_model)$")
     # RelWithDebInfo, the build type when none is given, compiled with CUDA (when nvcc exists)
     # and not run: gcc -O2 warns differently from -O3 and -O0, and -Werror turns that into a

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/intmath.h"
 #include "job/job.h"
 #include "job/job_internal.h"
 
@@ -54,17 +55,8 @@ static int job_validate_ep(const job *j) {
     return STATUS_OK;
 }
 
-static int gcd(int a, int b) {
-    while (b) {
-        const int t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 int mlp_split_unit(int mlp, int shared_mlp, precision_kind p, int int8_group) {
-    const int width = shared_mlp > 0 ? gcd(mlp, shared_mlp) : mlp;
+    const int width = shared_mlp > 0 ? int_gcd(mlp, shared_mlp) : mlp;
     if (p != PRECISION_INT8W && !precision_is_block(p)) return 1;
     if (p == PRECISION_INT8W && int8_group > 0 && width % int8_group == 0) return int8_group;
     return width % 32 == 0 ? 32 : 1;

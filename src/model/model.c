@@ -8,30 +8,22 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/intmath.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "parallel/agree.h"
-
-static int gcd_int(int a, int b) {
-    while (b) {
-        int t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
 
 int8_layout model_int8_layout(const model_config *cfg, matrix_input input) {
     const int group = cfg->int8_group, hd = model_head_dim(cfg), unit = cfg->mlp_unit;
     switch (input) {
     case MATRIX_INPUT_HEADS: { /* heads never split: groups and blocks stay inside one */
-        const int g = group ? gcd_int(group, hd) : 0;
+        const int g = group ? int_gcd(group, hd) : 0;
         const int block_fits = hd % 32 == 0 && g % 32 == 0; /* g 0 (per row) counts */
         return (int8_layout){.group = g, .act_block = block_fits ? 32 : 0};
     }
     case MATRIX_INPUT_MLP:
         if (unit % 32 != 0) return (int8_layout){.group = 0, .act_block = 0};
-        return (int8_layout){.group = group ? gcd_int(group, unit) : 0, .act_block = 32};
+        return (int8_layout){.group = group ? int_gcd(group, unit) : 0, .act_block = 32};
     case MATRIX_INPUT_WHOLE:
     case MATRIX_INPUT_KINDS: break;
     }
