@@ -33,6 +33,11 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
                  s->tp, kv);
         return 0;
     }
+    if (s->ep > 1 && (cfg->experts <= 0 || s->tp % s->ep || cfg->experts % s->ep)) {
+        snprintf(why, (size_t)why_len, "ep=%d does not divide tp=%d and experts=%d", s->ep, s->tp,
+                 cfg->experts);
+        return 0;
+    }
     if (s->pp > cfg->layers) {
         snprintf(why, (size_t)why_len, "pp=%d > layers=%d", s->pp, cfg->layers);
         return 0;
@@ -60,10 +65,17 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
 
 /* ---- memory --------------------------------------------------------------------------- */
 
+/* The share of the model the rank at (tp_rank, pp_rank) of s holds, expert blocks included. */
+static void strategy_geom(const model_config *cfg, const plan_strategy *s, int tp_rank,
+                          int pp_rank, shard_geom *g) {
+    shard_geom_init(g, cfg, s->tp, tp_rank, s->pp, pp_rank);
+    if (cfg->experts > 0 && s->ep > 1) shard_geom_set_ep(g, cfg, s->ep);
+}
+
 double plan_rank_weight_bytes(const model_config *cfg, precision_kind weight_dtype,
                               const plan_strategy *s, int tp_rank, int pp_rank) {
     shard_geom g;
-    shard_geom_init(&g, cfg, s->tp, tp_rank, s->pp, pp_rank);
+    strategy_geom(cfg, s, tp_rank, pp_rank, &g);
     model table;
     model_tensor_table(&table, cfg, &g, model_weight_dtype(weight_dtype));
     return (double)model_weight_bytes(&table);
@@ -72,7 +84,7 @@ double plan_rank_weight_bytes(const model_config *cfg, precision_kind weight_dty
 void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_strategy *s,
                       int tp_rank, int pp_rank, double *weights, double *activations, double *kv) {
     shard_geom g;
-    shard_geom_init(&g, &m->cfg, s->tp, tp_rank, s->pp, pp_rank);
+    strategy_geom(&m->cfg, s, tp_rank, pp_rank, &g);
     *weights = plan_rank_weight_bytes(&m->cfg, m->weight_dtype, s, tp_rank, pp_rank);
     /* the engine's own arena table, for the largest replica (the last) and no captured
      * activations (so the LM head runs on each sequence's last row only) */
@@ -146,6 +158,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
     memset(out, 0, sizeof *out);
     phase_step step = {.tp = s->tp,
                        .tp_rank = s->tp - 1,
+                       .ep = s->ep,
                        .pp = s->pp,
                        .pp_rank = pp_rank,
                        .weight_dtype = m->weight_dtype,
@@ -184,7 +197,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
         if (p == PHASE_ATTN_OUT_GEMM || (p == PHASE_MLP_GEMM && !moe)) overlappable += t;
     }
     shard_geom g;
-    shard_geom_init(&g, &m->cfg, s->tp, s->tp - 1, s->pp, pp_rank);
+    strategy_geom(&m->cfg, s, s->tp - 1, pp_rank, &g);
     out->layers = g.n_layers;
     if (s->tp > 1) {
         /* two all-reduces of the activations per layer, and the sampler's MAXLOC on the last;
@@ -418,14 +431,19 @@ int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_clust
                 n_seen++;
                 for (int mb = 1; mb <= ENGINE_MAX_MICRO; mb *= 2) {
                     for (int overlap = 0; overlap <= (tp > 1); overlap++) {
-                        s.microbatches = mb, s.overlap = overlap;
-                        if (!plan_strategy_valid(m, w, c, &s, why, sizeof why)) break;
-                        if (count == cap) {
-                            cap *= 2;
-                            list = realloc(list, (size_t)cap * sizeof *list);
-                            CHECK(list, "out of memory listing strategies");
+                        /* ep 1, then each expert block count the TP group takes */
+                        for (int ep = 1; ep <= (m->cfg.experts > 0 ? tp : 1); ep++) {
+                            s.microbatches = mb, s.overlap = overlap, s.ep = ep;
+                            if (ep > 1 && (tp % ep || m->cfg.experts % ep)) continue;
+                            if (!plan_strategy_valid(m, w, c, &s, why, sizeof why)) break;
+                            if (count == cap) {
+                                cap *= 2;
+                                list = realloc(list, (size_t)cap * sizeof *list);
+                                CHECK(list, "out of memory listing strategies");
+                            }
+                            plan_predict(m, w, c, r, &s, &list[count++]);
                         }
-                        plan_predict(m, w, c, r, &s, &list[count++]);
+                        s.ep = 1;
                     }
                     if (!plan_strategy_valid(m, w, c, &s, why, sizeof why)) break;
                 }

@@ -230,7 +230,10 @@ extern const char *const plan_order_names[PLAN_ORDER_COUNT];
 
 typedef struct {
     int dp, tp, pp, microbatches, overlap, order; /* order: index into plan_order_names */
+    int ep; /* parallel.ep: a MoE layer's experts in ep blocks of each TP group; 0 or 1: none */
 } plan_strategy;
+/* s->ep, 1 where it is 0 (a strategy written without it). */
+static inline int plan_strategy_ep(const plan_strategy *s) { return s->ep > 1 ? s->ep : 1; }
 
 /* What one rank of a stage reaches on a CPU node that holds more ranks than cores
  * (docs/planner.md "Shared nodes"). The node's ranks are bound round-robin to its cores, local
@@ -303,7 +306,7 @@ typedef struct {
 
 /* Whether tripar would run the strategy on n = dp*tp*pp ranks of this cluster, with its own
  * rules (job_validate_model, run_job_resolve, mesh_layout_auto): heads % tp, kv heads (GQA),
- * layers >= pp, batch >= dp, micro-batches <= the smallest replica's sequences, auto's tp
+ * ep dividing tp and the experts (job_validate_ep), layers >= pp, batch >= dp, micro-batches <= the smallest replica's sequences, auto's tp
  * inside a node. Returns 1, or 0 with the reason in why. */
 int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_cluster *c,
                         const plan_strategy *s, char *why, int why_len);
@@ -343,7 +346,8 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
  * smallest replica's sequences (and ENGINE_MAX_MICRO), overlap off and on (when tp > 1), and each
  * order whose groups sit on the nodes otherwise than an earlier order's (auto first), since the
  * cost depends on the groups only; every order on a node whose ranks time-share its cores
- * (the order picks which ranks share a core). Returns the count and *out (caller frees). */
+ * (the order picks which ranks share a core), and for a mixture of experts each ep that divides
+ * tp and the experts (1 first). Returns the count and *out (caller frees). */
 int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_cluster *c,
                    const plan_rates *r, int n, plan_prediction **out);
 

@@ -73,7 +73,7 @@ static int matmul_kernels(double rows, precision_kind dtype, int bias) {
  * SwiGLU, down and a scatter-add, and the same four plus the scatter for the shared expert. */
 static int moe_kernels(const model_config *cfg, const shard_geom *g, double rows,
                        precision_kind d) {
-    const phase_moe_load load = phase_moe_load_expect(cfg, rows);
+    const phase_moe_load load = phase_moe_load_expect(cfg, rows, g->ep);
     const int expert = 3 + 2 * matmul_kernels(load.rows_per_expert, d, 0);
     const int shared = g->shared_local > 0 ? 3 + 2 * matmul_kernels(rows, d, 0) : 0;
     return matmul_kernels(rows, PRECISION_FP32, 0) + 1 + (int)lround(load.touched) * expert +
@@ -82,7 +82,7 @@ static int moe_kernels(const model_config *cfg, const shard_geom *g, double rows
 
 int plan_gpu_phase_kernels(const model_config *cfg, const phase_step *s, phase p) {
     shard_geom g;
-    shard_geom_init(&g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
+    phase_step_geom(cfg, s, &g);
     const int llama = arch_is_llama(cfg->arch), L = g.n_layers;
     const double rows = (double)s->seqs * s->new_positions;
     const int pieces = s->row_pieces > 1 ? s->row_pieces : 1;
@@ -128,7 +128,7 @@ static double gemm_seconds(const plan_cluster *c, const plan_ceilings *k, precis
 static double moe_gemm_seconds(const plan_cluster *c, const plan_ceilings *k, const shard_geom *g,
                                const model_config *cfg, precision_kind d, double rows) {
     const double C = cfg->embd, M = g->mlp_local, S = g->shared_local;
-    const phase_moe_load load = phase_moe_load_expect(cfg, rows);
+    const phase_moe_load load = phase_moe_load_expect(cfg, rows, g->ep);
     const double n = load.rows_per_expert;
     double t = gemm_seconds(c, k, PRECISION_FP32, rows, C, cfg->experts + (S > 0));
     t += load.touched * (gemm_seconds(c, k, d, n, C, 2 * M) + gemm_seconds(c, k, d, n, M, C));
@@ -140,7 +140,7 @@ double plan_gpu_phase_time(const plan_cluster *c, const plan_ceilings *k, const 
                            const phase_step *s, phase p, const phase_cost *pc, int *memory_bound) {
     const model_config *cfg = &m->cfg;
     shard_geom g;
-    shard_geom_init(&g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
+    phase_step_geom(cfg, s, &g);
     const int llama = arch_is_llama(cfg->arch);
     const precision_kind d = s->weight_dtype;
     const double rows = (double)s->seqs * s->new_positions, L = g.n_layers;

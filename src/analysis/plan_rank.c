@@ -37,9 +37,11 @@ static int prediction_compare(const void *x, const void *y) {
     double ka = rank_query->objective == PLAN_OBJ_LATENCY ? a->e2e : -a->tokens_per_s;
     double kb = rank_query->objective == PLAN_OBJ_LATENCY ? b->e2e : -b->tokens_per_s;
     if (ka != kb) return ka < kb ? -1 : 1;
-    const int sa[] = {a->s.dp, a->s.tp, a->s.pp, a->s.microbatches, a->s.overlap, a->s.order};
-    const int sb[] = {b->s.dp, b->s.tp, b->s.pp, b->s.microbatches, b->s.overlap, b->s.order};
-    for (int i = 0; i < 6; i++)
+    const int sa[] = {a->s.dp,      a->s.tp,    a->s.pp,          a->s.microbatches,
+                      a->s.overlap, a->s.order, plan_strategy_ep(&a->s)};
+    const int sb[] = {b->s.dp,      b->s.tp,    b->s.pp,          b->s.microbatches,
+                      b->s.overlap, b->s.order, plan_strategy_ep(&b->s)};
+    for (int i = 0; i < 7; i++)
         if (sa[i] != sb[i]) return sa[i] - sb[i];
     return 0;
 }
@@ -50,8 +52,10 @@ void plan_rank(plan_prediction *list, int n, const plan_summary *q) {
 }
 
 static void strategy_text(const plan_strategy *s, char *buf, size_t len) {
-    snprintf(buf, len, "dp%d-tp%d-pp%d m%d%s %s", s->dp, s->tp, s->pp, s->microbatches,
-             s->overlap ? " overlap" : "", plan_order_names[s->order]);
+    char ep[16] = "";
+    if (plan_strategy_ep(s) > 1) snprintf(ep, sizeof ep, " ep%d", s->ep);
+    snprintf(buf, len, "dp%d-tp%d-pp%d m%d%s%s %s", s->dp, s->tp, s->pp, s->microbatches,
+             s->overlap ? " overlap" : "", ep, plan_order_names[s->order]);
 }
 
 /* Exit 2 cases once ranked: nothing fits, or nothing meets the SLOs. */

@@ -60,7 +60,8 @@ plan_strategy plan_run_strategy(const run_data *run) {
                        .tp = run->tp,
                        .pp = run->pp,
                        .microbatches = run->microbatches,
-                       .overlap = run->overlap};
+                       .overlap = run->overlap,
+                       .ep = run->ep};
     for (int i = 0; i < PLAN_ORDER_COUNT; i++)
         if (!strcmp(run->order, plan_order_names[i])) s.order = i;
     return s;

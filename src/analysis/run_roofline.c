@@ -208,6 +208,7 @@ static phase_step step_shape(const run_data *run, const run_shape *s, const run_
     const int n_micro = run->microbatches < local ? run->microbatches : local;
     phase_step st = {.tp = run->tp,
                      .tp_rank = rk->tp_rank,
+                     .ep = run->ep,
                      .pp = run->pp,
                      .pp_rank = rk->pp_rank,
                      .weight_dtype = s->precision,

@@ -11,8 +11,11 @@
 
 #define GIB 1073741824.0
 
+/* "dp1-tp4-pp2", and "-ep2" after it with expert blocks (no space: the table splits on them) */
 static void strategy_label(const plan_strategy *s, char *buf, size_t len) {
-    snprintf(buf, len, "dp%d-tp%d-pp%d", s->dp, s->tp, s->pp);
+    char ep[16] = "";
+    if (plan_strategy_ep(s) > 1) snprintf(ep, sizeof ep, "-ep%d", s->ep);
+    snprintf(buf, len, "dp%d-tp%d-pp%d%s", s->dp, s->tp, s->pp, ep);
 }
 
 /* Whether b repeats a's strategy with every figure the table shows the same: an order that
@@ -24,7 +27,7 @@ static int same_row(const plan_prediction *a, const plan_prediction *b) {
                          b->served.goodput, b->served.ttft_p90};
     if (a->s.dp != b->s.dp || a->s.tp != b->s.tp || a->s.pp != b->s.pp ||
         a->s.microbatches != b->s.microbatches || a->s.overlap != b->s.overlap ||
-        a->fits != b->fits)
+        plan_strategy_ep(&a->s) != plan_strategy_ep(&b->s) || a->fits != b->fits)
         return 0;
     for (int k = 0; k < 7; k++)
         if (fabs(fa[k] - fb[k]) > 1e-12 * fmax(fabs(fa[k]), fabs(fb[k]))) return 0;
@@ -62,7 +65,7 @@ static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
     fprintf(out, "\nprecision: %s weights (%s)\nkv cache: %s (%s)\n\n",
             precision_kind_name(q->precision), q->precision_why, kv_dtype_kind_name(q->kv_dtype),
             q->kv_dtype_why);
-    fprintf(out, "%7s  %-14s %3s %3s %-11s %10s %10s %10s %11s %9s %8s", "rank", "strategy", "mb",
+    fprintf(out, "%7s  %-16s %3s %3s %-11s %10s %10s %10s %11s %9s %8s", "rank", "strategy", "mb",
             "ovl", "order", "TTFT ms", "TPOT ms", "E2E ms", "tokens/s", "req/s", "GiB/rank");
     if (q->rate > 0) fprintf(out, " %9s %6s %11s", "goodput", "met %", "p90 TTFT ms");
     fprintf(out, "  why\n");
@@ -83,7 +86,7 @@ static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
             snprintf(order, sizeof order, "%s", plan_order_names[p[i].s.order]);
         }
         const int slo_miss = (q->ttft_slo > 0 || q->tpot_slo > 0) && !plan_meets_slo(q, &p[i]);
-        fprintf(out, "%7s  %-14s %3d %3s %-11s %10.3f %10.3f %10.3f %11.1f %9.3f %8.2f", ranks,
+        fprintf(out, "%7s  %-16s %3d %3s %-11s %10.3f %10.3f %10.3f %11.1f %9.3f %8.2f", ranks,
                 label, p[i].s.microbatches, p[i].s.overlap ? "on" : "off", order, 1e3 * p[i].ttft,
                 1e3 * p[i].tpot, 1e3 * p[i].e2e, p[i].tokens_per_s, p[i].requests_per_s,
                 p[i].rank_bytes / GIB);
@@ -119,6 +122,7 @@ typedef struct {
 COL_INT(dp)
 COL_INT(tp)
 COL_INT(pp)
+static double get_ep(const plan_prediction *p) { return plan_strategy_ep(&p->s); }
 COL_INT(microbatches)
 COL_INT(overlap)
 COL_NUM(ttft)
@@ -148,6 +152,7 @@ static const column COLUMNS[] = {
     {"dp", 1, get_dp},
     {"tp", 1, get_tp},
     {"pp", 1, get_pp},
+    {"ep", 1, get_ep},
     {"microbatches", 1, get_microbatches},
     {"overlap", 1, get_overlap},
     {"ttft_s", 0, get_ttft},

@@ -218,6 +218,7 @@ static int root_read(run_data *run, const char *path) {
     run->pp = attr_int(run->file, "pp", 1);
     run->microbatches = attr_int(run->file, "microbatches", 1);
     run->overlap = attr_int(run->file, "overlap", 0);
+    run->ep = attr_int(run->file, "ep", 1);
     h5_attr_read_string(run->file, "order", run->order, sizeof run->order);
     h5_attr_read_string(run->file, "backend", run->backend, sizeof run->backend);
     h5_attr_read_string(run->file, "precision", run->precision, sizeof run->precision);
@@ -312,8 +313,10 @@ void run_data_free(run_data *run) {
 }
 
 void run_data_label(const run_data *run, char *out, size_t len) {
-    snprintf(out, len, "dp%d-tp%d-pp%d m%d%s", run->dp, run->tp, run->pp, run->microbatches,
-             run->overlap ? " overlap" : "");
+    char ep[16] = "";
+    if (run->ep > 1) snprintf(ep, sizeof ep, " ep%d", run->ep);
+    snprintf(out, len, "dp%d-tp%d-pp%d m%d%s%s", run->dp, run->tp, run->pp, run->microbatches,
+             run->overlap ? " overlap" : "", ep);
 }
 
 /* Keys under model: that say how a model ran rather than which model it is. */

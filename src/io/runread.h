@@ -51,6 +51,7 @@ typedef struct {
     hid_t file;
     int complete, format_version;
     int world_size, dp, tp, pp, microbatches, overlap;
+    int ep; /* parallel.ep: 1 when the run has no expert blocks (or predates the attribute) */
     char order[16], backend[16], precision[16], created[32], version[32];
     int n_hosts;
     run_rank *ranks;          /* (world_size) */

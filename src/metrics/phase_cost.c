@@ -112,13 +112,47 @@ static void swiglu_mlp_cost(phase_cost *c, const model_config *cfg, double rows,
                        sets * pieces);
 }
 
-phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows) {
-    phase_moe_load l = {0, 0};
+double phase_expected_max_normal(int n) {
+    /* exact to the digits shown for the ep a Mixtral or Qwen2-MoE TP group takes */
+    static const double table[] = {0, 0, 0.5641896, 0.8462844, 1.0293754,
+                                   1.1629645, 1.2672064, 1.3521784, 1.4236003};
+    if (n <= 0) return 0;
+    if (n < (int)(sizeof table / sizeof table[0])) return table[n];
+    /* E max = integral of x n phi(x) Phi(x)^(n-1) dx, by the midpoint rule on [-8, 8] */
+    const int steps = 16 * 256;
+    const double h = 16.0 / steps, inv_sqrt_2pi = 0.3989422804014327;
+    double sum = 0;
+    for (int i = 0; i < steps; i++) {
+        const double x = -8 + (i + 0.5) * h;
+        const double phi = inv_sqrt_2pi * exp(-x * x / 2), cdf = 0.5 * erfc(-x / sqrt(2));
+        sum += x * n * phi * pow(cdf, n - 1) * h;
+    }
+    return sum;
+}
+
+phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows, int ep) {
+    phase_moe_load l = {0, 0, 0};
     if (cfg->experts <= 0 || rows <= 0) return l;
     const double E = cfg->experts, k = cfg->experts_top_k;
-    l.touched = E * (1 - pow(1 - k / E, rows));
-    l.rows_per_expert = rows * k / l.touched;
+    const double p = 1 - pow(1 - k / E, rows);
+    if (ep <= 1) {
+        l.touched = E * p;
+        l.routed = rows * k;
+    } else {
+        const double n = E / ep, z = phase_expected_max_normal(ep);
+        const double share = n / E; /* of a row's k choices, the block's: hypergeometric */
+        const double row_var = k * share * (1 - share) * (E - k) / (E - 1);
+        l.routed = fmin(rows * fmin(k, n), rows * k * share + z * sqrt(rows * row_var));
+        /* a touched expert has a row: the two maxima stay consistent at a row or two */
+        l.touched = fmin(fmin(n, l.routed), n * p + z * sqrt(n * p * (1 - p)));
+    }
+    l.rows_per_expert = l.touched > 0 ? l.routed / l.touched : 0;
     return l;
+}
+
+void phase_step_geom(const model_config *cfg, const phase_step *s, shard_geom *g) {
+    shard_geom_init(g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
+    if (cfg->experts > 0 && s->ep > 1) shard_geom_set_ep(g, cfg, s->ep);
 }
 
 /* One mixture-of-experts layer's MLP (forward.c moe_mlp) over rows: the router's product (fp32,
@@ -131,11 +165,11 @@ phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows) {
  * counted. */
 static void moe_cost(phase_cost *c, const model_config *cfg, const shard_geom *g, double rows,
                      double elem, int int8) {
-    const double C = cfg->embd, routed = rows * cfg->experts_top_k;
-    const double R = cfg->experts + (cfg->shared_mlp > 0);
+    const double C = cfg->embd, R = cfg->experts + (cfg->shared_mlp > 0);
     matmul_cost(c, rows, C, R, F32, 0, 0);
     cost_add(c, 0, 0, 0, rows * C * F32); /* o zeroed */
-    const phase_moe_load load = phase_moe_load_expect(cfg, rows);
+    const phase_moe_load load = phase_moe_load_expect(cfg, rows, g->ep);
+    const double routed = load.routed;
     /* gather: the row ids read, the rows read and written; scatter: the ids and weights read,
      * the expert's rows and o's read, o written */
     cost_add(c, 0, 0, 0, routed * (TOKEN_ID + 2 * C * F32));
@@ -181,7 +215,7 @@ static void attention_cost(phase_cost *c, const model_config *cfg, const shard_g
 void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, phase_cost *out) {
     memset(out, 0, sizeof *out);
     shard_geom g;
-    shard_geom_init(&g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
+    phase_step_geom(cfg, s, &g);
     const int llama = arch_is_llama(cfg->arch), int8 = s->weight_dtype == PRECISION_INT8W;
     const double elem = phase_weight_elem_bytes(s->weight_dtype);
     const double C = cfg->embd, A = g.attn_dim, M = g.mlp_local, L = g.n_layers;

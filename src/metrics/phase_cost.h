@@ -13,6 +13,8 @@ extern "C" {
 /* What one rank does in one step of one micro-batch. */
 typedef struct {
     int tp, tp_rank; /* the TP share, split as shard_geom_init splits it */
+    int ep;          /* parallel.ep: a MoE layer's experts in ep blocks of the TP group
+                      * (shard_geom_set_ep); 0 or 1: every TP rank holds a share of each */
     int pp, pp_rank; /* the stage: its layers, and whether it embeds / holds the head */
     precision_kind weight_dtype;
     kv_cache_kind kv_cache;
@@ -41,12 +43,27 @@ typedef struct {
  * by one row with probability 1 - k/E, so the experts at least one row reaches number
  *   touched = E (1 - (1 - k/E)^rows)
  * (k at one row, all E for many rows), and each of them multiplies rows k / touched rows (the
- * rows of its GEMMs: the k rows x E / touched, at least one). Zeros for a dense model. */
+ * rows of its GEMMs: the k rows x E / touched, at least one). Zeros for a dense model.
+ * With the experts in ep blocks of E / ep (parallel.ep), a step waits for the most loaded
+ * block: its touched experts and its routed rows are each the expected maximum over the ep
+ * blocks, mean + z_ep sd (z_ep: the expected maximum of ep standard normals, 0.564 for 2,
+ * 1.029 for 4, 1.424 for 8), where a block's touched experts count as E / ep independent
+ * draws of p = 1 - (1 - k/E)^rows, and its routed rows as the sum over the rows of the
+ * hypergeometric share of a row's k choices that fall in the block; each at most what the
+ * block can take, and the experts at most the rows. docs/planner.md "Mixture of experts" writes it out. */
 typedef struct {
-    double touched;         /* experts whose weights the layer reads */
+    double touched;         /* experts whose weights the (most loaded) block reads */
+    double routed;          /* the rows x k routed rows that block gathers (all at ep 1) */
     double rows_per_expert; /* rows each touched expert's products multiply */
 } phase_moe_load;
-phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows);
+phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows, int ep);
+
+/* The expected maximum of n independent standard normal draws (0 for n <= 1). */
+double phase_expected_max_normal(int n);
+
+/* This rank's share of the model in step s: shard_geom_init, then the expert blocks of
+ * s->ep (shard_geom_set_ep) for a mixture of experts. */
+void phase_step_geom(const model_config *cfg, const phase_step *s, shard_geom *g);
 
 /* Bytes of one weight matrix element in a dtype: fp32 4, bf16/fp16 2, int8w 1 (its fp32
  * per-row scales are counted separately). */

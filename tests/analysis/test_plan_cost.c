@@ -707,6 +707,49 @@ static void test_enumerate_count(void **state) {
     free(list);
 }
 
+/* Expert blocks (parallel.ep) in the enumeration: a 4-expert Mixtral on 2 ranks, batch 4, lists
+ * the 11 strategies of a dense model plus tp=2 at ep 2 for each micro-batch count and overlap
+ * (6 more); ep must divide tp and the experts. A block holds its 2 experts whole, the same bytes
+ * per rank as 4 half experts, and its decode is priced at the busier block's load: slower than
+ * ep 1's, which spreads every expert over both ranks (its prefill may not be: a block gathers
+ * and scatters only its own rows, about half). */
+static void test_enumerate_ep(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    model_config moe = llama_small();
+    moe.arch = ARCH_MIXTRAL, moe.experts = 4, moe.experts_top_k = 2, moe.norm_topk_prob = 1;
+    plan_model m = {.cfg = moe, .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 4, .prompt = 16, .new_tokens = 8};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_prediction *list = NULL;
+    const int n = plan_enumerate(&m, &w, &c, &r, 2, &list);
+    assert_int_equal(n, 17);
+    int with_blocks = 0;
+    for (int i = 0; i < n; i++)
+        if (plan_strategy_ep(&list[i].s) == 2) {
+            with_blocks++;
+            assert_int_equal(list[i].s.tp, 2);
+        }
+    assert_int_equal(with_blocks, 6);
+    free(list);
+    char why[160];
+    plan_strategy s = {.dp = 1, .tp = 2, .pp = 1, .microbatches = 1, .ep = 4};
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why)); /* ep 4 > tp 2 */
+    assert_non_null(strstr(why, "ep=4"));
+    m.cfg = llama_small(); /* dense: no blocks */
+    s.ep = 2;
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    m.cfg = moe;
+    plan_prediction one, two;
+    s.ep = 1;
+    plan_predict(&m, &w, &c, &r, &s, &one);
+    s.ep = 2;
+    plan_predict(&m, &w, &c, &r, &s, &two);
+    assert_close(two.weight_bytes, one.weight_bytes);
+    assert_true(two.tpot > one.tpot);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_allreduce),
@@ -729,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_predict_parts_add_up),
         cmocka_unit_test(test_enumerate_count),
         cmocka_unit_test(test_moe_allreduce_whole),
+        cmocka_unit_test(test_enumerate_ep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,18 +57,18 @@ static void test_expected_experts(void **state) {
     (void)state;
     model_config cfg = tiny_mixtral();
     cfg.experts = 8;
-    phase_moe_load l = phase_moe_load_expect(&cfg, 1);
+    phase_moe_load l = phase_moe_load_expect(&cfg, 1, 1);
     assert_true(l.touched == 2 && l.rows_per_expert == 1); /* one row: its k experts */
-    l = phase_moe_load_expect(&cfg, 2); /* 8 (1 - 0.75^2) = 3.5; 4 routed rows over them */
+    l = phase_moe_load_expect(&cfg, 2, 1); /* 8 (1 - 0.75^2) = 3.5; 4 routed rows over them */
     assert_true(l.touched == 3.5);
     assert_true(l.rows_per_expert == 4 / 3.5);
-    l = phase_moe_load_expect(&cfg, 4096); /* a prefill: every expert, 1024 rows each */
+    l = phase_moe_load_expect(&cfg, 4096, 1); /* a prefill: every expert, 1024 rows each */
     assert_true(fabs(l.touched - 8) < 1e-9);
     assert_true(fabs(l.rows_per_expert - 1024) < 1e-6);
-    l = phase_moe_load_expect(&cfg, 0);
+    l = phase_moe_load_expect(&cfg, 0, 1);
     assert_true(l.touched == 0 && l.rows_per_expert == 0);
     cfg.experts = 0; /* dense */
-    l = phase_moe_load_expect(&cfg, 4);
+    l = phase_moe_load_expect(&cfg, 4, 1);
     assert_true(l.touched == 0 && l.rows_per_expert == 0);
 }
 
@@ -166,6 +166,65 @@ static void test_mixtral_8x7b_against_dense(void **state) {
     assert_true(fabs(m32.weight_bytes - L * (router + touched * expert)) < 1e-6 * m32.weight_bytes);
 }
 
+/* The expected maximum of n standard normals: 1/sqrt(pi) for 2 (exact), the table to 8, the
+ * quadrature past it against values computed apart (numpy, a 200001-point rule on [-10, 10]:
+ * 9: 1.48501, 16: 1.76599, 32: 2.06967). */
+static void test_expected_max_normal(void **state) {
+    (void)state;
+    assert_true(phase_expected_max_normal(1) == 0 && phase_expected_max_normal(0) == 0);
+    assert_true(fabs(phase_expected_max_normal(2) - 1 / sqrt(M_PI)) < 1e-7);
+    assert_true(fabs(phase_expected_max_normal(9) - 1.48501) < 1e-4);
+    assert_true(fabs(phase_expected_max_normal(16) - 1.76599) < 1e-4);
+    assert_true(fabs(phase_expected_max_normal(32) - 2.06967) < 1e-4);
+}
+
+/* Expert blocks (parallel.ep): the most loaded block's experts and rows, mean + z sd, by hand.
+ * E = 8, k = 2, ep = 2 (blocks of n = 4). One row: a block's rows have mean 2 x 4/8 = 1 and
+ * variance 2 (1/2)(1/2)(6/7) = 3/7, so 1 + 0.5641896 sqrt(3/7); its experts, mean 4 x 0.25 = 1
+ * and sd sqrt(4 x 0.25 x 0.75), would be 1.4886, capped at the rows. A prefill of 4096 rows:
+ * all 4 experts, rows 4096 + z sqrt(4096 x 3/7). ep 1 keeps the mean. */
+static void test_expected_experts_ep(void **state) {
+    (void)state;
+    model_config cfg = tiny_mixtral();
+    cfg.experts = 8;
+    const double z2 = 0.5641896;
+    phase_moe_load l = phase_moe_load_expect(&cfg, 1, 2);
+    const double rows1 = 1 + z2 * sqrt(3.0 / 7);
+    assert_true(fabs(l.routed - rows1) < 1e-6 && fabs(l.touched - rows1) < 1e-6);
+    assert_true(fabs(l.rows_per_expert - 1) < 1e-12);
+    l = phase_moe_load_expect(&cfg, 4096, 2);
+    assert_true(fabs(l.touched - 4) < 1e-9);
+    assert_true(fabs(l.routed - (4096 + z2 * sqrt(4096 * 3.0 / 7))) < 1e-6);
+    /* four rows: experts 4 p + z sqrt(4 p (1 - p)), p = 1 - 0.75^4; rows 4 + z sqrt(12/7) */
+    l = phase_moe_load_expect(&cfg, 4, 2);
+    const double p = 1 - pow(0.75, 4);
+    assert_true(fabs(l.touched - (4 * p + z2 * sqrt(4 * p * (1 - p)))) < 1e-6);
+    assert_true(fabs(l.routed - (4 + z2 * sqrt(12.0 / 7))) < 1e-6);
+    /* the busier block reads more than half the mean over all 8: the price of the blocks */
+    const phase_moe_load all = phase_moe_load_expect(&cfg, 4, 1);
+    assert_true(l.touched > all.touched / 2 && l.routed > all.routed / 2);
+    /* one expert per block (ep 8): a row's 2 choices put at most 1 in a block */
+    l = phase_moe_load_expect(&cfg, 1, 8);
+    assert_true(l.routed <= 1 && l.touched <= l.routed);
+}
+
+/* tp 2 with ep 2: each block holds 2 of the 4 experts whole (16 columns), and the rank prices
+ * its block's expected maximum load; memory-wise the same bytes per expert as full width. */
+static void test_tp2_ep2_block(void **state) {
+    (void)state;
+    const model_config cfg = tiny_mixtral();
+    phase_step s = step(4, 64, 0); /* a prefill: every expert of the block is read */
+    s.tp = 2, s.tp_rank = 1, s.ep = 2;
+    const phase_cost c = mlp_cost(&cfg, &s);
+    const double L = 2;
+    assert_true(c.weight_bytes == L * (ROUTER_BYTES + 2 * EXPERT_BYTES));
+    /* rows: 256 x 2 x 1/2 mean, variance 256 x 2 (1/2)(1/2)(2/3) */
+    const phase_moe_load l = phase_moe_load_expect(&cfg, 256, 2);
+    assert_true(fabs(l.routed - (256 + 0.5641896 * sqrt(256 * 2 * 0.25 * 2.0 / 3))) < 1e-6);
+    assert_true(c.flops == L * (2 * 256 * 32 * 4 + l.routed * (2 * 32 * 32 + 16 * 5 +
+                                                               2 * 16 * 32 + 2 * 32)));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expected_experts),
@@ -174,6 +233,9 @@ int main(void) {
         cmocka_unit_test(test_tp2_router_replicated),
         cmocka_unit_test(test_shared_expert),
         cmocka_unit_test(test_mixtral_8x7b_against_dense),
+        cmocka_unit_test(test_expected_max_normal),
+        cmocka_unit_test(test_expected_experts_ep),
+        cmocka_unit_test(test_tp2_ep2_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
