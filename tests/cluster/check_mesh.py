@@ -15,7 +15,8 @@ SPANS_WARNING = "a tensor-parallel group spans nodes"
 
 
 def check_run(path, slots):
-    dp, tp, pp = map(int, re.search(r"-dp(\d+)-tp(\d+)-pp(\d+)\.h5$", path).groups())
+    # w4-dp1-tp4-pp1.h5, or w4-dp1-tp4-pp1-ep2.h5 with expert blocks (they place ranks alike)
+    dp, tp, pp = map(int, re.search(r"-dp(\d+)-tp(\d+)-pp(\d+)(-ep\d+)?\.h5$", path).groups()[:3])
     errors = []
     with h5py.File(path, "r") as f:
         mesh = f["/mesh"][()]

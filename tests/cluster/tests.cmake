@@ -68,6 +68,13 @@ cluster_test(cluster_factorizations_llama_2x2 2x2 ${CLUSTER_DIR}/check_factoriza
 cluster_test(cluster_factorizations_overlap_2x2 2x2 ${CLUSTER_DIR}/check_factorizations.sh ${C2}
   ${CMAKE_CURRENT_BINARY_DIR}/cluster_overlap_2x2 ${CLUSTER_JOB}
   -- parallel.microbatches=2 parallel.overlap=true parallel.chunks=3)
+# A mixture of experts over TCP: Qwen2-MoE (8 routed experts, top 3, and a shared one) on each
+# dp x tp x pp of 4 ranks, and with each expert block count ep that divides tp and the 8 experts
+# (tp 4 spans both nodes, so its expert blocks sit one per node at ep 2).
+cluster_test(cluster_factorizations_moe_2x2 2x2 ${CLUSTER_DIR}/check_factorizations.sh ${C2}
+  ${CMAKE_CURRENT_BINARY_DIR}/cluster_moe_2x2 ${TRIPAR_FIXTURES}/factor_moe.yaml --experts 8
+  -- model.arch=qwen2_moe model.synthetic.experts=8 model.synthetic.experts_top_k=3
+  model.synthetic.shared_expert_mlp=56 model.synthetic.norm_topk_prob=false)
 
 # A node that dies mid-run ends the run within 10 s and leaves its partial file (complete = 0):
 # its tripar ranks killed, then the whole node (its Open MPI daemon too).
