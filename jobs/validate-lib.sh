@@ -28,3 +28,11 @@ validate_run() {
     runs+=("$out/$name.h5")
     echo "$VALIDATE_NAME: ran $name" >&2
 }
+# strategy NAME NP KEY=VALUE...: validate_run of the job with --set parallel.KEY=VALUE each.
+strategy() {
+    local name=$1 np=$2
+    shift 2
+    local sets=()
+    for kv in "$@"; do sets+=(--set "parallel.$kv"); done
+    validate_run "$name" "$np" "${sets[@]}"
+}

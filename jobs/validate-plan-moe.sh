@@ -15,13 +15,6 @@ out=${1:-out/validate-plan-moe-$(date +%Y%m%d-%H%M%S)}
 . jobs/validate-lib.sh
 validate_init validate-plan-moe "$out" jobs/validate-plan-moe.yaml
 echo "validate-plan-moe: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/load.txt"
-strategy() { # NAME NP KEY=VALUE...: the job with parallel.KEY=VALUE
-    local name=$1 np=$2
-    shift 2
-    local sets=()
-    for kv in "$@"; do sets+=(--set "parallel.$kv"); done
-    validate_run "$name" "$np" "${sets[@]}"
-}
 strategy r1 1
 strategy dp2 2 dp=2
 strategy tp2 2 tp=2

@@ -16,13 +16,6 @@ TRIPAR=${TRIPAR_BIN:-build/tripar}
 out=${1:-out/validate-plan-$(date +%Y%m%d-%H%M%S)}
 . jobs/validate-lib.sh
 validate_init validate-plan "$out"
-strategy() { # NAME NP KEY=VALUE...: the job with parallel.KEY=VALUE
-    local name=$1 np=$2
-    shift 2
-    local sets=()
-    for kv in "$@"; do sets+=(--set "parallel.$kv"); done
-    validate_run "$name" "$np" "${sets[@]}"
-}
 strategy r1 1
 strategy dp2 2 dp=2
 strategy tp2 2 tp=2
