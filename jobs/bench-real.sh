@@ -3,15 +3,17 @@
 # GGUF (tools/fetch_smollm2.sh), side by side in one run.
 # - Speed: one thread (pinned to CPU 0), a 512-token prompt and 128 new tokens. llama.cpp's
 #   llama-bench on the GGUF file itself (prefill pp512, then tg128 at depth 512); tripar on
-#   the checkpoint `tripar import-gguf` makes of the same file, in fp32, bf16 and int8w. Each
+#   the checkpoint `tripar import-gguf` makes of the same file, in fp32, bf16 and int8w, and on
+#   its import with `--precision keep` (q4_1: the GGUF's blocks as stored). Each
 #   round runs every engine once, llama.cpp first in odd rounds and last in even ones; the
 #   table gives medians over rounds and tripar's speed-up (llama.cpp's time / tripar's).
 # - Perplexity of data/text/tale-of-two-cities-ch1.txt in llama-perplexity's windows (-c 512,
 #   so 2 windows), from tripar (`perplexity: {window: 512}`) and from llama-perplexity, for the
 #   Q4_1 file and a Q8_0 file that llama.cpp's own llama-quantize makes of it. Goals: within 1%
-#   (Q4_1) and 0.5% (Q8_0; tripar fp32, and tripar int8w in groups of 32, which holds the Q8_0
-#   blocks exactly and quantizes activations as ggml does). llama.cpp's quantized types quantize the activations too (to q8
-#   blocks) where tripar computes fp32 on the dequantized weights; an F32 twin of each file
+#   (Q4_1) and 0.5% (Q8_0), for tripar fp32, tripar int8w in groups of 32 (which holds the Q8_0
+#   blocks exactly and quantizes activations as ggml does) and tripar q4_1 and q8_0 (each
+#   file's blocks as stored). llama.cpp's quantized types quantize the activations (to q8
+#   blocks) where tripar fp32 computes on the dequantized weights; an F32 twin of each file
 #   (llama-quantize again: the same weights, dequantized) runs llama.cpp without that, and the
 #   table says how much of the difference it explains.
 # llama.cpp is built from a pinned source (jobs/cpu-peers/peer_build.sh); its quantized types
@@ -27,7 +29,7 @@ TRIPAR=${TRIPAR_BIN:-build/tripar}
 . jobs/cpu-peers/peer_build.sh
 PROMPT=512 NEW=128 WINDOW=512
 TEXT=data/text/tale-of-two-cities-ch1.txt
-VARIANTS="fp32 bf16 int8w"
+VARIANTS="fp32 bf16 int8w q4_1"
 
 usage() { sed -n '20,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 say() { echo "bench-real: $*" >&2; }
@@ -70,9 +72,11 @@ q80=$models/SmolLM2-135M-Instruct.Q8_0.gguf
 requant "$q41" "$q80" Q8_0
 requant "$q41" "$models/SmolLM2-135M-Instruct.Q4_1-as-F32.gguf" F32
 requant "$q80" "$models/SmolLM2-135M-Instruct.Q8_0-as-F32.gguf" F32
-for pair in "q41 $q41" "q80 $q80"; do
-    read -r name file <<<"$pair"
-    "$TRIPAR" import-gguf "$file" --out "$out/$name.h5" >"$out/import-$name.log" 2>&1 ||
+# each file as fp32 (dequantized) and as stored (--precision keep: tripar's q4_1 and q8_0)
+for pair in "q41 $q41" "q80 $q80" "q41-keep $q41 --precision keep" "q80-keep $q80 --precision keep"; do
+    read -r name file opts <<<"$pair"
+    # shellcheck disable=SC2086 # opts is a list of options
+    "$TRIPAR" import-gguf "$file" --out "$out/$name.h5" $opts >"$out/import-$name.log" 2>&1 ||
         { tail -20 "$out/import-$name.log" >&2; die "tripar import-gguf $file failed"; }
 done
 repack=$(peer_repack "$q41")
@@ -105,11 +109,12 @@ bench: {warmup: 1, iterations: 1}
 YAML
 # generate.stop_at_eos arrives with text output; a tripar without it runs the same shape
 "$TRIPAR" run "$job" --dry-run >/dev/null 2>&1 || sed -i 's/, stop_at_eos: false//' "$job"
-run_tripar() { # round variant
-    local stem=r$1-tripar-$2
+run_tripar() { # round variant: fp32, bf16, int8w of the fp32 import, or q4_1 (the kept blocks)
+    local stem=r$1-tripar-$2 model=(--set model.precision="$2")
+    [ "$2" = q4_1 ] && model=(--set model.checkpoint="$out/q41-keep.h5")
     say "round $1/$rounds: tripar $2"
     OPENBLAS_NUM_THREADS=1 mpirun -n 1 --bind-to none taskset -c 0 "$TRIPAR" run "$job" \
-        --set model.precision="$2" --out "$out/$stem.h5" >"$out/$stem.log" 2>&1 ||
+        "${model[@]}" --out "$out/$stem.h5" >"$out/$stem.log" 2>&1 ||
         { tail -20 "$out/$stem.log" >&2; die "tripar failed ($out/$stem.log)"; }
     log_run "$1" tripar "$2" "$stem.h5"
 }
@@ -137,10 +142,12 @@ backend: {kind: cpu, threads: $(nproc)}
 input: {text_file: $TEXT}
 perplexity: {window: $WINDOW}
 YAML
-# tripar fp32 on each import (the dequantized weights), and int8w in groups of 32 on the Q8_0
+# tripar fp32 on each import (the dequantized weights); int8w in groups of 32 on the Q8_0
 # one: the Q8_0 blocks exactly (each block's largest |q| is 127, so its scale is the block's
-# d), with the activations quantized in blocks of 32 as ggml's q8 path does
-for run in "q41 q41" "q80 q80" "q80-int8w-g32 q80 model.precision=int8w model.int8_group=32 model.quantize_head=true"; do
+# d), with the activations quantized in blocks of 32 as ggml's q8 path does; and each file's
+# blocks as stored (q4_1, q8_0: import-gguf --precision keep)
+for run in "q41 q41" "q80 q80" "q80-int8w-g32 q80 model.precision=int8w model.int8_group=32 model.quantize_head=true" \
+    "q41-keep q41-keep" "q80-keep q80-keep"; do
     read -r name ckpt sets <<<"$run"
     args=()
     for o in $sets; do args+=(--set "$o"); done
