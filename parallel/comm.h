@@ -57,6 +57,22 @@ typedef struct comm_ops {
      * NaN counting as larger than every number (the argmax's order, kernels/backend.h) */
     void (*allreduce_maxloc)(void *ctx, comm_maxloc_pair *pairs, size_t count);
     void (*bcast)(void *ctx, void *buf, size_t count, comm_type type, int root);
+    /* All-to-all with a count per peer (expert parallelism's dispatch and combine): the
+     * send_counts[p] elements at send + send_displs[p] go to group rank p, and the
+     * recv_counts[p] elements from rank p land at recv + recv_displs[p]; recv outside those
+     * blocks is left as it was. Counts and displacements are in elements of type, host arrays
+     * of one entry per group rank that the call has read when it returns; zero counts are
+     * fine (a rank may send nothing). send_counts[p] on this rank must equal recv_counts[me]
+     * on rank p, as MPI_Alltoallv requires: every rank learns its recv counts first (an
+     * all-to-all of the counts). The two buffers must not overlap. */
+    void (*alltoallv)(void *ctx, const void *send, const size_t *send_counts,
+                      const size_t *send_displs, void *recv, const size_t *recv_counts,
+                      const size_t *recv_displs, comm_type type);
+    /* Its non-blocking twin, completed by test or wait like isend/irecv (never cancelled): send
+     * and recv stay untouched until then, the count arrays need not. */
+    void (*ialltoallv)(void *ctx, const void *send, const size_t *send_counts,
+                       const size_t *send_displs, void *recv, const size_t *recv_counts,
+                       const size_t *recv_displs, comm_type type, comm_req *req);
     void (*isend)(void *ctx, const void *buf, size_t count, comm_type type, int peer, int tag,
                   comm_req *req);
     void (*irecv)(void *ctx, void *buf, size_t count, comm_type type, int peer, int tag,
@@ -102,6 +118,14 @@ int comm_count_int(size_t count);
 void comm_mpi_allgatherv(MPI_Comm group, void *recv, const void *send, const int *counts,
                          const int *displs, comm_type type);
 void comm_mpi_allreduce_maxloc(MPI_Comm group, comm_maxloc_pair *pairs, size_t count);
+/* An all-to-all's counts and displacements as MPI takes them: ints[0 .. 4 size) holds the send
+ * counts, send displacements, recv counts and recv displacements of size peers each, checked
+ * to fit MPI's int (a message too large for MPI_Alltoallv dies naming the peer and the
+ * value). Also returns in *send_end and *recv_end the elements the blocks span (the largest
+ * displacement + count), for the staged backend's copies. */
+void comm_mpi_alltoallv_ints(int size, const size_t *send_counts, const size_t *send_displs,
+                             const size_t *recv_counts, const size_t *recv_displs, int *ints,
+                             size_t *send_end, size_t *recv_end);
 
 /* Short-hands so call sites read as one line. */
 static inline void comm_allreduce_sum(comm *c, float *buf, size_t count) {
@@ -110,6 +134,21 @@ static inline void comm_allreduce_sum(comm *c, float *buf, size_t count) {
 static inline void comm_iallreduce_sum(comm *c, float *buf, size_t count, comm_req *req) {
     req->active = 0;
     if (c->size > 1) c->ops->iallreduce_sum(c->ctx, buf, count, req);
+}
+static inline void comm_alltoallv(comm *c, const void *send, const size_t *send_counts,
+                                  const size_t *send_displs, void *recv,
+                                  const size_t *recv_counts, const size_t *recv_displs,
+                                  comm_type type) {
+    c->ops->alltoallv(c->ctx, send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                      type);
+}
+static inline void comm_ialltoallv(comm *c, const void *send, const size_t *send_counts,
+                                   const size_t *send_displs, void *recv,
+                                   const size_t *recv_counts, const size_t *recv_displs,
+                                   comm_type type, comm_req *req) {
+    req->active = 0;
+    c->ops->ialltoallv(c->ctx, send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                       type, req);
 }
 static inline void comm_wait(comm *c, comm_req *req) {
     if (req->active) c->ops->wait(c->ctx, req);

@@ -2,6 +2,7 @@
  * Progress of non-blocking collectives is driven by MPI_Test calls that the forward pass
  * makes between chunks (docs/design.md explains why not a progress thread). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +34,27 @@ MPI_Datatype comm_type_mpi(comm_type type) {
 
 MPI_Op comm_op_mpi(comm_op op) { return op == COMM_OP_MAX ? MPI_MAX : MPI_SUM; }
 
-static MPI_Comm group(void *ctx) { return *(MPI_Comm *)ctx; }
+/* The mpi backend's state: the group, and the int counts of each pending non-blocking
+ * all-to-all. MPI reads an MPI_Ialltoallv's count arrays until it completes, so they live here
+ * in slots, one per pending call, held from post to completion; comm_req.handle is the slot
+ * index + 1 (the table may move when it grows). Slots are made at init for the chunks a
+ * dispatch keeps in flight; more pending ones grow the table. */
+typedef struct {
+    int busy;
+    int *ints; /* (4 * size): comm_mpi_alltoallv_ints' layout */
+} a2a_slot;
+
+typedef struct {
+    MPI_Comm mpi; /* not owned: the mesh frees it */
+    int size;
+    int *sync_ints; /* (4 * size): the blocking all-to-all's */
+    a2a_slot *slots;
+    int n_slots;
+} mpi_ctx;
+
+enum { MPI_A2A_SLOTS = 4 };
+
+static MPI_Comm group(void *ctx) { return ((mpi_ctx *)ctx)->mpi; }
 
 /* MPI counts are int; tripar's largest message (a 256 MiB commbench buffer) fits. */
 int comm_count_int(size_t count) {
@@ -46,6 +67,7 @@ static void mpi_iallreduce_sum(void *ctx, float *buf, size_t count, comm_req *re
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, comm_count_int(count), MPI_FLOAT, MPI_SUM,
                              group(ctx), &req->mpi));
     req->active = 1;
+    req->handle = NULL;
     req->watch_op = WATCH_ALLREDUCE, req->watch_peer = -1;
 }
 
@@ -139,11 +161,94 @@ static void mpi_bcast(void *ctx, void *buf, size_t count, comm_type type, int ro
                                    group(ctx))));
 }
 
+/* An element count or displacement of peer p checked to fit MPI's int. */
+static int a2a_int(size_t v, const char *what, int p) {
+    CHECK(v <= 0x7fffffff, "all-to-all: %s %zu for peer %d exceeds MPI_Alltoallv's int counts",
+          what, v, p);
+    return (int)v;
+}
+
+void comm_mpi_alltoallv_ints(int size, const size_t *send_counts, const size_t *send_displs,
+                             const size_t *recv_counts, const size_t *recv_displs, int *ints,
+                             size_t *send_end, size_t *recv_end) {
+    *send_end = *recv_end = 0;
+    for (int p = 0; p < size; p++) {
+        ints[p] = a2a_int(send_counts[p], "send count", p);
+        ints[size + p] = a2a_int(send_displs[p], "send displacement", p);
+        ints[2 * size + p] = a2a_int(recv_counts[p], "recv count", p);
+        ints[3 * size + p] = a2a_int(recv_displs[p], "recv displacement", p);
+        if (send_counts[p] && send_displs[p] + send_counts[p] > *send_end)
+            *send_end = send_displs[p] + send_counts[p];
+        if (recv_counts[p] && recv_displs[p] + recv_counts[p] > *recv_end)
+            *recv_end = recv_displs[p] + recv_counts[p];
+    }
+}
+
+static void mpi_alltoallv(void *vctx, const void *send, const size_t *send_counts,
+                          const size_t *send_displs, void *recv, const size_t *recv_counts,
+                          const size_t *recv_displs, comm_type type) {
+    mpi_ctx *ctx = vctx;
+    int *ints = ctx->sync_ints, n = ctx->size;
+    size_t send_end = 0, recv_end = 0;
+    comm_mpi_alltoallv_ints(n, send_counts, send_displs, recv_counts, recv_displs, ints,
+                            &send_end, &recv_end);
+    const MPI_Datatype t = comm_type_mpi(type);
+    WATCH_WAIT(WATCH_ALLTOALL, ctx->mpi, -1,
+               MPI_CHECK(MPI_Alltoallv(send, ints, ints + n, t, recv, ints + 2 * n, ints + 3 * n,
+                                       t, ctx->mpi)));
+}
+
+/* A free slot, growing the table when every one is pending. */
+static int a2a_slot_acquire(mpi_ctx *ctx) {
+    for (int i = 0; i < ctx->n_slots; i++)
+        if (!ctx->slots[i].busy) {
+            ctx->slots[i].busy = 1;
+            return i;
+        }
+    a2a_slot *grown = realloc(ctx->slots, (size_t)(ctx->n_slots + 1) * sizeof *grown);
+    CHECK(grown != NULL, "comm: mpi: out of host memory for all-to-all slot %d", ctx->n_slots);
+    ctx->slots = grown;
+    a2a_slot *s = &ctx->slots[ctx->n_slots];
+    s->ints = xmalloc(4 * (size_t)ctx->size * sizeof(int));
+    s->busy = 1;
+    return ctx->n_slots++;
+}
+
+static void mpi_ialltoallv(void *vctx, const void *send, const size_t *send_counts,
+                           const size_t *send_displs, void *recv, const size_t *recv_counts,
+                           const size_t *recv_displs, comm_type type, comm_req *req) {
+    mpi_ctx *ctx = vctx;
+    const int index = a2a_slot_acquire(ctx), n = ctx->size;
+    int *ints = ctx->slots[index].ints;
+    size_t send_end = 0, recv_end = 0;
+    comm_mpi_alltoallv_ints(n, send_counts, send_displs, recv_counts, recv_displs, ints,
+                            &send_end, &recv_end);
+    const MPI_Datatype t = comm_type_mpi(type);
+    MPI_CHECK(MPI_Ialltoallv(send, ints, ints + n, t, recv, ints + 2 * n, ints + 3 * n, t,
+                             ctx->mpi, &req->mpi));
+    req->handle = (void *)(intptr_t)(index + 1);
+    req->active = 1;
+    req->watch_op = WATCH_ALLTOALL, req->watch_peer = -1;
+}
+
+/* A completed request gives back its all-to-all slot, if it holds one. */
+static void mpi_complete(mpi_ctx *ctx, comm_req *req) {
+    const intptr_t index = (intptr_t)req->handle - 1;
+    if (index >= 0) {
+        CHECK(index < ctx->n_slots, "comm: mpi: request names all-to-all slot %ld of %d",
+              (long)index, ctx->n_slots);
+        ctx->slots[index].busy = 0;
+    }
+    req->handle = NULL;
+    req->active = 0;
+}
+
 static void mpi_isend(void *ctx, const void *buf, size_t count, comm_type type, int peer, int tag,
                       comm_req *req) {
     MPI_CHECK(MPI_Isend(buf, comm_count_int(count), comm_type_mpi(type), peer, tag, group(ctx),
                         &req->mpi));
     req->active = 1;
+    req->handle = NULL;
     req->watch_op = WATCH_SEND, req->watch_peer = peer;
 }
 
@@ -152,34 +257,43 @@ static void mpi_irecv(void *ctx, void *buf, size_t count, comm_type type, int pe
     MPI_CHECK(MPI_Irecv(buf, comm_count_int(count), comm_type_mpi(type), peer, tag, group(ctx),
                         &req->mpi));
     req->active = 1;
+    req->handle = NULL;
     req->watch_op = WATCH_RECV, req->watch_peer = peer;
 }
 
 static int mpi_test(void *ctx, comm_req *req) {
     int done = 0;
     MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
-    if (done) req->active = 0;
+    if (done) mpi_complete(ctx, req);
     return done;
 }
 
 static void mpi_wait(void *ctx, comm_req *req) {
     WATCH_WAIT(req->watch_op, group(ctx), req->watch_peer,
                MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE)));
-    req->active = 0;
+    mpi_complete(ctx, req);
 }
 
 /* A cancelled receive still completes: waiting on it releases the request. */
 static void mpi_cancel(void *ctx, comm_req *req) {
     MPI_CHECK(MPI_Cancel(&req->mpi));
     MPI_CHECK(MPI_Wait(&req->mpi, MPI_STATUS_IGNORE));
-    req->active = 0;
+    mpi_complete(ctx, req);
 }
 
 static void mpi_barrier(void *ctx) {
     WATCH_WAIT(WATCH_BARRIER, group(ctx), -1, MPI_CHECK(MPI_Barrier(group(ctx))));
 }
 
-static void mpi_free(void *ctx) { free(ctx); }
+static void mpi_free(void *vctx) {
+    mpi_ctx *ctx = vctx;
+    if (!ctx) return;
+    for (int i = 0; i < ctx->n_slots; i++)
+        free(ctx->slots[i].ints);
+    free(ctx->slots);
+    free(ctx->sync_ints);
+    free(ctx);
+}
 
 static const comm_ops mpi_ops = {
     .name = "mpi",
@@ -191,6 +305,8 @@ static const comm_ops mpi_ops = {
     .allgatherv = mpi_allgatherv,
     .allreduce_maxloc = mpi_allreduce_maxloc,
     .bcast = mpi_bcast,
+    .alltoallv = mpi_alltoallv,
+    .ialltoallv = mpi_ialltoallv,
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .test = mpi_test,
@@ -200,14 +316,20 @@ static const comm_ops mpi_ops = {
 };
 
 void comm_mpi_init(comm *c, MPI_Comm mpi_comm) {
-    MPI_Comm *ctx = xmalloc(sizeof *ctx);
-    *ctx = mpi_comm;
+    mpi_ctx *ctx = xcalloc(1, sizeof *ctx);
+    ctx->mpi = mpi_comm;
     c->ops = &mpi_ops;
     c->ctx = ctx;
     c->mpi = mpi_comm;
     c->stream_ordered = 0; /* host-blocking: the caller synchronises the backend first */
     MPI_CHECK(MPI_Comm_size(mpi_comm, &c->size));
     MPI_CHECK(MPI_Comm_rank(mpi_comm, &c->rank));
+    ctx->size = c->size;
+    ctx->sync_ints = xmalloc(4 * (size_t)c->size * sizeof(int));
+    ctx->slots = xcalloc(MPI_A2A_SLOTS, sizeof *ctx->slots);
+    ctx->n_slots = MPI_A2A_SLOTS;
+    for (int i = 0; i < ctx->n_slots; i++)
+        ctx->slots[i].ints = xmalloc(4 * (size_t)c->size * sizeof(int));
 }
 
 void comm_free(comm *c) {

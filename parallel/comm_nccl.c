@@ -58,6 +58,7 @@ static nccl_lane lane;
 typedef struct {
     ncclComm_t nccl;
     MPI_Comm mpi; /* the group's communicator, for the host barrier; not owned */
+    int size;     /* ranks of the group: the all-to-all's peers */
 } nccl_ctx;
 
 static ncclDataType_t nccl_type(comm_type type) {
@@ -262,6 +263,42 @@ static void nccl_bcast(void *vctx, void *buf, size_t count, comm_type type, int 
     nccl_wait(vctx, &req);
 }
 
+/* All-to-all as NCCL has none: one group of a send and a receive per peer with a non-zero
+ * count (oneself included: inside one group NCCL pairs them), queued on the lane as one
+ * operation. Like the all-reduce, and unlike isend, the compute stream does not wait for it at
+ * once: chunked dispatch overlaps it with compute. The caller must therefore wait on it before
+ * replaying a CUDA graph that holds another communicator's collectives (a captured decode
+ * step's TP all-reduces), which would otherwise meet it on the device ("One NCCL stream",
+ * docs/cuda.md). */
+static void nccl_ialltoallv(void *vctx, const void *send, const size_t *send_counts,
+                            const size_t *send_displs, void *recv, const size_t *recv_counts,
+                            const size_t *recv_displs, comm_type type, comm_req *req) {
+    nccl_ctx *ctx = (nccl_ctx *)vctx;
+    const size_t esize = comm_type_size(type);
+    const ncclDataType_t t = nccl_type(type);
+    lane_fork();
+    NCCL_CHECK_COMM(ctx->nccl, ncclGroupStart());
+    for (int p = 0; p < ctx->size; p++) {
+        if (send_counts[p])
+            NCCL_CHECK_COMM(ctx->nccl, ncclSend((const char *)send + send_displs[p] * esize,
+                                                send_counts[p], t, p, ctx->nccl, lane.stream));
+        if (recv_counts[p])
+            NCCL_CHECK_COMM(ctx->nccl, ncclRecv((char *)recv + recv_displs[p] * esize,
+                                                recv_counts[p], t, p, ctx->nccl, lane.stream));
+    }
+    NCCL_CHECK_COMM(ctx->nccl, ncclGroupEnd());
+    lane_finish(req);
+}
+
+static void nccl_alltoallv(void *vctx, const void *send, const size_t *send_counts,
+                           const size_t *send_displs, void *recv, const size_t *recv_counts,
+                           const size_t *recv_displs, comm_type type) {
+    comm_req req = {0};
+    nccl_ialltoallv(vctx, send, send_counts, send_displs, recv, recv_counts, recv_displs, type,
+                    &req);
+    nccl_wait(vctx, &req);
+}
+
 /* NCCL matches point-to-point by order between a pair of ranks, not by tag: callers must post
  * sends and receives between two peers in the same order on both sides (the pipeline does).
  * When another communicator of this process also moves data (tp > 1 and pp > 1), the compute
@@ -332,6 +369,8 @@ static const comm_ops nccl_ops = {
     .allgatherv = nccl_allgatherv,
     .allreduce_maxloc = nccl_allreduce_maxloc,
     .bcast = nccl_bcast,
+    .alltoallv = nccl_alltoallv,
+    .ialltoallv = nccl_ialltoallv,
     .isend = nccl_isend,
     .irecv = nccl_irecv,
     .test = nccl_test,
@@ -351,6 +390,7 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
 
     nccl_ctx *ctx = xcalloc(1, sizeof(nccl_ctx));
     ctx->mpi = mpi_comm;
+    ctx->size = c->size;
     // the group root makes the id; every member learns it over the group's MPI communicator
     ncclUniqueId id;
     if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));

@@ -36,7 +36,7 @@ void comm_teardown(mesh *m);
  * after its compute stream. slots staging buffers of max_bytes each are allocated up front
  * (none for a group of one) for pending isend/irecv; a larger message or more pending ones
  * grow them, with a warning when the comm is freed (-> docs/cuda.md). Every operation is
- * host-blocking; non-blocking all-reduces complete before returning. */
+ * host-blocking; non-blocking all-reduces and all-to-alls complete before returning. */
 void comm_staged_init(comm *c, MPI_Comm mpi_comm, const backend *be, size_t max_bytes,
                       int slots);
 

@@ -30,6 +30,7 @@ typedef struct {
     staged_slot *slots;
     int n_slots;
     staged_slot sync; /* blocking collectives */
+    int *a2a_ints;    /* (4 * size): an all-to-all's counts as MPI takes them */
     long grows;       /* buffers allocated after init: 0 when init was sized right */
 } staged_ctx;
 
@@ -151,6 +152,42 @@ static void staged_bcast(void *vctx, void *buf, size_t count, comm_type type, in
     if (ctx->rank != root) to_device(ctx, buf, ctx->sync.host, bytes);
 }
 
+/* Stages the whole send span out in one copy (the gaps between blocks ride along unread) and
+ * copies back each received block alone, so recv outside the blocks keeps what it held. The
+ * staging buffer holds the send span, then the recv span. */
+static void staged_alltoallv(void *vctx, const void *send, const size_t *send_counts,
+                             const size_t *send_displs, void *recv, const size_t *recv_counts,
+                             const size_t *recv_displs, comm_type type) {
+    staged_ctx *ctx = vctx;
+    const int n = ctx->size;
+    const size_t esize = comm_type_size(type);
+    size_t send_end = 0, recv_end = 0;
+    int *ints = ctx->a2a_ints;
+    comm_mpi_alltoallv_ints(n, send_counts, send_displs, recv_counts, recv_displs, ints,
+                            &send_end, &recv_end);
+    /* at least one element, so the two host pointers below are never offsets of NULL */
+    slot_reserve(ctx, &ctx->sync, (send_end + recv_end + 1) * esize, 1);
+    char *host_send = ctx->sync.host, *host_recv = host_send + send_end * esize;
+    to_host(ctx, host_send, send, send_end * esize);
+    const MPI_Datatype t = comm_type_mpi(type);
+    WATCH_WAIT(WATCH_ALLTOALL, ctx->mpi, -1,
+               MPI_CHECK(MPI_Alltoallv(host_send, ints, ints + n, t, host_recv, ints + 2 * n,
+                                       ints + 3 * n, t, ctx->mpi)));
+    for (int p = 0; p < n; p++)
+        if (recv_counts[p])
+            to_device(ctx, (char *)recv + recv_displs[p] * esize,
+                      host_recv + recv_displs[p] * esize, recv_counts[p] * esize);
+}
+
+/* Completes before returning (req stays inactive), as the all-reduce does: the staging copies
+ * synchronise the compute stream anyway, and without a progress thread nothing would move. */
+static void staged_ialltoallv(void *vctx, const void *send, const size_t *send_counts,
+                              const size_t *send_displs, void *recv, const size_t *recv_counts,
+                              const size_t *recv_displs, comm_type type, comm_req *req) {
+    staged_alltoallv(vctx, send, send_counts, send_displs, recv, recv_counts, recv_displs, type);
+    req->active = 0;
+}
+
 /* The send buffer is copied out at once, so the caller may reuse buf when this returns; the
  * slot stays held until the MPI send completes. */
 static void staged_isend(void *vctx, const void *buf, size_t count, comm_type type, int peer,
@@ -228,6 +265,7 @@ static void staged_free(void *vctx) {
         host_free(ctx, ctx->slots[i].host);
     free(ctx->slots);
     host_free(ctx, ctx->sync.host);
+    free(ctx->a2a_ints);
     free(ctx);
 }
 
@@ -241,6 +279,8 @@ static const comm_ops staged_ops = {
     .allgatherv = staged_allgatherv,
     .allreduce_maxloc = staged_allreduce_maxloc,
     .bcast = staged_bcast,
+    .alltoallv = staged_alltoallv,
+    .ialltoallv = staged_ialltoallv,
     .isend = staged_isend,
     .irecv = staged_irecv,
     .test = staged_test,
@@ -256,6 +296,7 @@ void comm_staged_init(comm *c, MPI_Comm mpi_comm, const backend *be, size_t max_
     ctx->ops = be->ops;
     MPI_CHECK(MPI_Comm_size(mpi_comm, &ctx->size));
     MPI_CHECK(MPI_Comm_rank(mpi_comm, &ctx->rank));
+    ctx->a2a_ints = xmalloc(4 * (size_t)ctx->size * sizeof(int));
     // a group of one never communicates: no staging memory
     if (ctx->size > 1) {
         slot_reserve(ctx, &ctx->sync, max_bytes, 0);

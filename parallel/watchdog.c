@@ -162,6 +162,7 @@ static void report(double idle_s, double timeout_s) {
         [WATCH_ALLREDUCE] = "all-reduce", [WATCH_ALLGATHER] = "all-gather",
         [WATCH_BCAST] = "broadcast",      [WATCH_BARRIER] = "barrier",
         [WATCH_RECV] = "receive from",    [WATCH_SEND] = "send to",
+        [WATCH_ALLTOALL] = "all-to-all",
     };
     const uint64_t w = atomic_load(&waiting);
     int op = (int)(w & 0xff);

@@ -25,6 +25,7 @@ typedef enum {
     WATCH_FINALIZE,
     WATCH_SETUP,      /* a phase: the mesh, the communicators, the clock alignment (collective) */
     WATCH_CHECKPOINT, /* a phase: reading or writing the checkpoint (collective) */
+    WATCH_ALLTOALL,   /* a blocking all-to-all, or the wait on a non-blocking one */
     WATCH_OP_COUNT
 } watch_op;
 

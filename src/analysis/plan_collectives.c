@@ -1,5 +1,5 @@
-/* The planner's collectives: the cost of an all-reduce, all-gather or point-to-point
- * transfer on alpha-beta tiers, per algorithm, as NCCL or Open MPI would run it across the
+/* The planner's collectives: the cost of an all-reduce, all-gather, all-to-all or
+ * point-to-point transfer on alpha-beta tiers, per algorithm, as NCCL or Open MPI would run it across the
  * nodes a group spans (docs/planner.md "Collectives"). */
 #include <math.h>
 #include <stdio.h>
@@ -246,4 +246,20 @@ plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, 
         best = collective_pick(best, inside + across, PLAN_AR_HIER);
     }
     return best;
+}
+
+double plan_alltoall(const plan_cluster *c, const plan_group *g, double bytes,
+                     plan_collectives lib, int node_busy) {
+    const int p = g->size;
+    if (p <= 1) return 0;
+    /* the outer tier of a group inside one node is the intra tier itself */
+    const plan_tier outer = group_links_of(c, g, node_busy).per_rank;
+    const double block = bytes / p;
+    if (lib == PLAN_COLL_MPI) return (p - 1) * (outer.alpha + block / link_rate(&outer));
+    /* NCCL: the peers on this rank's node (per_node - 1 of them, the group spread evenly) over
+     * the intra tier, the others over the outer one, at once */
+    const int l = g->nodes > 1 ? g->per_node : p;
+    const double inside = (l - 1) * block / link_rate(&c->tier[PLAN_TIER_INTRA]);
+    const double across = (p - l) * block / link_rate(&outer);
+    return c->gpu.collective_launch + outer.alpha + fmax(inside, across);
 }

@@ -176,6 +176,19 @@ plan_collective plan_allreduce_best(const plan_cluster *c, const plan_group *g, 
 plan_collective plan_iallreduce(const plan_cluster *c, const plan_group *g, double bytes,
                                 plan_collectives lib, int node_busy);
 
+/* An all-to-all over the group (expert parallelism's dispatch and combine; docs/planner.md,
+ * "All-to-all"): each rank holds bytes, bytes / p for every member, and sends the (p-1)/p of
+ * them that are not its own. MPI: a pairwise exchange, p - 1 steps of one peer and bytes / p
+ * each, every step on the slowest tier the group crosses (some pair of nearly every step
+ * crosses it, and a step lasts as long as its slowest pair), each member its own flow on the
+ * node's links. NCCL: one group of a send and a receive per peer, all in flight at once: the
+ * slowest tier's latency once, then the larger of the bytes that stay in the node over the
+ * intra tier and those that leave it over the outer one (the two kinds of link run side by
+ * side), plus the call's launch (c->gpu.collective_launch). node_busy as for
+ * plan_allreduce_best. 0 for a group of one. Not yet used by the enumeration. */
+double plan_alltoall(const plan_cluster *c, const plan_group *g, double bytes,
+                     plan_collectives lib, int node_busy);
+
 /* The model as tripar runs it: its config and how weights and the KV cache are stored. */
 typedef struct {
     model_config cfg;

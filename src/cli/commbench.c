@@ -1,8 +1,8 @@
-/* `tripar commbench`: times all-reduce, all-gather, send/recv and broadcast over the mesh's TP,
- * PP and DP communicators and the world (commbench_ops.c), or point-to-point per link tier with
- * --tiers (commbench_tiers.c), over MPI on host buffers or NCCL on device buffers, verifies every
- * result against exactly predictable values and prints nccl-tests-like columns; intra-node and
- * inter-node figures apart. This file: arguments, set-up and the command. Layout:
+/* `tripar commbench`: times all-reduce, all-gather, send/recv, broadcast and all-to-all over the
+ * mesh's TP, PP and DP communicators and the world (commbench_ops.c), or point-to-point per link
+ * tier with --tiers (commbench_tiers.c), over MPI on host buffers or NCCL on device buffers,
+ * verifies every result against exactly predictable values and prints nccl-tests-like columns;
+ * intra-node and inter-node figures apart. This file: arguments, set-up and the command. Layout:
  * docs/benchmarks.md. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,8 @@ static void cb_usage(FILE *f) {
     fprintf(f,
             "usage: mpirun -n N tripar commbench [JOB.yaml | --dp D --tp T --pp P [--order O]]\n"
             "                 [--sizes MIN:MAX | --sizes model] [--iters N] [--warmup N]\n"
-            "                 [--ops allreduce,allgather,sendrecv,bcast] [--axes tp,pp,dp,world]\n"
+            "                 [--ops allreduce,allgather,sendrecv,bcast,alltoall]\n"
+            "                 [--axes tp,pp,dp,world]\n"
             "                 [--tiers] [--comm mpi|nccl] [--out FILE.h5]\n"
             "Times each operation on every group of each axis at once, sizes doubling from MIN to\n"
             "MAX bytes (suffixes K, M, G; default 8:256M), checks every result and prints size,\n"
@@ -352,6 +353,7 @@ static int cb_bench_init(cb_bench *b, const cb_args *a) {
     b->hsend = xcalloc(1, bytes);
     b->hrecv = xcalloc(1, bytes);
     b->rows = xcalloc((size_t)a->n_sizes * OP_COUNT * CB_AXIS_COUNT + 1, sizeof(cb_row));
+    b->peers = xcalloc(2 * (size_t)b->world_size, sizeof *b->peers);
     if (a->comm == CB_COMM_MPI) {
         mesh_attach_mpi(&b->m); /* MPI on every axis and world_host */
         b->send = b->hsend, b->recv = b->hrecv;
@@ -377,6 +379,7 @@ static void cb_bench_free(cb_bench *b) {
     free(b->samples);
     free(b->places);
     free(b->rows);
+    free(b->peers);
     free(b->hsend);
     free(b->hrecv);
 }

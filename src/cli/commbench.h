@@ -9,7 +9,7 @@
 #include "parallel/mesh.h"
 
 /* The collectives, in the order they run: indexes of CB_COLLS and of cb_args.ops. */
-enum { OP_ALLREDUCE = 0, OP_ALLGATHER, OP_SENDRECV, OP_BCAST, OP_COUNT };
+enum { OP_ALLREDUCE = 0, OP_ALLGATHER, OP_SENDRECV, OP_BCAST, OP_ALLTOALL, OP_COUNT };
 enum { CB_AXIS_TP = 0, CB_AXIS_PP, CB_AXIS_DP, CB_AXIS_WORLD, CB_AXIS_COUNT };
 extern const char *const CB_AXIS_NAMES[CB_AXIS_COUNT];
 
@@ -24,7 +24,9 @@ typedef struct {
     void (*counts)(long total, int ranks, long *count, long *used);
     /* the host buffers before a run; send may stay untouched by an in-place op */
     void (*fill)(float *send, float *recv, long count, int rank, int ranks);
-    void (*run)(comm *c, float *send, float *recv, long count);
+    /* peers: 2 x ranks host entries, allocated before timing, for the per-peer counts and
+     * displacements of an op that takes them (the all-to-all) */
+    void (*run)(comm *c, float *send, float *recv, long count, size_t *peers);
     /* elements of recv that differ from the exact result of one run */
     long (*check)(const float *recv, long count, int rank, int ranks);
     /* nccl-tests' bus bandwidth factor: busbw = algbw * bus_factor(ranks) */
@@ -131,6 +133,7 @@ typedef struct {
     comm *axes[CB_AXIS_COUNT];
     float *send, *recv;   /* comm memory (max_bytes/4 + 1) */
     float *hsend, *hrecv; /* host twins; the same pointers over MPI */
+    size_t *peers;        /* (2 * world_size): cb_coll.run's per-peer scratch */
     cb_row *rows;         /* (sizes * OP_COUNT * CB_AXIS_COUNT + 1) */
     long n_rows, wrong_total;
     cb_axis_nodes nodes[CB_AXIS_COUNT];

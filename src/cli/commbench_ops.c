@@ -97,7 +97,8 @@ static void cb_counts_per_rank(long total, int ranks, long *count, long *used) {
     *used = *count * ranks;
 }
 
-/* nccl-tests' bus bandwidth factors: what each link carries relative to the buffer size. */
+/* nccl-tests' bus bandwidth factors: what each link carries relative to the buffer size
+ * (all-to-all's is all-gather's: each rank's (n-1)/n of its buffer leaves it). */
 static double cb_bus_allreduce(int n) { return 2.0 * (n - 1) / n; }
 static double cb_bus_allgather(int n) { return (double)(n - 1) / n; }
 static double cb_bus_one(int n) {
@@ -112,8 +113,8 @@ static void cb_fill_allreduce(float *send, float *recv, long count, int rank, in
         recv[i] = cb_value(rank, i);
 }
 
-static void cb_run_allreduce(comm *c, float *send, float *recv, long count) {
-    (void)send;
+static void cb_run_allreduce(comm *c, float *send, float *recv, long count, size_t *peers) {
+    (void)send, (void)peers;
     c->ops->allreduce_sum(c->ctx, recv, (size_t)count);
 }
 
@@ -134,7 +135,8 @@ static void cb_fill_allgather(float *send, float *recv, long count, int rank, in
         recv[i] = -1.0f;
 }
 
-static void cb_run_allgather(comm *c, float *send, float *recv, long count) {
+static void cb_run_allgather(comm *c, float *send, float *recv, long count, size_t *peers) {
+    (void)peers;
     c->ops->allgather(c->ctx, recv, send, (size_t)count, COMM_FLOAT);
 }
 
@@ -158,7 +160,8 @@ static void cb_fill_sendrecv(float *send, float *recv, long count, int rank, int
  * once. A stream-ordered comm (NCCL) runs them in queue order and a receive holds its stream
  * until matched, so receive-first everywhere would deadlock: rank 0 sends first and every
  * other rank receives first, which unwinds the ring from rank 0. */
-static void cb_run_sendrecv(comm *c, float *send, float *recv, long count) {
+static void cb_run_sendrecv(comm *c, float *send, float *recv, long count, size_t *peers) {
+    (void)peers;
     comm_req rs = {0}, rr = {0};
     int next = (c->rank + 1) % c->size, prev = (c->rank - 1 + c->size) % c->size;
     if (c->stream_ordered && c->rank == 0) {
@@ -187,8 +190,8 @@ static void cb_fill_bcast(float *send, float *recv, long count, int rank, int si
         recv[i] = rank == 0 ? cb_value(0, i) : -1.0f;
 }
 
-static void cb_run_bcast(comm *c, float *send, float *recv, long count) {
-    (void)send;
+static void cb_run_bcast(comm *c, float *send, float *recv, long count, size_t *peers) {
+    (void)send, (void)peers;
     c->ops->bcast(c->ctx, recv, (size_t)count, COMM_FLOAT, 0);
 }
 
@@ -197,6 +200,38 @@ static long cb_check_bcast(const float *recv, long count, int rank, int size) {
     long wrong = 0;
     for (long i = 0; i < count; i++)
         wrong += recv[i] != cb_value(0, i);
+    return wrong;
+}
+
+/* All-to-all, uniform: count elements per rank's send, count / ranks to each peer (oneself
+ * included), as nccl-tests' alltoall; the block for rank p at p * (count / ranks) of send, the
+ * block from rank p at the same place of recv. Element i of rank r's send is cb_value(r, i). */
+static void cb_counts_all_peers(long total, int ranks, long *count, long *used) {
+    *count = *used = total / ranks * ranks;
+}
+
+static void cb_fill_alltoall(float *send, float *recv, long count, int rank, int size) {
+    (void)size;
+    for (long i = 0; i < count; i++)
+        send[i] = cb_value(rank, i), recv[i] = -1.0f;
+}
+
+/* Runs through comm_ops.alltoallv, the call expert dispatch makes, with equal counts. */
+static void cb_run_alltoall(comm *c, float *send, float *recv, long count, size_t *peers) {
+    const size_t block = (size_t)(count / c->size);
+    size_t *counts = peers, *displs = peers + c->size;
+    for (int p = 0; p < c->size; p++)
+        counts[p] = block, displs[p] = (size_t)p * block;
+    c->ops->alltoallv(c->ctx, send, counts, displs, recv, counts, displs, COMM_FLOAT);
+}
+
+/* recv's block p is rank p's block for this rank: its elements rank * block + i. */
+static long cb_check_alltoall(const float *recv, long count, int rank, int size) {
+    const long block = count / size;
+    long wrong = 0;
+    for (int p = 0; p < size; p++)
+        for (long i = 0; i < block; i++)
+            wrong += recv[p * block + i] != cb_value(p, rank * block + i);
     return wrong;
 }
 
@@ -232,6 +267,13 @@ const cb_coll CB_COLLS[OP_COUNT] = {
                   .check = cb_check_bcast,
                   .bus_factor = cb_bus_one,
                   .place = "in place"},
+    [OP_ALLTOALL] = {.name = "alltoall",
+                     .counts = cb_counts_all_peers,
+                     .fill = cb_fill_alltoall,
+                     .run = cb_run_alltoall,
+                     .check = cb_check_alltoall,
+                     .bus_factor = cb_bus_allgather,
+                     .place = "out of place"},
 };
 
 /* --- one operation ------------------------------------------------------------------------- */
@@ -243,12 +285,12 @@ static double cb_time_op(const cb_bench *b, const cb_args *a, comm *c, const cb_
     coll->fill(b->hsend, b->hrecv, count, c->rank, c->size);
     cb_upload(b, used);
     for (int it = 0; it < a->warmup; it++)
-        coll->run(c, b->send, b->recv, count);
+        coll->run(c, b->send, b->recv, count, b->peers);
     cb_drain(b);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = timer_host_seconds();
     for (int it = 0; it < a->iters; it++)
-        coll->run(c, b->send, b->recv, count);
+        coll->run(c, b->send, b->recv, count, b->peers);
     cb_drain(b);
     double mine = (timer_host_seconds() - t0) / a->iters, slowest = 0;
     MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
@@ -261,7 +303,7 @@ static long cb_verify_op(const cb_bench *b, const cb_args *a, comm *c, const cb_
                          long count, long used) {
     coll->fill(b->hsend, b->hrecv, count, c->rank, c->size);
     cb_upload(b, used);
-    coll->run(c, b->send, b->recv, count);
+    coll->run(c, b->send, b->recv, count, b->peers);
     cb_drain(b);
     cb_download(b, used);
     if (a->plant_error && b->rank == 0) b->hrecv[used / 2] += 1.0f;
@@ -316,8 +358,9 @@ static void cb_run_sizes(cb_bench *b, const cb_args *a, int ax, const cb_coll *c
     const long first = b->n_rows;
     for (int k = 0; k < a->n_sizes; k++) {
         long bytes = a->sizes[k];
-        /* size is the whole output buffer, as in nccl-tests; all-gather's count is per rank,
-         * so sizes below one element per rank are skipped */
+        /* size is the whole output buffer, as in nccl-tests; all-gather's count is per rank
+         * and all-to-all's a whole element per peer, so sizes below one element per rank are
+         * skipped */
         long count = 0, used = 0;
         coll->counts(bytes / 4, c->size, &count, &used);
         if (count < 1) continue;

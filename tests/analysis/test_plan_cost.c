@@ -59,6 +59,30 @@ static void test_p2p_and_allgather(void **state) {
     assert_close(plan_allgather_ring(4, 1e6, &t), 6e-6 + 0.75e6 / 5e8);
 }
 
+/* All-to-all on two_nodes (intra 1 us at 100 GB/s, inter 10 us at 10 GB/s), by hand. */
+static void test_alltoall(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    plan_group one = {.size = 1, .nodes = 1, .per_node = 1, .outer = PLAN_TIER_INTRA};
+    assert_close(plan_alltoall(&c, &one, 4e6, PLAN_COLL_MPI, 0), 0);
+    assert_close(plan_alltoall(&c, &one, 4e6, PLAN_COLL_NCCL, 0), 0);
+    /* 4 ranks in a node, 4 MB each (1 MB a peer). MPI, pairwise: 3 x (1 us + 1e6 / 100e9);
+     * NCCL, every peer at once: 1 us + 3e6 / 100e9 */
+    plan_group in_node = {.size = 4, .nodes = 1, .per_node = 4, .outer = PLAN_TIER_INTRA};
+    assert_close(plan_alltoall(&c, &in_node, 4e6, PLAN_COLL_MPI, 4), 3 * (1e-6 + 1e-5));
+    assert_close(plan_alltoall(&c, &in_node, 4e6, PLAN_COLL_NCCL, 4), 1e-6 + 3e-5);
+    /* 8 ranks on 2 nodes, 8 MB each. MPI: 7 steps on the inter tier, 7 x (10 us + 1e6 / 10e9);
+     * NCCL: 10 us + the larger of 3 MB inside (30 us) and 4 MB across (400 us), plus the
+     * launch */
+    plan_group spans = {.size = 8, .nodes = 2, .per_node = 4, .outer = PLAN_TIER_INTER};
+    assert_close(plan_alltoall(&c, &spans, 8e6, PLAN_COLL_MPI, 4), 7 * (1e-5 + 1e-4));
+    c.gpu.collective_launch = 5e-6;
+    assert_close(plan_alltoall(&c, &spans, 8e6, PLAN_COLL_NCCL, 4), 5e-6 + 1e-5 + 4e-4);
+    /* 8 ranks of a node crossing at once share its 4 links: half the inter bandwidth each */
+    assert_close(plan_alltoall(&c, &spans, 8e6, PLAN_COLL_MPI, 8), 7 * (1e-5 + 2e-4));
+    assert_close(plan_alltoall(&c, &spans, 8e6, PLAN_COLL_NCCL, 8), 5e-6 + 1e-5 + 8e-4);
+}
+
 static void test_bubble(void **state) {
     (void)state;
     assert_close(plan_bubble_fraction(4, 4), 3.0 / 7.0);
@@ -773,6 +797,7 @@ int main(void) {
         cmocka_unit_test(test_enumerate_count),
         cmocka_unit_test(test_moe_allreduce_whole),
         cmocka_unit_test(test_enumerate_ep),
+        cmocka_unit_test(test_alltoall),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

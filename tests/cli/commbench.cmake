@@ -1,12 +1,12 @@
 # tripar commbench (docs/benchmarks.md, "Communication benchmark"): --tiers on one node, the
-# per-axis node placement of the collective sweep, bad --tiers and --comm usage, and NCCL
-# without a visible device (cpu machines) or on one GPU (label gpu). commbench_check.py says what
-# each mode checks; the cross-node tier check runs on the emulated cluster
-# (tests/cluster/commbench_tiers.sh).
+# per-axis node placement of the collective sweep, the all-to-all's rows, bad --tiers and
+# --comm usage, and NCCL without a visible device (cpu machines) or on one GPU (label gpu).
+# commbench_check.py says what each mode checks; the cross-node tier check runs on the
+# emulated cluster (tests/cluster/commbench_tiers.sh).
 set(CB_CHECK ${CMAKE_CURRENT_SOURCE_DIR}/cli/commbench_check.py)
 set(CB_WORK ${CMAKE_CURRENT_BINARY_DIR}/cli_commbench)
 set(CB_ENV ${TRIPAR_TEST_ENV} MPIEXEC=${MPIEXEC_EXECUTABLE})
-foreach(mode tiers_np2 tiers_planted nodes_np4)
+foreach(mode tiers_np2 tiers_planted nodes_np4 alltoall_np3)
   add_test(NAME cli_commbench_${mode} COMMAND /usr/bin/python3 ${CB_CHECK} ${mode} ${CB_WORK})
   set_tests_properties(cli_commbench_${mode} PROPERTIES LABELS "mpi;cli;bench"
                        ENVIRONMENT "${CB_ENV}" TIMEOUT 300)

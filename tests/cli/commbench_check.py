@@ -10,6 +10,10 @@ the HDF5 file it writes (docs/benchmarks.md, "Communication benchmark").
     nodes_np4     the collective sweep on tp=2 x dp=2: each axis's groups and how many cross
                   nodes, in the header, the rows and /commbench/axes; each table's closing
                   mean busbw and the run's "Avg bus bandwidth", against the file's rows
+    alltoall_np3  the all-to-all over 3 ranks (tp 3): its table over tp and world, sizes below
+                  one element per peer skipped, every row's fields sane (count a multiple of
+                  the ranks, size its bytes, busbw algbw x (n-1)/n, positive finite times),
+                  all verified; times are never compared to anything
     nccl1         --comm nccl on one rank and one GPU: every op verified on device buffers
                   (exit 77, a skip, without a usable CUDA device)
 Needs TRIPAR_BIN; MPIEXEC (default mpirun).
@@ -161,6 +165,38 @@ def nodes_np4(work):
           f"Avg bus bandwidth {shown} is the mean busbw of every row")
 
 
+def alltoall_np3(work):
+    out = os.path.join(work, "alltoall.h5")
+    stdout = commbench(3, "--sizes", "8:1K", "--iters", "2", "--warmup", "1", "--ops",
+                       "alltoall", "--out", out)
+    check("# alltoall over tp: 1 groups of 3 ranks, running at once; 0 of 1 cross nodes "
+          "(intra-node)" in stdout, "op header: alltoall over tp")
+    check("#wrong total: 0\n" in stdout, "every all-to-all verified")
+    # 8 B is 2 floats, less than one a peer: skipped; 16 B .. 1 KiB are 7 sizes
+    sizes = [16 * 2**k for k in range(7)]
+    with h5py.File(out, "r") as f:
+        rows = f["commbench/results"][()]
+    check(sorted({text(r["op"]) for r in rows}) == ["alltoall"], "only alltoall rows")
+    for axis in ("tp", "world"):
+        mine = rows[[text(a) == axis for a in rows["axis"]]]
+        check(len(mine) == len(sizes), f"alltoall over {axis}: {len(mine)} rows, want 7")
+        for r, size in zip(mine, sizes):
+            count = size // 4 // 3 * 3
+            check(r["count"] == count and r["size_bytes"] == 4 * count,
+                  f"{axis} {size} B: count {r['count']} (want {count}), size {r['size_bytes']}")
+            check(r["ranks"] == 3 and r["groups"] == 1 and r["groups_crossing"] == 0 and
+                  text(r["tier"]) == "intra" and text(r["type"]) == "float" and r["wrong"] == 0,
+                  f"{axis} {size} B: ranks, groups, tier, type, wrong")
+            check(math.isfinite(r["time_us"]) and r["time_us"] > 0, f"{axis}: time positive")
+            check(math.isclose(r["algbw_gbs"], r["size_bytes"] / (r["time_us"] * 1e-6) / 1e9,
+                               rel_tol=1e-9), f"{axis} {size} B: algbw is size / time")
+            check(math.isclose(r["busbw_gbs"], r["algbw_gbs"] * 2 / 3, rel_tol=1e-9),
+                  f"{axis} {size} B: busbw is algbw x (n-1)/n")
+        line = [l for l in stdout.splitlines() if l.startswith(f"# alltoall over {axis}: avg busbw ")]
+        check(len(line) == 1 and line[0].endswith(" GB/s over 7 sizes (out of place)"),
+              f"alltoall over {axis}: one closing line {line}")
+
+
 def nccl1(work):
     if not shutil.which("nvidia-smi"):
         print("skipped: no CUDA device (no nvidia-smi)")
@@ -183,12 +219,13 @@ def nccl1(work):
               "file says nccl on device memory")
         rows = f["commbench/results"][()]
         ops = sorted({text(r["op"]) for r in rows})
-        check(ops == ["allgather", "allreduce", "bcast"], f"ops on a communicator of one: {ops}")
+        check(ops == ["allgather", "allreduce", "alltoall", "bcast"],
+              f"ops on a communicator of one: {ops}")
         check(np.all(rows["wrong"] == 0), "none wrong")
 
 
 MODES = {"tiers_np2": tiers_np2, "tiers_planted": tiers_planted, "nodes_np4": nodes_np4,
-         "nccl1": nccl1}
+         "alltoall_np3": alltoall_np3, "nccl1": nccl1}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in MODES:

@@ -171,6 +171,23 @@ foreach(np 2 3)
   set_property(TEST parallel_comm_np${np} APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
 endforeach()
 
+# comm_ops' all-to-all (alltoallv, ialltoallv) on the mpi and staged backends, 1 to 4 ranks
+# (oversubscribed), irregular counts with zeros and a rank that sends nothing, every type; and a
+# count past MPI's int refused by name.
+add_executable(parallel_test_alltoallv parallel/test_alltoallv.c)
+target_link_libraries(parallel_test_alltoallv PRIVATE tripar_core)
+foreach(np 1 2 3 4)
+  tripar_mpi_test(parallel_alltoallv_np${np} ${np} $<TARGET_FILE:parallel_test_alltoallv>)
+  set_tests_properties(parallel_alltoallv_np${np} PROPERTIES
+                       PASS_REGULAR_EXPRESSION "test_alltoallv: 0 failure\\(s\\) over ${np} ranks")
+  set_property(TEST parallel_alltoallv_np${np} APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+endforeach()
+tripar_mpi_test(parallel_alltoallv_too_large 1 $<TARGET_FILE:parallel_test_alltoallv> too-large)
+set_tests_properties(parallel_alltoallv_too_large PROPERTIES
+                     PASS_REGULAR_EXPRESSION "all-to-all: send count 2147483648 for peer 0 exceeds MPI_Alltoallv's int counts"
+                     FAIL_REGULAR_EXPRESSION "was accepted")
+set_property(TEST parallel_alltoallv_too_large APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+
 # The agreements of parallel/agree.c (what the run file and the checkpoint agree on), each on
 # 1, 2 and 3 ranks with inputs that differ by rank.
 add_executable(parallel_test_agree parallel/test_agree.c)
