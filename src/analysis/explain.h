@@ -7,6 +7,7 @@
 
 #include "io/runread.h"
 #include "metrics/timing.h"
+#include "analysis/moe_load.h"
 #include "analysis/run_roofline.h"
 
 #ifdef __cplusplus
@@ -81,6 +82,9 @@ typedef struct {
      * attribution stands, without rates) */
     int has_roof;
     run_roofline roof;
+    /* a mixture of experts' recorded load (/moe); has_moe 0 for a dense run */
+    int has_moe;
+    moe_load moe;
 } explain_run;
 
 /* Loads and reduces path. Returns 0, or STATUS_BAD_INPUT with error_message() set to one
@@ -179,6 +183,12 @@ void explain_roof_words(const explain_run *x, int kind, char *out, size_t len);
  * spends most time in. 0 when x has no roofline or the kind no events. */
 int explain_roof_total(const explain_run *x, int kind, double *bytes, double *flops, double *gbs,
                        double *gflops, int *bound);
+
+/* The expert-load verdict of one run (explain_moe.c, docs/explain.md "Expert load"): the
+ * max/mean tokens per expert of prefill and decode, whether that is balanced
+ * (MOE_IMBALANCE_HIGH), the worst layer and its hottest expert, what it costs with the run's
+ * ep, and the layer's measured mlp_gemm; "" for a dense run. */
+void explain_moe_words(const explain_run *x, char *out, size_t len);
 
 /* The verdict: OTHER against BASE: the stragglers, then the causes ranked by |contribution|
  * to the end-to-end difference, each clause naming a row of the table (and, where the parts

@@ -374,6 +374,14 @@ int explain_run_load(explain_run *x, const char *path) {
     free(it_start);
     free(it_end);
     if (rc != STATUS_OK) return rc;
+    const int moe = moe_load_read(run->file, &x->moe);
+    if (moe < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", error_message()); /* error_set rewrites its buffer */
+        error_set("%s: %s", path, why);
+        return STATUS_BAD_INPUT;
+    }
+    x->has_moe = moe;
     if (run->metrics.present) {
         x->metrics[EXPLAIN_TTFT] = run->metrics.ttft_mean;
         x->metrics[EXPLAIN_TPOT] = run->metrics.tpot_mean;
@@ -386,6 +394,7 @@ void explain_run_free(explain_run *x) {
     explain_ranks_free(x);
     for (int q = 0; q < EXPLAIN_QTY_COUNT; q++)
         free(x->bucket[q]);
+    moe_load_free(&x->moe);
     run_data_free(&x->run); /* safe on a failed or zeroed load */
     memset(x, 0, sizeof *x);
 }

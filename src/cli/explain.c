@@ -245,6 +245,20 @@ static void text_ranks(FILE *f, const explain_run *b, const explain_run *o) {
     free(d);
 }
 
+/* The expert-load verdict of each run that has one (mixtures of experts); nothing when both
+ * are dense. words is a VERDICT_LEN buffer. */
+static void text_expert_load(FILE *f, const explain_run *b, const explain_run *o, char *words) {
+    const explain_run *runs[2] = {b, o};
+    const char *who[2] = {"BASE", "OTHER"};
+    int said = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!runs[i]->has_moe) continue;
+        explain_moe_words(runs[i], words, VERDICT_LEN);
+        fprintf(f, "%s %s %s\n", said ? "            " : "expert load:", who[i], words);
+        said = 1;
+    }
+}
+
 static void text_write(FILE *f, const explain_run *runs, int n) {
     const explain_run *b = &runs[0];
     char words[WORDS_LEN], *verdict = xmalloc(VERDICT_LEN);
@@ -263,6 +277,7 @@ static void text_write(FILE *f, const explain_run *runs, int n) {
         fprintf(f, "               OTHER %s\n", words);
         explain_verdict(b, o, verdict, VERDICT_LEN);
         fprintf(f, "verdict: %s\n", verdict);
+        text_expert_load(f, b, o, verdict);
     }
     free(verdict);
 }
@@ -357,11 +372,18 @@ static json_t *run_json(const explain_run *x) {
         json_pack("{s:s, s:o, s:o, s:i}", "arch", x->arch, "embd", model_number(x->embd), "vocab",
                   model_number(x->vocab), "layers", x->model_layers);
     json_t *sched = x->sched_present ? json_pack("{s:s}", "source", x->sched_source) : json_null();
-    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:i, s:i, s:o, s:o, s:o, s:o}", "file",
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:i, s:i, s:o, s:o, s:o, s:o}", "file",
                      x->run.path, "strategy", x->label, "backend", x->run.backend, "precision",
                      x->run.precision, "kv_cache", x->has_roof ? x->roof.kv_cache : NULL, "model",
                      model, "iterations", x->iterations, "steps", x->steps, "measured", measured,
                      "metrics", metrics, "critical_rank", critical, "sched", sched);
+    if (x->has_moe) { /* a mixture of experts: the expert-load verdict */
+        char *load = xmalloc(VERDICT_LEN);
+        explain_moe_words(x, load, VERDICT_LEN);
+        json_object_set_new(o, "expert_load", json_string(load));
+        free(load);
+    }
+    return o;
 }
 
 static json_t *row_json(explain_qty q, const char *group, const char *bucket, int layer,

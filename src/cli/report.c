@@ -15,6 +15,7 @@
 #include "metrics/score.h"
 #include "base/stats.h"
 #include "cli/cli.h"
+#include "cli/report_moe.h"
 #include "cli/report_perplexity.h"
 #include "cli/report_roofline.h"
 #include "cli/report_telemetry.h"
@@ -39,6 +40,8 @@ typedef struct {
     /* how the strategy sits on nodes (/mesh); nodes = 0 when the mesh says nothing usable */
     int nodes, per_node_min, per_node_max;
     int tp_groups, tp_crossing, pp_groups, pp_crossing;
+    int moe;             /* the file has /moe (a mixture of experts) */
+    double moe_ratio[2]; /* its max/mean tokens per expert, prefill and decode */
 } run_summary;
 
 static double *phase_row(run_summary *s, int r) { return s->phase_total + (size_t)r * PHASE_COUNT; }
@@ -289,6 +292,7 @@ static int summary_load(run_summary *s, const char *path) {
     summary_compute(s);
     summary_model(s);
     summary_nodes(s);
+    s->moe = report_moe_ratios(&s->run, s->moe_ratio);
     return STATUS_OK;
 }
 
@@ -350,6 +354,7 @@ static void print_single(FILE *out, const run_summary *s) {
     else
         fprintf(out, "  no /metrics in this file\n");
     run_text_print(out, run->file); /* the generated text, when the run had a tokenizer */
+    report_moe_print(out, run);     /* nothing for a dense model */
     if (s->events == 0) {
         fprintf(out, "  no timing events (record.timings: off?)\n");
         return;
@@ -498,6 +503,11 @@ static int write_csv(const char *path, const run_summary *s, int n) {
     for (int p = 0; p < PHASE_COUNT; p++)
         fprintf(f, ",%s_min_s,%s_median_s,%s_max_s", phase_name((phase)p), phase_name((phase)p),
                 phase_name((phase)p));
+    /* the expert load's columns only when some run has one (empty for a dense run beside it) */
+    int moe = 0;
+    for (int i = 0; i < n; i++)
+        moe |= s[i].moe;
+    if (moe) fprintf(f, ",moe_prefill_imbalance,moe_decode_imbalance");
     fprintf(f, "\n");
     for (int i = 0; i < n; i++) {
         summary_values(&s[i], v);
@@ -507,6 +517,8 @@ static int write_csv(const char *path, const run_summary *s, int n) {
         for (int p = 0; p < PHASE_COUNT; p++)
             fprintf(f, ",%.9g,%.9g,%.9g", s[i].phase_min[p], s[i].phase_median[p],
                     s[i].phase_max[p]);
+        if (moe && s[i].moe) fprintf(f, ",%.9g,%.9g", s[i].moe_ratio[0], s[i].moe_ratio[1]);
+        if (moe && !s[i].moe) fprintf(f, ",,");
         fprintf(f, "\n");
     }
     fclose(f);
@@ -539,6 +551,7 @@ static int write_json(const char *path, const run_summary *s, int n) {
         }
         json_object_set_new(o, "phases", phases);
         report_telemetry_json(o, &s[i].run);
+        report_moe_json(o, &s[i].run);
         json_array_append_new(runs, o);
     }
     json_t *root = json_object();

@@ -75,6 +75,23 @@ static void record_outputs(run_context *rc) {
     run_perplexity_record(rc);
 }
 
+/* /moe/expert_load of the last generation (the last measured iteration: the warm-up and the
+ * arrival stream run before it): per dp replica, since replicas route different tokens; each
+ * stage's TP rank 0 writes its layers (every TP rank routes alike). Nothing for a dense
+ * model. */
+static void record_expert_load(run_context *rc, int iteration) {
+    const engine *e = &rc->e;
+    const shard_geom *g = &e->m->geom;
+    const moe_routing *r = &e->moe_host;
+    const runfile_expert_load l = {
+        .load = r->load, .replicas = MESH_DP(&rc->mesh), .replica = rc->mesh.coord[AXIS_DP],
+        .steps = r->load_steps, .layers = e->m->cfg.layers, .experts = e->m->cfg.experts,
+        .layer_begin = g->layer_begin, .n_layers = g->n_layers, .writer = g->tp_rank == 0,
+        .top_k = e->m->cfg.experts_top_k, .shared = e->m->cfg.shared_mlp > 0, .ep = rc->j.ep,
+        .iteration = iteration, .steps_run = e->steps_run};
+    runfile_write_expert_load(rc->rf, &l);
+}
+
 /* Mean and percentiles of one per-request series as attributes of /metrics/arrival. */
 static void stream_summary_write(runfile *rf, const char *name, const double *values, long n) {
     double *sorted = xcalloc((size_t)(n > 0 ? n : 1), sizeof(double));
@@ -365,6 +382,7 @@ int run_record(run_context *rc, run_metrics *rm, const serve_result *stream, int
 
     watch_phase(WATCH_RUNFILE); /* the stall report's words while HDF5 writes collectively */
     record_outputs(rc);
+    record_expert_load(rc, rm->iterations - 1);
     runfile_write_events(rc->rf, &rc->tm);
     runfile_write_sched(rc->rf, &rc->sched, &rc->tm);
     telemetry_stop(&rc->tel); /* the last samples, then the file is finalised */

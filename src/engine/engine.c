@@ -303,7 +303,8 @@ static void host_buffers_init(engine *e) {
     e->maxloc_host = xmalloc((size_t)e->mb_max * sizeof *e->maxloc_host);
     e->row_finite = xmalloc((size_t)e->mb_max);
     e->check_host = xmalloc((size_t)e->mb_max * e->m->cfg.embd * sizeof(float));
-    moe_routing_init(&e->moe_host, &e->m->cfg, e->m->geom.n_layers > 0 ? (int)R : 0);
+    moe_routing_init(&e->moe_host, &e->m->cfg, e->m->geom.n_layers > 0 ? (int)R : 0,
+                     e->new_tokens > 0 ? e->new_tokens : 1, e->m->geom.n_layers);
     e->generated = xcalloc((size_t)e->batch_local, sizeof(int32_t));
     e->token_time = xcalloc((size_t)(e->new_tokens > 0 ? e->new_tokens : 1), sizeof(double));
     e->finished = xcalloc((size_t)(e->batch_local > 0 ? e->batch_local : 1), 1);

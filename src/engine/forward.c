@@ -175,7 +175,7 @@ static void expert_mlp(engine *e, float *out, const float *in, weight_view gate_
  * are routed there (engine/moe.c); each expert in turn gathers its rows, runs, and adds them
  * back weighted; the shared expert runs on every row, scaled by its sigmoid gate. Experts are
  * summed in index order, then the shared one, the same order on every rank and mesh. */
-static void moe_mlp(engine *e, float *o, const float *h, int l, int rows) {
+static void moe_mlp(engine *e, float *o, const float *h, int l, int rows, int step) {
     const model *m = e->m;
     const weights *w = &m->w;
     const backend_ops *ops = e->be->ops;
@@ -188,6 +188,7 @@ static void moe_mlp(engine *e, float *o, const float *h, int l, int rows) {
     ops->matmul(ctx, e->moe_logits, h, router, NULL, rows, C, RL);
     ops->copy_to_host(ctx, r->logits, e->moe_logits, (size_t)rows * RL * sizeof(float));
     const int entries = moe_route(r, rows);
+    if (!e->diagnose) moe_routing_load_add(r, step, l); /* a diagnosis re-run counts once */
     ops->copy_to_device(ctx, e->moe_idx, r->idx, (size_t)entries * sizeof(int32_t));
     ops->copy_to_device(ctx, e->moe_wts, r->wts, (size_t)entries * sizeof(float));
     ops->memset_zero(ctx, o, (size_t)rows * C * sizeof(float));
@@ -262,7 +263,7 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
 
         if (m->cfg.experts > 0) { /* mixtral, qwen2_moe: one all-reduce over every expert */
             TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer)
-                moe_mlp(e, e->o, e->h, l, rows);
+                moe_mlp(e, e->o, e->h, l, rows, step);
             tp_allreduce_blocking(e, e->o, (size_t)rows * C, step, mb, layer);
         } else {
             TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) { /* SwiGLU included */

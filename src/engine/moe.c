@@ -8,7 +8,8 @@
 
 #include "base/check.h"
 
-void moe_routing_init(moe_routing *r, const model_config *cfg, int rows_max) {
+void moe_routing_init(moe_routing *r, const model_config *cfg, int rows_max, int steps,
+                      int layers) {
     memset(r, 0, sizeof *r);
     if (cfg->experts <= 0) return;
     r->experts = cfg->experts, r->top_k = cfg->experts_top_k;
@@ -23,12 +24,26 @@ void moe_routing_init(moe_routing *r, const model_config *cfg, int rows_max) {
     r->offset = xmalloc((size_t)(r->experts + 1) * sizeof(int));
     r->choice = xmalloc(rows * (size_t)r->top_k * sizeof(int));
     r->choice_w = xmalloc(rows * (size_t)r->top_k * sizeof(float));
+    r->load_steps = steps > 0 ? steps : 0, r->load_layers = layers > 0 ? layers : 0;
+    r->load = xcalloc((size_t)(r->load_steps * r->load_layers * r->experts) + 1, sizeof(int32_t));
 }
 
 void moe_routing_free(moe_routing *r) {
     free(r->logits), free(r->idx), free(r->wts), free(r->count), free(r->offset);
-    free(r->choice), free(r->choice_w);
+    free(r->choice), free(r->choice_w), free(r->load);
     memset(r, 0, sizeof *r);
+}
+
+void moe_routing_load_clear(moe_routing *r) {
+    if (r->load)
+        memset(r->load, 0, (size_t)r->load_steps * r->load_layers * r->experts * sizeof(int32_t));
+}
+
+void moe_routing_load_add(moe_routing *r, int step, int l) {
+    if (!r->load || step < 0 || step >= r->load_steps || l < 0 || l >= r->load_layers) return;
+    int32_t *row = r->load + ((size_t)step * r->load_layers + l) * r->experts;
+    for (int x = 0; x < r->experts; x++)
+        row[x] += r->offset[x + 1] - r->offset[x];
 }
 
 /* One row's top k experts, best first; ties go to the lower index (the strict > over experts

@@ -19,12 +19,25 @@ typedef struct {
     int *offset;   /* (experts + 1) where each expert's rows start in idx */
     int *choice;   /* (rows_max * top_k) scratch: each row's experts, best first */
     float *choice_w;
+    /* the expert load of one generation, for the run file's /moe/expert_load: rows routed to
+     * each expert (top-k assignments; the shared expert is not counted), summed over the
+     * micro-batches of a step. Made at set-up so that counting allocates nothing. */
+    int load_steps, load_layers;
+    int32_t *load; /* (load_steps, load_layers, experts) steps, this stage's layers */
 } moe_routing;
 
-/* Host buffers for up to rows_max rows of a model with cfg's experts (none when it has
- * none: moe_routing_free is then still safe). Set-up only. */
-void moe_routing_init(moe_routing *r, const model_config *cfg, int rows_max);
+/* Host buffers for up to rows_max rows of a model with cfg's experts, and the load record of
+ * `steps` steps over `layers` layers (none when it has no experts: moe_routing_free is then
+ * still safe). Set-up only. */
+void moe_routing_init(moe_routing *r, const model_config *cfg, int rows_max, int steps,
+                      int layers);
 void moe_routing_free(moe_routing *r);
+
+/* Zeroes the load record (at the start of each generation). */
+void moe_routing_load_clear(moe_routing *r);
+/* Adds the last moe_route's rows per expert to the record at (step, stage layer l); a step
+ * outside the record is ignored. */
+void moe_routing_load_add(moe_routing *r, int step, int l);
 
 /* Routes rows rows from r->logits (rows, experts + shared): each row's top_k experts by logit,
  * a tie going to the lower expert index; weights softmax over the chosen k (norm_topk_prob),

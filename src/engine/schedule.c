@@ -304,6 +304,7 @@ static void generation_start(engine *e, int iteration) {
     e->steps_run = 0;
     memset(e->generated, 0, (size_t)e->batch_local * sizeof(int32_t));
     memset(e->finished, 0, (size_t)e->batch_local);
+    moe_routing_load_clear(&e->moe_host); /* the record holds the last generation */
     e->tm->iteration = iteration;
     e->first_token_time = 0.0;
     memset(e->send_req, 0, sizeof e->send_req);

@@ -461,29 +461,37 @@ void runfile_write_text(runfile *rf, const char *const *texts, long row_begin, l
     runfile_write_strings(rf, "text", texts, row_begin, rows, total_rows);
 }
 
-void runfile_write_activation(runfile *rf, const char *name, int ndims, const long *dims,
-                              const long *start, const long *count, const float *data) {
+void runfile_write_block(runfile *rf, const char *path, hid_t ftype, hid_t mtype, size_t elem,
+                         int ndims, const long *dims, const long *start, const long *count,
+                         const void *data) {
     if (!rf || rf->file < 0 || rf->failed) return;
-    CHECK(ndims >= 1 && ndims <= 4, "activation %s: %d dims (1..4 allowed)", name, ndims);
-    CHECK(name[0] && !strchr(name, '/') && strlen(name) < 200,
-          "activation name \"%s\" must be non-empty, under 200 characters, without '/'", name);
-    char path[256];
-    snprintf(path, sizeof path, "activations/%s", name);
+    CHECK(ndims >= 1 && ndims <= 4, "%s: %d dims (1..4 allowed)", path, ndims);
     hsize_t d_dims[4], d_start[4], d_count[4];
     for (int i = 0; i < ndims; i++) {
         d_dims[i] = (hsize_t)dims[i];
         d_start[i] = (hsize_t)start[i];
         d_count[i] = (hsize_t)count[i];
         CHECK(count[i] == 0 || (start[i] >= 0 && start[i] + count[i] <= dims[i]),
-              "activation %s: block outside dim %d", name, i);
+              "%s: block outside dim %d", path, i);
     }
-    double bytes = 4;
+    double bytes = (double)elem;
     for (int i = 0; i < ndims; i++)
         bytes *= (double)dims[i];
     if (!space_agree(rf, bytes, path)) return;
-    hid_t d = dataset_open_or_create(rf->file, path, H5T_IEEE_F32LE, ndims, d_dims);
-    dataset_write_block(rf, d, H5T_NATIVE_FLOAT, ndims, d_start, d_count, data);
+    hid_t d = dataset_open_or_create(rf->file, path, ftype, ndims, d_dims);
+    dataset_write_block(rf, d, mtype, ndims, d_start, d_count, data);
     H5Dclose(d);
+}
+
+void runfile_write_activation(runfile *rf, const char *name, int ndims, const long *dims,
+                              const long *start, const long *count, const float *data) {
+    if (!rf || rf->file < 0 || rf->failed) return;
+    CHECK(name[0] && !strchr(name, '/') && strlen(name) < 200,
+          "activation name \"%s\" must be non-empty, under 200 characters, without '/'", name);
+    char path[256];
+    snprintf(path, sizeof path, "activations/%s", name);
+    runfile_write_block(rf, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, ndims, dims, start, count,
+                        data);
 }
 
 static void events_create_all(runfile *rf, hid_t ftype) {

@@ -81,6 +81,20 @@ void runfile_write_telemetry(runfile *rf, telemetry *t);
  * is written when record.sched is off or record.timings is (s->on 0 on rank 0). */
 void runfile_write_sched(runfile *rf, sched_sampler *s, timer *t);
 
+/* /moe: a mixture of experts' load in the last generation (docs/schema.md "/moe"). */
+typedef struct {
+    const int32_t *load;        /* (steps, n_layers, experts) this rank's record, or NULL */
+    int replicas, replica;      /* dp, and this rank's dp coordinate */
+    int steps, layers, experts; /* the dataset's shape after its replicas: every layer */
+    int layer_begin, n_layers;  /* this stage's layers */
+    int writer;                 /* one rank per replica and stage writes its block */
+    int top_k, shared, ep;      /* shared: 1 when a shared expert (not counted) gates in */
+    int iteration, steps_run;   /* the generation recorded: its measured iteration, its steps */
+} runfile_expert_load;
+/* /moe/expert_load int32 (replicas, steps, layers, experts) and the /moe attributes; nothing
+ * when experts is 0 (a dense model: the same on every rank). Collective. */
+void runfile_write_expert_load(runfile *rf, const runfile_expert_load *l);
+
 /* /metrics. */
 void runfile_write_metrics(runfile *rf, const run_metrics *metrics);
 

@@ -17,3 +17,10 @@ int runfile_room(runfile *rf, double bytes, const char *what);
  * chunks of chunk_rows rows at the first call), this rank's from rows (runfile_tables.c). */
 void runfile_tables_append(runfile *rf, const char *group, hid_t mtype, long chunk_rows,
                            const long long *counts, const void *rows);
+
+/* Collective: this rank's block [start, start + count) of the dataset at path (ndims <= 4, dims
+ * its global shape, created when absent with file type ftype; elem bytes per element in the
+ * file, for the free-space check); a block with a zero count writes nothing but takes part. */
+void runfile_write_block(runfile *rf, const char *path, hid_t ftype, hid_t mtype, size_t elem,
+                         int ndims, const long *dims, const long *start, const long *count,
+                         const void *data);

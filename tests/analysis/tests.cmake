@@ -9,3 +9,6 @@ tripar_unit_test(analysis_plan_gpu SOURCES analysis/test_plan_gpu.c LABELS analy
 # worked by hand, its bound, light load (goodput = rate), overload (within capacity), and the
 # per-generation costs read from the cost model.
 tripar_unit_test(analysis_plan_goodput SOURCES analysis/test_plan_goodput.c LABELS analysis)
+# The expert-load imbalance (src/analysis/moe_load.c): max/mean tokens per expert per step, the ep
+# blocks' ratio and the hottest expert, prefill and decode apart, on hand-computed loads.
+tripar_unit_test(analysis_moe_load SOURCES analysis/test_moe_load.c LABELS analysis)

@@ -22,7 +22,7 @@ static void test_ties_go_to_the_lower_expert(void **state) {
     (void)state;
     model_config cfg = moe_config(4, 1, 0, 1);
     moe_routing r;
-    moe_routing_init(&r, &cfg, 2);
+    moe_routing_init(&r, &cfg, 2, 1, 1);
     const float logits[] = {0.5f, 2.0f, 0.5f, 2.0f, /* row 1: */ 3.0f, 1.0f, 1.0f, 3.0f};
     for (int i = 0; i < 8; i++)
         r.logits[i] = logits[i];
@@ -35,7 +35,7 @@ static void test_ties_go_to_the_lower_expert(void **state) {
     moe_routing_free(&r);
 
     cfg = moe_config(4, 2, 0, 1);
-    moe_routing_init(&r, &cfg, 2);
+    moe_routing_init(&r, &cfg, 2, 1, 1);
     for (int i = 0; i < 8; i++)
         r.logits[i] = logits[i];
     assert_int_equal(moe_route(&r, 2), 4);
@@ -59,7 +59,7 @@ static void test_weights_and_shared_gate(void **state) {
     for (int norm = 0; norm < 2; norm++) {
         model_config cfg = moe_config(4, 2, 16, norm);
         moe_routing r;
-        moe_routing_init(&r, &cfg, 1);
+        moe_routing_init(&r, &cfg, 1, 1, 1);
         for (int i = 0; i < 5; i++)
             r.logits[i] = logits[i];
         assert_int_equal(moe_route(&r, 1), 3);
@@ -78,10 +78,42 @@ static void test_nan_logit_is_not_chosen(void **state) {
     (void)state;
     model_config cfg = moe_config(3, 2, 0, 1);
     moe_routing r;
-    moe_routing_init(&r, &cfg, 1);
+    moe_routing_init(&r, &cfg, 1, 1, 1);
     r.logits[0] = NAN, r.logits[1] = -5.0f, r.logits[2] = 1.0f;
     moe_route(&r, 1);
     assert_int_equal(r.offset[1] - r.offset[0], 0);
+    moe_routing_free(&r);
+}
+
+/* The load record: each route adds its rows per expert at (step, layer), micro-batches of one
+ * step sum, the shared expert is not counted, a step outside the record is ignored, and
+ * clearing zeroes it. Row 0 goes to experts 1 and 3, row 1 to 0 and 3 (as above). */
+static void test_load_record(void **state) {
+    (void)state;
+    model_config cfg = moe_config(4, 2, 16, 1);
+    moe_routing r;
+    moe_routing_init(&r, &cfg, 2, 3, 2);
+    assert_int_equal(r.load_steps, 3);
+    assert_int_equal(r.load_layers, 2);
+    const float logits[] = {0.5f, 2.0f, 0.5f, 2.0f, 0.0f, 3.0f, 1.0f, 1.0f, 3.0f, 0.0f};
+    for (int i = 0; i < 10; i++)
+        r.logits[i] = logits[i];
+    moe_route(&r, 2);
+    moe_routing_load_add(&r, 1, 1);
+    moe_route(&r, 1); /* a second micro-batch of the same step: row 0 alone */
+    moe_routing_load_add(&r, 1, 1);
+    moe_routing_load_add(&r, 3, 0); /* past the record: ignored */
+    const int32_t *row = r.load + (1 * 2 + 1) * 4;
+    const int32_t want[] = {1, 2, 0, 3};
+    for (int x = 0; x < 4; x++)
+        assert_int_equal(row[x], want[x]);
+    long total = 0;
+    for (int i = 0; i < 3 * 2 * 4; i++)
+        total += r.load[i];
+    assert_int_equal(total, 6); /* 3 rows x top-2: the shared expert is not counted */
+    moe_routing_load_clear(&r);
+    for (int i = 0; i < 3 * 2 * 4; i++)
+        assert_int_equal(r.load[i], 0);
     moe_routing_free(&r);
 }
 
@@ -90,6 +122,7 @@ int main(void) {
         cmocka_unit_test(test_ties_go_to_the_lower_expert),
         cmocka_unit_test(test_weights_and_shared_gate),
         cmocka_unit_test(test_nan_logit_is_not_chosen),
+        cmocka_unit_test(test_load_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,3 +80,11 @@ endforeach()
 records_e2e_test(preempt ${E2E}/test_preempt.sh ${E2E_OUT}/preempt TIMEOUT 300)
 # alone: the planted loops must be the only load the suite itself puts on rank 1's core
 set_tests_properties(records_e2e_preempt PROPERTIES RUN_SERIAL TRUE)
+
+# A mixture of experts' expert load (/moe/expert_load): one rank against tp=2 with ep=2, dp=2
+# and pp=2, read back by check_moe_load (the tools' reader), then `tripar report`'s section and
+# `tripar explain`'s verdict; a dense run gets neither.
+add_executable(check_moe_load ${E2E}/check_moe_load.c)
+target_link_libraries(check_moe_load PRIVATE tripar_core)
+records_e2e_test(moe_load ${E2E}/moe_load.sh $<TARGET_FILE:check_moe_load>
+  ${CMAKE_CURRENT_BINARY_DIR}/records_e2e_moe_load TIMEOUT 300)
