@@ -410,8 +410,9 @@ static void share_cell(char *cell, size_t len, double frac) {
 
 /* The notes go above the table, so its rows run to the end of the text. */
 static void print_comparison(FILE *out, const run_summary *s, int n) {
-    int step_timed = 0;
+    int step_timed = 0; /* a run timed per step has no compute or communication shares */
     for (int i = 0; i < n; i++)
+        step_timed |= !s[i].layer_timed && s[i].events > 0;
     fprintf(out, "(TTFT, TPOT, ITL: means; p50/p90/p99: end-to-end latency)\n");
     if (step_timed)
         fprintf(out, "(compute, comm, exposed \"-\": not measured at this timing level; "
@@ -430,7 +431,6 @@ static void print_comparison(FILE *out, const run_summary *s, int n) {
                                  s[i].bubble_frac};
         for (int k = 0; k < 4; k++)
             share_cell(share[k], sizeof share[k], fracs[k]);
-        step_timed |= !s[i].layer_timed && s[i].events > 0;
         fprintf(out,
                 "%-28s %5d %9.3f %9.3f %9.3f %11.1f %10.3f %10.3f %10.3f %8s %7s %8s %7s %5s "
                 "%9s %9s%s\n",

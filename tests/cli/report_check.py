@@ -105,6 +105,15 @@ expect("warning: percentiles" not in text, "3 iterations must not warn:\n" + tex
 expect(runs[0]["compute_frac"] is not None and runs[0]["slowest_rank"] is not None,
        "layer-level JSON shares")
 
+# 2b. the comparison of both: its legend once, and the note for the step-level run
+text, runs = report("step.h5", "layer.h5")
+expect(text.count("(TTFT, TPOT, ITL: means") == 1,
+       "comparison legend printed %d times:\n%s" % (text.count("(TTFT, TPOT, ITL: means"), text))
+expect("(compute, comm, exposed \"-\": not measured at this timing level" in text,
+       "comparison lacks the note for its step-level run:\n" + text)
+text, runs = report("layer.h5", "layer.h5")
+expect("(compute, comm, exposed" not in text, "two layer-level runs need no note:\n" + text)
+
 # 3. telemetry without samples: one line, no empty table
 shutil.copyfile(path("layer.h5"), path("notel.h5"))
 with h5py.File(path("notel.h5"), "a") as f:
