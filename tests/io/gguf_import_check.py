@@ -190,18 +190,20 @@ def inner(work):
                        drop="blk.1.attn_k.weight")
         if case == "gpt2":
             gguf_write_gpt2(os.path.join(d, "model.gguf"), cfg, w)
-    d = os.path.join(work, "llama-k")
-    cfg = json.load(open(os.path.join(d, "hf", "config.json")))
-    rng = np.random.default_rng(61)
-    deq = gguf_write(os.path.join(d, "q4_k.gguf"), "llama", cfg,
-                     dict(np.load(os.path.join(d, "hf.npz"))),
-                     raw=lambda name, shape: k_blocks(name, shape, rng))
-    np.savez(os.path.join(d, "q4_k_dequant.npz"), **deq)
         if case == "llama31":  # factors no llama3 parameters give
             gguf_write(os.path.join(d, "bad-rope.gguf"), arch, cfg, w,
                        rope_freqs=[1.0, 3.0, 2.0, 8.0])
             gguf_write(os.path.join(d, "bad-rope-low.gguf"), arch, cfg, w,
                        rope_freqs=[1.0, 0.5, 1.0, 1.0])
+    d = os.path.join(work, "llama-k")
+    cfg = json.load(open(os.path.join(d, "hf", "config.json")))
+    rng = np.random.default_rng(61)
+    deq = gguf_write(os.path.join(d, "q4_k.gguf"), "llama", cfg,
+                     dict(np.load(os.path.join(d, "hf.npz"))),
+                     meta_over={"attention.key_length": cfg["head_dim"],
+                                "attention.value_length": cfg["head_dim"]},
+                     raw=lambda name, shape: k_blocks(name, shape, rng))
+    np.savez(os.path.join(d, "q4_k_dequant.npz"), **deq)
 
 
 def tripar(args, want_rc=0, pattern=None, env=None):
