@@ -15,16 +15,20 @@ typedef enum {
     DTYPE_INT8 = 1, /* weight-only INT8, one float scale per output channel (row) */
     DTYPE_BF16 = 2,
     DTYPE_F16 = 3,
-    /* ggml's block formats (kernels/quant_blocks.h): 32 weights of a row per block, each
-     * block an fp16 scale d (and for q4_1 an fp16 min m) beside its quants. */
+    /* ggml's block formats (kernels/quant_blocks.h): 32 weights of a row per block (q4_k:
+     * 256, eight sub-blocks of 32), each block an fp16 scale d (and for q4_1 an fp16 min m)
+     * beside its quants. */
     DTYPE_Q8_0 = 4, /* 34 bytes per block: d, 32 int8 q; value q * d */
     DTYPE_Q4_0 = 5, /* 18 bytes per block: d, 16 bytes of nibbles; value (q - 8) * d */
     DTYPE_Q4_1 = 6, /* 20 bytes per block: d, m, 16 bytes of nibbles; value q * d + m */
+    /* 144 bytes per 256: d, dmin, 12 bytes of 6-bit scales sc and mins mn per 32, 128 bytes
+     * of nibbles; value (d * sc) * q - dmin * mn */
+    DTYPE_Q4_K = 7,
 } dtype;
 
 size_t dtype_size(dtype type); /* bytes per element; 0 for the block formats */
 /* Bytes of n consecutive elements of a row: n * dtype_size, or whole blocks for the block
- * formats (n a multiple of QBLOCK there). */
+ * formats (n a multiple of qblock_weights there). */
 size_t dtype_bytes(dtype type, size_t n);
 /* Whether type is one of ggml's block formats. */
 static inline int dtype_is_block(dtype type) { return type >= DTYPE_Q8_0; }

@@ -10,13 +10,15 @@ size_t dtype_size(dtype type) {
     case DTYPE_F16: return 2;
     case DTYPE_Q8_0:
     case DTYPE_Q4_0:
-    case DTYPE_Q4_1: break;
+    case DTYPE_Q4_1:
+    case DTYPE_Q4_K: break;
     }
     return 0;
 }
 
 size_t dtype_bytes(dtype type, size_t n) {
-    return dtype_is_block(type) ? n / QBLOCK * qblock_bytes(type) : n * dtype_size(type);
+    return dtype_is_block(type) ? n / (size_t)qblock_weights(type) * qblock_bytes(type)
+                                : n * dtype_size(type);
 }
 
 const char *dtype_name(dtype type) {
@@ -28,6 +30,7 @@ const char *dtype_name(dtype type) {
     case DTYPE_Q8_0: return "q8_0";
     case DTYPE_Q4_0: return "q4_0";
     case DTYPE_Q4_1: return "q4_1";
+    case DTYPE_Q4_K: return "q4_k";
     }
     return "unknown";
 }

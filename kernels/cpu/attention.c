@@ -95,7 +95,8 @@ static void kv_row_store(void *dst, const float *x, int hd, dtype type) {
     }
     case DTYPE_Q8_0: /* weights only: never a cache type */
     case DTYPE_Q4_0:
-    case DTYPE_Q4_1: break;
+    case DTYPE_Q4_1:
+    case DTYPE_Q4_K: break;
     }
 }
 

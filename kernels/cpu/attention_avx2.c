@@ -53,7 +53,8 @@ static inline __attribute__((always_inline)) __m256 kv_load8(const char *row, in
     case DTYPE_F32:
     case DTYPE_Q8_0: /* weights only: never a cache type */
     case DTYPE_Q4_0:
-    case DTYPE_Q4_1: break;
+    case DTYPE_Q4_1:
+    case DTYPE_Q4_K: break;
     }
     return _mm256_loadu_ps((const float *)row + d);
 }

@@ -71,7 +71,8 @@ static inline __attribute__((always_inline)) __m512 kv_load16(const char *row, i
     case DTYPE_F32:
     case DTYPE_Q8_0: /* weights only: never a cache type */
     case DTYPE_Q4_0:
-    case DTYPE_Q4_1: break;
+    case DTYPE_Q4_1:
+    case DTYPE_Q4_K: break;
     }
     return _mm512_maskz_loadu_ps(m, (const float *)row + d);
 }

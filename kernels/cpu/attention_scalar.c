@@ -89,7 +89,8 @@ static inline __attribute__((always_inline)) float kv_elem(const char *row, int 
     case DTYPE_F32:
     case DTYPE_Q8_0: /* weights only: never a cache type */
     case DTYPE_Q4_0:
-    case DTYPE_Q4_1: break;
+    case DTYPE_Q4_1:
+    case DTYPE_Q4_K: break;
     }
     memcpy(&x, row + 4 * d, sizeof x);
     return x;

@@ -9,10 +9,11 @@
  *          level's int8 GEMV, or for more rows the blocks widened back (q * d, exact) and the
  *          weights tile by tile, then sgemm: the same function, summed in another order.
  *          Without act_block, and for f16: weights widened tile by tile, fp32 activations.
- *   q8_0, q4_0, q4_1 (ggml's blocks, kernels/quant_blocks.h): activations in int8 blocks of 32
- *          as for int8; each thread unpacks a few weight rows at a time into an int8 plane
- *          and fp32 scales that stay in cache and runs the level's int8 GEMV on them, so
- *          memory streams the packed blocks; q4_1's mins add m * (d_x * sum q_x) per block.
+ *   q8_0, q4_0, q4_1, q4_k (ggml's blocks, kernels/quant_blocks.h): activations in int8
+ *          blocks of 32 as for int8; each thread unpacks a few weight rows at a time into an
+ *          int8 plane and fp32 scales that stay in cache and runs the level's int8 GEMV on
+ *          them, so memory streams the packed blocks; q4_1's mins add m * (d_x * sum q_x) per
+ *          block, and q4_k's sub-blocks of 32 unpack to q4_1's planes, so take the same path.
  *          More rows: the blocks dequantised tile by tile, then sgemm, as for int8.
  * The function of each output element thus depends on its own row and weights only, never on
  * how many rows share the call, so a data-parallel split or a micro-batch changes no token.
@@ -78,6 +79,7 @@ static void tile_expand(float *tile, weight_view w, long r0, int n, int k) {
     case DTYPE_Q8_0:
     case DTYPE_Q4_0:
     case DTYPE_Q4_1:
+    case DTYPE_Q4_K:
         qblocks_dequantize(w.type, tile, (const char *)w.data + dtype_bytes(w.type, r0 * k), n, k);
         break;
     case DTYPE_BF16: convert_bf16_to_f32(tile, (const uint16_t *)w.data + r0 * k, count); break;
@@ -166,9 +168,9 @@ static void matmul_bf16(cpu_ctx *ctx, float *out, const float *x, const uint16_t
 
 /* y (rows, ldy) += x @ w^T for weight rows [0, n) in a block format, q and d the activation
  * blocks (block QBLOCK): MATMUL_UNPACK_ROWS rows at a time unpacked into scratch (an int8
- * plane, its scales and q4_1's mins) and run through the level's gemv_q8 with group QBLOCK,
- * which gives the same bits at every level; q4_1's min term is plain C, the same everywhere.
- * xsum (rows, k / QBLOCK): d_x * sum q_x of each activation block, for q4_1. */
+ * plane, its scales and q4_1's or q4_k's mins) and run through the level's gemv_q8 with group
+ * QBLOCK, which gives the same bits at every level; the min term is plain C, the same
+ * everywhere. xsum (rows, k / QBLOCK): d_x * sum q_x of each activation block, for the mins. */
 static void gemv_blocks(const cpu_matmul_kernels *mk, float *y, long ldy, const int8_t *q,
                         const float *d, const float *xsum, weight_view w, int rows, int k, int n,
                         float *scratch) {
@@ -180,7 +182,7 @@ static void gemv_blocks(const cpu_matmul_kernels *mk, float *y, long ldy, const 
         qblocks_unpack(w.type, wq, ws, wm, (const char *)w.data + dtype_bytes(w.type, (size_t)o0 * k),
                        nn, k);
         mk->gemv_q8(y + o0, ldy, q, d, wq, ws, QBLOCK, rows, k, nn, QBLOCK);
-        if (w.type != DTYPE_Q4_1) continue;
+        if (!qblock_has_mins(w.type)) continue;
         for (int r = 0; r < rows; r++)
             for (int o = 0; o < nn; o++) {
                 float acc = 0.0f;
@@ -205,7 +207,7 @@ static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, i
     const int block = blocks ? QBLOCK : w.act_block, nb = (k + block - 1) / block;
     const long count = (long)rows * k;
     const int widen = rows > CPU_GEMV_MAX_ROWS;
-    // Scratch: the scales (rows, nb), q4_1's block sums (rows, nb), the int8 values, and for
+    // Scratch: the scales (rows, nb), the block sums for mins (rows, nb), the int8 values, and for
     // the widening path q * d in fp32.
     const size_t q_floats = ((size_t)count + 3) / 4, d_floats = (size_t)rows * (size_t)nb;
     float *act = cpu_scratch_reserve(ctx, &ctx->act,
@@ -222,7 +224,7 @@ static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, i
         matmul_tiled(ctx, out, xw, w, rows, k, n);
         return;
     }
-    if (w.type == DTYPE_Q4_1)
+    if (blocks && qblock_has_mins(w.type))
         for (long r = 0; r < rows; r++)
             for (int b = 0; b < nb; b++) {
                 int32_t s = 0;
@@ -259,8 +261,9 @@ void cpu_matmul(void *vctx, float *out, const float *in, weight_view w, const fl
     CHECK(w.type != DTYPE_INT8 || w.act_block == 0 ||
               (w.act_block > 0 && (w.group == 0 || w.group % w.act_block == 0)),
           "matmul: activation block %d does not divide the weight group %d", w.act_block, w.group);
-    CHECK(!dtype_is_block(w.type) || in_dim % QBLOCK == 0,
-          "matmul: %s weights need in_dim %d a multiple of %d", dtype_name(w.type), in_dim, QBLOCK);
+    CHECK(!dtype_is_block(w.type) || in_dim % qblock_weights(w.type) == 0,
+          "matmul: %s weights need in_dim %d a multiple of %d", dtype_name(w.type), in_dim,
+          qblock_weights(w.type));
     if (rows == 0) return;
     for (int r = 0; r < rows; r++) {
         float *o = out + (long)r * out_dim;
@@ -281,6 +284,7 @@ void cpu_matmul(void *vctx, float *out, const float *in, weight_view w, const fl
     case DTYPE_F16: matmul_tiled(ctx, out, in, w, rows, in_dim, out_dim); break;
     case DTYPE_Q8_0:
     case DTYPE_Q4_0:
-    case DTYPE_Q4_1: matmul_q8(ctx, out, in, w, rows, in_dim, out_dim); break;
+    case DTYPE_Q4_1:
+    case DTYPE_Q4_K: matmul_q8(ctx, out, in, w, rows, in_dim, out_dim); break;
     }
 }

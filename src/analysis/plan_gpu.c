@@ -62,7 +62,8 @@ static int matmul_kernels(double rows, precision_kind dtype, int bias) {
     case PRECISION_INT8W:
     case PRECISION_Q8_0: /* no cuda kernels yet (the job refuses them): int8w's path */
     case PRECISION_Q4_0:
-    case PRECISION_Q4_1: return 3;
+    case PRECISION_Q4_1:
+    case PRECISION_Q4_K: return 3;
     case PRECISION_FP32: break;
     }
     return 1 + (bias != 0);

@@ -104,7 +104,7 @@ static int run_shape_read(const run_data *run, run_shape *s) {
     char v[64];
     s->precision = PRECISION_FP32;
     if (job && run_job_scalar(job, "model.precision", v, sizeof v) == 0) {
-        for (int k = PRECISION_FP32; k <= PRECISION_Q4_1; k++) /* the block formats too */
+        for (int k = PRECISION_FP32; k <= PRECISION_Q4_K; k++) /* the block formats too */
             if (!strcmp(v, precision_kind_name((precision_kind)k))) s->precision = (precision_kind)k;
     }
     s->kv_cache =

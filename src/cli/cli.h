@@ -22,7 +22,7 @@ int commbench_main(int argc, char **argv);
 int import_hf_main(int argc, char **argv);
 int import_gguf_main(int argc, char **argv);
 /* The importers' arguments (cli_import.c): one input, --out (-o), and how to store the
- * weights, --precision fp32|bf16|int8w|q8_0|q4_0|q4_1 (default fp32; and keep when allow_keep,
+ * weights, --precision fp32|bf16|int8w|q8_0|q4_0|q4_1|q4_k (default fp32; and keep when allow_keep,
  * import-gguf's) and --int8-group N (int8w only; 0 or a multiple of 32); argv[0] names the
  * command in messages. Returns 0 to go on, 1 after --help, or -1 on bad usage (already
  * reported, naming the allowed values). */
@@ -34,10 +34,11 @@ int cli_import_args(int argc, char **argv, void (*usage)(FILE *), const char **i
 const char *cli_import_stored(const struct import_options *o);
 /* The usage lines of those options, for each importer's --help. */
 #define CLI_IMPORT_OPTIONS_USAGE                                                                   \
-    "  --precision fp32|bf16|int8w|q8_0|q4_0|q4_1  how the checkpoint stores the weight\n"        \
+    "  --precision fp32|bf16|int8w|q8_0|q4_0|q4_1|q4_k  how the checkpoint stores the weight\n"   \
     "      matrices (default fp32); a job in that model.precision loads them as stored. int8w:\n"  \
     "      int8 weights with fp32 scales, made exactly as model.precision int8w makes them at\n"   \
-    "      load; q8_0, q4_0, q4_1: ggml's blocks, made by ggml's reference quantisers.\n"          \
+    "      load; q8_0, q4_0, q4_1: ggml's blocks, made by ggml's reference quantisers; q4_k:\n"    \
+    "      ggml's 256-weight blocks, made by tripar's min/max quantiser.\n"                        \
     "  --int8-group N  int8w: one scale per N columns (a multiple of 32; default 0, one scale\n"   \
     "      per row), as model.int8_group; the job's must then be the same.\n"
 int report_main(int argc, char **argv);

@@ -13,7 +13,7 @@ static void usage(FILE *out) {
     fprintf(
         out,
         "usage: tripar import-gguf FILE.gguf --out CKPT.h5\n"
-        "                          [--precision fp32|bf16|int8w|q8_0|q4_0|q4_1|keep]\n"
+        "                          [--precision fp32|bf16|int8w|q8_0|q4_0|q4_1|q4_k|keep]\n"
         "                          [--int8-group N]\n"
         "  Converts a llama.cpp GGUF file into a tripar checkpoint, as import-hf does.\n"
         "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama; the Q/K\n"
@@ -26,8 +26,9 @@ static void usage(FILE *out) {
         "  tensor: another architecture, tokenizer or rope scaling, a missing tensor or one\n"
         "  whose dims disagree with the metadata, a truncated file.\n" CLI_IMPORT_OPTIONS_USAGE
         "  --precision keep  store the weight matrices in the file's own block format (Q8_0,\n"
-        "      Q4_0 or Q4_1, whichever holds most of them): its blocks as they are, no fp32\n"
-        "      copy; matrices in another type are requantised into it, as the summary says.\n");
+        "      Q4_0, Q4_1 or Q4_K, whichever holds most of them): its blocks as they are, no\n"
+        "      fp32 copy; matrices in another type (a Q4_K_M file's Q6_K) are requantised into\n"
+        "      it, as the summary says.\n");
 }
 
 int import_gguf_main(int argc, char **argv) {

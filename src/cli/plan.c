@@ -45,8 +45,10 @@ static void plan_usage(FILE *f) {
         "       tripar plan --validate-published DIR [-o FILE]\n"
         "  --gpus N                 ranks to plan for (default: every device of the cluster)\n"
         "  --batch B --prompt T --new-tokens K   the workload (default: the job's, or 1 128 32)\n"
-        "  --precision fp32|int8w|bf16|fp16      weight dtype (default: the job's; for a preset\n"
-        "                           bf16 on GPU nodes, fp32 on CPU ones: cores_per_node)\n"
+        "  --precision fp32|int8w|bf16|fp16|q8_0|q4_0|q4_1|q4_k   weight dtype (default: the\n"
+        "                           job's; for a preset bf16 on GPU nodes, fp32 on CPU ones:\n"
+        "                           cores_per_node); the block formats at 34/32, 18/32,\n"
+        "                           20/32 and 144/256 bytes per weight\n"
         "  --kv-dtype auto|fp32|bf16|fp16|int8   KV cache type (default: the job's model.kv_dtype;\n"
         "                           auto, a preset's: the weights' 16-bit type, else fp32)\n"
         "  --objective latency|throughput|goodput (default latency)\n"
@@ -262,13 +264,19 @@ static int precision_parse(const char *s, precision_kind *out) {
     } names[] = {{"fp32", PRECISION_FP32},
                  {"int8w", PRECISION_INT8W},
                  {"bf16", PRECISION_BF16},
-                 {"fp16", PRECISION_FP16}};
+                 {"fp16", PRECISION_FP16},
+                 {"q8_0", PRECISION_Q8_0},
+                 {"q4_0", PRECISION_Q4_0},
+                 {"q4_1", PRECISION_Q4_1},
+                 {"q4_k", PRECISION_Q4_K}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(s, names[i].name)) {
             *out = names[i].p;
             return 0;
         }
-    error_set("--precision %s is not allowed; allowed: fp32, int8w, bf16, fp16", s);
+    error_set("--precision %s is not allowed; allowed: fp32, int8w, bf16, fp16, q8_0, q4_0, "
+              "q4_1, q4_k",
+              s);
     return STATUS_BAD_INPUT;
 }
 

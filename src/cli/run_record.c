@@ -166,6 +166,9 @@ static void print_weights_line(const model_config *cfg, const model *mo, const j
                head,
                j->precision == PRECISION_BF16 && j->backend == BACKEND_CPU
                    ? "; activations rounded to bf16 at each product"
+               : j->precision == PRECISION_Q4_K
+                   ? " (ggml's blocks of 256 in sub-blocks of 32); activations in int8 blocks of "
+                     "32 at each product"
                : precision_is_block(j->precision)
                    ? " (ggml's blocks of 32); activations in int8 blocks of 32 at each product"
                    : "");

@@ -467,8 +467,8 @@ static int tensor_check(hid_t file, const char *path, const char *name, const mo
     checkpoint_scale_name(name, scale, sizeof scale);
     nd = checkpoint_scale_shape(cfg, name, group, want);
     rc = dataset_check(file, path, scale, DTYPE_F32, nd, want, base, file_size);
-    if (rc != STATUS_OK || st->precision != PRECISION_Q4_1) return rc;
-    checkpoint_min_name(name, scale, sizeof scale); /* q4_1's mins: the scales' shape */
+    if (rc != STATUS_OK || !qblock_has_mins(model_weight_dtype(st->precision))) return rc;
+    checkpoint_min_name(name, scale, sizeof scale); /* q4_1's, q4_k's mins: the scales' shape */
     return dataset_check(file, path, scale, DTYPE_F32, nd, want, base, file_size);
 }
 
@@ -551,7 +551,7 @@ static hid_t file_open_mpio(const char *path, MPI_Comm world, int create) {
 typedef struct {
     hid_t values; /* the dataset, -1 when not open */
     hid_t scales; /* int8: /weights/<name>_scale, else -1 */
-    hid_t mins;   /* q4_1: /weights/<name>_min (the scales' shape), else -1 */
+    hid_t mins;   /* q4_1, q4_k: /weights/<name>_min (the scales' shape), else -1 */
     dtype stored; /* DTYPE_F32, DTYPE_BF16 or DTYPE_INT8 */
     int group;    /* int8: weight columns per scale, 0 per row */
 } stored_tensor;
@@ -608,7 +608,8 @@ static int weights_open_checked(hid_t file, const model *m, const char *path, MP
             H5E_BEGIN_TRY { s->scales = H5Dopen2(file, link, H5P_DEFAULT); }
             H5E_END_TRY;
         }
-        const int has_mins = s->stored == DTYPE_INT8 && st->precision == PRECISION_Q4_1;
+        const int has_mins =
+            s->stored == DTYPE_INT8 && qblock_has_mins(model_weight_dtype(st->precision));
         if (has_mins) {
             snprintf(link, sizeof link, "/weights/%s%s", name, CHECKPOINT_MIN_SUFFIX);
             H5E_BEGIN_TRY { s->mins = H5Dopen2(file, link, H5P_DEFAULT); }
@@ -822,7 +823,7 @@ static void read_plans_make(const model *m, const stored_tensor *tensors, int n_
             /* bf16 widened to f32 needs the f32 values beside the stored ones */
             if (s->stored == DTYPE_BF16 && held_dtype(m, t) == DTYPE_F32)
                 p->entry_bytes += (size_t)inner * sizeof(float);
-            /* q4_1's mins follow its scales in the same staging */
+            /* q4_1's and q4_k's mins follow the scales in the same staging */
             if (s->stored == DTYPE_INT8)
                 p->entry_scales = tensor_scale_count(m, t) / n0 * (s->mins >= 0 ? 2 : 1);
             const long fit = chunk / (long)p->entry_bytes;

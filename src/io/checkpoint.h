@@ -41,13 +41,14 @@ int checkpoint_tensor_shape(const model_config *cfg, const char *name, long shap
  * in /weights/<name>_scale; vectors and the embedding float32). Root attributes precision,
  * int8_group and quantize_head; files without them (format_version 1) are fp32. */
 typedef struct {
-    precision_kind precision; /* fp32, bf16, int8w, or a block format (q8_0, q4_0, q4_1) */
+    precision_kind precision; /* fp32, bf16, int8w, or a block format (q8_0, q4_0, q4_1, q4_k) */
     int int8_group;           /* int8w: the model.int8_group its scales were made for */
     int quantize_head;        /* an untied head_w stored in precision (1) or float32 (0) */
 } checkpoint_storage;
 
 #define CHECKPOINT_SCALE_SUFFIX "_scale"
-/* q4_1's block mins, float32 beside the scales (docs/checkpoint.md, "Stored precision"). */
+/* q4_1's and q4_k's block mins, float32 beside the scales (docs/checkpoint.md, "Stored
+ * precision"). */
 #define CHECKPOINT_MIN_SUFFIX "_min"
 
 /* The precisions a checkpoint is stored in ("fp32, bf16, int8w"), and one by name (0, or -1

@@ -12,9 +12,12 @@
 /* The precisions a checkpoint may be stored in, as `import --precision` and the `precision`
  * attribute name them. */
 static const precision_kind storable[] = {PRECISION_FP32, PRECISION_BF16, PRECISION_INT8W,
-                                          PRECISION_Q8_0, PRECISION_Q4_0, PRECISION_Q4_1};
+                                          PRECISION_Q8_0, PRECISION_Q4_0, PRECISION_Q4_1,
+                                          PRECISION_Q4_K};
 
-const char *checkpoint_precision_names(void) { return "fp32, bf16, int8w, q8_0, q4_0, q4_1"; }
+const char *checkpoint_precision_names(void) {
+    return "fp32, bf16, int8w, q8_0, q4_0, q4_1, q4_k";
+}
 
 int checkpoint_precision_parse(const char *name, precision_kind *p) {
     for (size_t i = 0; i < sizeof storable / sizeof storable[0]; i++)
@@ -120,7 +123,8 @@ hid_t checkpoint_h5_type(dtype t) {
     case DTYPE_F32:
     case DTYPE_Q8_0: /* stored as int8 quants and float32 scales (docs/checkpoint.md) */
     case DTYPE_Q4_0:
-    case DTYPE_Q4_1: break;
+    case DTYPE_Q4_1:
+    case DTYPE_Q4_K: break;
     }
     return H5Tcopy(H5T_IEEE_F32LE);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "io/safetensors.h"
+#include "kernels/quant_blocks.h"
 
 #define QK 32   /* elements per block of the 32-element types */
 #define QK_K 256 /* elements per super-block of the k-quants */
@@ -125,18 +126,6 @@ static void dq_q3_k(const uint8_t *b, float *y) {
     }
 }
 
-/* The eight 6-bit scales and mins of Q4_K/Q5_K in 12 bytes: for j < 4, scale j and min j are
- * the low six bits of bytes j and j + 4; for j >= 4, the low four bits come from the nibbles
- * of byte j + 4 and the high two from the top bits of bytes j - 4 and j. */
-static void scale_min_k4(const uint8_t *s, int sc[8], int mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 0x3F;
-        mn[j] = s[j + 4] & 0x3F;
-        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 2) & 0x30);
-        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 2) & 0x30);
-    }
-}
-
 /* The 4-bit values of Q4_K/Q5_K: each 64 values are 32 bytes, low nibbles then high. */
 static int nibble_k(const uint8_t *qs, int i) {
     int c = i / 64, k = (i % 64) / 32, l = i % 32;
@@ -144,23 +133,16 @@ static int nibble_k(const uint8_t *qs, int i) {
 }
 
 /* Q4_K: f16 d, f16 dmin, 12 bytes of scales and mins, 128 bytes of nibbles;
- * y = (d * scale) * q - dmin * min, per 32 values. */
-static void dq_q4_k(const uint8_t *b, float *y) {
-    float d = f16_at(b), dmin = f16_at(b + 2);
-    int sc[8], mn[8];
-    scale_min_k4(b + 4, sc, mn);
-    for (int i = 0; i < QK_K; i++) {
-        float dl = d * (float)sc[i / 32], ml = dmin * (float)mn[i / 32];
-        y[i] = dl * (float)nibble_k(b + 16, i) - ml;
-    }
-}
+ * y = (d * scale) * q - dmin * min, per 32 values: the q4_k weight format's own dequantiser
+ * (kernels/quant_blocks.h), which computes q * (d * scale) + -(dmin * min), the same bits. */
+static void dq_q4_k(const uint8_t *b, float *y) { qblocks_dequantize(DTYPE_Q4_K, y, b, 1, QK_K); }
 
 /* Q5_K: as Q4_K with 32 bytes of fifth bits before the nibbles: bit i / 32 of byte i % 32. */
 static void dq_q5_k(const uint8_t *b, float *y) {
     float d = f16_at(b), dmin = f16_at(b + 2);
     const uint8_t *qh = b + 16, *qs = b + 48;
     int sc[8], mn[8];
-    scale_min_k4(b + 4, sc, mn);
+    qblocks_k4_scales(b + 4, sc, mn);
     for (int i = 0; i < QK_K; i++) {
         float dl = d * (float)sc[i / 32], ml = dmin * (float)mn[i / 32];
         int q = nibble_k(qs, i) | ((qh[i % 32] >> (i / 32)) & 1) << 4;

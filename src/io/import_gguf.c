@@ -67,6 +67,7 @@ static dtype gguf_block_dtype(uint32_t type) {
     case GGML_TYPE_Q8_0: return DTYPE_Q8_0;
     case GGML_TYPE_Q4_0: return DTYPE_Q4_0;
     case GGML_TYPE_Q4_1: return DTYPE_Q4_1;
+    case GGML_TYPE_Q4_K: return DTYPE_Q4_K;
     default: return DTYPE_F32;
     }
 }
@@ -134,27 +135,36 @@ static int gguf_weights_write(gguf *g, const gguf_plan_tensor *list, int n, cons
 }
 
 /* --precision keep: the block format holding most of the matrices' weights. A file whose
- * matrices hold none is refused, naming their types. */
+ * matrices hold none is refused, naming their types. A Q4_K_M file (Q4_K with some Q6_K, and
+ * Q5_0 or Q8_0 here and there) keeps q4_k: the others are dequantised and quantised again in
+ * q4_k, and the summary counts them (gguf_requantized_note). A format the model's widths do
+ * not fit (q4_k's 256-column rows in a model 576 wide, whose Q4_K_M file holds only some
+ * matrices in Q4_K) is passed over for the one holding most weights among those that fit. */
 static int gguf_keep_choose(const gguf *g, const gguf_plan_tensor *list, int n,
                             import_gguf_summary *s, precision_kind *p) {
-    static const precision_kind kinds[] = {PRECISION_Q8_0, PRECISION_Q4_0, PRECISION_Q4_1};
+    static const precision_kind kinds[] = {PRECISION_Q8_0, PRECISION_Q4_0, PRECISION_Q4_1,
+                                           PRECISION_Q4_K};
+    enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
     const checkpoint_storage q8 = checkpoint_storage_for(&s->cfg, PRECISION_Q8_0, 0);
-    double weights[3] = {0, 0, 0};
+    double weights[N_KINDS] = {0};
     char types[256] = "";
     for (int k = 0; k < n; k++) {
         if (checkpoint_tensor_dtype(&s->cfg, &q8, list[k].dst, NULL) != DTYPE_INT8) continue;
         const gguf_tensor *t = gguf_tensor_find(g, list[k].name);
         const char *name = gguf_qtype_get(t->type)->name;
-        for (int i = 0; i < 3; i++)
-            if (gguf_block_dtype(t->type) == model_weight_dtype(kinds[i])) weights[i] += (double)t->elems;
+        for (int i = 0; i < N_KINDS; i++)
+            if (gguf_block_dtype(t->type) == model_weight_dtype(kinds[i]))
+                weights[i] += (double)t->elems;
         if (!strstr(types, name))
             snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", types[0] ? ", " : "", name);
     }
+    for (int i = 0; i < N_KINDS; i++)
+        if (import_precision_fits(&s->cfg, kinds[i]) != STATUS_OK) weights[i] = 0, error_clear();
     int best = 0;
-    for (int i = 1; i < 3; i++)
+    for (int i = 1; i < N_KINDS; i++)
         if (weights[i] > weights[best]) best = i;
     if (weights[best] == 0) {
-        error_set("%s: --precision keep keeps Q8_0, Q4_0 or Q4_1 blocks, and the weight "
+        error_set("%s: --precision keep keeps Q8_0, Q4_0, Q4_1 or Q4_K blocks, and the weight "
                   "matrices here are %s; allowed for this file: --precision %s",
                   g->path, types, checkpoint_precision_names());
         return STATUS_BAD_INPUT;

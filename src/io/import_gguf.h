@@ -24,7 +24,7 @@ typedef struct {
  * written; tensors are then read, dequantized and written one at a time. Returns STATUS_OK with
  * *summary filled, or STATUS_BAD_INPUT with error_message() naming the key or tensor and its value
  * (a tensor found truncated or non-finite while writing removes the partial checkpoint). */
-/* With o->keep, the matrices take the block format (Q8_0, Q4_0 or Q4_1) that holds most of
+/* With o->keep, the matrices take the block format (Q8_0, Q4_0, Q4_1 or Q4_K) that holds most of
  * their weights in the file: those blocks are stored as they are, the others dequantised and
  * quantised into it; a file with no matrix in those formats is refused. */
 int import_gguf_convert(const char *path, const char *out, const import_options *o,

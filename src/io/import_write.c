@@ -67,11 +67,13 @@ int import_precision_fits(const model_config *cfg, precision_kind p) {
     } inputs[] = {{cfg->embd, "embd, the input of qkv_w, fc1_w / gate_up_w and head_w"},
                   {(long)cfg->heads * model_head_dim(cfg), "heads * head_dim, the input of proj_w"},
                   {cfg->mlp, "the MLP width, the input of fc2_w / down_w"}};
+    const int bc = qblock_weights(model_weight_dtype(p));
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
-        if (inputs[i].width % QBLOCK) {
+        if (inputs[i].width % bc) {
             error_set("--precision %s stores weight rows in blocks of %d columns, but %s is %ld; "
-                      "allowed for this model: fp32, bf16, int8w",
-                      precision_kind_name(p), QBLOCK, inputs[i].what, inputs[i].width);
+                      "allowed for this model: fp32, bf16, int8w%s",
+                      precision_kind_name(p), bc, inputs[i].what, inputs[i].width,
+                      inputs[i].width % QBLOCK == 0 ? ", q8_0, q4_0, q4_1" : "");
             return STATUS_BAD_INPUT;
         }
     return STATUS_OK;
@@ -98,7 +100,7 @@ void import_writer_open(import_writer *w, hid_t file, const model_config *cfg,
         checkpoint_scale_name(name, scale, sizeof scale);
         nd = checkpoint_scale_shape(cfg, name, w->int8_group[d], shape);
         w->scales[d] = checkpoint_dataset_create_typed(w->group, scale, nd, shape, H5T_IEEE_F32LE);
-        if (w->st.precision != PRECISION_Q4_1) continue;
+        if (!qblock_has_mins(model_weight_dtype(w->st.precision))) continue;
         checkpoint_min_name(name, scale, sizeof scale);
         w->mins[d] = checkpoint_dataset_create_typed(w->group, scale, nd, shape, H5T_IEEE_F32LE);
     }
@@ -122,7 +124,8 @@ void import_writer_put_blocks(import_writer *w, const char *dst, int layer, long
     int d = 0;
     while (strcmp(w->names[d], dst) != 0)
         d++;
-    CHECK(w->stored[d] == DTYPE_INT8 && type == writer_block_dtype(w) && cols % QBLOCK == 0,
+    CHECK(w->stored[d] == DTYPE_INT8 && type == writer_block_dtype(w) &&
+              cols % qblock_weights(type) == 0,
           "import: %s blocks for /weights/%s stored as %s", dtype_name(type), dst,
           dtype_name(w->stored[d]));
     const long nb = cols / QBLOCK, n = (ndims == 2 ? rows : 1) * cols;

@@ -14,8 +14,8 @@ int import_out_check(const char *out, const char *const *inputs, int n);
 /* Creates (truncates) the checkpoint out; STATUS_BAD_INPUT with a message when it cannot. */
 int import_checkpoint_create(const char *out, hid_t *file);
 
-/* How an import stores the weights: `--precision` (fp32, bf16, int8w, q8_0, q4_0, q4_1) and, for int8w,
- * `--int8-group` (model.int8_group's values: 0, one scale per row, or a multiple of 32). */
+/* How an import stores the weights: `--precision` (fp32, bf16, int8w, q8_0, q4_0, q4_1, q4_k)
+ * and, for int8w, `--int8-group` (model.int8_group's values: 0, one scale per row, or a multiple of 32). */
 typedef struct import_options {
     precision_kind precision;
     int int8_group;
@@ -36,7 +36,7 @@ typedef struct {
     int n;
     hid_t values[CHECKPOINT_N_TENSORS]; /* /weights/<name> */
     hid_t scales[CHECKPOINT_N_TENSORS]; /* /weights/<name>_scale for int8, else -1 */
-    hid_t mins[CHECKPOINT_N_TENSORS];   /* /weights/<name>_min for q4_1, else -1 */
+    hid_t mins[CHECKPOINT_N_TENSORS];   /* /weights/<name>_min for q4_1 and q4_k, else -1 */
     dtype stored[CHECKPOINT_N_TENSORS];
     int int8_group[CHECKPOINT_N_TENSORS]; /* int8: columns per scale, 0 per row */
 } import_writer;
@@ -56,7 +56,8 @@ void import_writer_put(import_writer *w, const char *dst, int layer, long row_of
                        long rows, long cols, const float *src);
 
 /* The same for a matrix already in ggml's blocks of type (the storage's block format, cols a
- * multiple of 32): its planes (qblocks_unpack) go to /weights/<dst>, _scale and q4_1's _min
+ * multiple of its block): its planes (qblocks_unpack) go to /weights/<dst>, _scale and q4_1's
+ * or q4_k's _min
  * as they are, with no fp32 copy, so an import keeps a GGUF's blocks bit for bit. */
 void import_writer_put_blocks(import_writer *w, const char *dst, int layer, long row_offset,
                               int ndims, long rows, long cols, dtype type, const void *blocks);

@@ -31,7 +31,7 @@ typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1, ARCH_MIXTRAL = 2, ARCH_QWEN2_MOE =
 static inline int arch_is_llama(arch_kind a) { return a != ARCH_GPT2; }
 /* Whether its feed-forward is a mixture of experts. */
 static inline int arch_is_moe(arch_kind a) { return a == ARCH_MIXTRAL || a == ARCH_QWEN2_MOE; }
-/* q8_0, q4_0, q4_1: ggml's block formats, held as ggml lays them out (docs/kernels.md). */
+/* q8_0, q4_0, q4_1, q4_k: ggml's block formats, held as ggml lays them out (docs/kernels.md). */
 typedef enum {
     PRECISION_FP32 = 0,
     PRECISION_INT8W,
@@ -40,9 +40,12 @@ typedef enum {
     PRECISION_Q8_0,
     PRECISION_Q4_0,
     PRECISION_Q4_1,
+    PRECISION_Q4_K,
 } precision_kind;
-/* The block formats: their matrices split their input only on 32-column boundaries. */
+/* The block formats: their matrices split their input only on block boundaries. */
 static inline int precision_is_block(precision_kind p) { return p >= PRECISION_Q8_0; }
+/* Columns of one block of a block format (q4_k's super-block: 256; the others 32). */
+static inline int precision_block_cols(precision_kind p) { return p == PRECISION_Q4_K ? 256 : 32; }
 typedef enum { KV_CONTIGUOUS = 0, KV_PAGED = 1 } kv_cache_kind;
 /* The KV cache's element type (model.kv_dtype; its "auto" resolves with kv_dtype_for). */
 typedef enum { KV_DTYPE_FP32 = 0, KV_DTYPE_BF16, KV_DTYPE_FP16, KV_DTYPE_INT8 } kv_dtype_kind;
@@ -209,9 +212,10 @@ const char *arch_kind_name(arch_kind k);
 const char *precision_kind_name(precision_kind k);
 /* MLP columns move between TP ranks in units of this many: int8w's weight group or 32 (its
  * activation blocks) when the width allows, else single columns (the down projection then keeps
- * fp32 activations); 32, the block, for q8_0/q4_0/q4_1; 1 in 16-bit and fp32. A shared expert
- * (shared_mlp > 0) moves in the same units as the routed experts. The unit depends on the model
- * alone, never on the mesh, so every factorization quantises the same blocks. */
+ * fp32 activations); the block for the block formats (32; q4_k's 256); 1 in 16-bit and fp32.
+ * A shared expert (shared_mlp > 0) moves in the same units as the routed experts. The unit
+ * depends on the model alone, never on the mesh, so every factorization quantises the same
+ * blocks. */
 int mlp_split_unit(int mlp, int shared_mlp, precision_kind p, int int8_group);
 /* backend.cpu_isa's values: "auto" then the CPU backend's instruction-set levels, from the
  * lowest (kernels/cpu/cpu_isa.h names them alike; a unit test checks), NULL-terminated. */

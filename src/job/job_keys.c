@@ -14,7 +14,7 @@
 const char *const JOB_NORM_NAMES[] = {"pre", "post", NULL};
 const char *const JOB_ARCH_NAMES[] = {"gpt2", "llama", "mixtral", "qwen2_moe", NULL};
 const char *const JOB_PRECISION_NAMES[] = {"fp32", "int8w", "bf16", "fp16",
-                                              "q8_0", "q4_0", "q4_1", NULL};
+                                              "q8_0", "q4_0", "q4_1", "q4_k", NULL};
 const char *const JOB_KV_CACHE_NAMES[] = {"contiguous", "paged", NULL};
 const char *const JOB_KV_DTYPE_NAMES[] = {"auto", "fp32", "bf16", "fp16", "int8", NULL};
 const char *const JOB_BACKEND_NAMES[] = {"cpu", "cuda", NULL};
@@ -83,7 +83,7 @@ static const char *enum_name(const char *const *names, int count, int k) {
 const char *norm_kind_name(norm_kind k) { return enum_name(JOB_NORM_NAMES, 2, (int)k); }
 const char *arch_kind_name(arch_kind k) { return enum_name(JOB_ARCH_NAMES, ARCH_KINDS, (int)k); }
 const char *precision_kind_name(precision_kind k) {
-    return enum_name(JOB_PRECISION_NAMES, 7, (int)k);
+    return enum_name(JOB_PRECISION_NAMES, 8, (int)k);
 }
 const char *kv_cache_kind_name(kv_cache_kind k) { return enum_name(JOB_KV_CACHE_NAMES, 2, (int)k); }
 const char *kv_dtype_kind_name(kv_dtype_kind k) { return enum_name(JOB_KV_DTYPE_NAMES + 1, 4, (int)k); }
@@ -96,7 +96,8 @@ kv_dtype_kind kv_dtype_for(precision_kind p) {
     case PRECISION_INT8W:
     case PRECISION_Q8_0:
     case PRECISION_Q4_0:
-    case PRECISION_Q4_1: break;
+    case PRECISION_Q4_1:
+    case PRECISION_Q4_K: break;
     }
     return KV_DTYPE_FP32;
 }

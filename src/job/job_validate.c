@@ -59,7 +59,8 @@ int mlp_split_unit(int mlp, int shared_mlp, precision_kind p, int int8_group) {
     const int width = shared_mlp > 0 ? int_gcd(mlp, shared_mlp) : mlp;
     if (p != PRECISION_INT8W && !precision_is_block(p)) return 1;
     if (p == PRECISION_INT8W && int8_group > 0 && width % int8_group == 0) return int8_group;
-    return width % 32 == 0 ? 32 : 1;
+    const int unit = precision_is_block(p) ? precision_block_cols(p) : 32;
+    return width % unit == 0 ? unit : 1;
 }
 
 /* Every TP rank holds at least one unit of the MLP (mlp_split_unit) and of a shared expert: a
@@ -88,48 +89,57 @@ static int job_validate_mlp_units(const job *j) {
                        units, fits);
 }
 
-/* The block formats (q8_0, q4_0, q4_1) hold each weight row as blocks of 32 columns, so every
- * matrix's input, and every TP rank's part of a split one, is a whole number of blocks: the
- * attention width splits by heads (each rank heads / tp of them), the MLP width in units of
- * 32 (model_mlp_unit), embd never. Names the tensor and the tp values that work. */
+/* What else a width that is not whole blocks of p allows: the 32-column formats where it is
+ * whole blocks of 32 (q4_k's 256 is eight of them). */
+static const char *blocks_allowed(int width) {
+    return width % 32 == 0 ? "fp32, int8w, bf16, fp16, q8_0, q4_0, q4_1"
+                           : "fp32, int8w, bf16, fp16";
+}
+
+/* The block formats (q8_0, q4_0, q4_1: 32 columns; q4_k: 256) hold each weight row as whole
+ * blocks, so every matrix's input, and every TP rank's part of a split one, is a whole number
+ * of blocks: the attention width splits by heads (each rank heads / tp of them), the MLP width
+ * in units of a block (model_mlp_unit), embd never. Names the tensor and the tp values that
+ * work. */
 static int job_validate_blocks(const job *j) {
     if (!precision_is_block(j->precision)) return STATUS_OK;
     const char *p = precision_kind_name(j->precision);
+    const int bc = precision_block_cols(j->precision);
     const int hd = j->head_dim > 0 ? j->head_dim : j->embd / j->heads;
     const int mlp = j->mlp > 0 ? j->mlp : 4 * j->embd;
     const char *const *shape = KEYS("model.synthetic.embd", "model.synthetic.mlp",
                                     "model.checkpoint", "model.synthetic", "model");
-    if (j->embd % 32)
+    if (j->embd % bc)
         return job_fail_at(j, shape,
-                           "model.precision: %s stores weight rows in blocks of 32 columns, but "
+                           "model.precision: %s stores weight rows in blocks of %d columns, but "
                            "model.embd = %d (the input of qkv_w, fc1_w and the head) is not a "
-                           "multiple of 32; allowed with it: fp32, int8w, bf16, fp16",
-                           p, j->embd);
-    if (mlp % 32)
+                           "multiple of %d; allowed with it: %s",
+                           p, bc, j->embd, bc, blocks_allowed(j->embd));
+    if (mlp % bc)
         return job_fail_at(j, shape,
-                           "model.precision: %s stores weight rows in blocks of 32 columns, but "
-                           "the MLP width %d (the input of fc2_w) is not a multiple of 32; "
-                           "allowed with it: fp32, int8w, bf16, fp16",
-                           p, mlp);
-    if (j->shared_expert_mlp % 32)
+                           "model.precision: %s stores weight rows in blocks of %d columns, but "
+                           "the MLP width %d (the input of fc2_w) is not a multiple of %d; "
+                           "allowed with it: %s",
+                           p, bc, mlp, bc, blocks_allowed(mlp));
+    if (j->shared_expert_mlp % bc)
         return job_fail_at(j, KEYS("model.synthetic.shared_expert_mlp", "model.checkpoint",
                                    "model.synthetic", "model"),
-                           "model.precision: %s stores weight rows in blocks of 32 columns, but "
-                           "the shared expert's width %d is not a multiple of 32; allowed with "
-                           "it: fp32, int8w, bf16, fp16",
-                           p, j->shared_expert_mlp);
-    if ((long)(j->heads / j->tp) * hd % 32 == 0) return STATUS_OK;
+                           "model.precision: %s stores weight rows in blocks of %d columns, but "
+                           "the shared expert's width %d is not a multiple of %d; allowed with "
+                           "it: %s",
+                           p, bc, j->shared_expert_mlp, bc, blocks_allowed(j->shared_expert_mlp));
+    if ((long)(j->heads / j->tp) * hd % bc == 0) return STATUS_OK;
     char fits[256] = "";
     for (int t = 1; t <= j->heads; t++)
-        if (j->heads % t == 0 && (long)(j->heads / t) * hd % 32 == 0) {
+        if (j->heads % t == 0 && (long)(j->heads / t) * hd % bc == 0) {
             size_t used = strlen(fits);
             snprintf(fits + used, sizeof fits - used, "%s%d", used ? ", " : "", t);
         }
     return job_fail_at(j, KEYS("parallel.tp", "parallel"),
                        "parallel.tp = %d splits proj_w's input (model.heads = %d heads of %d) "
-                       "into %d columns per rank, not a whole number of %s's 32-column blocks; "
+                       "into %d columns per rank, not a whole number of %s's %d-column blocks; "
                        "tp values that work: %s",
-                       j->tp, j->heads, hd, j->heads / j->tp * hd, p, fits[0] ? fits : "none");
+                       j->tp, j->heads, hd, j->heads / j->tp * hd, p, bc, fits[0] ? fits : "none");
 }
 
 int job_validate_model(const job *j) {

@@ -26,10 +26,12 @@ double phase_weight_elem_bytes(precision_kind p) {
     case PRECISION_INT8W: return 1;
     case PRECISION_BF16:
     case PRECISION_FP16: return 2;
-    /* ggml's blocks of 32 weights, their fp16 scale (and q4_1's min) included */
+    /* ggml's blocks of 32 weights, their fp16 scale (and q4_1's min) included; q4_k's 256
+     * with d, dmin and 12 bytes of 6-bit scales and mins */
     case PRECISION_Q8_0: return 34.0 / 32;
     case PRECISION_Q4_0: return 18.0 / 32;
     case PRECISION_Q4_1: return 20.0 / 32;
+    case PRECISION_Q4_K: return 144.0 / 256;
     case PRECISION_FP32: break;
     }
     return 4;

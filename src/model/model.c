@@ -404,7 +404,8 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
     }
     long rows = matrix_rows(t), cols = elems / rows;
     if (dtype_is_block(m->weight_dtype)) { /* job_validate_blocks: whole blocks on every rank */
-        CHECK(cols % QBLOCK == 0, "tensor %s: %ld columns are not whole %s blocks", t->name, cols,
+        CHECK(cols % qblock_weights(m->weight_dtype) == 0,
+              "tensor %s: %ld columns are not whole %s blocks", t->name, cols,
               dtype_name(m->weight_dtype));
         const size_t bytes = dtype_bytes(m->weight_dtype, (size_t)elems);
         void *blocks = xmalloc(bytes);
@@ -472,12 +473,12 @@ void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t
         return;
     }
     /* int8 values are finite; a scale that is not makes every value of its row or group so
-     * (q4_1's mins, after its scales, likewise) */
+     * (q4_1's and q4_k's mins, after its scales, likewise) */
     const int block = dtype_is_block(m->weight_dtype);
     const long n_scales = tensor_scale_count(m, t), rows = matrix_rows(t);
     const long per_row = n_scales / rows, cols = elems / rows;
     const long group = block ? QBLOCK : m->int8[t->input].group;
-    const long n_checked = n_scales * (m->weight_dtype == DTYPE_Q4_1 ? 2 : 1);
+    const long n_checked = n_scales * (qblock_has_mins(m->weight_dtype) ? 2 : 1);
     for (long i = 0; i < n_checked; i++)
         if (!isfinite(scales[i])) {
             const long s = i % n_scales;
@@ -487,7 +488,7 @@ void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t
     if (block) { /* qblocks_unpack's planes back into blocks */
         const size_t bytes = dtype_bytes(m->weight_dtype, (size_t)elems);
         void *blocks = xmalloc(bytes);
-        const float *mins = m->weight_dtype == DTYPE_Q4_1 ? scales + n_scales : NULL;
+        const float *mins = qblock_has_mins(m->weight_dtype) ? scales + n_scales : NULL;
         qblocks_pack(m->weight_dtype, blocks, values, scales, mins, rows, cols);
         be->ops->copy_to_device(be->ctx, *t->slot, blocks, bytes);
         free(blocks);

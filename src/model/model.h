@@ -46,6 +46,7 @@ static inline dtype model_weight_dtype(precision_kind p) {
     case PRECISION_Q8_0: return DTYPE_Q8_0;
     case PRECISION_Q4_0: return DTYPE_Q4_0;
     case PRECISION_Q4_1: return DTYPE_Q4_1;
+    case PRECISION_Q4_K: return DTYPE_Q4_K;
     case PRECISION_FP32: break;
     }
     return DTYPE_F32;
@@ -312,8 +313,8 @@ void model_store_tensor(model *m, const backend *be, const tensor_desc *t, const
 /* Stores this rank's values of a matrix table row that are already in the weight dtype, as a
  * checkpoint stored in that precision holds them: bf16 bit patterns, or int8 values with
  * their tensor_scale_count scales in model_store_tensor's layout, or a block format's planes
- * (qblocks_unpack: int8 quants, tensor_scale_count scales and for q4_1 as many mins after
- * them), packed into blocks. Copies them to the backend
+ * (qblocks_unpack: int8 quants, tensor_scale_count scales and for q4_1 and q4_k as many
+ * mins after them), packed into blocks. Copies them to the backend
  * as they are; non-finite bf16 values and scales are noted as model_store_tensor notes them. */
 void model_store_tensor_stored(model *m, const backend *be, const tensor_desc *t,
                                const void *values, const float *scales);

@@ -235,6 +235,16 @@ w16 = {(r["dp"], r["tp"], r["pp"]): r["weight_bytes"] for r in gpu["strategies"]
 w32 = {(r["dp"], r["tp"], r["pp"]): r["weight_bytes"] for r in fp32["strategies"]}
 # the matrices halve; vectors (and the embedding the first stage holds) stay fp32
 assert all(1.7 < w32[k] / w16[k] <= 2.0 for k in w16), ("bf16 weights are not about half of fp32's", w16, w32)
+# ggml's block formats at their bytes per weight (q8_0 34/32, q4_0 18/32, q4_1 20/32, q4_k
+# 144/256): what each saves against fp32 is (4 - bytes per weight) per matrix weight, the
+# vectors and the embedding fp32 in all, so the savings stand in those ratios to bf16's 2
+for name, per in (("q8_0", 34 / 32), ("q4_0", 18 / 32), ("q4_1", 20 / 32), ("q4_k", 144 / 256)):
+    blk = plan("--preset", "llama3-70b", "--cluster", H100, *small, "--precision", name)
+    assert blk["precision"] == name, blk["precision"]
+    wb = {(r["dp"], r["tp"], r["pp"]): r["weight_bytes"] for r in blk["strategies"]}
+    for k in wb:
+        saved = (w32[k] - wb[k]) / (w32[k] - w16[k])
+        assert abs(saved - (4 - per) / 2) < 1e-3, (name, k, saved, (4 - per) / 2)
 cpu = plan("--preset", "gpt2-124m", "--cluster", os.path.join(CLUSTERS, "this-machine.yaml"), "--gpus", "2")
 assert cpu["precision"] == "fp32" and "default on CPU nodes" in cpu["precision_why"], cpu["precision_why"]
 text = plan("--preset", "llama3-70b", "--cluster", H100, *small, fmt="text")

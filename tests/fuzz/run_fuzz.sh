@@ -49,10 +49,12 @@ job)
     dict=$src/tests/fuzz/job.dict
     ;;
 gguf)
-    # the reader, its dequantizers, safetensors.c for the f16/bf16 conversions, and src/base
-    # (error_set; check.c names MPI, as for job)
+    # the reader, its dequantizers, safetensors.c for the f16/bf16 conversions, the q4_k
+    # weight format's block codec that Q4_K and Q5_K share (kernels/quant_blocks.c and the fp16
+    # conversions of kernels/quant.c), and src/base (error_set; check.c names MPI, as for job)
     defines=
-    sources="$(echo "$src"/src/io/gguf*.c "$src"/src/io/safetensors.c "$src"/src/base/*.c)"
+    sources="$(echo "$src"/src/io/gguf*.c "$src"/src/io/safetensors.c \
+        "$src"/kernels/quant_blocks.c "$src"/kernels/quant.c "$src"/src/base/*.c)"
     libs="$(pkg-config --cflags --libs jansson 2>/dev/null || echo -ljansson) $mpi -lm"
     corpus=$src/tests/fuzz/corpus_gguf
     dict=$src/tests/fuzz/gguf.dict

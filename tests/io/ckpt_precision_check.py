@@ -2,7 +2,8 @@
 """Stored precisions (docs/checkpoint.md, "Stored precision"): small Hugging Face directories (a
 Llama with an untied head and GQA, a tied Mistral with one kv head and an MLP whose unit is 32,
 a GPT-2) are imported with --precision fp32, bf16, int8w, int8w --int8-group 64 and the
-block formats q8_0, q4_0 and q4_1. A run from
+block formats q8_0, q4_0 and q4_1; a Llama of 256-column rows (4 heads of 128, an MLP of 512,
+so tp=2 keeps whole 256-weight super-blocks) with fp32 and q4_k. A run from
 each bf16/int8w file (model.precision left out: the file's is taken) must give the tokens and
 recorded logits of the fp32 file run with that model.precision, bit for bit, on 1 rank and on
 tp=2 x pp=2. Also: the int8w matrices take under 0.35 of their fp32 bytes; a bf16 file run as
@@ -32,7 +33,15 @@ PROMPT = [1, 5, 17, 100, 200, 3, 42]
 PRECISIONS = {"bf16": ["--precision", "bf16"], "int8w": ["--precision", "int8w"],
               "int8w-g64": ["--precision", "int8w", "--int8-group", "64"],
               "q8_0": ["--precision", "q8_0"], "q4_0": ["--precision", "q4_0"],
-              "q4_1": ["--precision", "q4_1"]}
+              "q4_1": ["--precision", "q4_1"], "q4_k": ["--precision", "q4_k"]}
+# the fixtures q4_k takes (rows of whole 256-weight super-blocks), and the one that takes only it
+K_FIXTURE = "llama-k"
+
+
+def precisions_of(name):
+    """The stored precisions a fixture is imported in: q4_k for K_FIXTURE alone, the rest for
+    the others."""
+    return {t: a for t, a in PRECISIONS.items() if (t == "q4_k") == (name == K_FIXTURE)}
 MESHES = [(1, 1), (2, 2)]  # (tp, pp)
 MATRICES = {"qkv_w", "proj_w", "fc1_w", "fc2_w", "gate_up_w", "down_w", "head_w"}
 
@@ -92,7 +101,11 @@ def fixtures(work):
     gpt2 = os.path.join(work, "gpt2")
     make_hf_dir.main([gpt2, "--layers", "2", "--heads", "2", "--embd", "64", "--ctx", "32",
                       "--no-tokenizer", "--seed", "23"])
-    return {"llama": llama, "mistral-tied": tied, "gpt2": gpt2}
+    llama_k = os.path.join(work, K_FIXTURE)
+    make(llama_k, "LlamaForCausalLM", "F32", 1, {"hidden_size": 256, "intermediate_size": 512,
+                                                 "num_attention_heads": 4, "head_dim": 128,
+                                                 "num_key_value_heads": 2}, 24, reference=False)
+    return {"llama": llama, "mistral-tied": tied, "gpt2": gpt2, K_FIXTURE: llama_k}
 
 
 def same_runs(tripar, work, name, fp32, stored, precision, group, extra=()):
@@ -135,8 +148,17 @@ def refusals(tripar, work, files):
             (files["llama"]["q8_0"], ["model.precision=q4_0"],
              r"model\.precision = q4_0, but the checkpoint \S+ stores q8_0 blocks; allowed with "
              r"it: q8_0"),
-            (int8, ["model.precision=q8_0"], r"stores int8w weights; allowed with it: int8w")):
+            (int8, ["model.precision=q8_0"], r"stores int8w weights; allowed with it: int8w"),
+            (files[K_FIXTURE]["q4_k"], ["model.precision=q4_1"],
+             r"model\.precision = q4_1, but the checkpoint \S+ stores q4_k blocks; allowed with "
+             r"it: q4_k")):
         generate(tripar, ckpt, work, "refused", sets=sets, want_rc=2, pattern=pattern)
+    # q4_k of a model whose rows are not whole 256-weight super-blocks: refused at import
+    run([tripar, "import-hf", os.path.join(work, "llama"), "--out",
+         os.path.join(work, "never-q4_k.h5"), "--precision", "q4_k"], 2,
+        r"--precision q4_k stores weight rows in blocks of 256 columns, but embd, the input of "
+        r"qkv_w, fc1_w / gate_up_w and head_w is 128; allowed for this model: fp32, bf16, int8w, "
+        r"q8_0, q4_0, q4_1")
     # damaged files: a scale dataset gone, a NaN scale, a NaN bf16 weight
     for tag, src, damage, pattern in (
             ("no-scale", int8, lambda f: f["weights"].__delitem__("qkv_w_scale"),
@@ -176,7 +198,8 @@ def main(tripar, work):
     files = {}
     for name, src in fixtures(work).items():
         files[name] = {}
-        for tag, args in [("fp32", [])] + list(PRECISIONS.items()):
+        mine = precisions_of(name)
+        for tag, args in [("fp32", [])] + list(mine.items()):
             out = os.path.join(work, f"{name}-{tag}.h5")
             text = run([tripar, "import-hf", src, "--out", out] + args)
             stored = "fp32" if tag == "fp32" else args[1]
@@ -186,12 +209,22 @@ def main(tripar, work):
         with h5py.File(fp32, "r") as f:
             assert f.attrs["format_version"] == 1 and "precision" not in f.attrs, \
                 "an fp32 import must stay format_version 1"
+        ratio = {t: matrix_bytes(files[name][t]) / matrix_bytes(fp32) for t in mine}
+        print(f"{name}: matrices take {', '.join(f'{t} {r:.3f}' for t, r in ratio.items())} "
+              f"of their fp32 bytes")
+        if name == K_FIXTURE:
+            # q4_k's planes are q4_1's: nibbles, and a float32 scale d * sc and min
+            # -dmin * mn per 32 weights
+            assert ratio["q4_k"] < 0.32, ratio
+            with h5py.File(files[name]["q4_k"], "r") as f:
+                q = f["weights/down_w"][()]
+                assert f.attrs["precision"] == b"q4_k" and q.min() >= 0 and q.max() <= 15
+                assert f["weights/down_w_min"].shape[-1] * 32 == q.shape[-1]
+            same_runs(tripar, work, name, fp32, files[name]["q4_k"], "q4_k", 0)
+            continue
         with h5py.File(files[name]["int8w-g64"], "r") as f:
             assert f.attrs["format_version"] == 2 and f.attrs["int8_group"] == 64
             assert f["weights/qkv_w"].dtype == np.int8 and f["weights/wte"].dtype == np.float32
-        ratio = {t: matrix_bytes(files[name][t]) / matrix_bytes(fp32) for t in PRECISIONS}
-        print(f"{name}: matrices take {', '.join(f'{t} {r:.3f}' for t, r in ratio.items())} "
-              f"of their fp32 bytes; files {', '.join(f'{t} {os.path.getsize(p)}' for t, p in files[name].items())} bytes")
         assert ratio["int8w"] < 0.35 and ratio["int8w-g64"] < 0.35 and ratio["bf16"] < 0.51, ratio
         # the block formats' files hold their planes: int8 quants and a float32 scale (q4_1: and
         # a min) per 32 weights, 1.125 (1.25) bytes per weight whatever the quants' width
@@ -200,7 +233,7 @@ def main(tripar, work):
             q = f["weights/fc2_w" if name == "gpt2" else "weights/down_w"][()]
             assert f.attrs["precision"] == b"q4_1" and q.min() >= 0 and q.max() <= 15
             assert "qkv_w_min" in f["weights"] and "qkv_w_scale" in f["weights"]
-        for tag, args in PRECISIONS.items():
+        for tag, args in mine.items():
             group = int(args[3]) if len(args) > 2 else 0
             same_runs(tripar, work, name, fp32, files[name][tag], args[1], group)
     # a tied head in int8 (quantize_head true): a copy of the float32 wte, quantised at load

@@ -6,8 +6,11 @@ cannot be downloaded), with the Q and K rows permuted as llama.cpp's convert_hf_
 permutes them for `llama`. Both are imported; the checkpoints must hold identical tensors and
 config attributes, and `tripar run` must give identical tokens. Cases: GQA (untied), tied
 embeddings, qwen2 (q/k/v biases, no permutation), a Q8_0 file (the checkpoint equals gguf-py's
-dequantized values, un-permuted), and refusals (exit 2, named): an unknown architecture, a
-tensor whose dims disagree with the metadata, a missing tensor.
+dequantized values, un-permuted), a Q4_K file with one Q6_K matrix, as a Q4_K_M file mixes them
+(random blocks on a Llama of 256-column rows: --precision keep stores q4_k, its blocks as they
+are, the Q6_K one requantised; --precision q4_k the same datasets), and refusals (exit 2,
+named): an unknown architecture, a tensor whose dims disagree with the metadata, a missing
+tensor.
 
 Usage: gguf_import_check.py TRIPAR WORKDIR   (MPIEXEC in the environment runs `tripar run`)"""
 import os
@@ -39,9 +42,11 @@ def permute(w, n_head):
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_freqs=None):
+def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_freqs=None,
+               raw=None):
     """Writes the HF tensors w (float32) of config cfg as llama.cpp names and lays them out;
-    qtype quantizes the matrices whose rows are whole blocks. Runs inside the venv."""
+    qtype quantizes the matrices whose rows are whole blocks; raw(name, shape) gives a
+    tensor's blocks and their type, or None. Runs inside the venv."""
     import numpy as np
     import gguf
     from gguf.constants import GGML_QUANT_SIZES
@@ -74,7 +79,11 @@ def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_f
         elif arch == "llama" and name.endswith("attn_k.weight"):
             a = permute(a, KV)
         block = GGML_QUANT_SIZES[qtype][0] if qtype is not None else 0
-        if qtype is not None and a.ndim == 2 and a.shape[1] % block == 0:
+        blocks = raw(name, a.shape) if raw else None
+        if blocks is not None:
+            wr.add_tensor(name, blocks[0], raw_dtype=blocks[1])
+            dequant[name] = gguf.quants.dequantize(blocks[0], blocks[1]).reshape(a.shape)
+        elif qtype is not None and a.ndim == 2 and a.shape[1] % block == 0:
             q = gguf.quants.quantize(a, qtype)
             wr.add_tensor(name, q, raw_dtype=qtype)
             dequant[name] = gguf.quants.dequantize(q, qtype).reshape(a.shape)
@@ -137,6 +146,27 @@ def gguf_write_gpt2(path, cfg, w):
     wr.close()
 
 
+def k_blocks(name, shape, rng):
+    """Random Q4_K blocks for a matrix of 256-column rows (d small, dmin 7.5 d, so the values
+    centre near 0), Q6_K ones for blk.1.ffn_down (the mix of a Q4_K_M file); None else."""
+    import numpy as np
+    import gguf
+    T = gguf.GGMLQuantizationType
+    if len(shape) != 2 or shape[1] % 256 or name == "token_embd.weight":
+        return None
+    nb = shape[0] * shape[1] // 256
+    six = name == "blk.1.ffn_down.weight"
+    size = 210 if six else 144
+    b = rng.integers(0, 256, size=(nb, size), dtype=np.uint8)
+    d = rng.uniform(1e-4, 3e-4, nb).astype(np.float32)
+    if six:
+        b[:, 208:210] = (d / 20).astype(np.float16).view(np.uint8).reshape(nb, 2)
+    else:
+        b[:, 0:2] = d.astype(np.float16).view(np.uint8).reshape(nb, 2)
+        b[:, 2:4] = (7.5 * d).astype(np.float16).view(np.uint8).reshape(nb, 2)
+    return b.reshape(shape[0], shape[1] // 256 * size), T.Q6_K if six else T.Q4_K
+
+
 def inner(work):
     """In the venv: write the GGUF files from the HF tensors saved in work/<case>/hf.npz."""
     import numpy as np
@@ -165,6 +195,15 @@ def inner(work):
                        rope_freqs=[1.0, 3.0, 2.0, 8.0])
             gguf_write(os.path.join(d, "bad-rope-low.gguf"), arch, cfg, w,
                        rope_freqs=[1.0, 0.5, 1.0, 1.0])
+    d = os.path.join(work, "llama-k")
+    cfg = json.load(open(os.path.join(d, "hf", "config.json")))
+    rng = np.random.default_rng(61)
+    deq = gguf_write(os.path.join(d, "q4_k.gguf"), "llama", cfg,
+                     dict(np.load(os.path.join(d, "hf.npz"))),
+                     meta_over={"attention.key_length": cfg["head_dim"],
+                                "attention.value_length": cfg["head_dim"]},
+                     raw=lambda name, shape: k_blocks(name, shape, rng))
+    np.savez(os.path.join(d, "q4_k_dequant.npz"), **deq)
 
 
 def tripar(args, want_rc=0, pattern=None, env=None):
@@ -218,6 +257,13 @@ def outer(tripar_bin, work):
             make(os.path.join(d, "hf"), arch, "F32", 1, over, 40 + seed, reference=False)
         w = read_safetensors(os.path.join(d, "hf", "model.safetensors"))
         np.savez(os.path.join(d, "hf.npz"), **{k: v.astype(np.float32) for k, v in w.items()})
+    # the Q4_K case's shape: 4 heads of 128 and an MLP of 512 over embd 256
+    d = os.path.join(work, "llama-k")
+    make(os.path.join(d, "hf"), "LlamaForCausalLM", "F32", 1,
+         {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4, "head_dim": 128,
+          "num_key_value_heads": 2}, 60, reference=False)
+    w = read_safetensors(os.path.join(d, "hf", "model.safetensors"))
+    np.savez(os.path.join(d, "hf.npz"), **{k: v.astype(np.float32) for k, v in w.items()})
     py = venv_make(work)
     r = subprocess.run([py, os.path.abspath(__file__), "--inner", work])
     if r.returncode != 0:
@@ -266,6 +312,34 @@ def outer(tripar_bin, work):
         got = run_tokens(tripar_bin, ck, d, f"q8-{prec}", logits=True)
         assert want[0] == got[0] and (want[1] == got[1]).all(), f"--precision {prec} differs"
         print(f"q8_0 --precision {prec}: tokens {got[0]} and logits as the fp32 import's")
+    # Q4_K with one Q6_K matrix: keep stores q4_k, every Q4_K matrix's blocks as they are (its
+    # planes give gguf-py's dequantized values), the Q6_K one requantised; --precision q4_k
+    # stores the same datasets; the model runs from the file's own precision
+    dk = os.path.join(work, "llama-k")
+    text = tripar([tripar_bin, "import-gguf", dk + "/q4_k.gguf", "--out", dk + "/keep.h5",
+                   "--precision", "keep"],
+                  pattern=r"q4_k: \d+ matrices kept as stored \(no fp32 copy\), 1 requantised "
+                          r"from Q6_K \(--precision keep\)")
+    print(text)
+    tripar([tripar_bin, "import-gguf", dk + "/q4_k.gguf", "--out", dk + "/named.h5", "--precision",
+            "q4_k"])
+    ka, kw = checkpoint_read(dk + "/keep.h5")
+    _, nw = checkpoint_read(dk + "/named.h5")
+    assert ka["precision"] in ("q4_k", b"q4_k"), ka["precision"]
+    assert sorted(kw) == sorted(nw) and all((kw[k] == nw[k]).all() for k in kw), \
+        "--precision q4_k and keep store different datasets"
+    deq = dict(np.load(dk + "/q4_k_dequant.npz"))
+    for name, key, layer in (("blk.0.ffn_down.weight", "down_w", 0),
+                             ("output.weight", "head_w", None)):
+        q, s, m = (kw[key + sfx] if layer is None else kw[key + sfx][layer]
+                   for sfx in ("", "_scale", "_min"))
+        assert q.min() >= 0 and q.max() <= 15, key
+        vals = q * np.repeat(s, 32, axis=-1) + np.repeat(m, 32, axis=-1)
+        want = deq[name]
+        err = np.abs(vals - want).max() / np.abs(want).max()
+        assert err < 1e-6, f"q4_k keep: {key} is {err:.2e} from gguf-py's dequantized {name}"
+    toks = run_tokens(tripar_bin, dk + "/keep.h5", dk, "keep")
+    print(f"q4_k keep: blocks as gguf-py reads them; tokens {toks}")
     # refusals, exit 2, naming the key or tensor and the value
     for name, pattern in (
             ("bad-arch", r"general\.architecture' = \"falcon\" is not supported"),

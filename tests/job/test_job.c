@@ -417,7 +417,8 @@ static void test_error_details(void **state) {
              "model:\n  synthetic: {}\n  precision: int4\ninput: {tokens: [1]}\n");
     expect_error(
         write_tmp("e10.yaml", text), NULL, 0,
-        "e10\\.yaml:3: model\\.precision: 'int4' is not allowed; allowed: fp32, int8w, bf16, fp16, q8_0, q4_0, q4_1");
+        "e10\\.yaml:3: model\\.precision: 'int4' is not allowed; allowed: fp32, int8w, bf16, fp16, "
+        "q8_0, q4_0, q4_1, q4_k");
     /* the block formats: a tp whose share of proj_w's input is not whole 32-column blocks
      * (24 heads of 16: tp 8 gives 48 columns), and cuda, which has no kernels for them */
     snprintf(text, sizeof text,
@@ -431,6 +432,26 @@ static void test_error_details(void **state) {
              "model:\n  synthetic: {}\n  precision: q4_1\nbackend: cuda\ninput: {tokens: [1]}\n");
     expect_error(write_tmp("e10c.yaml", text), NULL, 0,
                  "model\\.precision: q4_1 has kernels on the cpu backend only");
+    /* q4_k's 256-column super-blocks: the default embd of 64 is not one (the 32-column formats
+     * would take it), 8 heads of 64 at tp 4 give 128 columns, and cuda refuses it as the rest */
+    snprintf(text, sizeof text,
+             "model:\n  synthetic: {}\n  precision: q4_k\ninput: {tokens: [1]}\n");
+    expect_error(write_tmp("e10d.yaml", text), NULL, 0,
+                 "model\\.precision: q4_k stores weight rows in blocks of 256 columns, but "
+                 "model\\.embd = 64 .* is not a multiple of 256; allowed with it: fp32, int8w, "
+                 "bf16, fp16, q8_0, q4_0, q4_1");
+    snprintf(text, sizeof text,
+             "model:\n  synthetic: {heads: 8, embd: 512}\n  precision: q4_k\n"
+             "parallel: {tp: 4}\ninput: {tokens: [1]}\n");
+    expect_error(write_tmp("e10e.yaml", text), NULL, 0,
+                 "e10e\\.yaml:.*parallel\\.tp = 4 splits proj_w's input \\(model\\.heads = 8 "
+                 "heads of 64\\) into 128 columns per rank, not a whole number of q4_k's "
+                 "256-column blocks; tp values that work: 1, 2");
+    snprintf(text, sizeof text,
+             "model:\n  synthetic: {heads: 4, embd: 256}\n  precision: q4_k\nbackend: cuda\n"
+             "input: {tokens: [1]}\n");
+    expect_error(write_tmp("e10f.yaml", text), NULL, 0,
+                 "model\\.precision: q4_k has kernels on the cpu backend only");
     snprintf(text, sizeof text,
              "model:\n  synthetic: {}\n  kv_cache: ring\ninput: {tokens: [1]}\n");
     expect_error(write_tmp("e11.yaml", text), NULL, 0, "allowed: contiguous, paged");
@@ -1216,6 +1237,24 @@ static void test_presets_and_llama_keys(void **state) {
     assert_int_equal(j.kv_heads, 12);
     assert_int_equal(j.tie_embeddings, 1);
     job_free(&j);
+
+    /* q4_k takes the dense presets (widths of whole 256-column super-blocks); Qwen1.5-MoE's
+     * 1408-wide experts are 44 blocks of 32 but not whole 256s, so only the 32-column formats */
+    const char *q4k[] = {"model.precision=q4_k"};
+    const char *dense[] = {"gpt2-124m", "llama2-7b", "llama3-70b", "mistral-7b", "qwen2-7b"};
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++) {
+        char text[160];
+        snprintf(text, sizeof text, "model:\n  synthetic: {preset: %s}\ninput:\n  tokens: [1]\n",
+                 dense[i]);
+        load_ok(&j, write_tmp("q4k.yaml", text), q4k, 1);
+        assert_int_equal(j.precision, PRECISION_Q4_K);
+        job_free(&j);
+    }
+    expect_error(write_tmp("q4k-moe.yaml", "model:\n  synthetic: {preset: qwen1.5-moe-a2.7b}\n"
+                                           "input:\n  tokens: [1]\n"),
+                 q4k, 1,
+                 "model\\.precision: q4_k stores weight rows in blocks of 256 columns, but the "
+                 "MLP width 1408 .* allowed with it: fp32, int8w, bf16, fp16, q8_0, q4_0, q4_1");
 }
 
 /* model.kv_dtype: auto follows the weights (bf16 and fp16 their own type, fp32 and int8w fp32),

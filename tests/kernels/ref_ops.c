@@ -188,15 +188,49 @@ static void ref_block_read(const unsigned char *b, dtype type, int q[32], double
         q[i] = (qs[i] & 15) - bias, q[i + 16] = (qs[i] >> 4) - bias;
 }
 
+/* Sub-block j (of 8) of one of ggml's block_q4_K super-blocks read from its bytes, as the
+ * q4_1-like block it is: nibbles q, d * sc and -dmin * mn in double. Bytes 0-1 d, 2-3 dmin,
+ * 4-15 the eight 6-bit sc and mn (j < 4: low six bits of bytes 4 + j and 8 + j; j >= 4: the
+ * nibbles of byte 8 + j, low for sc and high for mn, over the top two bits of bytes j and
+ * j + 4), 16-143 the nibbles: 32 bytes per two sub-blocks, low nibbles the first. */
+static void ref_k4_read(const unsigned char *b, int j, int q[32], double *d, double *m) {
+    uint16_t h;
+    memcpy(&h, b, 2);
+    const double dd = ref_f16_to_f32(h);
+    memcpy(&h, b + 2, 2);
+    const double dmin = ref_f16_to_f32(h);
+    const unsigned char *s = b + 4;
+    int sc, mn;
+    if (j < 4)
+        sc = s[j] % 64, mn = s[j + 4] % 64;
+    else
+        sc = s[j + 4] % 16 + s[j - 4] / 64 * 16, mn = s[j + 4] / 16 + s[j] / 64 * 16;
+    *d = dd * sc, *m = -dmin * mn;
+    for (int i = 0; i < 32; i++) {
+        const unsigned char byte = b[16 + (j / 2) * 32 + i];
+        q[i] = j % 2 ? byte / 16 : byte % 16;
+    }
+}
+
+void ref_q4k_dequantize(double *out, const void *blocks, long n) {
+    for (long b = 0; b < n / 32; b++) {
+        int q[32];
+        double d, m;
+        ref_k4_read((const unsigned char *)blocks + b / 8 * 144, (int)(b % 8), q, &d, &m);
+        for (int i = 0; i < 32; i++)
+            out[b * 32 + i] = d * q[i] + m;
+    }
+}
+
 /* Block-format weights against activations in int8 blocks of 32 (ggml's q8_0): exact block
- * sums, scales in double; q4_1 adds m * d_x * sum q_x per block. */
+ * sums, scales in double; q4_1 adds m * d_x * sum q_x per block, and q4_k per sub-block. */
 static void ref_matmul_blocks(float *out, const float *in, weight_view w, const float *bias,
                               int rows, int in_dim, int out_dim) {
     const int blocks = in_dim / 32;
     const size_t bb = w.type == DTYPE_Q8_0 ? 34 : w.type == DTYPE_Q4_0 ? 18 : 20;
     int8_t *q = malloc((size_t)rows * (size_t)in_dim);
     float *d = malloc(sizeof(float) * (size_t)rows * (size_t)blocks);
-    if (!q || !d || in_dim % 32) abort();
+    if (!q || !d || in_dim % (w.type == DTYPE_Q4_K ? 256 : 32)) abort();
     ref_quantize_q8(q, d, in, rows, in_dim, 32);
     for (int r = 0; r < rows; r++)
         for (int o = 0; o < out_dim; o++) {
@@ -204,8 +238,12 @@ static void ref_matmul_blocks(float *out, const float *in, weight_view w, const 
             for (int b = 0; b < blocks; b++) {
                 int wq[32];
                 double wd, wm;
-                ref_block_read((const unsigned char *)w.data + ((size_t)o * blocks + b) * bb,
-                               w.type, wq, &wd, &wm);
+                if (w.type == DTYPE_Q4_K) /* 144 bytes per 8 blocks of 32 */
+                    ref_k4_read((const unsigned char *)w.data + ((size_t)o * blocks + b) / 8 * 144,
+                                b % 8, wq, &wd, &wm);
+                else
+                    ref_block_read((const unsigned char *)w.data + ((size_t)o * blocks + b) * bb,
+                                   w.type, wq, &wd, &wm);
                 long isum = 0, xsum = 0;
                 for (int i = 0; i < 32; i++) {
                     isum += (long)q[(long)r * in_dim + b * 32 + i] * wq[i];
@@ -222,7 +260,8 @@ static void ref_matmul_blocks(float *out, const float *in, weight_view w, const 
 
 void ref_matmul_cpu(float *out, const float *in, weight_view w, const float *bias, int rows,
                     int in_dim, int out_dim) {
-    if (w.type == DTYPE_Q8_0 || w.type == DTYPE_Q4_0 || w.type == DTYPE_Q4_1) {
+    if (w.type == DTYPE_Q8_0 || w.type == DTYPE_Q4_0 || w.type == DTYPE_Q4_1 ||
+        w.type == DTYPE_Q4_K) {
         ref_matmul_blocks(out, in, w, bias, rows, in_dim, out_dim);
         return;
     }

@@ -46,6 +46,10 @@ void ref_matmul_cpu(float *out, const float *in, weight_view w, const float *bia
  * block). q (rows, k), d (rows, ceil(k / block)). */
 void ref_quantize_q8(int8_t *q, float *d, const float *x, int rows, int k, int block);
 
+/* n weights (a multiple of 256) of ggml's q4_k super-blocks read from their bytes in double:
+ * (d * sc) * q - dmin * mn per sub-block of 32. */
+void ref_q4k_dequantize(double *out, const void *blocks, long n);
+
 /* Expands a host weight_view of (rows, cols) into fp32 (rows, cols), group scales included. */
 void ref_weight_to_f32(float *out, weight_view w, long rows, long cols);
 

@@ -336,15 +336,18 @@ static void test_matmul_f32(void **state) {
  * (ref_matmul_blocks, which reads the blocks' bytes itself) for every GEMV row count and GEMM
  * ones; and q8_0 and q4_0 bit for bit as int8w with scales per 32 columns holding the same
  * quants and scales: the blocks are computed as stored, through the level's int8 kernels,
- * adding no rounding of their own. Widths are multiples of 32. */
+ * adding no rounding of their own. Widths are multiples of 32; q4_k takes those of 256 (one
+ * GEMV of one row, one of several, one GEMM, and a super-block row of one). */
 static void test_matmul_blocks(void **state) {
     (void)state;
-    static const int shapes[][3] = {{1, 64, 48}, {7, 128, 65}, {33, 96, 17}, {5, 160, 2000},
-                                    {3, 9024, 37}, {8, 32, 129}, {2, 768, 97}, {9, 256, 70}};
-    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1};
+    static const int shapes[][3] = {{1, 64, 48},  {7, 128, 65},  {33, 96, 17}, {5, 160, 2000},
+                                    {3, 9024, 37}, {8, 32, 129},  {2, 768, 97}, {9, 256, 70},
+                                    {1, 512, 40},  {12, 1024, 33}};
+    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q4_K};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             const int rows = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+            if (k % qblock_weights(types[t])) continue;
             const long count = (long)n * k;
             uint64_t rng = 1600 + s;
             float *w = rand_floats(count, &rng, -1, 1);
@@ -361,7 +364,7 @@ static void test_matmul_blocks(void **state) {
             const char *what = dtype_name(types[t]);
             check_matmul(v, rows, k, n, 1700 + s, (int)(s & 1), what);
             qblocks_unpack(types[t], q, d, m, blocks, n, k);
-            if (types[t] != DTYPE_Q4_1) {
+            if (!qblock_has_mins(types[t])) {
                 const weight_view i8 = {.type = DTYPE_INT8, .data = q, .scale = d, .group = 32,
                                         .act_block = CPU_Q8_BLOCK};
                 float *in = rand_floats((long)rows * k, &rng, -1, 1);
@@ -421,6 +424,66 @@ static void test_quant_blocks(void **state) {
     assert_int_equal(dtype_bytes(DTYPE_Q8_0, 64), 68);
     assert_int_equal(dtype_bytes(DTYPE_Q4_0, 64), 36);
     assert_int_equal(dtype_bytes(DTYPE_Q4_1, 64), 40);
+    assert_int_equal(dtype_bytes(DTYPE_Q4_K, 512), 288);
+}
+
+/* q4_k: the super-block's bytes against the double twin that reads them (ref_q4k_dequantize:
+ * every 6-bit scale and min, both nibble halves, negative d and dmin), planes as q4_1's
+ * (q * d + m is ggml's (d * sc) * q - dmin * mn to the bit), pack(unpack(b)) == b for blocks
+ * tripar quantised, the same values for any bytes, and the quantiser's error within a step. */
+static void test_quant_blocks_k4(void **state) {
+    (void)state;
+    enum { N = 4 * 256 };
+    unsigned char b[4 * 144], b2[4 * 144];
+    uint64_t rng = 2700;
+    float *bytes = rand_floats((long)sizeof b, &rng, 0, 255.99f);
+    for (int i = 0; i < (int)sizeof b; i++)
+        b[i] = (unsigned char)bytes[i];
+    free(bytes);
+    // d, dmin finite: random exponents below 0x7C; block 1 with negative ones
+    for (int s = 0; s < 4; s++)
+        for (int h = 0; h < 2; h++)
+            b[s * 144 + 2 * h + 1] = (unsigned char)(b[s * 144 + 2 * h + 1] % 0x30 | (s == 1) << 7);
+    int8_t q[N];
+    float d[N / 32], m[N / 32], out[N], d2[N / 32], m2[N / 32];
+    int8_t q2[N];
+    double want[N];
+    ref_q4k_dequantize(want, b, N);
+    qblocks_dequantize(DTYPE_Q4_K, out, b, 1, N);
+    qblocks_unpack(DTYPE_Q4_K, q, d, m, b, 1, N);
+    for (int i = 0; i < N; i++) {
+        assert_true(q[i] >= 0 && q[i] <= 15);
+        // two fp32 roundings, of the product and of the sum, against the exact double
+        const double terms = fabs((double)q[i] * d[i / 32]) + fabs((double)m[i / 32]);
+        assert_true(fabs(out[i] - want[i]) <= 0x1p-23 * terms);
+        assert_true(out[i] == (float)q[i] * d[i / 32] + m[i / 32]);
+    }
+    qblocks_pack(DTYPE_Q4_K, b2, q, d, m, 1, N);
+    qblocks_unpack(DTYPE_Q4_K, q2, d2, m2, b2, 1, N);
+    assert_memory_equal(q, q2, N);
+    for (int j = 0; j < N / 32; j++)
+        assert_true(d[j] == d2[j] && m[j] == m2[j]);
+    // tripar's quantiser: bytes that pack back to themselves, values within a step
+    float *x = rand_floats(N, &rng, -1, 1);
+    for (int i = 0; i < 32; i++) // an all-zero sub-block, and a positive one (min 0)
+        x[i] = 0.0f, x[32 + i] = 0.5f + (float)i / 64;
+    qblocks_quantize(DTYPE_Q4_K, b, x, 1, N);
+    qblocks_unpack(DTYPE_Q4_K, q, d, m, b, 1, N);
+    qblocks_pack(DTYPE_Q4_K, b2, q, d, m, 1, N);
+    assert_memory_equal(b, b2, sizeof b);
+    qblocks_dequantize(DTYPE_Q4_K, out, b, 1, N);
+    // half a step inside the sub-block's range, and at its ends what rounding sc and mn to
+    // 6 bits moves them: 15 steps of d / 2 at the top, dmin / 2 at the bottom
+    for (int i = 0; i < N; i++) {
+        uint16_t h[2];
+        float sd, smin;
+        memcpy(h, b + i / 256 * 144, sizeof h);
+        convert_f16_to_f32(&sd, &h[0], 1);
+        convert_f16_to_f32(&smin, &h[1], 1);
+        assert_true(fabsf(out[i] - x[i]) <= 0.5f * d[i / 32] + 7.5f * sd + 0.5f * smin + 1e-6f);
+        if (i < 32) assert_true(out[i] == 0.0f);
+    }
+    free(x);
 }
 
 static void test_matmul_lowp(void **state) {
@@ -1446,6 +1509,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_matmul_q8_kernels),
         cmocka_unit_test(test_matmul_blocks),
         cmocka_unit_test(test_quant_blocks),
+        cmocka_unit_test(test_quant_blocks_k4),
     };
     /* test_ops [LEVEL]: every test against one instruction-set level of the CPU kernels; a
      * level this CPU lacks skips (exit 77), so CTest lists it as skipped with the reason. */

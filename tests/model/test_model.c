@@ -462,19 +462,22 @@ static void test_llama_int8w_matches_quantized_reference(void **state) {
 }
 
 /* The block formats' weight bytes, what --dry-run and the memory check count: 34, 18 and 20
- * bytes per 32 weights of every matrix (no scale arrays beside them), fp32 elsewhere. */
+ * bytes per 32 weights of every matrix, 144 per 256 for q4_k (no scale arrays beside them),
+ * fp32 elsewhere. */
 static void test_block_weight_bytes(void **state) {
     (void)state;
     job j;
     const char *ov[] = {"model.precision=q8_0"};
     if (job_load(&j, job_path, ov, 1) != 0) fail_msg("job_load: %s", error_message());
-    model_config cfg;
-    model_config_from_job(&cfg, &j);
-    shard_geom g;
-    shard_geom_init(&g, &cfg, 1, 0, 1, 0);
-    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1};
-    static const size_t per_block[] = {34, 18, 20};
-    for (int i = 0; i < 3; i++) {
+    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q4_K};
+    static const size_t per_block[] = {34, 18, 20, 144}, weights[] = {32, 32, 32, 256};
+    for (int i = 0; i < 4; i++) {
+        model_config cfg;
+        model_config_from_job(&cfg, &j);
+        if (types[i] == DTYPE_Q4_K) /* rows of whole 256-weight blocks */
+            cfg.embd = 256, cfg.mlp = 1024;
+        shard_geom g;
+        shard_geom_init(&g, &cfg, 1, 0, 1, 0);
         model m;
         model_tensor_table(&m, &cfg, &g, types[i]);
         size_t want = 0;
@@ -482,7 +485,7 @@ static void test_block_weight_bytes(void **state) {
             const tensor_desc *d = &m.tensors[t];
             if (!d->present) continue;
             const size_t e = (size_t)tensor_local_elems(d);
-            const size_t b = d->is_matrix ? e / 32 * per_block[i] : e * sizeof(float);
+            const size_t b = d->is_matrix ? e / weights[i] * per_block[i] : e * sizeof(float);
             want += (b + 63) & ~(size_t)63;
         }
         assert_int_equal(model_weight_bytes(&m), want);

@@ -5,7 +5,9 @@
 
 On one rank, JOB (data/fixtures/factor_q8.yaml: every int8 product quantises its activations
 in blocks) runs in fp32, bf16 (head fp32 and bf16), int8w (scales per row, per 64 columns,
-the head int8 too) and ggml's block formats q8_0 (head fp32 and q8_0), q4_0 and q4_1. Each low-precision run's prefill logits must stay within the tolerances
+the head int8 too) and ggml's block formats q8_0 (head fp32 and q8_0), q4_0 and q4_1, and q4_k
+on the same model widened to embd 768 (whole 256-weight super-blocks; against an fp32 run of
+that shape: SHAPE). Each low-precision run's prefill logits must stay within the tolerances
 docs/kernels.md documents against the fp32 run's: the norm-wise relative error
 max|a - b| / max|b| and the mean KL divergence of the softmaxes over the vocabulary.
 
@@ -33,9 +35,12 @@ from near_ties import judge_tokens, teacher_forced_margins
 
 # docs/kernels.md, "Accuracy against fp32": (norm-wise logit error, mean KL in nats)
 TOLERANCES = {"bf16": (2e-2, 2e-3), "int8w": (6e-2, 2e-2), "q8_0": (6e-2, 2e-2),
-              "q4_0": (5e-1, 8e-1), "q4_1": (5e-1, 8e-1)}
+              "q4_0": (5e-1, 8e-1), "q4_1": (5e-1, 8e-1), "q4_k": (5e-1, 8e-1)}
 # docs/kernels.md, "Instruction-set levels": logits of any level against the detected one
-CROSS_LEVEL = {"bf16": 5e-3, "int8w": 1e-5, "q8_0": 1e-5, "q4_0": 1e-5, "q4_1": 1e-5}
+CROSS_LEVEL = {"bf16": 5e-3, "int8w": 1e-5, "q8_0": 1e-5, "q4_0": 1e-5, "q4_1": 1e-5,
+               "q4_k": 1e-5}
+# the shape a precision needs beside JOB's (q4_k: rows of whole 256-weight super-blocks)
+SHAPE = {"q4_k": ["model.synthetic.embd=768"]}
 LEVELS = ["scalar", "avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx_bf16"]
 
 
@@ -79,9 +84,17 @@ def main():
     os.makedirs(work)
     fail = 0
 
-    base = os.path.join(work, "fp32.h5")
-    run(tripar, mpiexec, job, base, [])
-    ref = logits(base)
+    refs = {}
+
+    def ref_of(precision):
+        """The fp32 logits of the shape this precision runs."""
+        key = tuple(SHAPE.get(precision, []))
+        if key not in refs:
+            base = os.path.join(work, "fp32" + "".join("-" + s.split("=")[1] for s in key) + ".h5")
+            run(tripar, mpiexec, job, base, list(key))
+            refs[key] = logits(base)
+        return refs[key]
+
     variants = [
         ("bf16", "bf16", ["model.precision=bf16"]),
         ("bf16-head", "bf16", ["model.precision=bf16", "model.quantize_head=true"]),
@@ -92,11 +105,12 @@ def main():
         ("q8_0-head", "q8_0", ["model.precision=q8_0", "model.quantize_head=true"]),
         ("q4_0", "q4_0", ["model.precision=q4_0"]),
         ("q4_1", "q4_1", ["model.precision=q4_1"]),
+        ("q4_k", "q4_k", ["model.precision=q4_k"]),
     ]
     for name, precision, sets in variants:
         out = os.path.join(work, name + ".h5")
-        run(tripar, mpiexec, job, out, sets)
-        err, kl = compare(logits(out), ref)
+        run(tripar, mpiexec, job, out, sets + SHAPE.get(precision, []))
+        err, kl = compare(logits(out), ref_of(precision))
         max_err, max_kl = TOLERANCES[precision]
         ok = err <= max_err and kl <= max_kl
         fail |= not ok
@@ -116,9 +130,10 @@ def main():
     print(f"levels this cpu runs: {', '.join(levels)}")
     if "scalar" not in levels:
         sys.exit("FAIL: the scalar level must run everywhere")
-    for precision in ("bf16", "int8w", "q8_0", "q4_0", "q4_1"):
+    for precision in ("bf16", "int8w", "q8_0", "q4_0", "q4_1", "q4_k"):
+        shape = SHAPE.get(precision, [])
         best = os.path.join(work, f"{precision}-auto.h5")
-        run(tripar, mpiexec, job, best, [f"model.precision={precision}"])
+        run(tripar, mpiexec, job, best, [f"model.precision={precision}"] + shape)
         forced = os.path.join(work, f"forced-{precision}")
         os.makedirs(forced, exist_ok=True)
         margin, prompt = teacher_forced_margins(tripar, mpiexec, best, forced)
@@ -127,7 +142,7 @@ def main():
         for level in levels:
             out = os.path.join(work, f"{precision}-{level}.h5")
             run(tripar, mpiexec, job, out, [f"model.precision={precision}",
-                                            f"backend.cpu_isa={level}"])
+                                            f"backend.cpu_isa={level}"] + shape)
             err, _ = compare(logits(out), best_logits)
             verdicts = judge_tokens(tokens(out), best_tokens, margin, prompt, near_tie)
             ok = err <= CROSS_LEVEL[precision] and all(tie for _, tie in verdicts)

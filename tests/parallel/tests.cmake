@@ -121,6 +121,14 @@ foreach(p q8_0 q4_0 q4_1)
     ${CMAKE_CURRENT_BINARY_DIR}/blocks_${p}_w5_w7 ${TRIPAR_FIXTURES}/factor_blocks.yaml 2e-2 5 7
     -- model.precision=${p} model.synthetic.heads=35 model.synthetic.kv_heads=35)
 endforeach()
+# q4_k's 256-weight super-blocks on every factorization of 1 to 8 ranks
+# (data/fixtures/factor_blocks_k.yaml: 24 heads of 256, the least attention width whole blocks
+# at tp 3, 6 and 8; 35 heads for tp 5 and 7): its sub-blocks run q4_1's path, the same rule.
+tripar_parallel_test(parallel_q4_k_factorizations /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/blocks_q4_k ${TRIPAR_FIXTURES}/factor_blocks_k.yaml 2e-2 2 3 4 6 8)
+tripar_parallel_test(parallel_q4_k_w5_w7 /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/blocks_q4_k_w5_w7 ${TRIPAR_FIXTURES}/factor_blocks_k.yaml 2e-2 5 7
+  -- model.synthetic.heads=35)
 tripar_parallel_test(parallel_q8_0_head_microbatches /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
   ${CMAKE_CURRENT_BINARY_DIR}/blocks_q8_0_head ${TRIPAR_FIXTURES}/factor_blocks.yaml 2e-2 4
   -- model.precision=q8_0 model.quantize_head=true parallel.microbatches=2)
