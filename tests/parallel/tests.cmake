@@ -236,11 +236,13 @@ tripar_parallel_test(parallel_llama_stop_at_eos /usr/bin/python3 ${PAR}/check_eo
 # Label `variant`: a test that runs the same sharding and communication code as a sibling, with
 # only the number format or the model's optional parts changed. The sanitizer pass of
 # tools/setup.sh runs the sibling and leaves these out (about 3 minutes of the suite's 40): the
-# block formats' sibling is q8_0 (q4_0 and q4_1 differ only in how a block unpacks, whose
-# kernels test_ops* run under the sanitizers at every level), the narrow KV caches' is int8,
+# block formats' sibling is q8_0 (q4_0, q4_1 and q4_k differ only in how a block unpacks,
+# whose kernels test_ops* run under the sanitizers at every level; q4_k's 256-column
+# super-blocks go through the same split code with another unit), the narrow KV caches' is int8,
 # and Mixtral's is Qwen2-MoE, whose layer runs Mixtral's routed experts plus a shared one.
 set_property(TEST parallel_q4_0_factorizations parallel_q4_0_w5_w7 parallel_q4_1_factorizations
-             parallel_q4_1_w5_w7 parallel_kv_bf16_llama parallel_kv_bf16_w5_w7
+             parallel_q4_1_w5_w7 parallel_q4_k_factorizations parallel_q4_k_w5_w7
+             parallel_kv_bf16_llama parallel_kv_bf16_w5_w7
              parallel_kv_fp16_llama parallel_kv_fp16_w5_w7 parallel_moe_factorizations_w1
              parallel_moe_factorizations_w2 parallel_moe_factorizations_w3
              parallel_moe_factorizations_w4 parallel_moe_factorizations_w6
