@@ -17,7 +17,9 @@
  * The function of each output element thus depends on its own row and weights only, never on
  * how many rows share the call, so a data-parallel split or a micro-batch changes no token.
  * Output columns are split over the backend's threads (OpenMP, which OpenBLAS shares); each
- * thread runs a single-threaded kernel on its slice of weight rows. */
+ * thread runs a single-threaded kernel on its slice of weight rows. The paths through fp32
+ * tiles cut the columns into tiles that depend on the shape only and hand out whole tiles, so
+ * each sgemm call, and with it each output's bits, is the same at every thread count. */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
@@ -31,8 +33,11 @@
  * k = 768, 224 KiB for k = 14336) stay in L2 between the unpack and the GEMV. */
 enum { MATMUL_UNPACK_ROWS = 16 };
 
-/* The fewest weight rows worth one BLAS call. */
+/* The fewest weight rows worth one BLAS call (a multiple of MATMUL_COLUMN_ALIGN). */
 enum { MATMUL_TILE_MIN_ROWS = 16 };
+/* Tiles a product is cut into at least, where its columns allow: shares of whole tiles differ
+ * by at most one tile, so 8 keeps two to four threads within 1.3x of an even split. */
+enum { MATMUL_MIN_TILES = 8 };
 /* Output columns of one thread's slice are a multiple of this (a cache line of fp32 outputs). */
 enum { MATMUL_COLUMN_ALIGN = 16 };
 /* Below this many multiply-adds a product runs on one thread: waking the others costs more. */
@@ -88,8 +93,25 @@ static void tile_expand(float *tile, weight_view w, long r0, int n, int k) {
     }
 }
 
-/* Any weights through fp32 tiles: each thread expands tiles of its slice into its own part of
- * the tile scratch and multiplies them with fp32 activations x (rows, k) straight away, so the
+/* The columns of one tile of an n-column product with k-wide rows: a multiple of
+ * MATMUL_COLUMN_ALIGN, at most what the tile budget holds for k, and small enough that there
+ * are MATMUL_MIN_TILES tiles when n allows it, so that the threads get near-equal shares of
+ * whole tiles. A function of n and k only: a tile is the same sgemm call at every thread
+ * count, which is what keeps the thread count out of the results (sgemm's bits depend on the
+ * shape of the call: its kernels for narrow, small or ragged shapes sum in other orders). */
+static int tile_columns(int n, int k) {
+    int w = CPU_MATMUL_TILE_FLOATS / k / MATMUL_COLUMN_ALIGN * MATMUL_COLUMN_ALIGN;
+    if (w < MATMUL_TILE_MIN_ROWS) w = MATMUL_TILE_MIN_ROWS;
+    int tiles = (n + w - 1) / w;
+    if (tiles < MATMUL_MIN_TILES) tiles = MATMUL_MIN_TILES;
+    const int even = ((n + tiles - 1) / tiles + MATMUL_COLUMN_ALIGN - 1) / MATMUL_COLUMN_ALIGN *
+                     MATMUL_COLUMN_ALIGN;
+    return even < w ? even : w;
+}
+
+/* Any weights through fp32 tiles: the output columns are cut into tiles of tile_columns(n, k)
+ * from column 0, and each thread takes a run of whole tiles, expands each into its own part of
+ * the tile scratch and multiplies it with fp32 activations x (rows, k) straight away, so the
  * expansion stays in cache and the whole fp32 matrix never exists. */
 static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w, int rows, int k,
                          int n) {
@@ -101,13 +123,13 @@ static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w
     const size_t per_thread = (size_t)tile_rows * (size_t)k;
     float *tiles = cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * per_thread);
     const cpu_matmul_kernels *mk = ctx->kern->matmul;
+    const int width = tile_columns(n, k), count = (n + width - 1) / width;
 #pragma omp parallel num_threads(nt)
     {
-        int n0, n1;
-        column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
-        float *tile = tiles + (size_t)omp_get_thread_num() * per_thread;
-        for (int r0 = n0; r0 < n1; r0 += tile_rows) {
-            const int nn = n1 - r0 < tile_rows ? n1 - r0 : tile_rows;
+        const int t = omp_get_thread_num(), nth = omp_get_num_threads();
+        float *tile = tiles + (size_t)t * per_thread;
+        for (int i = (int)((long)count * t / nth); i < (int)((long)count * (t + 1) / nth); i++) {
+            const int r0 = i * width, nn = n - r0 < width ? n - r0 : width;
             tile_expand(tile, w, r0, nn, k);
             // The tile's products land in output columns [r0, r0 + nn): the ld stays n.
             if (rows <= CPU_GEMV_MAX_ROWS)
