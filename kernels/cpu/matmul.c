@@ -35,8 +35,9 @@ enum { MATMUL_UNPACK_ROWS = 16 };
 
 /* The fewest weight rows worth one BLAS call (a multiple of MATMUL_COLUMN_ALIGN). */
 enum { MATMUL_TILE_MIN_ROWS = 16 };
-/* Tiles a product is cut into at least, where its columns allow: shares of whole tiles differ
- * by at most one tile, so 8 keeps two to four threads within 1.3x of an even split. */
+/* Tiles a product is cut into at least, where its columns allow. A thread's share of whole
+ * tiles is at most one tile over an even split: at worst 1 + threads / 8 of it with 8 tiles
+ * (exactly even for 2 and 4 threads when the tiles are); wider tiles feed sgemm better. */
 enum { MATMUL_MIN_TILES = 8 };
 /* Output columns of one thread's slice are a multiple of this (a cache line of fp32 outputs). */
 enum { MATMUL_COLUMN_ALIGN = 16 };
