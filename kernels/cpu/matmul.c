@@ -18,7 +18,9 @@
  * The function of each output element thus depends on its own row and weights only, never on
  * how many rows share the call, so a data-parallel split or a micro-batch changes no token.
  * Output columns are split over the backend's threads (OpenMP, which OpenBLAS shares); each
- * thread runs a single-threaded kernel on its slice of weight rows. */
+ * thread runs a single-threaded kernel on its slice of weight rows. The paths through fp32
+ * tiles cut the columns into tiles that depend on the shape only and hand out whole tiles, so
+ * each sgemm call, and with it each output's bits, is the same at every thread count. */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
@@ -32,8 +34,12 @@
  * k = 768, 224 KiB for k = 14336) stay in L2 between the unpack and the GEMV. */
 enum { MATMUL_UNPACK_ROWS = 16 };
 
-/* The fewest weight rows worth one BLAS call. */
+/* The fewest weight rows worth one BLAS call (a multiple of MATMUL_COLUMN_ALIGN). */
 enum { MATMUL_TILE_MIN_ROWS = 16 };
+/* Tiles a product is cut into at least, where its columns allow. A thread's share of whole
+ * tiles is at most one tile over an even split: even for 2 and 4 threads (to a unit of 16
+ * columns), at worst 1 + threads / 8 of it otherwise; fewer, wider tiles feed sgemm better. */
+enum { MATMUL_MIN_TILES = 8 };
 /* Output columns of one thread's slice are a multiple of this (a cache line of fp32 outputs). */
 enum { MATMUL_COLUMN_ALIGN = 16 };
 /* Below this many multiply-adds a product runs on one thread: waking the others costs more. */
@@ -90,8 +96,26 @@ static void tile_expand(float *tile, weight_view w, long r0, int n, int k) {
     }
 }
 
-/* Any weights through fp32 tiles: each thread expands tiles of its slice into its own part of
- * the tile scratch and multiplies them with fp32 activations x (rows, k) straight away, so the
+/* How many tiles an n-column product with k-wide rows is cut into: tile i is column_slice(n,
+ * i, count), so tiles are whole units of MATMUL_COLUMN_ALIGN columns, as even as units allow;
+ * enough that none is wider than the tile budget holds for k, and at least MATMUL_MIN_TILES
+ * where n allows, so that the threads get near-equal shares of whole tiles. A function of n
+ * and k only: a tile is the same sgemm call at every thread count, which is what keeps the
+ * thread count out of the results (sgemm's bits depend on the shape of the call: its kernels
+ * for narrow, small or ragged shapes sum in other orders). */
+static int tile_count(int n, int k) {
+    const int units = (n + MATMUL_COLUMN_ALIGN - 1) / MATMUL_COLUMN_ALIGN;
+    int per_tile = CPU_MATMUL_TILE_FLOATS / k / MATMUL_COLUMN_ALIGN; // units the budget holds
+    if (per_tile < MATMUL_TILE_MIN_ROWS / MATMUL_COLUMN_ALIGN)
+        per_tile = MATMUL_TILE_MIN_ROWS / MATMUL_COLUMN_ALIGN;
+    int count = (units + per_tile - 1) / per_tile;
+    if (count < MATMUL_MIN_TILES) count = MATMUL_MIN_TILES;
+    return count < units ? count : units;
+}
+
+/* Any weights through fp32 tiles: the output columns are cut into tile_count(n, k) tiles, and
+ * each thread takes a run of whole tiles, expands each into its own part of
+ * the tile scratch and multiplies it with fp32 activations x (rows, k) straight away, so the
  * expansion stays in cache and the whole fp32 matrix never exists. */
 static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w, int rows, int k,
                          int n) {
@@ -103,13 +127,15 @@ static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w
     const size_t per_thread = (size_t)tile_rows * (size_t)k;
     float *tiles = cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * per_thread);
     const cpu_matmul_kernels *mk = ctx->kern->matmul;
+    const int count = tile_count(n, k);
 #pragma omp parallel num_threads(nt)
     {
-        int n0, n1;
-        column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
-        float *tile = tiles + (size_t)omp_get_thread_num() * per_thread;
-        for (int r0 = n0; r0 < n1; r0 += tile_rows) {
-            const int nn = n1 - r0 < tile_rows ? n1 - r0 : tile_rows;
+        const int t = omp_get_thread_num(), nth = omp_get_num_threads();
+        float *tile = tiles + (size_t)t * per_thread;
+        for (int i = (int)((long)count * t / nth); i < (int)((long)count * (t + 1) / nth); i++) {
+            int r0, r1;
+            column_slice(n, i, count, &r0, &r1);
+            const int nn = r1 - r0;
             tile_expand(tile, w, r0, nn, k);
             // The tile's products land in output columns [r0, r0 + nn): the ld stays n.
             if (rows <= CPU_GEMV_MAX_ROWS)

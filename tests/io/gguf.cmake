@@ -79,7 +79,8 @@ set_tests_properties(gguf_smollm2_real PROPERTIES LABELS "real;checkpoint" SKIP_
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
 
 # import-gguf --precision keep on SmolLM2's Q4_1 file: its blocks kept as stored, the model run
-# in q4_1 answers as in fp32, on 1 rank and at tp=3 (docs/checkpoint.md, "GGUF import").
+# in q4_1 answers as in fp32, on 1 rank (1 and 2 threads, the same bits) and at tp=3
+# (docs/checkpoint.md, "GGUF import").
 add_test(NAME gguf_smollm2_keep
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_keep_check.py
                  $<TARGET_FILE:tripar> ${GGUF_WORK}/smollm2)

@@ -4,9 +4,15 @@ gguf_smollm2_check.py fetches it; exit 77, skipped, only when pip cannot reach t
 imported keeping its blocks. The summary must say every matrix was kept as stored (none
 requantised) in q4_1; the file must hold q4_1's planes (precision attribute q4_1, int8 nibbles
 in [0, 15], float32 scales and mins per 32 columns); and the model, run in q4_1 from the file's
-own precision, must still answer "What is the capital of France?" with "The capital of France
-is Paris." (1 rank, 2 threads), and run at tp=3 within 5e-2 of it. --precision q4_1 on the same
-file must keep the same blocks: every dataset equal to keep's.
+own precision, must still answer "What is the capital of Germany?" with "The capital of Germany
+is Berlin." as fp32 does (1 rank, on 1 and 2 threads, whose logits must be equal bit for bit),
+and run at tp=3 within 5e-2 of it. --precision q4_1 on the same file must keep the same blocks:
+every dataset equal to keep's.
+
+Why Germany: asked "What is the capital of France?", this q4_1 model's first token is a near
+tie ("The" over "L" by 0.07 of logits near 25, where the int8 activation blocks alone move
+logits by a few percent), so its answer was a coin toss of the summation order; Germany's first
+token leads by 0.75.
 
 Usage: gguf_keep_check.py TRIPAR WORKDIR   (MPIEXEC in the environment runs `tripar run`)"""
 import os
@@ -16,7 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from smollm2_fetch import smollm2_gguf, tripar_ranks  # noqa: E402
 
-ANSWER = "The capital of France is Paris."
+ANSWER = "The capital of Germany is Berlin."
 
 
 def run(tripar, ckpt, work, tag, ranks=1, threads=1, sets=()):
@@ -25,7 +31,7 @@ def run(tripar, ckpt, work, tag, ranks=1, threads=1, sets=()):
     with open(job, "w") as f:
         f.write(f"model: {{checkpoint: {ckpt}}}\nbackend: {{kind: cpu, threads: {threads}}}\n"
                 f"parallel: {{tp: {ranks}}}\n"
-                "input: {text: \"What is the capital of France?\", chat: true}\n"
+                "input: {text: \"What is the capital of Germany?\", chat: true}\n"
                 "generate: {new_tokens: 12}\nrecord: {activations: [logits]}\n")
     out = os.path.join(work, tag + ".h5")
     if os.path.exists(out):
@@ -70,12 +76,14 @@ def main(tripar, work):
         assert f["weights/down_w_min"].shape == f["weights/down_w_scale"].shape
         for k in f["weights"]:
             assert np.array_equal(f["weights"][k][()], g["weights"][k][()]), k
-    # Two threads on one rank (int8 activation blocks make the answer depend on the summation
-    # order of the prefill's tiles, as for int8w; docs/kernels.md, "Block formats"), and tp=3
-    # (9 heads of 64: 192 columns of o_proj per rank, whole blocks) within int8w's 5e-2.
-    out, one = run(tripar, keep, work, "keep-tp1", 1, 2)
+    # One rank on 1 and 2 threads: the same bits (docs/kernels.md, "Threads on the CPU"); and
+    # tp=3 (9 heads of 64: 192 columns of o_proj per rank, whole blocks) within int8w's 5e-2.
+    out, one = run(tripar, keep, work, "keep-tp1", 1, 1)
     assert f"eos) {ANSWER}" in out and "q4_1 matrices" in out, out
-    print(f"keep, 1 rank: {ANSWER}")
+    out2, two = run(tripar, keep, work, "keep-tp1-t2", 1, 2)
+    assert f"eos) {ANSWER}" in out2, out2
+    assert np.array_equal(one, two), "1 and 2 threads: prefill logits differ"
+    print(f"keep, 1 rank, 1 and 2 threads: {ANSWER}")
     _, three = run(tripar, keep, work, "keep-tp3", 3, 1)
     err = np.abs(three - one).max() / np.abs(one).max()
     assert err < 5e-2, f"tp=3: prefill logits {err:.3e} from the 1-rank run's"

@@ -1243,6 +1243,65 @@ static void test_attention_kernels(void **state) {
     }
 }
 
+/* matmul gives the same bits on 1, 2, 3 and 4 threads (docs/kernels.md, "Threads on the CPU")
+ * for every weight type through the kernels and tiles it splits over threads: decode rows
+ * (GEMV) and prefill rows (int8 blocks widened, weights in tiles, sgemm per tile), at shapes
+ * whose tiles are ragged, narrow or one per thread. fp32's prefill is one sgemm that OpenBLAS
+ * threads itself, outside what backend.threads changes here: its rows are checked at decode. */
+static void test_matmul_threads_bitwise(void **state) {
+    (void)state;
+    const int threads0 = ((const cpu_ctx *)be.ctx)->threads;
+    static const int shapes[][3] = {{3, 576, 576}, {37, 576, 576}, {40, 96, 300},
+                                    {12, 1536, 200}, {9, 64, 1000}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int rows = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+        const long count = (long)n * k;
+        uint64_t rng = 2100 + s;
+        float *wf = rand_floats(count, &rng, -1, 1), *x = rand_floats((long)rows * k, &rng, -1, 1);
+        float *bias = rand_floats(n, &rng, -1, 1), *scale = rand_floats(count / 32, &rng, 0.01f, 0.02f);
+        int8_t *q = malloc((size_t)count);
+        uint16_t *h = malloc(sizeof(uint16_t) * (size_t)count);
+        void *blocks[3];
+        assert_non_null(q);
+        assert_non_null(h);
+        for (long i = 0; i < count; i++)
+            q[i] = (int8_t)(ref_rng_next(&rng) % 255 - 127);
+        convert_f32_to_bf16(h, wf, count);
+        const weight_view views[] = {
+            {.type = DTYPE_F32, .data = wf},
+            {.type = DTYPE_BF16, .data = h},
+            {.type = DTYPE_F16, .data = h},
+            {.type = DTYPE_INT8, .data = q, .scale = scale},
+            {.type = DTYPE_INT8, .data = q, .scale = scale, .act_block = CPU_Q8_BLOCK},
+            {.type = DTYPE_INT8, .data = q, .scale = scale, .group = 32, .act_block = CPU_Q8_BLOCK},
+            {.type = DTYPE_Q8_0}, {.type = DTYPE_Q4_0}, {.type = DTYPE_Q4_1},
+        };
+        const int nv = (int)(sizeof views / sizeof views[0]);
+        for (int b = 0; b < 3; b++) {
+            blocks[b] = malloc(dtype_bytes(views[nv - 3 + b].type, (size_t)count));
+            assert_non_null(blocks[b]);
+            qblocks_quantize(views[nv - 3 + b].type, blocks[b], wf, n, k);
+        }
+        float *one = zeros((long)rows * n), *got = zeros((long)rows * n);
+        for (int v = rows > CPU_GEMV_MAX_ROWS; v < nv; v++) {
+            weight_view wv = views[v];
+            if (v >= nv - 3) wv.data = blocks[v - (nv - 3)];
+            for (int t = 1; t <= 4; t++) {
+                cpu_set(t, 0, -1);
+                be.ops->matmul(be.ctx, t == 1 ? one : got, x, wv, bias, rows, k, n);
+                if (t > 1 && memcmp(one, got, sizeof(float) * (size_t)rows * n))
+                    fail_msg("matmul %s (%s) rows %d k %d n %d: %d threads differ from 1",
+                             dtype_name(wv.type), cpu_isa_name(backend_cpu_isa(&be)), rows, k, n,
+                             t);
+            }
+        }
+        cpu_set(threads0, 0, -1);
+        for (int b = 0; b < 3; b++)
+            free(blocks[b]);
+        free(wf), free(x), free(bias), free(scale), free(q), free(h), free(one), free(got);
+    }
+}
+
 /* The row ops split over threads compute each row as one thread does: 2 threads give the
  * bits of 1, at shapes above the threading threshold (and argmax over one long row, split
  * into column chunks, with ties and NaN across the chunk boundary). */
@@ -1508,6 +1567,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_memory_and_marks),
         cmocka_unit_test(test_matmul_q8_kernels),
         cmocka_unit_test(test_matmul_blocks),
+        cmocka_unit_test(test_matmul_threads_bitwise),
         cmocka_unit_test(test_quant_blocks),
         cmocka_unit_test(test_quant_blocks_k4),
     };

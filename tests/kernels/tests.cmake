@@ -20,3 +20,13 @@ tripar_unit_test(test_backend SOURCES kernels/test_backend.c LABELS backend)
 # Benchmark, not a test: the attention op's prefill paths and decode, 1 and 2 threads.
 add_executable(bench_attention ${CMAKE_CURRENT_SOURCE_DIR}/kernels/bench_attention.c)
 target_link_libraries(bench_attention PRIVATE tripar_ref_ops)
+# The thread count changes no bit of a run: fp32, bf16, int8w and the block formats on 1, 2 and
+# 3 threads, prefill logits and tokens equal (a Llama of SmolLM2's widths, prefill and decode
+# both on the tiled path). Open MPI's own allocations outlive the run: no leak check under ASan.
+add_test(NAME kernels_threads_bitwise
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/kernels/check_threads.py
+                 ${CMAKE_CURRENT_BINARY_DIR}/threads_bitwise
+                 ${CMAKE_CURRENT_SOURCE_DIR}/kernels/threads_bitwise.yaml)
+set_tests_properties(kernels_threads_bitwise PROPERTIES LABELS "mpi"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
+set_property(TEST kernels_threads_bitwise APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
