@@ -15,8 +15,11 @@
  *          them, so memory streams the packed blocks; q4_1's mins add m * (d_x * sum q_x) per
  *          block, and q4_k's sub-blocks of 32 unpack to q4_1's planes, so take the same path.
  *          More rows: the blocks dequantised tile by tile, then sgemm, as for int8.
- * The function of each output element thus depends on its own row and weights only, never on
- * how many rows share the call, so a data-parallel split or a micro-batch changes no token.
+ * Each output element is the same function of its own row and weights however many rows share
+ * the call, but not summed in the same order: the GEMV and sgemm paths, and sgemm at another
+ * row count, round differently. So a data-parallel split or a micro-batch may move the last
+ * bits, and after int8 rounding a little more; the factorization tests allow for that
+ * (activations within tolerance, tokens apart only at near ties).
  * Output columns are split over the backend's threads (OpenMP, which OpenBLAS shares); each
  * thread runs a single-threaded kernel on its slice of weight rows. The paths through fp32
  * tiles cut the columns into tiles that depend on the shape only and hand out whole tiles, so
