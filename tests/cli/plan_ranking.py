@@ -7,8 +7,8 @@ than a busy machine's noise (issue 28): for every top/bottom pair predicted at l
 apart, the top one measures lower. The workload is chosen so such pairs exist (8 micro-batches
 re-reading 120 MB of weights against 1: predicted about 4x), and the test fails if the plan
 stops predicting one. Within a group, and between pairs predicted closer, strategies may swap.
-Under a sanitizer (TRIPAR_SANITIZE=1) the times say nothing about the plan: every strategy
-still runs, once, and no order is asserted. It asserts the ranking, never a time.
+Under a sanitizer (TRIPAR_SANITIZE=1) the times say nothing about the plan: the best and the
+worst strategy run once each, and no order is asserted. It asserts the ranking, never a time.
 Usage: plan_ranking.py WORKDIR   (env: TRIPAR_BIN, TRIPAR_SOURCE_DIR, MPIEXEC, TRIPAR_SANITIZE)"""
 import json
 import os
@@ -52,7 +52,8 @@ r = subprocess.run([BIN, "plan", JOB, "--cluster", CLUSTER, "--gpus", "2", "--ca
 assert r.returncode == 0, r.stderr
 rows = [s for s in json.loads(r.stdout)["strategies"] if s["fits"]]
 assert len(rows) >= 6, rows
-top, bottom = rows[:3], rows[-3:]
+# under a sanitizer nothing is compared: the best and the worst strategy run, as code to check
+top, bottom = (rows[:1], rows[-1:]) if SANITIZED else (rows[:3], rows[-3:])
 assert top[-1]["e2e_s"] < bottom[0]["e2e_s"], "the plan does not separate top from bottom"
 
 

@@ -4,9 +4,9 @@ Llama with an untied head and GQA, a tied Mistral with one kv head and an MLP wh
 a GPT-2) are imported with --precision fp32, bf16, int8w, int8w --int8-group 64 and the
 block formats q8_0, q4_0 and q4_1; a Llama of 256-column rows (4 heads of 128, an MLP of 512,
 so tp=2 keeps whole 256-weight super-blocks) with fp32 and q4_k. A run from
-each bf16/int8w file (model.precision left out: the file's is taken) must give the tokens and
+each stored file (model.precision left out: the file's is taken) must give the tokens and
 recorded logits of the fp32 file run with that model.precision, bit for bit, on 1 rank and on
-tp=2 x pp=2. Also: the int8w matrices take under 0.35 of their fp32 bytes; a bf16 file run as
+tp=2 x pp=2 (q8_0 and q4_0 on the Llama alone: they store q4_1's planes less the min). Also: the int8w matrices take under 0.35 of their fp32 bytes; a bf16 file run as
 fp32 equals the fp32 file with its matrices rounded to bf16 by numpy; the format attributes;
 and the refusals (exit 2, named): a lossy job precision, another int8_group, quantize_head false
 on an int8 head, a missing scale dataset, NaN in a scale and in a bf16 weight.
@@ -234,6 +234,10 @@ def main(tripar, work):
             assert f.attrs["precision"] == b"q4_1" and q.min() >= 0 and q.max() <= 15
             assert "qkv_w_min" in f["weights"] and "qkv_w_scale" in f["weights"]
         for tag, args in mine.items():
+            # q8_0 and q4_0 store the planes q4_1 stores, less the min: their runs on the
+            # Llama fixture, q4_1's on every fixture (the suite's time, not coverage, says so)
+            if tag in ("q8_0", "q4_0") and name != "llama":
+                continue
             group = int(args[3]) if len(args) > 2 else 0
             same_runs(tripar, work, name, fp32, files[name][tag], args[1], group)
     # a tied head in int8 (quantize_head true): a copy of the float32 wte, quantised at load

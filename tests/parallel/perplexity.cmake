@@ -23,5 +23,7 @@ endforeach()
 add_test(NAME perplexity_smollm2_real
          COMMAND /usr/bin/python3 ${PAR}/perplexity_smollm2.py $<TARGET_FILE:tripar>
                  ${CMAKE_CURRENT_BINARY_DIR}/perplexity_smollm2 ${PPL_TEXT})
-set_tests_properties(perplexity_smollm2_real PROPERTIES LABELS "real" SKIP_RETURN_CODE 77
+# label variant (tests/parallel/tests.cmake): the sanitizer pass scores texts through the
+# synthetic perplexity tests above and runs the real model through gguf_smollm2_real
+set_tests_properties(perplexity_smollm2_real PROPERTIES LABELS "real;variant" SKIP_RETURN_CODE 77
                      ENVIRONMENT "${PAR_ENV}" TIMEOUT 900)

@@ -233,9 +233,10 @@ tripar_parallel_test(parallel_llama_stop_at_eos /usr/bin/python3 ${PAR}/check_eo
   ${CMAKE_CURRENT_BINARY_DIR}/llama_eos ${TRIPAR_FIXTURES}/factor_llama.yaml 12 4
   -- model.synthetic.kv_heads=2 parallel.microbatches=2 record.activations=[])
 
-# Label `variant`: a test that runs the same sharding and communication code as a sibling, with
-# only the number format or the model's optional parts changed. The sanitizer pass of
-# tools/setup.sh runs the sibling and leaves these out (about 3 minutes of the suite's 40): the
+# Label `variant`: a test whose code the sanitizer pass of tools/setup.sh reaches through another
+# test, so that pass leaves it out (about 4 minutes of the suite's 40). Most run the same
+# sharding and communication code as a sibling, with only the number format or the model's
+# optional parts changed: the
 # block formats' sibling is q8_0 (q4_0, q4_1 and q4_k differ only in how a block unpacks,
 # whose kernels test_ops* run under the sanitizers at every level; q4_k's 256-column
 # super-blocks go through the same split code with another unit), the narrow KV caches' is int8,
@@ -248,3 +249,6 @@ set_property(TEST parallel_q4_0_factorizations parallel_q4_0_w5_w7 parallel_q4_1
              parallel_moe_factorizations_w4 parallel_moe_factorizations_w6
              parallel_moe_factorizations_w8 parallel_moe_factorizations_w5_w7
              APPEND PROPERTY LABELS variant)
+# parallel_precisions compares every ISA level's logits end to end; under the sanitizers every
+# level's kernels already run against their double twins in test_ops* (tests/kernels).
+set_property(TEST parallel_precisions APPEND PROPERTY LABELS variant)
