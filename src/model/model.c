@@ -103,7 +103,8 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
 }
 
 void shard_geom_set_ep(shard_geom *g, const model_config *cfg, int ep) {
-    CHECK(ep >= 1 && g->tp % ep == 0 && cfg->experts % ep == 0,
+    if (ep <= 1) return; /* no blocks: shard_geom_init's split, every expert held */
+    CHECK(cfg->experts > 0 && g->tp % ep == 0 && cfg->experts % ep == 0,
           "ep %d must divide tp %d and the %d experts", ep, g->tp, cfg->experts);
     const int etp = g->tp / ep, block = g->tp_rank / etp, etp_rank = g->tp_rank % etp;
     g->ep = ep;

@@ -116,7 +116,8 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
  * tp / ep adjacent ranks; block b holds experts [b*E/ep, (b+1)*E/ep) of every layer, each
  * tensor-split over the block's ranks (mlp_begin/mlp_local then split mlp over tp / ep).
  * Attention, the shared expert and the vocab keep their tp split. ep must divide tp and the
- * experts (job_validate refuses the rest). shard_geom_init leaves ep 1: every expert held. */
+ * experts (job_validate refuses the rest). shard_geom_init leaves ep 1: every expert held;
+ * ep 0 or 1 keeps that (a dense model, or a strategy written without ep). */
 void shard_geom_set_ep(shard_geom *g, const model_config *cfg, int ep);
 
 /* Weight tensors of one rank, each a pointer into one allocation. Matrices use the job's
