@@ -192,7 +192,9 @@ void tok_decode_table_build(tokenizer *t) {
  * become \p{White_Space} and \P{White_Space}, which mean the same inside a class too; \d is
  * \p{Nd} in all three; \v is the vertical tab in Oniguruma but a class in PCRE2; \uHHHH is
  * Oniguruma's spelling of \x{HHHH}. Escapes that differ in ways not rewritten here (\w, \h, \b,
- * \R ...) are refused rather than silently read another way. */
+ * \R ...) are refused rather than silently read another way. Returns 0, -1 when out is full
+ * (cap allows for the longest rewrite, so never), -2 for an escape refused (its letter in bad),
+ * -3 for a pattern that ends in a lone backslash. */
 static int pattern_translate(const char *in, char *out, size_t cap, char *bad) {
     size_t o = 0;
 #define EMIT(str)                                                                            \
@@ -210,7 +212,7 @@ static int pattern_translate(const char *in, char *out, size_t cap, char *bad) {
             continue;
         }
         char e = in[++i];
-        if (!e) return -1;
+        if (!e) return -3; /* a lone backslash ends the pattern */
         char two[3] = {'\\', e, '\0'};
         switch (e) {
         case 's': EMIT("\\p{White_Space}"); break;
@@ -267,6 +269,12 @@ pcre2_code *tok_pattern_compile(const char *pattern, int literal, const char *wh
             error_set("%s: the escape '\\%s' reads differently in PCRE2 than in Hugging Face's "
                       "Oniguruma; allowed: \\s \\S \\d \\D \\p{..} \\P{..} \\r \\n \\t \\f \\v "
                       "\\x.. \\uHHHH and escaped punctuation", what, bad);
+            free(rewritten);
+            return NULL;
+        }
+        if (rc == -3) {
+            error_set("%s: the pattern ends in a lone backslash (an escape needs a character "
+                      "after it)", what);
             free(rewritten);
             return NULL;
         }

@@ -395,6 +395,20 @@ static void test_unsupported(void **state) {
                                          "big.json"),
                      STATUS_BAD_INPUT);
     assert_non_null(strstr(error_message(), "added_tokens[0]: needs an integer id from 0 to 16777215"));
+    /* a split pattern that ends in a lone backslash is refused, naming the step (the fuzzer's
+     * find: it stopped the process as a rewrite overflow) */
+    assert_int_equal(tokenizer_load_json(&t,
+                                         "{\"pre_tokenizer\": {\"type\": \"Sequence\", "
+                                         "\"pretokenizers\": [{\"type\": \"Split\", "
+                                         "\"pattern\": {\"Regex\": \"a|\\\\\"}, "
+                                         "\"behavior\": \"Isolated\", \"invert\": false}, "
+                                         "{\"type\": \"ByteLevel\"}]}, \"model\": "
+                                         "{\"type\": \"BPE\", \"vocab\": {\"a\": 0}, "
+                                         "\"merges\": []}}",
+                                         "slash.json"),
+                     STATUS_BAD_INPUT);
+    assert_null(t);
+    assert_non_null(strstr(error_message(), "pattern ends in a lone backslash"));
     assert_int_equal(tokenizer_load_file(&t, "/nonexistent/tokenizer.json"), STATUS_BAD_INPUT);
     assert_non_null(strstr(error_message(), "/nonexistent/tokenizer.json"));
     char dir[1024];
