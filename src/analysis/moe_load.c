@@ -120,3 +120,33 @@ int moe_worst_layer(const moe_load *l, moe_period p) {
     }
     return worst;
 }
+
+void moe_load_counts_add(const moe_load *l, double *counts) {
+    for (int r = 0; r < l->replicas; r++)
+        for (int s = 0; s < l->steps_run; s++)
+            for (int layer = 0; layer < l->layers; layer++) {
+                const int32_t *row = load_row(l, r, s, layer);
+                for (int e = 0; e < l->experts; e++)
+                    counts[(size_t)layer * l->experts + e] += row[e];
+            }
+}
+
+void moe_load_shares(const double *counts, int layers, int experts, float *share) {
+    for (int layer = 0; layer < layers; layer++) {
+        const double *c = counts + (size_t)layer * experts;
+        double sum = 0;
+        for (int e = 0; e < experts; e++) sum += c[e];
+        for (int e = 0; e < experts; e++)
+            share[(size_t)layer * experts + e] = sum > 0 ? (float)(c[e] / sum) : 1.0f / experts;
+    }
+}
+
+int moe_load_counts_read(hid_t file, int layers, int experts, double *counts) {
+    moe_load l;
+    const int got = moe_load_read(file, &l);
+    if (got <= 0) return got;
+    const int same = l.layers == layers && l.experts == experts;
+    if (same) moe_load_counts_add(&l, counts);
+    moe_load_free(&l);
+    return same;
+}

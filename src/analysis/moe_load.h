@@ -47,6 +47,20 @@ void moe_imbalance_compute(const moe_load *l, moe_period p, int layer, moe_imbal
 /* The layer with the largest ratio_mean in the period, or -1 when nothing was routed. */
 int moe_worst_layer(const moe_load *l, moe_period p);
 
+/* Adds the rows routed to each (layer, expert), over every replica and recorded step (prefill
+ * and decode alike), into counts (layers x experts, the load's own shape). */
+void moe_load_counts_add(const moe_load *l, double *counts);
+
+/* moe_load_read and moe_load_counts_add for a model of `layers` x `experts`: returns 1 when
+ * the file's load was added, 0 when it has none or one of another shape (a dense run, another
+ * model), -1 with error_message() set when /moe is damaged. */
+int moe_load_counts_read(hid_t file, int layers, int experts, double *counts);
+
+/* Each layer's share of its routed rows per expert, from counts (layers x experts): share[l e]
+ * = counts[l e] / the layer's sum; a layer with nothing routed gets uniform shares, 1 /
+ * experts (phase_step.expert_share, metrics/phase_cost.h). */
+void moe_load_shares(const double *counts, int layers, int experts, float *share);
+
 #ifdef __cplusplus
 }
 #endif

@@ -70,6 +70,10 @@ typedef struct {
     const char *precision_why; /* where it came from, in words */
     kv_dtype_kind kv_dtype;    /* the KV cache's */
     const char *kv_dtype_why;  /* where it came from, in words */
+    int experts;               /* a mixture of experts' experts; 0 for a dense model */
+    int expert_runs;           /* calibration runs whose recorded routing priced them (0:
+                                  uniform routing) */
+    double expert_hottest;     /* then the hottest expert's rows over its layer's mean */
 } plan_summary;
 
 /* Whether a prediction meets the SLOs (1 when none is set). */

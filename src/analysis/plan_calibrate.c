@@ -11,6 +11,7 @@
 
 #include "base/check.h"
 #include "io/runread.h"
+#include "analysis/moe_load.h"
 #include "analysis/plan_runs.h"
 #include "analysis/run_roofline.h"
 
@@ -26,6 +27,8 @@ typedef struct {
 typedef struct {
     calibration_points phase[2][2][PHASE_COUNT];
     double tp_wait, tp_allreduce;
+    int expert_runs;                         /* runs that recorded the planned model's routing */
+    double expert_rows[PLAN_EXPERT_SHARES]; /* and their rows per (layer, expert), summed */
 } calibration_sums;
 
 /* Intensities within 2% are one point (the same shape measured again). */
@@ -136,6 +139,20 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const p
         run_data_free(&run);
         return STATUS_BAD_INPUT;
     }
+    /* the routing a mixture of experts recorded: its layers' shares of rows per expert price
+     * the planned runs' experts (docs/planner.md "Mixture of experts") */
+    const int L = m->cfg.layers, E = m->cfg.experts;
+    if (E > 0 && (long)L * E <= PLAN_EXPERT_SHARES) {
+        const int got = moe_load_counts_read(run.file, L, E, sum->expert_rows);
+        if (got < 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", error_message());
+            error_set("%s: %s", path, why);
+            run_data_free(&run);
+            return STATUS_BAD_INPUT;
+        }
+        sum->expert_runs += got;
+    }
     run_roofline table;
     const int slowest = run_roofline_slowest_rank(&run);
     int rc = run_roofline_compute(&run, slowest, &table);
@@ -239,6 +256,10 @@ int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
         for (int p = 0; p < PHASE_COUNT; p++)
             for (int shared = 0; shared < 2 && r->curve[period][p].n == 0; shared++)
                 curve_set(&r->curve[period][p], &sum->phase[shared][period][p]);
+    if (sum->expert_runs > 0) {
+        r->expert_runs = sum->expert_runs;
+        moe_load_shares(sum->expert_rows, m->cfg.layers, m->cfg.experts, r->expert_share);
+    }
     mixed_cost_calibrate(r, c, measured, has_measured, n);
     if (sum->tp_allreduce > 0)
         r->overlap_efficiency = fmin(1.0, fmax(0.0, 1.0 - sum->tp_wait / sum->tp_allreduce));

@@ -167,7 +167,8 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                        .kv_dtype = m->kv_dtype,
                        .seqs = seqs,
                        .new_positions = new_positions,
-                       .past_positions = past};
+                       .past_positions = past,
+                       .expert_share = r->expert_runs > 0 ? r->expert_share : NULL};
     double overlappable = 0;
     /* a mixture of experts' MLP is never cut into overlapped pieces (forward.c) */
     const int moe = m->cfg.experts > 0;

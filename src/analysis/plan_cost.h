@@ -216,6 +216,9 @@ typedef struct {
  * phase of another intensity reads the curve between them, linear in log intensity and flat
  * past its ends. */
 enum { PLAN_RATE_POINTS = 16 };
+/* (layer, expert) pairs whose recorded routing a calibration keeps: Qwen2-57B-A14B's 28 x 64
+ * and Mixtral 8x22B's 56 x 8 fit; a larger mixture is priced under uniform routing */
+enum { PLAN_EXPERT_SHARES = 4096 };
 typedef struct {
     int n;                               /* 0: not calibrated, efficiency 1 */
     double intensity[PLAN_RATE_POINTS];  /* FLOP/byte, ascending */
@@ -231,6 +234,11 @@ typedef struct {
                                   which progresses on its own, is taken to hide half, and MPI,
                                   which progresses a non-blocking collective only inside MPI
                                   calls (Open MPI has no progress thread), nothing */
+    int expert_runs; /* calibration runs of the planned mixture of experts that recorded their
+                        routing; 0: experts priced under uniform routing */
+    float expert_share[PLAN_EXPERT_SHARES]; /* then each layer's share of its routed rows per
+                                               expert, over those runs (layers x experts;
+                                               phase_step.expert_share) */
 } plan_rates;
 /* The efficiency of a phase of the given intensity (1 where the phase is not calibrated). */
 double plan_rate_efficiency(const plan_rates *r, int period, phase p, double intensity);

@@ -72,9 +72,9 @@ static int matmul_kernels(double rows, precision_kind dtype, int bias) {
 /* A mixture-of-experts layer's launches (forward.c moe_mlp): the router's fp32 product and the
  * output's zeroing, then per touched expert (the expectation, rounded) a gather, its gate|up,
  * SwiGLU, down and a scatter-add, and the same four plus the scatter for the shared expert. */
-static int moe_kernels(const model_config *cfg, const shard_geom *g, double rows,
-                       precision_kind d) {
-    const phase_moe_load load = phase_moe_load_expect(cfg, rows, g->ep);
+static int moe_kernels(const model_config *cfg, const phase_step *s, const shard_geom *g,
+                       double rows, precision_kind d) {
+    const phase_moe_load load = phase_moe_stage_load(cfg, s, g, rows);
     const int expert = 3 + 2 * matmul_kernels(load.rows_per_expert, d, 0);
     const int shared = g->shared_local > 0 ? 3 + 2 * matmul_kernels(rows, d, 0) : 0;
     return matmul_kernels(rows, PRECISION_FP32, 0) + 1 + (int)lround(load.touched) * expert +
@@ -97,7 +97,7 @@ int plan_gpu_phase_kernels(const model_config *cfg, const phase_step *s, phase p
     case PHASE_ATTN_OUT_GEMM:
         return L * pieces * matmul_kernels(rows / pieces, d, !llama && s->tp_rank == 0);
     case PHASE_MLP_GEMM: /* gate|up or fc1, SwiGLU or bias + GELU, down or fc2 */
-        if (cfg->experts > 0) return L * moe_kernels(cfg, &g, rows, d);
+        if (cfg->experts > 0) return L * moe_kernels(cfg, s, &g, rows, d);
         return L * (matmul_kernels(rows, d, 0) + 1 +
                     pieces * matmul_kernels(rows / pieces, d, !llama && s->tp_rank == 0));
     case PHASE_HEAD: /* the final norm and the head's product, on the last rows only */
@@ -123,13 +123,14 @@ static double gemm_seconds(const plan_cluster *c, const plan_ceilings *k, precis
 }
 
 /* One mixture-of-experts layer's products: the router's in fp32 (SGEMM) on every row, each
- * touched expert's gate|up and down on its rows_per_expert rows (phase_moe_load_expect: the
+ * touched expert's gate|up and down on its rows_per_expert rows (phase_moe_stage_load: the
  * tiles of a product of a few rows are mostly padding, which is what makes batched experts
  * slow), and the shared expert's on every row. */
 static double moe_gemm_seconds(const plan_cluster *c, const plan_ceilings *k, const shard_geom *g,
-                               const model_config *cfg, precision_kind d, double rows) {
+                               const model_config *cfg, const phase_step *s, precision_kind d,
+                               double rows) {
     const double C = cfg->embd, M = g->mlp_local, S = g->shared_local;
-    const phase_moe_load load = phase_moe_load_expect(cfg, rows, g->ep);
+    const phase_moe_load load = phase_moe_stage_load(cfg, s, g, rows);
     const double n = load.rows_per_expert;
     double t = gemm_seconds(c, k, PRECISION_FP32, rows, C, cfg->experts + (S > 0));
     t += load.touched * (gemm_seconds(c, k, d, n, C, 2 * M) + gemm_seconds(c, k, d, n, M, C));
@@ -160,7 +161,7 @@ double plan_gpu_phase_time(const plan_cluster *c, const plan_ceilings *k, const 
         break;
     case PHASE_MLP_GEMM:
         if (cfg->experts > 0) {
-            t_flops = L * moe_gemm_seconds(c, k, &g, cfg, d, rows);
+            t_flops = L * moe_gemm_seconds(c, k, &g, cfg, s, d, rows);
             break;
         }
         t_flops = L * (gemm_seconds(c, k, d, rows, C, llama ? 2 * Mlp : Mlp) +

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analysis/moe_load.h"
 #include "base/check.h"
 #include "io/h5util.h"
 #include "metrics/phase_cost.h"
@@ -49,6 +50,8 @@ typedef struct {
     int kv_block, new_tokens, batch, prompt_len;
     int chunks;        /* parallel.chunks: the row pieces of an overlapped row-parallel product */
     int layer_timings; /* record.timings: layer */
+    float *expert_share; /* a mixture of experts' recorded routing (phase_step.expert_share):
+                          * the run's own /moe/expert_load; NULL when it has none */
 } run_shape;
 
 static int model_int(const run_model *m, const char *name, int fallback) {
@@ -201,6 +204,25 @@ int run_roofline_slowest_rank(const run_data *run) {
     return slowest;
 }
 
+/* A mixture of experts prices its experts as this run routed them: each layer's shares of the
+ * rows it recorded over the steps (analysis/moe_load.h), not uniform routing. */
+static int expert_share_read(const run_data *run, run_shape *s) {
+    const int L = s->cfg.layers, E = s->cfg.experts;
+    if (E <= 0) return STATUS_OK;
+    double *counts = xcalloc((size_t)L * (size_t)E, sizeof *counts);
+    const int got = moe_load_counts_read(run->file, L, E, counts);
+    if (got > 0) {
+        s->expert_share = xcalloc((size_t)L * (size_t)E, sizeof *s->expert_share);
+        moe_load_shares(counts, L, E, s->expert_share);
+    }
+    free(counts);
+    if (got >= 0) return STATUS_OK;
+    char why[512];
+    snprintf(why, sizeof why, "%s", error_message());
+    error_set("%s: %s", run->path, why);
+    return STATUS_BAD_INPUT;
+}
+
 /* The shape of step `step` of micro-batch mb on rank r. */
 static phase_step step_shape(const run_data *run, const run_shape *s, const run_rank *rk, int step,
                              int mb) {
@@ -214,7 +236,8 @@ static phase_step step_shape(const run_data *run, const run_shape *s, const run_
                      .weight_dtype = s->precision,
                      .kv_cache = s->kv_cache,
                      .kv_block = s->kv_block,
-                     .kv_dtype = s->kv_dtype};
+                     .kv_dtype = s->kv_dtype,
+                     .expert_share = s->expert_share};
     st.seqs = n_micro > 0 && mb < n_micro ? split_count(local, n_micro, mb) : 0;
     st.new_positions = step == 0 ? s->prompt_len : 1;
     st.past_positions = step == 0 ? 0 : s->prompt_len + step - 1;
@@ -269,6 +292,7 @@ int run_roofline_compute(const run_data *run, int rank, run_roofline *out) {
     }
     run_shape s;
     if (run_shape_read(run, &s) != STATUS_OK) return STATUS_BAD_INPUT;
+    if (expert_share_read(run, &s) != STATUS_OK) return STATUS_BAD_INPUT;
     out->rank = rank;
     out->cfg = s.cfg, out->precision = s.precision;
     snprintf(out->weight_dtype, sizeof out->weight_dtype, "%s", precision_kind_name(s.precision));
@@ -325,6 +349,7 @@ int run_roofline_compute(const run_data *run, int rank, run_roofline *out) {
         }
     }
     free(priced);
+    free(s.expert_share);
     for (int period = 0; period < ROOF_PERIOD_COUNT; period++)
         for (int p = 0; p < PHASE_COUNT; p++) {
             roof_phase *ph = &out->phase[period][p];

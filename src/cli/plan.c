@@ -2,6 +2,7 @@
  * pp, micro-batches, overlap, order), ranks them by latency, throughput or goodput under SLOs,
  * and says why each wins or loses (docs/planner.md). Serial and file-only: no MPI. This file
  * reads the arguments and runs the planner of src/analysis/ (plan.h); plan_output.c prints. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -440,7 +441,11 @@ static int plan_run(const plan_args *a) {
                       .precision = m.weight_dtype,
                       .precision_why = precision_why,
                       .kv_dtype = m.kv_dtype,
-                      .kv_dtype_why = kv_why};
+                      .kv_dtype_why = kv_why,
+                      .experts = m.cfg.experts,
+                      .expert_runs = rates.expert_runs};
+    for (int i = 0; rates.expert_runs && i < m.cfg.layers * m.cfg.experts; i++)
+        q.expert_hottest = fmax(q.expert_hottest, rates.expert_share[i] * m.cfg.experts);
     if (n == 0) {
         free(list);
         error_set("no strategy of tripar runs this model on %d ranks: tp must divide %d heads "

@@ -62,9 +62,17 @@ static int write_text(FILE *out, const plan_summary *q, const plan_cluster *c,
     if (n > 0 && plan_node_time_shared(c, p[0].s.dp * p[0].s.tp * p[0].s.pp))
         fprintf(out, "; %d ranks on a node of %d cores, time-shared by those busy at once",
                 p[0].node_ranks, c->cores_per_node);
-    fprintf(out, "\nprecision: %s weights (%s)\nkv cache: %s (%s)\n\n",
+    fprintf(out, "\nprecision: %s weights (%s)\nkv cache: %s (%s)\n",
             precision_kind_name(q->precision), q->precision_why, kv_dtype_kind_name(q->kv_dtype),
             q->kv_dtype_why);
+    if (q->experts > 0 && q->expert_runs > 0)
+        fprintf(out, "experts: routed as %d calibration run%s recorded (hottest expert %.2fx its "
+                     "layer's mean)\n",
+                q->expert_runs, q->expert_runs > 1 ? "s" : "", q->expert_hottest);
+    else if (q->experts > 0)
+        fprintf(out, "experts: uniform routing (no calibration run recorded this model's "
+                     "routing)\n");
+    fprintf(out, "\n");
     fprintf(out, "%7s  %-16s %3s %3s %-11s %10s %10s %10s %11s %9s %8s", "rank", "strategy", "mb",
             "ovl", "order", "TTFT ms", "TPOT ms", "E2E ms", "tokens/s", "req/s", "GiB/rank");
     if (q->rate > 0) fprintf(out, " %9s %6s %11s", "goodput", "met %", "p90 TTFT ms");
@@ -296,6 +304,13 @@ static int write_json(FILE *out, const plan_summary *q, const plan_cluster *c,
     json_object_set_new(root, "stream_seconds",
                         q->rate > 0 ? json_real(q->stream_seconds) : json_null());
     json_object_set_new(root, "calibrated", json_boolean(q->n_calibrations > 0));
+    if (q->experts > 0) {
+        json_object_set_new(root, "expert_routing",
+                            json_string(q->expert_runs > 0 ? "recorded" : "uniform"));
+        json_object_set_new(root, "expert_routing_runs", json_integer(q->expert_runs));
+        json_object_set_new(root, "expert_hottest_ratio",
+                            q->expert_runs > 0 ? json_real(q->expert_hottest) : json_null());
+    }
     json_object_set_new(root, "plan_seconds", json_real(q->seconds));
     for (int i = 0; i < n; i++) {
         json_t *row = json_object();

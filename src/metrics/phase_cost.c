@@ -152,6 +152,81 @@ phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows, int e
     return l;
 }
 
+double phase_expected_max_normals(const double *mean, const double *sd, int n) {
+    if (n <= 0) return 0;
+    double lo = INFINITY, hi = -INFINITY, top = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        lo = fmin(lo, mean[i] - 8 * sd[i]);
+        hi = fmax(hi, mean[i] + 8 * sd[i]);
+        top = fmax(top, mean[i]);
+    }
+    if (!(hi > lo)) return top; /* every draw a constant */
+    /* E max = lo + integral over [lo, hi] of P(max > x) dx; below lo the max is almost surely
+     * above x, past hi almost surely below */
+    const int steps = 1024;
+    const double h = (hi - lo) / steps;
+    double sum = 0;
+    for (int j = 0; j < steps; j++) {
+        const double x = lo + (j + 0.5) * h;
+        double below = 1; /* P(max <= x) */
+        for (int i = 0; i < n && below > 0; i++)
+            below *= sd[i] > 0 ? 0.5 * erfc(-(x - mean[i]) / (sd[i] * sqrt(2.0))) : x >= mean[i];
+        sum += (1 - below) * h;
+    }
+    return lo + sum;
+}
+
+phase_moe_load phase_moe_load_shares(const model_config *cfg, const float *share, double rows,
+                                     int ep) {
+    phase_moe_load l = {0, 0, 0};
+    if (cfg->experts <= 0 || rows <= 0) return l;
+    const int E = cfg->experts, blocks = ep > 1 ? ep : 1, n = E / blocks;
+    const double k = cfg->experts_top_k;
+    enum { MAX_BLOCKS = 256 }; /* ep divides the experts; more blocks are not told apart */
+    double routed_mean[MAX_BLOCKS], routed_sd[MAX_BLOCKS], touched_mean[MAX_BLOCKS],
+        touched_sd[MAX_BLOCKS];
+    const int nb = blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS;
+    for (int b = 0; b < nb; b++) {
+        double q_sum = 0, q_var = 0, t_sum = 0, t_var = 0;
+        for (int e = b * n; e < (b + 1) * n; e++) {
+            const double q = fmin(1.0, k * fmax(0.0, (double)share[e]));
+            const double t = 1 - pow(1 - q, rows);
+            q_sum += q, q_var += q * (1 - q), t_sum += t, t_var += t * (1 - t);
+        }
+        /* a row's k choices are distinct experts, so the counts of a block's experts are
+         * negatively correlated: the finite-population correction (E - n) / (E - 1), exact
+         * for uniform shares (the hypergeometric of phase_moe_load_expect), 0 for one block */
+        const double fpc = E > 1 ? (double)(E - n) / (E - 1) : 0;
+        routed_mean[b] = rows * q_sum, routed_sd[b] = sqrt(rows * q_var * fpc);
+        touched_mean[b] = t_sum, touched_sd[b] = sqrt(t_var);
+    }
+    if (blocks == 1) {
+        l.touched = touched_mean[0];
+        l.routed = rows * k;
+    } else {
+        l.routed = fmin(rows * fmin(k, n), phase_expected_max_normals(routed_mean, routed_sd, nb));
+        l.touched = fmin(fmin(n, l.routed), phase_expected_max_normals(touched_mean, touched_sd, nb));
+    }
+    l.rows_per_expert = l.touched > 0 ? l.routed / l.touched : 0;
+    return l;
+}
+
+phase_moe_load phase_moe_stage_load(const model_config *cfg, const phase_step *s,
+                                    const shard_geom *g, double rows) {
+    if (!s->expert_share || g->n_layers <= 0) return phase_moe_load_expect(cfg, rows, g->ep);
+    /* the costs are linear in the experts read and the rows routed, so the stage's layers sum
+     * as their mean load does */
+    phase_moe_load load = {0, 0, 0};
+    for (int l = g->layer_begin; l < g->layer_end; l++) {
+        const phase_moe_load one = phase_moe_load_shares(
+            cfg, s->expert_share + (size_t)l * (size_t)cfg->experts, rows, g->ep);
+        load.touched += one.touched / g->n_layers;
+        load.routed += one.routed / g->n_layers;
+    }
+    load.rows_per_expert = load.touched > 0 ? load.routed / load.touched : 0;
+    return load;
+}
+
 void phase_step_geom(const model_config *cfg, const phase_step *s, shard_geom *g) {
     shard_geom_init(g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
     shard_geom_set_ep(g, cfg, s->ep);
@@ -163,14 +238,15 @@ void phase_step_geom(const model_config *cfg, const phase_step *s, shard_geom *g
  * columns) and adds them back weighted (read the rows and the output, write the output: a
  * multiply and an add per element); then the shared expert on every row, added back the same
  * way. The rows x k routed rows are exact; the experts read are the expectation under uniform
- * routing (phase_moe_load_expect). The host's top-k and the copies of logits and routes are not
- * counted. */
-static void moe_cost(phase_cost *c, const model_config *cfg, const shard_geom *g, double rows,
-                     double elem, int int8) {
+ * routing (phase_moe_load_expect), or as runs recorded it (phase_moe_load_shares over the
+ * stage's layers, when the step carries expert_share). The host's top-k and the copies of
+ * logits and routes are not counted. */
+static void moe_cost(phase_cost *c, const model_config *cfg, const shard_geom *g,
+                     const phase_step *s, double rows, double elem, int int8) {
     const double C = cfg->embd, R = cfg->experts + (cfg->shared_mlp > 0);
     matmul_cost(c, rows, C, R, F32, 0, 0);
     cost_add(c, 0, 0, 0, rows * C * F32); /* o zeroed */
-    const phase_moe_load load = phase_moe_load_expect(cfg, rows, g->ep);
+    const phase_moe_load load = phase_moe_stage_load(cfg, s, g, rows);
     const double routed = load.routed;
     /* gather: the row ids read, the rows read and written; scatter: the ids and weights read,
      * the expert's rows and o's read, o written */
@@ -254,7 +330,7 @@ void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, p
         break;
     case PHASE_MLP_GEMM:
         if (cfg->experts > 0) {
-            moe_cost(&layer, cfg, &g, rows, elem, int8);
+            moe_cost(&layer, cfg, &g, s, rows, elem, int8);
         } else if (llama) { /* stacked gate|up, SwiGLU, down */
             swiglu_mlp_cost(&layer, cfg, rows, M, elem, int8, 1, pieces);
         } else { /* fc1, bias + GELU in place (reads fc1_b), fc2 */

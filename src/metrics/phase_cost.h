@@ -26,6 +26,10 @@ typedef struct {
     int row_pieces;     /* pieces the row-parallel products (attention out, fc2 / down) are cut
                          * into with parallel.overlap at tp > 1 (min(chunks, rows)); each reads
                          * the whole weight matrix. 0 or 1: one product */
+    const float *expert_share; /* a mixture of experts' routing as runs recorded it: (layers,
+                                * experts) of the model, each layer's share of its routed rows
+                                * per expert, summing to 1 (phase_moe_load_shares). NULL:
+                                * uniform routing (phase_moe_load_expect) */
 } phase_step;
 
 /* One phase's cost summed over the rank's layers (or once, for phases outside layers). */
@@ -58,8 +62,29 @@ typedef struct {
 } phase_moe_load;
 phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows, int ep);
 
+/* The same for one layer whose router sends a share share[e] of its routed rows to expert e
+ * (summing to 1), as a run recorded it: a row picks expert e with probability q_e = min(1,
+ * k share[e]), so the experts it reaches number sum_e 1 - (1 - q_e)^rows. With ep blocks of
+ * adjacent experts the blocks differ in mean as well as by chance: block b's routed rows have
+ * mean rows sum_b q_e and variance rows sum_b q_e (1 - q_e) (E - n) / (E - 1) (a row's k
+ * choices are distinct experts), its touched experts mean sum_b t_e and variance sum_b t_e (1 - t_e)
+ * with t_e = 1 - (1 - q_e)^rows, and the step waits for the expected maximum over the blocks of
+ * each (phase_expected_max_normals), capped as above. Uniform shares give
+ * phase_moe_load_expect's figures. */
+phase_moe_load phase_moe_load_shares(const model_config *cfg, const float *share, double rows,
+                                     int ep);
+
+/* The mean load of a layer of the step's stage (g: phase_step_geom): phase_moe_load_shares
+ * over its layers when the step carries expert_share, else phase_moe_load_expect. */
+phase_moe_load phase_moe_stage_load(const model_config *cfg, const phase_step *s,
+                                    const shard_geom *g, double rows);
+
 /* The expected maximum of n independent standard normal draws (0 for n <= 1). */
 double phase_expected_max_normal(int n);
+
+/* The expected maximum of n independent normal draws of means mean[i] and standard deviations
+ * sd[i] >= 0 (an sd of 0 is the constant mean[i]), by quadrature of P(max > x). */
+double phase_expected_max_normals(const double *mean, const double *sd, int n);
 
 /* This rank's share of the model in step s: shard_geom_init, then the expert blocks of
  * s->ep (shard_geom_set_ep) for a mixture of experts. */

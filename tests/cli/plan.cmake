@@ -90,6 +90,14 @@ add_test(NAME cli_plan_kv_dtype
                  ${PLAN_CLUSTERS}/a100-cluster.yaml)
 set_tests_properties(cli_plan_kv_dtype PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
                      TIMEOUT 60)
+# A mixture of experts priced as its runs routed it: report --roofline prices a run's experts
+# from its /moe/expert_load, and plan --calibrate takes that routing (plan_expert_routing.py).
+add_test(NAME cli_plan_expert_routing
+         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_expert_routing.py $<TARGET_FILE:tripar>
+                 ${TRIPAR_FIXTURES}/factor_moe.yaml ${PLAN_CLUSTERS}/this-machine.yaml
+                 ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_expert_routing)
+set_tests_properties(cli_plan_expert_routing PROPERTIES LABELS "mpi;cli"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 120)
 # Calibration refuses what every run-file tool refuses (tools.cmake's fixtures).
 tools_test(tools_plan_calibrate_foreign 2 "^tripar plan: .*foreign\\.h5: not a tripar run file" 1
            plan --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate @W@/foreign.h5)

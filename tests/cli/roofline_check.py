@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -228,9 +229,11 @@ def main():
 
     # the same Llama as a mixture of experts (4 experts of mlp 48, top 2) at tp=2: each
     # (iteration, step) reads the fp32 router (4 x 32, replicated) and the weights of the
-    # experts its rows reach under uniform routing, 4 (1 - (1 - 2/4)^rows), each expert this
-    # rank's 24 columns of gate|up (48 x 32) and down (32 x 24): all but 1/2^8 of 4 at the
-    # prefill's 8 rows, 3 at decode's 2
+    # experts its rows reach, each expert this rank's 24 columns of gate|up (48 x 32) and down
+    # (32 x 24). The experts reached are priced as the run routed its rows: each layer's share
+    # s_e of the routed rows it recorded (/moe/expert_load, all steps), an expert reached by a
+    # row with q_e = min(1, 2 s_e), so sum_e 1 - (1 - q_e)^rows of them, the mean over the 4
+    # layers. Without the record, uniform routing: 4 (1 - (1 - 2/4)^rows) (the copy below).
     e = os.path.join(work, "roof_moe.h5")
     run([MPIEXEC, "-n", "2", "--oversubscribe", "--bind-to", "none", TRIPAR, "run", llama,
          "--out", e, "--set", "parallel.tp=2", "--set", "model.arch=mixtral", "--set",
@@ -239,11 +242,23 @@ def main():
     done, table, rows = report(e, work)
     check_table(e, table, rows, done.stdout, ceilings=False)
     expert = (2 * 24 * 32 + 32 * 24) * 4
+    with h5py.File(e, "r") as f:
+        load = f["moe/expert_load"][()]
+        counts = load[:, :int(f["moe"].attrs["steps_run"])].sum(axis=(0, 1)).astype(float)
+    shares = counts / counts.sum(axis=1, keepdims=True)  # (layers, experts)
+    uniform = os.path.join(work, "roof_moe_uniform.h5")
+    shutil.copy(e, uniform)
+    with h5py.File(uniform, "r+") as f:
+        del f["moe"]
+    _, table_u, _ = report(uniform, work)
     for period, n_rows in (("prefill", 2 * 4), ("decode", 2)):
-        mlp = row(table, period, "mlp_gemm")
-        priced = mlp["events"] // 4  # one event per layer and (iteration, step)
-        touched = 4 * (1 - (1 - 2 / 4) ** n_rows)
-        assert close(mlp["weight_bytes"], priced * 4 * (4 * 32 * 4 + touched * expert)), mlp
+        for t, touched in (
+                (table, sum(1 - (1 - min(1.0, 2 * float(np.float32(x)))) ** n_rows
+                            for x in shares.flat) / len(shares)),
+                (table_u, 4 * (1 - (1 - 2 / 4) ** n_rows))):
+            mlp = row(t, period, "mlp_gemm")
+            priced = mlp["events"] // 4  # one event per layer and (iteration, step)
+            assert close(mlp["weight_bytes"], priced * 4 * (4 * 32 * 4 + touched * expert)), mlp
 
     # timings at step level cannot be priced per phase: exit 2 with the reason, once
     c = tripar_run(work, "roof_step", 1, "record.timings=step")

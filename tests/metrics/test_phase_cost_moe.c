@@ -225,9 +225,92 @@ static void test_tp2_ep2_block(void **state) {
                                                                2 * 16 * 32 + 2 * 32)));
 }
 
+/* The expected maximum of normals of unequal means and sds: two, by Clark's closed form
+ * E max(X, Y) = m1 F(a) + m2 F(-a) + t f(a), t = sqrt(s1^2 + s2^2), a = (m1 - m2) / t; equal
+ * ones, as mean + sd phase_expected_max_normal(n); constants, as their maximum. */
+static void test_expected_max_normals(void **state) {
+    (void)state;
+    const double mean[] = {3.0, 1.0}, sd[] = {1.0, 2.0};
+    const double t = sqrt(5.0), a = 2 / t;
+    const double clark = 3 * 0.5 * erfc(-a / sqrt(2.0)) + 1 * 0.5 * erfc(a / sqrt(2.0)) +
+                         t * exp(-a * a / 2) / sqrt(2 * M_PI);
+    assert_true(fabs(phase_expected_max_normals(mean, sd, 2) - clark) < 1e-4);
+    const double same_mean[] = {5, 5, 5, 5}, same_sd[] = {2, 2, 2, 2};
+    assert_true(fabs(phase_expected_max_normals(same_mean, same_sd, 4) -
+                     (5 + 2 * phase_expected_max_normal(4))) < 1e-4);
+    const double fixed[] = {2, 7, 4}, none[] = {0, 0, 0};
+    assert_true(phase_expected_max_normals(fixed, none, 3) == 7);
+    assert_true(phase_expected_max_normals(fixed, none, 0) == 0);
+}
+
+/* Routing as a run recorded it (phase_moe_load_shares), by hand. E = 4, k = 1, one expert
+ * takes 70% of the rows: at 100 rows it is reached almost surely, the others each with
+ * 1 - 0.9^100; with ep 2 the block holding it gets 80 rows (mean 100 (0.7 + 0.1), sd sqrt(30))
+ * against the other's 20 (sd sqrt(18)), far apart, so the step waits for 80, not the uniform
+ * 50 + z sd. Uniform shares give the uniform expectation of the experts touched exactly, and
+ * the block maxima as phase_moe_load_expect's mean + z sd. */
+static void test_recorded_shares(void **state) {
+    (void)state;
+    model_config cfg = tiny_mixtral();
+    cfg.experts_top_k = 1;
+    const float skew[] = {0.7f, 0.1f, 0.1f, 0.1f};
+    phase_moe_load l = phase_moe_load_shares(&cfg, skew, 100, 1);
+    const double q0 = (double)0.7f, q1 = (double)0.1f;
+    assert_true(fabs(l.touched - ((1 - pow(1 - q0, 100)) + 3 * (1 - pow(1 - q1, 100)))) < 1e-9);
+    assert_true(l.routed == 100);
+    l = phase_moe_load_shares(&cfg, skew, 100, 2);
+    assert_true(fabs(l.routed - 100 * (q0 + q1)) < 1e-3);
+    assert_true(fabs(l.touched - 2) < 1e-3); /* both experts of the busy block, all but surely */
+    assert_true(l.routed > phase_moe_load_expect(&cfg, 100, 2).routed + 20);
+
+    cfg = tiny_mixtral();
+    cfg.experts = 8; /* k = 2 */
+    const float uniform[] = {0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f};
+    for (int rows = 1; rows <= 4096; rows *= 8) {
+        const phase_moe_load u = phase_moe_load_expect(&cfg, rows, 1);
+        l = phase_moe_load_shares(&cfg, uniform, rows, 1);
+        assert_true(fabs(l.touched - u.touched) < 1e-9 * u.touched && l.routed == u.routed);
+        const phase_moe_load u2 = phase_moe_load_expect(&cfg, rows, 2);
+        l = phase_moe_load_shares(&cfg, uniform, rows, 2);
+        /* the same model, by quadrature instead of the z table */
+        assert_true(fabs(l.routed - u2.routed) < 1e-4 * u2.routed);
+        assert_true(fabs(l.touched - u2.touched) < 1e-4 * u2.touched);
+    }
+}
+
+/* A step that carries recorded shares prices each stage's layers by their own routing, summed
+ * as their mean: layer 0 sends every row to expert 0 (one expert touched at any rows), layer 1
+ * spreads them evenly; a stage of both reads 1 + (4 (1 - (3/4)^16)) / 2 experts' weights per
+ * layer on average, and a pipeline stage of layer 1 alone reads layer 1's. */
+static void test_stage_shares(void **state) {
+    (void)state;
+    model_config cfg = tiny_mixtral(); /* 2 layers, E = 4 */
+    cfg.experts_top_k = 1;
+    const float share[] = {1, 0, 0, 0, 0.25f, 0.25f, 0.25f, 0.25f};
+    phase_step s = step(16, 1, 32);
+    s.expert_share = share;
+    shard_geom g;
+    phase_step_geom(&cfg, &s, &g);
+    const double spread = 4 * (1 - pow(0.75, 16));
+    phase_moe_load l = phase_moe_stage_load(&cfg, &s, &g, 16);
+    assert_true(fabs(l.touched - (1 + spread) / 2) < 1e-9);
+    assert_true(fabs(l.routed - 16) < 1e-12);
+    const phase_cost recorded = mlp_cost(&cfg, &s);
+    s.expert_share = NULL; /* uniform: both layers spread */
+    const phase_cost uniform = mlp_cost(&cfg, &s);
+    assert_true(recorded.weight_bytes < uniform.weight_bytes);
+    s.expert_share = share, s.pp = 2, s.pp_rank = 1;
+    phase_step_geom(&cfg, &s, &g);
+    l = phase_moe_stage_load(&cfg, &s, &g, 16);
+    assert_true(fabs(l.touched - spread) < 1e-9);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expected_experts),
+        cmocka_unit_test(test_expected_max_normals),
+        cmocka_unit_test(test_recorded_shares),
+        cmocka_unit_test(test_stage_shares),
         cmocka_unit_test(test_decode_one_row),
         cmocka_unit_test(test_prefill_all_experts),
         cmocka_unit_test(test_tp2_router_replicated),
