@@ -15,7 +15,8 @@ qwen2moe unless qwen2moe.expert_weights_norm says true (llama.cpp's qwen2moe gra
 renormalises); a Q8_0 file imports as gguf-py dequantizes it, and with --precision keep its
 expert blocks are kept as stored and run as the fp32 import does in model.precision q8_0; and
 refusals (exit 2, named): expert_used_count above expert_count, an expert stack with the
-wrong dims, a missing shared expert, a sigmoid router, experts in a qwen2, deepseek2.
+wrong dims, a missing shared expert, a sigmoid router, experts in a qwen2, deepseek2, and a
+block format (q8_0) for a shared expert 40 wide (fp32 imports it).
 
 Usage: gguf_moe_check.py TRIPAR WORKDIR   (MPIEXEC in the environment runs `tripar run`)"""
 import os
@@ -124,6 +125,16 @@ def inner(work):
                            meta_over=meta(cfg, arch), drop="blk.0.ffn_gate_shexp.weight")
             gic.gguf_write(os.path.join(d, "qwen2-experts.gguf"), "qwen2", cfg,
                            moe_tensors(w, cfg), meta_over=meta(cfg, arch))
+            # a shared expert 40 wide: no whole number of 32-column blocks for sh_down_w
+            narrow = moe_tensors(w, cfg)
+            for layer in range(2):
+                for kind in ("gate", "up"):
+                    name = f"blk.{layer}.ffn_{kind}_shexp.weight"
+                    narrow[name] = narrow[name][:40]
+                name = f"blk.{layer}.ffn_down_shexp.weight"
+                narrow[name] = np.ascontiguousarray(narrow[name][:, :40])
+            gic.gguf_write(os.path.join(d, "shexp40.gguf"), arch, cfg, narrow,
+                           meta_over=dict(meta(cfg, arch), expert_shared_feed_forward_length=40))
 
 
 def same_checkpoints(a, b, what):
@@ -207,7 +218,7 @@ def outer(tripar_bin, work):
     print("mixtral split: the per-expert blk.N.ffn_gate.E tensors import as the stacks do")
     q8_0_checks(tripar_bin, d)
     dq = os.path.join(work, "qwen2-moe")
-    for path, pattern in (
+    for path, pattern, *extra in (
             (d + "/bad-used.gguf", r"key 'llama\.expert_used_count' = 5 is more than "
                                    r"llama\.expert_count = 4"),
             (d + "/bad-gating.gguf", r"key 'llama\.expert_gating_func' = 2 is not supported"),
@@ -217,11 +228,17 @@ def outer(tripar_bin, work):
             (d + "/deepseek2.gguf", r"'general\.architecture' = \"deepseek2\" \(a mixture of "
                                     r"experts, deepseek2\.expert_count = 4\) is not supported"),
             (dq + "/no-shexp.gguf", r"tensor 'blk\.0\.ffn_gate_shexp\.weight' is missing"),
-            (dq + "/qwen2-experts.gguf", r"key 'qwen2\.expert_count' is present")):
+            (dq + "/qwen2-experts.gguf", r"key 'qwen2\.expert_count' is present"),
+            (dq + "/shexp40.gguf", r"--precision q8_0 stores weight rows in blocks of 32 "
+                                   r"columns, but the shared expert's width, the input of "
+                                   r"sh_down_w is 40", "--precision", "q8_0")):
         out = os.path.join(work, "never.h5")
-        tripar([tripar_bin, "import-gguf", path, "--out", out], 2, pattern)
+        tripar([tripar_bin, "import-gguf", path, "--out", out] + extra, 2, pattern)
         assert not os.path.exists(out), f"{path}: a refused import left {out}"
         print(f"{os.path.basename(path)}: refused as it should be")
+    tripar([tripar_bin, "import-gguf", dq + "/shexp40.gguf", "--out", dq + "/shexp40.h5"],
+           pattern=r"shared expert 40 wide")
+    print("shexp40.gguf: fp32 imports it")
     print("gguf_moe_check: all passed")
 
 
