@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "model/model.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -32,6 +34,9 @@ int cli_import_args(int argc, char **argv, void (*usage)(FILE *), const char **i
 /* The summary's words for how the weights were stored: "stored fp32", "stored int8w (scales
  * per row)", "stored int8w (scales per 64 columns)" (a static buffer). */
 const char *cli_import_stored(const struct import_options *o);
+/* The summary's lines on a Llama-family model both importers print: kv heads, rope, head, biases,
+ * and for a mixture of experts its routing and widths. */
+void cli_import_llama_print(const model_config *cfg);
 /* The usage lines of those options, for each importer's --help. */
 #define CLI_IMPORT_OPTIONS_USAGE                                                                   \
     "  --precision fp32|bf16|int8w|q8_0|q4_0|q4_1|q4_k  how the checkpoint stores the weight\n"   \

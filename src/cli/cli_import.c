@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "io/import_write.h"
+#include "model/model.h"
 
 /* The value of option `name` at argv[*i] ("--name V" or "--name=V"), or NULL when argv[*i] is
  * not that option; *missing is set when the value is absent. */
@@ -92,4 +93,16 @@ const char *cli_import_stored(const import_options *o) {
     else
         snprintf(words, sizeof words, "stored int8w (scales per %d columns)", o->int8_group);
     return words;
+}
+
+void cli_import_llama_print(const model_config *cfg) {
+    if (arch_is_llama(cfg->arch))
+        printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
+               cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",
+               cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no");
+    if (arch_is_moe(cfg->arch))
+        printf("  %s: %d experts, %d per token (%s), %d wide; shared expert %d wide\n",
+               arch_kind_name(cfg->arch), cfg->experts, cfg->experts_top_k,
+               cfg->norm_topk_prob ? "renormalised" : "softmax over all", cfg->mlp,
+               cfg->shared_mlp);
 }

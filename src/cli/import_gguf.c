@@ -16,15 +16,19 @@ static void usage(FILE *out) {
         "                          [--precision fp32|bf16|int8w|q8_0|q4_0|q4_1|q4_k|keep]\n"
         "                          [--int8-group N]\n"
         "  Converts a llama.cpp GGUF file into a tripar checkpoint, as import-hf does.\n"
-        "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama; the Q/K\n"
-        "  row order llama.cpp uses is undone), qwen2 (with its q/k/v biases) or gpt2. Tensor\n"
-        "  types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (dequantized).\n"
+        "  general.architecture: llama (Llama 2/3, Mistral, SmolLM, TinyLlama, and Mixtral's\n"
+        "  experts with llama.expert_count; the Q/K row order llama.cpp uses is undone), qwen2\n"
+        "  (with its q/k/v biases), qwen2moe (Qwen2-MoE: experts and the gated shared expert)\n"
+        "  or gpt2. Expert tensors: ffn_{gate,up,down}_exps stacks, or an older file's\n"
+        "  per-expert ffn_{gate,up,down}.E.\n"
+        "  Tensor types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K (dequantized).\n"
         "  Llama 3.1's rope scaling (rope_freqs) is read back as llama3 parameters.\n"
         "  Tokenizer: tokenizer.ggml.model gpt2 with tokenizer.ggml.pre default, gpt2,\n"
         "  llama-bpe, qwen2 or smollm, stored as tokenizer.json with bos/eos ids,\n"
         "  add_bos_token and the chat template. Refused with exit 2, naming the key or\n"
-        "  tensor: another architecture, tokenizer or rope scaling, a missing tensor or one\n"
-        "  whose dims disagree with the metadata, a truncated file.\n" CLI_IMPORT_OPTIONS_USAGE
+        "  tensor: another architecture (deepseek2, qwen3moe, ...), tokenizer or rope scaling,\n"
+        "  expert_used_count above expert_count, routing other than softmax, a missing tensor\n"
+        "  or one whose dims disagree with the metadata, a truncated file.\n" CLI_IMPORT_OPTIONS_USAGE
         "  --precision keep  store the weight matrices in the file's own block format (Q8_0,\n"
         "      Q4_0, Q4_1 or Q4_K, whichever holds most of them): its blocks as they are, no\n"
         "      fp32 copy; matrices in another type (a Q4_K_M file's Q6_K) are requantised into\n"
@@ -55,9 +59,6 @@ int import_gguf_main(int argc, char **argv) {
         printf("  %s: %d matrices kept as stored (no fp32 copy), %d requantised%s%s%s\n",
                precision_kind_name(s.precision), s.n_kept, s.n_requantized,
                s.n_requantized ? " from " : "", s.requantized, opts.keep ? " (--precision keep)" : "");
-    if (arch_is_llama(cfg->arch))
-        printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
-               cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",
-               cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no");
+    cli_import_llama_print(cfg);
     return TRIPAR_EXIT_OK;
 }

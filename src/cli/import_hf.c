@@ -37,14 +37,7 @@ static void import_summary_print(const char *dir, const char *out, const import_
            (double)cfg->ln_eps, s->n_tensors, s->n_files, s->n_files == 1 ? "" : "s",
            s->dtype_count[0], s->dtype_count[1], s->dtype_count[2], s->has_tokenizer ? "yes" : "no",
            cli_import_stored(o), (double)bytes / 1e6);
-    if (arch_is_llama(cfg->arch))
-        printf("  llama: kv_heads %d, rope_theta %g%s, %s head, q/k/v biases %s\n", cfg->kv_heads,
-               cfg->rope_theta, cfg->rope_scaled ? " (llama3 scaling)" : "",
-               cfg->tie_embeddings ? "tied" : "untied", cfg->attention_bias ? "yes" : "no");
-    if (arch_is_moe(cfg->arch))
-        printf("  %s: %d experts, %d per token (%s), %d wide; shared expert %d wide\n",
-               arch_kind_name(cfg->arch), cfg->experts, cfg->experts_top_k,
-               cfg->norm_topk_prob ? "renormalised" : "softmax over all", cfg->mlp, cfg->shared_mlp);
+    cli_import_llama_print(cfg);
 }
 
 int import_hf_main(int argc, char **argv) {

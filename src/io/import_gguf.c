@@ -1,6 +1,7 @@
-/* The GGUF importer (`tripar import-gguf`, src/cli/import_gguf.c): a llama or qwen2 GGUF file
- * into a tripar checkpoint, as import-hf writes it. Serial; streams one GGUF tensor at a time
- * (dequantized to fp32), so memory stays near the largest single tensor. */
+/* The GGUF importer (`tripar import-gguf`, src/cli/import_gguf.c): a llama, qwen2, qwen2moe or
+ * gpt2 GGUF file into a tripar checkpoint, as import-hf writes it. Serial; streams one GGUF
+ * tensor (one expert of a stack of experts) at a time, dequantized to fp32, so memory stays
+ * near the largest single matrix. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,13 @@ static void dims_format(char *out, size_t len, int n, const uint64_t *dims) {
     if (used < len) snprintf(out + used, len - used, "]");
 }
 
+/* The dims without their trailing 1s, as llama.cpp's loader compares them ([C, 1] is [C]). */
+static int dims_rank(int n, const uint64_t *dims) {
+    while (n > 1 && dims[n - 1] == 1)
+        n--;
+    return n;
+}
+
 /* Every planned tensor present with the shape the metadata implies; no block past
  * block_count. */
 static int gguf_plan_validate(const gguf *g, const gguf_plan_tensor *list, int n,
@@ -34,15 +42,18 @@ static int gguf_plan_validate(const gguf *g, const gguf_plan_tensor *list, int n
             error_set("%s: tensor '%s' is missing", g->path, list[k].name);
             return STATUS_BAD_INPUT;
         }
-        /* ggml order: dims[0] is the row length (the input dimension) */
-        uint64_t want[2] = {(uint64_t)list[k].cols, (uint64_t)list[k].rows};
-        int same = t->n_dims == list[k].ndims;
-        for (int d = 0; same && d < t->n_dims; d++)
+        /* ggml order: dims[0] is the row length (the input dimension); a stack of experts
+         * has them outermost */
+        uint64_t want[3] = {(uint64_t)list[k].cols, (uint64_t)list[k].rows,
+                            (uint64_t)list[k].experts};
+        const int nd = list[k].experts > 0 ? 3 : list[k].ndims;
+        int same = dims_rank(t->n_dims, t->dims) == dims_rank(nd, want);
+        for (int d = 0; same && d < dims_rank(nd, want); d++)
             same = t->dims[d] == want[d];
         if (!same) {
             char have[128], w[128];
             dims_format(have, sizeof have, t->n_dims, t->dims);
-            dims_format(w, sizeof w, list[k].ndims, want);
+            dims_format(w, sizeof w, nd, want);
             error_set("%s: tensor '%s' has dims %s, but the %s.* metadata implies %s", g->path,
                       t->name, have, arch, w);
             return STATUS_BAD_INPUT;
@@ -58,6 +69,20 @@ static int gguf_plan_validate(const gguf *g, const gguf_plan_tensor *list, int n
         }
     }
     return STATUS_OK;
+}
+
+/* The GGUF tensor p reads: the whole tensor, or its slice p->expert of a stack of experts as
+ * a tensor of its own (*view), so one expert is read at a time. Plan-validated tensors only. */
+static const gguf_tensor *plan_source(const gguf *g, const gguf_plan_tensor *p, gguf_tensor *view) {
+    const gguf_tensor *t = gguf_tensor_find(g, p->name);
+    if (p->experts == 0) return t;
+    *view = *t;
+    view->n_dims = 2;
+    view->dims[2] = 1;
+    view->elems = t->elems / (uint64_t)p->experts;
+    view->bytes = t->bytes / (uint64_t)p->experts; /* whole rows, so whole blocks */
+    view->offset = t->offset + (uint64_t)p->expert * view->bytes;
+    return view;
 }
 
 /* tripar's dtype of a ggml block type it holds as stored (kernels/quant_blocks.h), else
@@ -96,7 +121,8 @@ static int gguf_tensor_keep(gguf *g, const gguf_tensor *t, const gguf_plan_tenso
  * whose blocks are the storage's own format is kept as stored (gguf_tensor_keep). */
 static int gguf_tensor_convert(gguf *g, const gguf_plan_tensor *p, const model_config *cfg,
                                import_writer *w, int *kept) {
-    const gguf_tensor *t = gguf_tensor_find(g, p->name);
+    gguf_tensor view;
+    const gguf_tensor *t = plan_source(g, p, &view);
     if (gguf_block_dtype(t->type) == model_weight_dtype(w->st.precision) &&
         import_writer_takes_blocks(w, p->dst)) {
         ++*kept;
@@ -150,7 +176,8 @@ static int gguf_keep_choose(const gguf *g, const gguf_plan_tensor *list, int n,
     char types[256] = "";
     for (int k = 0; k < n; k++) {
         if (checkpoint_tensor_dtype(&s->cfg, &q8, list[k].dst, NULL) != DTYPE_INT8) continue;
-        const gguf_tensor *t = gguf_tensor_find(g, list[k].name);
+        gguf_tensor view;
+        const gguf_tensor *t = plan_source(g, &list[k], &view);
         const char *name = gguf_qtype_get(t->type)->name;
         for (int i = 0; i < N_KINDS; i++)
             if (gguf_block_dtype(t->type) == model_weight_dtype(kinds[i]))
@@ -179,7 +206,8 @@ static void gguf_requantized_note(const gguf *g, const gguf_plan_tensor *list, i
     const checkpoint_storage q8 = checkpoint_storage_for(&s->cfg, PRECISION_Q8_0, 0);
     for (int k = 0; k < n; k++) {
         if (checkpoint_tensor_dtype(&s->cfg, &q8, list[k].dst, NULL) != DTYPE_INT8) continue;
-        const gguf_tensor *t = gguf_tensor_find(g, list[k].name);
+        gguf_tensor view;
+        const gguf_tensor *t = plan_source(g, &list[k], &view);
         if (gguf_block_dtype(t->type) == model_weight_dtype(p)) continue;
         const char *name = gguf_qtype_get(t->type)->name;
         s->n_requantized++;
@@ -195,11 +223,19 @@ static int gguf_arch_config(gguf *g, import_gguf_summary *s) {
     const char *a = NULL;
     if (gguf_get_string(g, "general.architecture", &a) != STATUS_OK) return STATUS_BAD_INPUT;
     snprintf(s->arch, sizeof s->arch, "%s", a);
-    if (strcmp(a, "llama") == 0 || strcmp(a, "qwen2") == 0) return gguf_llama_config(g, a, &s->cfg);
+    if (strcmp(a, "llama") == 0 || strcmp(a, "qwen2") == 0 || strcmp(a, "qwen2moe") == 0)
+        return gguf_llama_config(g, a, &s->cfg);
     if (strcmp(a, "gpt2") == 0) return gguf_gpt2_config(g, &s->cfg);
-    error_set("%s: key 'general.architecture' = \"%s\" is not supported; tripar imports llama, "
-              "qwen2 and gpt2 from GGUF",
-              g->path, a);
+    /* a mixture of experts tripar does not run (deepseek2, qwen3moe, ...) says so */
+    char key[128], moe[160] = "";
+    snprintf(key, sizeof key, "%s.expert_count", a);
+    const gguf_kv *kv = gguf_kv_find(g, key);
+    if (kv && gguf_type_is_int(kv->type) && !kv->is_array)
+        snprintf(moe, sizeof moe, " (a mixture of experts, %s = %lld)", key,
+                 (long long)gguf_kv_int(kv, 0, NULL));
+    error_set("%s: key 'general.architecture' = \"%s\"%s is not supported; tripar imports llama "
+              "(Mixtral's experts too), qwen2, qwen2moe and gpt2 from GGUF",
+              g->path, a, moe);
     return STATUS_BAD_INPUT;
 }
 
@@ -260,9 +296,9 @@ int import_gguf_convert(const char *path, const char *out, const import_options 
     int n = 0;
     rc = gguf_arch_config(&g, &s);
     if (rc == STATUS_OK) {
-        list = xcalloc((size_t)(12 * s.cfg.layers + 4), sizeof *list);
+        list = xcalloc((size_t)gguf_plan_capacity(&s.cfg), sizeof *list);
         n = strcmp(s.arch, "gpt2") == 0 ? gguf_gpt2_tensor_list(&s.cfg, list)
-                                        : gguf_llama_tensor_list(&s.cfg, s.arch, list);
+                                        : gguf_llama_tensor_list(&g, &s.cfg, s.arch, list);
         rc = gguf_plan_validate(&g, list, n, &s.cfg, s.arch);
     }
     import_options opts = *o;
@@ -287,9 +323,10 @@ int import_gguf_convert(const char *path, const char *out, const import_options 
         if (rc != STATUS_OK) unlink(out); /* no half-written checkpoint is left behind */
     }
     if (rc == STATUS_OK) {
-        s.n_tensors = n;
         for (int k = 0; k < n; k++) {
+            if (list[k].expert > 0) continue; /* a stack of experts is one GGUF tensor */
             uint32_t type = gguf_tensor_find(&g, list[k].name)->type;
+            s.n_tensors++;
             s.n_quantized +=
                 type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16;
         }

@@ -1,6 +1,6 @@
-/* The GGUF importer: a llama.cpp model file (architectures llama and qwen2) into a tripar
- * checkpoint (docs/checkpoint.md, "GGUF import"). `tripar import-gguf` (src/cli/import_gguf.c)
- * is its command line. */
+/* The GGUF importer: a llama.cpp model file (architectures llama, with Mixtral's experts, qwen2,
+ * qwen2moe and gpt2) into a tripar checkpoint (docs/checkpoint.md, "GGUF import").
+ * `tripar import-gguf` (src/cli/import_gguf.c) is its command line. */
 #pragma once
 
 #include "io/import_write.h"

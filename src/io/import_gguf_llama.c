@@ -1,9 +1,8 @@
-/* The llama and qwen2 architectures of the GGUF importer: the {arch}.* metadata into a Llama
- * model_config, the llama.cpp tensor names (token_embd, blk.N.attn_q, ...) mapped onto the
+/* The llama, qwen2 and qwen2moe architectures of the GGUF importer: the {arch}.* metadata into a
+ * Llama model_config, the llama.cpp tensor names (token_embd, blk.N.attn_q, ...) mapped onto the
  * checkpoint's fused tensors as import-hf writes them, and the undoing of llama.cpp's Q/K row
- * permutation. */
+ * permutation; a mixture of experts' own keys and tensors are import_gguf_moe.c's. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,36 +11,9 @@
 #include "io/import_gguf_internal.h"
 #include "kernels/rope.h"
 
-int gguf_meta_int(const gguf *g, const char *arch, const char *suffix, int dflt, int *out) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    if (dflt > 0 && !gguf_kv_find(g, key)) {
-        *out = dflt;
-        return STATUS_OK;
-    }
-    int64_t v = 0;
-    if (gguf_get_int(g, key, 1, 1 << 30, &v) != STATUS_OK) return STATUS_BAD_INPUT;
-    *out = (int)v;
-    return STATUS_OK;
-}
-
-int gguf_meta_float(const gguf *g, const char *arch, const char *suffix, double dflt, double *out) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    if (dflt > 0 && !gguf_kv_find(g, key)) {
-        *out = dflt;
-        return STATUS_OK;
-    }
-    if (gguf_get_float(g, key, out) != STATUS_OK) return STATUS_BAD_INPUT;
-    if (!(*out > 0)) {
-        error_set("%s: key '%s' = %g must be positive", g->path, key, *out);
-        return STATUS_BAD_INPUT;
-    }
-    return STATUS_OK;
-}
-
 /* What tripar does not run, refused by key: rope scaling other than Llama 3.1's (which
- * llama.cpp keeps as the rope_freqs tensor, gguf_rope_freqs), mixture of experts, sliding
+ * llama.cpp keeps as the rope_freqs tensor, gguf_rope_freqs), experts in a qwen2 (llama.cpp
+ * writes Qwen2-MoE as qwen2moe; a llama's experts are Mixtral's, gguf_moe_config), sliding
  * windows. */
 static int meta_refusals(const gguf *g, const char *arch) {
     char key[128];
@@ -58,11 +30,13 @@ static int meta_refusals(const gguf *g, const char *arch) {
     }
     static const char *const refused[] = {"expert_count", "attention.sliding_window"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        if (i == 0 && strcmp(arch, "qwen2") != 0) continue;
         snprintf(key, sizeof key, "%s.%s", arch, refused[i]);
         const gguf_kv *kv = gguf_kv_find(g, key);
         if (kv && !(gguf_type_is_int(kv->type) && !kv->is_array && gguf_kv_int(kv, 0, NULL) == 0)) {
             error_set("%s: key '%s' is present: %s is not supported", g->path, key,
-                      i == 0 ? "mixture of experts" : "sliding-window attention");
+                      i == 0 ? "a mixture of experts in a qwen2 (Qwen2-MoE is arch qwen2moe)"
+                             : "sliding-window attention");
             return STATUS_BAD_INPUT;
         }
     }
@@ -122,17 +96,6 @@ static int gguf_rope_freqs(gguf *g, model_config *cfg) {
     return STATUS_OK;
 }
 
-int gguf_vocab_rows(const gguf *g, int *vocab) {
-    const gguf_tensor *emb = gguf_tensor_find(g, "token_embd.weight");
-    if (!emb || emb->n_dims != 2 || emb->dims[1] < 1 || emb->dims[1] > (1u << 30)) {
-        error_set("%s: tensor 'token_embd.weight' is %s", g->path,
-                  emb ? "not a matrix of at most 2^30 rows" : "missing");
-        return STATUS_BAD_INPUT;
-    }
-    *vocab = (int)emb->dims[1];
-    return STATUS_OK;
-}
-
 int gguf_llama_config(gguf *g, const char *a, model_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cfg->arch = ARCH_LLAMA;
@@ -169,11 +132,13 @@ int gguf_llama_config(gguf *g, const char *a, model_config *cfg) {
     if (gguf_rope_freqs(g, cfg) != STATUS_OK) return STATUS_BAD_INPUT;
     if (gguf_vocab_rows(g, &cfg->vocab) != STATUS_OK) return STATUS_BAD_INPUT;
     cfg->tie_embeddings = gguf_tensor_find(g, "output.weight") == NULL;
-    cfg->attention_bias = strcmp(a, "qwen2") == 0; /* q/k/v biases, as Qwen2ForCausalLM */
-    return STATUS_OK;
+    /* q/k/v biases, as Qwen2ForCausalLM and Qwen2MoeForCausalLM */
+    cfg->attention_bias = strcmp(a, "qwen2") == 0 || strcmp(a, "qwen2moe") == 0;
+    return gguf_moe_config(g, a, cfg);
 }
 
-int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_tensor *out) {
+int gguf_llama_tensor_list(const gguf *g, const model_config *cfg, const char *arch,
+                           gguf_plan_tensor *out) {
     const long C = cfg->embd, M = cfg->mlp, hd = model_head_dim(cfg);
     const long Q = cfg->heads * hd, KV = cfg->kv_heads * hd;
     /* llama.cpp permutes llama's q and k rows for its rotary kernel, not qwen2's */
@@ -193,6 +158,10 @@ int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_
         }
         ADD("proj_w", i, 0, 2, C, Q, 0, "blk.%d.attn_output.weight", i);
         ADD("ln2_g", i, 0, 1, 1, C, 0, "blk.%d.ffn_norm.weight", i);
+        if (cfg->experts > 0) {
+            n += gguf_moe_layer_tensors(g, cfg, i, out + n);
+            continue;
+        }
         ADD("gate_up_w", i, 0, 2, M, C, 0, "blk.%d.ffn_gate.weight", i);
         ADD("gate_up_w", i, M, 2, M, C, 0, "blk.%d.ffn_up.weight", i);
         ADD("down_w", i, 0, 2, C, M, 0, "blk.%d.ffn_down.weight", i);
@@ -201,22 +170,6 @@ int gguf_llama_tensor_list(const model_config *cfg, const char *arch, gguf_plan_
     if (!cfg->tie_embeddings) ADD("head_w", -1, 0, 2, cfg->vocab, C, 0, "output.weight");
 #undef ADD
     return n;
-}
-
-void gguf_plan_add(gguf_plan_tensor *out, int *n, const char *dst, int layer, long row_offset,
-                   int ndims, long rows, long cols, int unpermute_heads, const char *fmt, ...) {
-    gguf_plan_tensor *t = &out[(*n)++];
-    *t = (gguf_plan_tensor){.dst = dst,
-                            .layer = layer,
-                            .ndims = ndims,
-                            .rows = rows,
-                            .cols = cols,
-                            .row_offset = row_offset,
-                            .unpermute_heads = unpermute_heads};
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->name, sizeof t->name, fmt, ap);
-    va_end(ap);
 }
 
 void gguf_rows_unpermute(void *rows, void *tmp, int n_heads, long hd, size_t row_bytes) {

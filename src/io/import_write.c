@@ -66,10 +66,11 @@ int import_precision_fits(const model_config *cfg, precision_kind p) {
         const char *what;
     } inputs[] = {{cfg->embd, "embd, the input of qkv_w, fc1_w / gate_up_w and head_w"},
                   {(long)cfg->heads * model_head_dim(cfg), "heads * head_dim, the input of proj_w"},
-                  {cfg->mlp, "the MLP width, the input of fc2_w / down_w"}};
+                  {cfg->mlp, "the MLP (or an expert's) width, the input of fc2_w / down_w"},
+                  {cfg->shared_mlp, "the shared expert's width, the input of sh_down_w"}};
     const int bc = qblock_weights(model_weight_dtype(p));
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
-        if (inputs[i].width % bc) {
+        if (inputs[i].width % bc) { /* 0 (no shared expert) fits every block */
             error_set("--precision %s stores weight rows in blocks of %d columns, but %s is %ld; "
                       "allowed for this model: fp32, bf16, int8w%s",
                       precision_kind_name(p), bc, inputs[i].what, inputs[i].width,

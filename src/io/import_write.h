@@ -23,7 +23,8 @@ typedef struct import_options {
 } import_options;
 
 /* Whether cfg's matrices can be stored in precision p: a block format needs every matrix
- * input (embd, the attention width, the MLP width) a whole number of 32-column blocks.
+ * input (embd, the attention width, the MLP or expert width, the shared expert's) a whole
+ * number of 32-column blocks.
  * STATUS_OK, or STATUS_BAD_INPUT with error_message() naming the width and the tensor. */
 int import_precision_fits(const model_config *cfg, precision_kind p);
 

@@ -53,6 +53,19 @@ add_test(NAME gguf_import_vs_hf
 set_tests_properties(gguf_import_vs_hf PROPERTIES LABELS "real;checkpoint" SKIP_RETURN_CODE 77
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 600)
 
+# import-gguf of the mixtures of experts against import-hf: random Mixtral (arch llama with
+# expert_count, the experts stacked in ffn_*_exps, or per expert as older files hold them) and
+# Qwen2-MoE (qwen2moe, with the shared expert) models as HF directories and GGUF files give
+# identical checkpoints and tokens, on 1 rank and at tp=2 x ep=2; a Q8_0 file imports as gguf-py
+# dequantizes it, and keeps its expert blocks under --precision keep; refusals name the key or
+# tensor.
+add_test(NAME gguf_import_moe_vs_hf
+         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/io/gguf_moe_check.py
+                 $<TARGET_FILE:tripar> ${GGUF_WORK}/moe)
+set_tests_properties(gguf_import_moe_vs_hf PROPERTIES LABELS "real;checkpoint;mpi"
+                     SKIP_RETURN_CODE 77 TIMEOUT 600
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}")
+
 # The tokenizer from tokenizer.ggml.* for every known tokenizer.ggml.pre, against Hugging
 # Face's tokenizers (round trips only where it cannot be installed); attributes kept; refusals.
 add_executable(tok_encode ${CMAKE_CURRENT_SOURCE_DIR}/io/tok_encode.c)

@@ -44,9 +44,11 @@ def permute(w, n_head):
 
 def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_freqs=None,
                raw=None):
-    """Writes the HF tensors w (float32) of config cfg as llama.cpp names and lays them out;
-    qtype quantizes the matrices whose rows are whole blocks; raw(name, shape) gives a
-    tensor's blocks and their type, or None. Runs inside the venv."""
+    """Writes the HF tensors w (float32) of config cfg as llama.cpp names and lays them out
+    (a name already llama.cpp's, blk.N...., is written as it is: tests/io/gguf_moe_check.py's
+    expert stacks); qtype quantizes the matrices (and stacks) whose rows are whole blocks;
+    raw(name, shape) gives a tensor's blocks and their type, or None; meta_over's values are
+    uint32, or bool and float32 where they are. Runs inside the venv."""
     import numpy as np
     import gguf
     from gguf.constants import GGML_QUANT_SIZES
@@ -58,7 +60,9 @@ def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_f
             "attention.head_count_kv": KV}
     meta.update(meta_over or {})
     for k, v in meta.items():
-        wr.add_uint32(f"{arch}.{k}", v)
+        add = (wr.add_bool if isinstance(v, bool) else wr.add_float32 if isinstance(v, float)
+               else wr.add_uint32)
+        add(f"{arch}.{k}", v)
     wr.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
     wr.add_float32(f"{arch}.rope.freq_base", cfg["rope_theta"])
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight":
@@ -70,7 +74,8 @@ def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_f
     dequant = {}
     for hf in sorted(w):
         m = re.match(r"model\.layers\.(\d+)\.(.*)\.(weight|bias)$", hf)
-        name = f"blk.{m[1]}.{sub[m[2]]}.{m[3]}" if m else names[hf]
+        name = (hf if hf.startswith("blk.") else f"blk.{m[1]}.{sub[m[2]]}.{m[3]}" if m
+                else names[hf])
         if name == drop:
             continue
         a = w[hf].astype(np.float32)
@@ -83,7 +88,7 @@ def gguf_write(path, arch, cfg, w, qtype=None, drop=None, meta_over=None, rope_f
         if blocks is not None:
             wr.add_tensor(name, blocks[0], raw_dtype=blocks[1])
             dequant[name] = gguf.quants.dequantize(blocks[0], blocks[1]).reshape(a.shape)
-        elif qtype is not None and a.ndim == 2 and a.shape[1] % block == 0:
+        elif qtype is not None and a.ndim >= 2 and a.shape[-1] % block == 0:
             q = gguf.quants.quantize(a, qtype)
             wr.add_tensor(name, q, raw_dtype=qtype)
             dequant[name] = gguf.quants.dequantize(q, qtype).reshape(a.shape)
@@ -215,7 +220,7 @@ def tripar(args, want_rc=0, pattern=None, env=None):
     return out
 
 
-def run_tokens(tripar_bin, ckpt, work, tag, sets=(), logits=False):
+def run_tokens(tripar_bin, ckpt, work, tag, sets=(), logits=False, ranks=1):
     job = os.path.join(work, f"{tag}.yaml")
     with open(job, "w") as f:
         f.write(f"model: {{checkpoint: {ckpt}}}\nbackend: {{kind: cpu, threads: 1}}\n"
@@ -224,7 +229,7 @@ def run_tokens(tripar_bin, ckpt, work, tag, sets=(), logits=False):
     out = os.path.join(work, f"{tag}-run.h5")
     cmd = [tripar_bin, "run", job, "--out", out] + [a for s in sets for a in ("--set", s)]
     if os.environ.get("MPIEXEC"):
-        cmd = [os.environ["MPIEXEC"], "-n", "1", "--oversubscribe"] + cmd
+        cmd = [os.environ["MPIEXEC"], "-n", str(ranks), "--oversubscribe"] + cmd
     # Open MPI's own allocations are not freed at exit; LeakSanitizer checks the imports only
     tripar(cmd, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
     import h5py
@@ -369,10 +374,15 @@ def outer(tripar_bin, work):
     print("gguf_import_check: all passed")
 
 
-if __name__ == "__main__":
+def script_main(inner_fn, outer_fn, name):
+    """`NAME TRIPAR WORKDIR` runs outer_fn; `NAME --inner WORKDIR`, in the venv, inner_fn."""
     if len(sys.argv) == 3 and sys.argv[1] == "--inner":
-        inner(sys.argv[2])
+        inner_fn(sys.argv[2])
     elif len(sys.argv) == 3:
-        outer(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]))
+        outer_fn(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]))
     else:
-        sys.exit("usage: gguf_import_check.py TRIPAR WORKDIR")
+        sys.exit(f"usage: {name} TRIPAR WORKDIR")
+
+
+if __name__ == "__main__":
+    script_main(inner, outer, "gguf_import_check.py")
