@@ -30,17 +30,20 @@ int plan_model_from_job(const job *j, plan_model *m, plan_workload *w);
 int plan_model_from_preset(const char *preset, plan_model *m, plan_workload *w);
 
 /* `tripar plan --validate RUN.h5...`: predicts each run's strategy from the cluster and the
- * calibration of the other runs (leave one out) and prints predicted against measured TTFT,
- * TPOT and tokens/s with their relative errors. Returns STATUS_OK or STATUS_BAD_INPUT. */
-int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int n);
+ * calibration of the other runs (leave one out), or, with calibration runs (n_cal > 0), of
+ * those alone (held-out strategies: `--calibrate CAL.h5...`), and prints predicted against
+ * measured TTFT, TPOT and tokens/s with their relative errors. Returns STATUS_OK or
+ * STATUS_BAD_INPUT. */
+int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int n,
+                  const char *const *cal, int n_cal);
 
 /* The arrival-rate runs among runs (those with /metrics/arrival), each predicted by the
  * simulated serve loop (plan_goodput.h) on its own recorded arrivals, with the rates of the
- * other runs, against what it measured: p50 and p90 TTFT, p50 TPOT and the goodput for the
+ * other runs (or of the calibration runs, as plan_validate), against what it measured: p50 and p90 TTFT, p50 TPOT and the goodput for the
  * targets (seconds, > 0). Prints nothing when no run has a stream. Returns STATUS_OK or
  * STATUS_BAD_INPUT. */
 int plan_validate_streams(FILE *out, const plan_cluster *c, const char *const *runs, int n,
-                          double ttft_slo, double tpot_slo);
+                          const char *const *cal, int n_cal, double ttft_slo, double tpot_slo);
 
 /* `tripar plan --validate-published DIR`: reads every *.yaml file of DIR (one publication each:
  * its source and measured rows; docs/planner.md "Validation against published results"),

@@ -14,10 +14,12 @@ void plan_error_summary(const double *e, int n, double *median, double *worst);
 /* (predicted - measured) / measured; NAN when measured is not > 0. */
 double plan_rel_error(double predicted, double measured);
 
-/* The rates `--validate` predicts run i with: the calibration of the other runs (leave one
- * out), for the model m; the default rates when there is no other run. */
-int plan_rates_leave_one_out(plan_rates *rates, const plan_cluster *c, const plan_model *m,
-                             const char *const *runs, int n, int i);
+/* The rates `--validate` predicts runs[i] with, for the model m: without calibration runs
+ * (n_cal 0), the calibration of the other validated runs (leave one out); with them, the
+ * calibration runs alone (held out), less runs[i] itself if it is one of them (the same file,
+ * however named). The default rates when no run is left to calibrate. */
+int plan_rates_for_run(plan_rates *rates, const plan_cluster *c, const plan_model *m,
+                       const char *const *runs, int n, int i, const char *const *cal, int n_cal);
 
 /* Cluster and published files (plan_cluster.c): "a, b, c" from a NULL-terminated key list, and
  * the check that m is a mapping whose keys are all in allowed (exit-2 message at the offending

@@ -1,6 +1,7 @@
 /* `tripar plan --validate RUN.h5...`: the planner checked against tripar's own measured runs.
  * Each run is predicted from the cluster file and the calibration of the other runs (leave one
- * out: the run predicted never calibrates itself), then predicted and measured TTFT, TPOT and
+ * out: the run predicted never calibrates itself), or with `--calibrate` of those runs alone
+ * (held out), then predicted and measured TTFT, TPOT and
  * tokens/s are printed with their relative errors (docs/planner.md "Validation"). */
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/path.h"
 #include "io/runread.h"
 #include "analysis/plan.h"
 #include "analysis/plan_calibrate.h"
@@ -34,19 +36,22 @@ void plan_error_summary(const double *e, int n, double *median, double *worst) {
     free(v);
 }
 
-int plan_rates_leave_one_out(plan_rates *rates, const plan_cluster *c, const plan_model *m,
-                             const char *const *runs, int n, int i) {
-    const char **others = xcalloc((unsigned long)(n ? n : 1), sizeof *others);
-    int k = 0;
-    for (int j = 0; j < n; j++)
-        if (j != i) others[k++] = runs[j];
+int plan_rates_for_run(plan_rates *rates, const plan_cluster *c, const plan_model *m,
+                       const char *const *runs, int n, int i, const char *const *cal, int n_cal) {
+    const char *const *from = n_cal ? cal : runs;
+    const int n_from = n_cal ? n_cal : n;
+    const char **others = xcalloc((unsigned long)(n_from ? n_from : 1), sizeof *others);
+    int k = 0, which;
+    for (int j = 0; j < n_from; j++)
+        if (n_cal ? !path_is_any_of(cal[j], &runs[i], 1, &which) : j != i) others[k++] = from[j];
     plan_rates_default(rates);
     const int rc = k ? plan_calibrate(rates, c, m, others, k, NULL) : STATUS_OK;
     free(others);
     return rc;
 }
 
-int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int n) {
+int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int n,
+                  const char *const *cal, int n_cal) {
     plan_measured_run *meas = xcalloc((unsigned long)n, sizeof *meas);
     int rc = STATUS_OK;
     for (int i = 0; i < n && rc == STATUS_OK; i++)
@@ -58,7 +63,7 @@ int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int
                 "err");
     for (int i = 0; i < n && rc == STATUS_OK; i++) {
         plan_rates rates;
-        if (plan_rates_leave_one_out(&rates, c, &meas[i].m, runs, n, i) != STATUS_OK) {
+        if (plan_rates_for_run(&rates, c, &meas[i].m, runs, n, i, cal, n_cal) != STATUS_OK) {
             rc = STATUS_BAD_INPUT;
             break;
         }
@@ -86,12 +91,17 @@ int plan_validate(FILE *out, const plan_cluster *c, const char *const *runs, int
             plan_error_summary(v, n, &col[q][0], &col[q][1]);
             free(v);
         }
+        char from[96];
+        if (n_cal)
+            snprintf(from, sizeof from, "the %d calibration run%s, held out", n_cal,
+                     n_cal > 1 ? "s" : "");
+        else
+            snprintf(from, sizeof from, "the other %d", n - 1);
         fprintf(out,
                 "\n|relative error|: TTFT median %.0f%% worst %.0f%%; TPOT median %.0f%% worst "
-                "%.0f%%; tokens/s median %.0f%% worst %.0f%% (%d runs, each predicted from the "
-                "other %d)\n",
+                "%.0f%%; tokens/s median %.0f%% worst %.0f%% (%d runs, each predicted from %s)\n",
                 100 * col[0][0], 100 * col[0][1], 100 * col[1][0], 100 * col[1][1], 100 * col[2][0],
-                100 * col[2][1], n, n - 1);
+                100 * col[2][1], n, from);
     }
     free(errors);
     free(meas);

@@ -1,6 +1,7 @@
 /* `tripar plan --validate` on arrival-rate runs: the goodput model (plan_goodput.h) checked
  * against tripar's own streams. Each run's recorded arrivals go through the simulated serve
- * loop with the per-generation times the planner predicts from the other runs' calibration;
+ * loop with the per-generation times the planner predicts from the other runs' calibration
+ * (or the --calibrate runs');
  * predicted and measured TTFT, TPOT and goodput are printed with their relative errors
  * (docs/planner.md "Goodput under an arrival rate"). */
 #include <hdf5.h>
@@ -95,7 +96,7 @@ static void stream_measured(const run_stream *st, int new_tokens, const plan_loa
 enum { N_ERR = 4 }; /* TTFT p50, TTFT p90, TPOT p50, goodput */
 
 int plan_validate_streams(FILE *out, const plan_cluster *c, const char *const *runs, int n,
-                          double ttft_slo, double tpot_slo) {
+                          const char *const *cal, int n_cal, double ttft_slo, double tpot_slo) {
     const int targets = ttft_slo > 0 && tpot_slo > 0;
     double *errors = xcalloc((size_t)N_ERR * (size_t)(n ? n : 1), sizeof *errors);
     for (int i = 0; i < N_ERR * n; i++)
@@ -109,7 +110,7 @@ int plan_validate_streams(FILE *out, const plan_cluster *c, const char *const *r
         plan_measured_run meas;
         plan_rates rates;
         if (plan_measured_read(runs[i], c, &meas) != STATUS_OK ||
-            plan_rates_leave_one_out(&rates, c, &meas.m, runs, n, i) != STATUS_OK) {
+            plan_rates_for_run(&rates, c, &meas.m, runs, n, i, cal, n_cal) != STATUS_OK) {
             run_stream_free(&st);
             rc = STATUS_BAD_INPUT;
             break;

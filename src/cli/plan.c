@@ -63,7 +63,8 @@ static void plan_usage(FILE *f) {
         "  --calibrate RUN.h5...    per-phase rates from runs recorded with timings: layer\n"
         "                           (the list ends at an option or a file that is not HDF5)\n"
         "  --validate RUN.h5...     predict each run from the others' calibration (leave one\n"
-        "                           out) and print predicted vs measured, with the errors\n"
+        "                           out), or with --calibrate from those runs alone (held\n"
+        "                           out), and print predicted vs measured, with the errors\n"
         "  --validate-published DIR  predict each published measurement of DIR's *.yaml files\n"
         "                           (data/published/: each row names its cluster file) and\n"
         "                           print predicted vs published, with the errors\n"
@@ -215,11 +216,11 @@ static int plan_parse_args(plan_args *a, int argc, char **argv) {
         return -1;
     }
     if (a->published) return 0;
-    if (a->n_validations && (a->job_path || a->preset || a->n_calibrations || a->rate > 0)) {
-        fprintf(stderr, "tripar plan: --validate takes its models and calibration from the runs "
-                        "it names, and each arrival stream from its run; give no job file, "
-                        "--preset, --calibrate or --rate with it (--ttft and --tpot set the "
-                        "goodput's targets)\n");
+    if (a->n_validations && (a->job_path || a->preset || a->rate > 0)) {
+        fprintf(stderr, "tripar plan: --validate takes its models from the runs it names, and "
+                        "each arrival stream from its run; give no job file, --preset or --rate "
+                        "with it (--calibrate names the runs to calibrate from instead of the "
+                        "others; --ttft and --tpot set the goodput's targets)\n");
         return -1;
     }
     if (!a->n_validations && a->job_path && a->preset) {
@@ -379,10 +380,11 @@ static int plan_validate_to(const plan_args *a, const plan_cluster *c) {
         return STATUS_BAD_INPUT;
     }
     int n = a->n_validations;
-    int rc = c ? plan_validate(out, c, a->validations, n)
+    int rc = c ? plan_validate(out, c, a->validations, n, a->calibrations, a->n_calibrations)
                : plan_validate_published(out, a->published, &n);
     if (c && rc == STATUS_OK)
-        rc = plan_validate_streams(out, c, a->validations, n, a->ttft, a->tpot);
+        rc = plan_validate_streams(out, c, a->validations, n, a->calibrations, a->n_calibrations,
+                                   a->ttft, a->tpot);
     if (a->out && fclose(out) != 0 && rc == STATUS_OK) {
         error_set("cannot write %s", a->out);
         rc = STATUS_BAD_INPUT;

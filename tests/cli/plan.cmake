@@ -127,7 +127,7 @@ plan_refuses(output_is_directory "-o '.*' is a directory"
 # --validate's refusals (its table: plan_check.py)
 tools_test(tools_plan_validate_incomplete 2 "^tripar plan: .*incomplete\\.h5 is an incomplete run file \\(complete=0\\). validate against finished runs" 1
            plan --validate @W@/run.h5 @W@/incomplete.h5 --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
-tools_test(tools_plan_validate_with_preset 2 "^tripar plan: --validate takes its models and calibration from the runs" 1
+tools_test(tools_plan_validate_with_preset 2 "^tripar plan: --validate takes its models from the runs it names" 1
            plan --validate @W@/run.h5 --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml)
 # --rate (goodput under a Poisson stream): its value, its targets, --duration without it, beside
 # --validate, and a stream no strategy serves any request of within the targets.

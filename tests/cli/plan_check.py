@@ -313,6 +313,21 @@ if len(sys.argv) > 2:
     assert len(rows) == 4 and all("dp1-tp1-pp1 m1" in l for l in rows), text
     summary = [l for l in lines if l.startswith("|relative error|")]
     assert len(summary) == 1 and "(4 runs, each predicted from the other 3)" in summary[0], text
+    # --validate with --calibrate: held out, each run predicted from the calibration runs alone,
+    # a validated run among them left out of its own. runs[3] predicted from runs 0 and 1 gives
+    # the figures leave-one-out gives it among runs 0, 1 and 3; runs[0] named both ways is
+    # predicted from runs[1] alone, as leave-one-out among runs 0 and 1 predicts it.
+    def rows_of(text):
+        return {l.split()[0]: l for l in text.splitlines()
+                if l.split()[:1] and l.split()[0] in [os.path.basename(r) for r in runs]}
+    cluster = os.path.join(CLUSTERS, "this-machine.yaml")
+    held = plan("--validate", runs[3], runs[0], "--calibrate", runs[0], runs[1], "--cluster",
+                cluster, fmt=None)
+    loo = rows_of(plan("--validate", runs[0], runs[1], runs[3], "--cluster", cluster, fmt=None))
+    assert rows_of(held)[os.path.basename(runs[3])] == loo[os.path.basename(runs[3])], held
+    pair = rows_of(plan("--validate", runs[0], runs[1], "--cluster", cluster, fmt=None))
+    assert rows_of(held)[os.path.basename(runs[0])] == pair[os.path.basename(runs[0])], held
+    assert "(2 runs, each predicted from the 2 calibration runs, held out)" in held, held
 
 # device.from: RUN.h5 takes the ceilings a bench.roofline run measured (relative to the
 # cluster file's folder); a run without them is refused with the cluster file's line
