@@ -69,7 +69,7 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
 static void strategy_geom(const model_config *cfg, const plan_strategy *s, int tp_rank,
                           int pp_rank, shard_geom *g) {
     shard_geom_init(g, cfg, s->tp, tp_rank, s->pp, pp_rank);
-    shard_geom_set_ep(g, cfg, s->ep);
+    shard_geom_set_ep(g, cfg, s->ep, 0); /* plan prices ep inside tp only */
 }
 
 double plan_rank_weight_bytes(const model_config *cfg, precision_kind weight_dtype,

@@ -37,7 +37,8 @@ const char *roof_bound_name(roof_bound b) {
 static int phase_is_comm(phase p) {
     return p == PHASE_TP_ALLREDUCE || p == PHASE_TP_WAIT || p == PHASE_PP_SEND ||
            p == PHASE_PP_RECV_WAIT || p == PHASE_DP_GATHER || p == PHASE_SAMPLE_WAIT ||
-           p == PHASE_NLL_WAIT || p == PHASE_STOP_WAIT;
+           p == PHASE_NLL_WAIT || p == PHASE_STOP_WAIT || p == PHASE_EP_DISPATCH ||
+           p == PHASE_EP_COMBINE || p == PHASE_EP_WAIT;
 }
 
 /* What pricing the events needs from the run file. */

@@ -154,7 +154,7 @@ phase_moe_load phase_moe_load_expect(const model_config *cfg, double rows, int e
 
 void phase_step_geom(const model_config *cfg, const phase_step *s, shard_geom *g) {
     shard_geom_init(g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
-    shard_geom_set_ep(g, cfg, s->ep);
+    shard_geom_set_ep(g, cfg, s->ep, 0); /* ep > tp: every replica's block has E / ep experts */
 }
 
 /* One mixture-of-experts layer's MLP (forward.c moe_mlp) over rows: the router's product (fp32,
