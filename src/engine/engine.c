@@ -139,15 +139,17 @@ typedef struct {
     int batch_local, n_micro, mb_max, prompt_len, kv_capacity, blocks_per_seq, head_rows_max;
     size_t C, A, KVA, M, V, rope; /* KVA: the rank's kv heads * hd; rope: the RoPE table */
     size_t moe_rl, moe_entries;   /* router rows, and routed entries per token row (K + 1) */
-    size_t ep_send_rows, ep_recv_rows; /* EP across replicas: rows dispatched, rows served */
+    size_t ep_rows; /* EP across replicas: the most rows dispatched or served (arena_shape_ep) */
+    size_t ep_served;
     int llama;
     size_t kv_layer_bytes; /* one layer's keys (or values) for the replica's sequences */
     int n_layers;
 } arena_shape;
 
 /* Expert parallelism across replicas (g->ep > tp): the most rows a rank dispatches (each of
- * its rows routed to K experts, all of them its peers') and serves (every row of the group's
- * largest micro-batch sending it min(K, its experts) rows, from each of ep / tp replicas). */
+ * its rows routed to K experts, all of them its peers') or serves (every row of the group's
+ * largest micro-batch sending it min(K, its experts) rows, from each of ep / tp replicas); the
+ * dispatch and combine buffers each hold one and then the other (moe_ep.c). */
 static void arena_shape_ep(arena_shape *s, const engine_config *cfg, const shard_geom *g,
                            const model_config *mc, int dp) {
     if (mc->experts <= 0 || g->ep <= g->tp || g->n_layers <= 0) return;
@@ -155,8 +157,9 @@ static void arena_shape_ep(arena_shape *s, const engine_config *cfg, const shard
     microbatch_split_init(&widest, replica_sequences_max(cfg->batch, dp), cfg->microbatches);
     const size_t K = (size_t)mc->experts_top_k, El = (size_t)g->experts_local;
     const size_t rows_max = (size_t)widest.max_size * cfg->prompt_len;
-    s->ep_send_rows = (size_t)s->mb_max * s->prompt_len * K;
-    s->ep_recv_rows = (size_t)(g->ep / g->tp) * rows_max * (K < El ? K : El);
+    const size_t sent = (size_t)s->mb_max * s->prompt_len * K;
+    s->ep_served = (size_t)(g->ep / g->tp) * rows_max * (K < El ? K : El);
+    s->ep_rows = sent > s->ep_served ? sent : s->ep_served;
 }
 
 static void arena_shape_init(arena_shape *s, const engine_config *cfg, const shard_geom *g,
@@ -209,7 +212,7 @@ typedef struct {
     int kv;
 } arena_row;
 
-enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 26 };
+enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 28 };
 
 /* The size table. With e NULL the slots are NULL (planning only). Returns the row count. */
 static int arena_table(const arena_shape *s, engine *e, int paged, arena_row rows[]) {
@@ -232,8 +235,10 @@ static int arena_table(const arena_shape *s, engine *e, int paged, arena_row row
     ROW(moe_wts, R * s->moe_entries * F, 0);
     ROW(moe_in, s->moe_rl ? R * s->C * F : 0, 0);
     ROW(moe_out, s->moe_rl ? R * s->C * F : 0, 0);
-    ROW(ep_send, s->ep_send_rows * s->C * F, 0);
-    ROW(ep_recv, s->ep_recv_rows * s->C * F, 0);
+    ROW(ep_send, s->ep_rows * s->C * F, 0);
+    ROW(ep_recv, s->ep_rows * s->C * F, 0);
+    ROW(ep_perm, s->ep_served * I, 0);
+    ROW(ep_ones, s->ep_served ? R * F : 0, 0);
     ROW(rope_inv_freq, s->rope * F, 0);
     ROW(head_in, head * s->C * F, 0);
     ROW(logits, head * s->V * F, 0);
@@ -301,6 +306,14 @@ static void arena_init(engine *e) {
         p += align64(rows[i].bytes);
     }
     if (e->cfg.kv_cache == KV_PAGED) block_table_fill(e);
+    e->ep_served = s.ep_served;
+    if (s.ep_served) { /* the weights of the experts' outputs put back in place: 1 exactly */
+        const size_t R = (size_t)s.mb_max * s.prompt_len;
+        float *ones = xmalloc(R * sizeof(float));
+        for (size_t i = 0; i < R; i++) ones[i] = 1.0f;
+        e->be->ops->copy_to_device(e->be->ctx, e->ep_ones, ones, R * sizeof(float));
+        free(ones);
+    }
     if (s.rope) rope_table_fill(e, s.rope);
     else e->rope_inv_freq = NULL, e->act = NULL;
 }
@@ -337,6 +350,7 @@ static void host_buffers_init(engine *e) {
         const size_t P = (size_t)e->ep->size;
         e->ep_counts = xcalloc(6 * P, sizeof(size_t));
         e->ep_experts = xcalloc(2 * P * (size_t)g->experts_local, sizeof(int32_t));
+        e->ep_perm_host = xcalloc(e->ep_served + 1, sizeof(int32_t));
     }
     for (int i = 0; i < e->split.n_micro; i++) {
         e->tok_send[i] = xmalloc((size_t)e->mb_max * sizeof(int32_t));
@@ -428,6 +442,7 @@ void engine_free(engine *e) {
     moe_routing_free(&e->moe_host);
     free(e->ep_counts);
     free(e->ep_experts);
+    free(e->ep_perm_host);
     free(e->generated);
     free(e->token_time);
     free(e->finished);

@@ -145,8 +145,13 @@ typedef struct {
     /* expert parallelism across replicas (engine/moe_ep.c), NULL without an EP group:
      * K' = min(K, experts per block), P = the group's replicas, Rg = the largest micro-batch's
      * rows of any replica */
-    float *ep_send;    // (R * K, C) the rows this rank dispatches, by peer; then their outputs
-    float *ep_recv;    // (P * Rg * K', C) the rows its experts serve, by source; outputs in place
+    float *ep_send;    // (Rmax, C) the rows this rank dispatches, by peer; then the outputs of
+                       // its experts, laid out as ep_recv's rows (Rmax: max(R K, Rs), Rs =
+                       // P Rg K' rows served)
+    float *ep_recv;    // (Rmax, C) the rows its experts serve, by source, then expert; then
+                       // the outputs of the rows it dispatched, laid out as they were sent
+    int32_t *ep_perm;  // (Rs) where in ep_recv each served row is, expert by expert
+    float *ep_ones;    // (R) 1.0: the scatter that puts outputs back in place
     float *rope_inv_freq; // (hd/2) Llama's RoPE table, made once at set-up; NULL for GPT-2
     float *head_in;  // (R_head, C) final-normed rows fed to the LM head
     float *logits;   // (R_head, V_local)
@@ -179,6 +184,8 @@ typedef struct {
      * each peer, then those received from each */
     size_t *ep_counts;
     int32_t *ep_experts;
+    int32_t *ep_perm_host;  /* (Rs) ep_perm, built here */
+    size_t ep_served;       /* Rs: the most rows this rank's experts serve in one layer */
     int32_t *tok_send[ENGINE_MAX_MICRO], *tok_recv[ENGINE_MAX_MICRO];
     int slot[ENGINE_MAX_MICRO];       /* which stage_buf of the micro-batch the step uses */
     comm_req send_req[ENGINE_MAX_MICRO][2], recv_req[ENGINE_MAX_MICRO];
@@ -301,14 +308,17 @@ void engine_head_rows(engine *e, float *logits, float *head_in, const float *x, 
  * of every micro-batch: moe_ep_gather copies, peer by peer, the rows routed to experts of
  * block (peer, this TP rank) into e->ep_send; moe_ep_dispatch sends them and receives into
  * e->ep_recv the rows this rank's experts serve, by source then expert (the counts in
- * e->ep_experts), timed as ep_dispatch and ep_wait; the caller runs the experts in place;
- * moe_ep_combine sends the outputs back into e->ep_send (ep_combine, ep_wait);
- * moe_ep_scatter adds each returned row, weighted, into o. The gather and scatter are the
- * caller's to time. */
+ * e->ep_experts), timed as ep_dispatch and ep_wait; the caller runs the experts, writing
+ * their outputs into e->ep_send at the rows' places in e->ep_recv; moe_ep_combine sends the
+ * outputs back into e->ep_recv (ep_combine, ep_wait); moe_ep_scatter adds each returned row,
+ * weighted, into o. The gather and scatter are the caller's to time. */
 void moe_ep_gather(engine *e, const float *h);
 /* moe_ep_gather for a replica with no rows in this micro-batch: it dispatches none. */
 void moe_ep_gather_none(engine *e);
 void moe_ep_dispatch(engine *e, int step, int mb, int layer);
+/* After moe_ep_dispatch: e->ep_perm lists the rows of e->ep_recv expert by expert (each
+ * expert's rows from every source together, sources in order); returns how many. */
+int moe_ep_order(engine *e);
 void moe_ep_combine(engine *e, int step, int mb, int layer);
 void moe_ep_scatter(engine *e, float *o);
 

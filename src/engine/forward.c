@@ -222,17 +222,31 @@ static void moe_shared(engine *e, float *o, const float *h, int l, int rows) {
 }
 
 /* Expert parallelism across replicas: this rank's experts over the rows its EP group sent,
- * in place in ep_recv, source by source, each source's rows grouped by expert. */
+ * each expert over all of its rows at once (every source's together: one wide product instead
+ * of one per source), in pieces of at most R rows through moe_in and moe_out; the outputs go to
+ * ep_send at the rows' places in ep_recv, for the combine. */
 static void moe_ep_experts(engine *e, int l) {
+    const backend_ops *ops = e->be->ops;
+    void *ctx = e->be->ctx;
     const int P = e->ep->size, El = e->m->geom.experts_local, C = e->m->cfg.embd;
+    const int most = e->mb_max * e->prompt_len;
     const int32_t *from = e->ep_experts + (size_t)P * El;
-    size_t at = 0;
-    for (int p = 0; p < P; p++)
-        for (int x = 0; x < El; x++) {
-            const int n = from[(size_t)p * El + x];
-            if (n > 0) local_expert(e, e->ep_recv + at * C, e->ep_recv + at * C, l, x, n);
-            at += (size_t)n;
+    const int total = moe_ep_order(e);
+    if (total == 0) return;
+    ops->memset_zero(ctx, e->ep_send, (size_t)total * C * sizeof(float));
+    int at = 0;
+    for (int x = 0; x < El; x++) {
+        int n = 0;
+        for (int p = 0; p < P; p++) n += from[(size_t)p * El + x];
+        for (int r0 = 0; r0 < n; r0 += most) {
+            const int rn = n - r0 < most ? n - r0 : most;
+            const int32_t *rows = e->ep_perm + at + r0;
+            ops->gather_rows(ctx, e->moe_in, e->ep_recv, rows, rn, C);
+            local_expert(e, e->moe_out, e->moe_in, l, x, rn);
+            ops->scatter_add_rows(ctx, e->ep_send, e->moe_out, rows, e->ep_ones, rn, C);
         }
+        at += n;
+    }
 }
 
 /* The mixture-of-experts MLP of stage layer l over rows of h, into o as this rank's partial

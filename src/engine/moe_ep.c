@@ -92,11 +92,33 @@ void moe_ep_dispatch(engine *e, int step, int mb, int layer) {
     ep_timed(e, PHASE_EP_DISPATCH, t0, step, mb, layer);
 }
 
+int moe_ep_order(engine *e) {
+    const int P = e->ep->size, El = e->m->geom.experts_local;
+    const size_t C = (size_t)e->m->cfg.embd;
+    const int32_t *from = e->ep_experts + (size_t)P * El;
+    const ep_counts n = counts_of(e);
+    int k = 0;
+    for (int x = 0; x < El; x++)
+        for (int p = 0; p < P; p++) {
+            size_t row = n.recv_at[p] / C; /* source p's rows of expert x start here */
+            for (int y = 0; y < x; y++)
+                row += (size_t)from[(size_t)p * El + y];
+            CHECK((size_t)k + (size_t)from[(size_t)p * El + x] <= e->ep_served,
+                  "EP: more rows served than the %zu sized at set-up", e->ep_served);
+            for (int i = 0; i < from[(size_t)p * El + x]; i++)
+                e->ep_perm_host[k++] = (int32_t)(row + i);
+        }
+    if (k > 0)
+        e->be->ops->copy_to_device(e->be->ctx, e->ep_perm, e->ep_perm_host,
+                                   (size_t)k * sizeof(int32_t));
+    return k;
+}
+
 void moe_ep_combine(engine *e, int step, int mb, int layer) {
     const ep_counts n = counts_of(e);
     const double t0 = timer_host_seconds();
     /* the outputs go back the way the rows came, landing where they were sent from */
-    ep_alltoallv(e, e->ep_recv, n.recv, n.recv_at, e->ep_send, n.send, n.send_at, COMM_FLOAT);
+    ep_alltoallv(e, e->ep_send, n.recv, n.recv_at, e->ep_recv, n.send, n.send_at, COMM_FLOAT);
     ep_timed(e, PHASE_EP_COMBINE, t0, step, mb, layer);
 }
 
@@ -113,7 +135,7 @@ void moe_ep_scatter(engine *e, float *o) {
             const int at = r->offset[x], rows = r->offset[x + 1] - at;
             if (rows > 0)
                 e->be->ops->scatter_add_rows(e->be->ctx, o,
-                                             e->ep_send + n.send_at[p] + (size_t)(at - base) * C,
+                                             e->ep_recv + n.send_at[p] + (size_t)(at - base) * C,
                                              e->moe_idx + at, e->moe_wts + at, rows, (int)C);
         }
     }
