@@ -186,6 +186,8 @@ typedef struct {
     int32_t *ep_experts;
     int32_t *ep_perm_host;  /* (Rs) ep_perm, built here */
     size_t ep_served;       /* Rs: the most rows this rank's experts serve in one layer */
+    comm_req ep_req;        /* the rows' all-to-all in flight (moe_ep_dispatch_start) */
+    double ep_t0, ep_t1;    /* when the dispatch started, and its counts' exchange ended */
     int32_t *tok_send[ENGINE_MAX_MICRO], *tok_recv[ENGINE_MAX_MICRO];
     int slot[ENGINE_MAX_MICRO];       /* which stage_buf of the micro-batch the step uses */
     comm_req send_req[ENGINE_MAX_MICRO][2], recv_req[ENGINE_MAX_MICRO];
@@ -316,6 +318,13 @@ void moe_ep_gather(engine *e, const float *h);
 /* moe_ep_gather for a replica with no rows in this micro-batch: it dispatches none. */
 void moe_ep_gather_none(engine *e);
 void moe_ep_dispatch(engine *e, int step, int mb, int layer);
+/* moe_ep_dispatch in two halves, for work in between (parallel.overlap): the start exchanges
+ * the counts and starts the rows' all-to-all; moe_ep_poll drives it (MPI progresses in its
+ * calls); the finish waits for it and records ep_dispatch and ep_wait (two ep_wait events when
+ * overlapped: the counts' exchange and the wait for the rows). */
+void moe_ep_dispatch_start(engine *e);
+void moe_ep_poll(engine *e);
+void moe_ep_dispatch_finish(engine *e, int step, int mb, int layer, int overlapped);
 /* After moe_ep_dispatch: e->ep_perm lists the rows of e->ep_recv expert by expert (each
  * expert's rows from every source together, sources in order); returns how many. */
 int moe_ep_order(engine *e);

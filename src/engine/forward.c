@@ -160,14 +160,17 @@ static kv_view layer_kv_cache(const engine *e, int l, int kv_heads) {
 }
 
 /* One expert's SwiGLU MLP over n rows: out (n, C) = down(silu(gate(in)) * up(in)), this rank's
- * partial sums (its columns of the intermediate). f and act are the shared scratch. */
+ * partial sums (its columns of the intermediate). f and act are the shared scratch. Between
+ * products it drives an EP dispatch in flight (moe_ep_poll: none in flight, nothing done). */
 static void expert_mlp(engine *e, float *out, const float *in, weight_view gate_up,
                        weight_view down, int n, int width) {
     const backend_ops *ops = e->be->ops;
     const int C = e->m->cfg.embd;
     ops->matmul(e->be->ctx, e->f, in, gate_up, NULL, n, C, 2 * width);
+    if (e->ep) moe_ep_poll(e);
     ops->swiglu(e->be->ctx, e->act, e->f, n, width);
     ops->matmul(e->be->ctx, out, e->act, down, NULL, n, width, C);
+    if (e->ep) moe_ep_poll(e);
 }
 
 /* The router's logits of rows of h, routed on the host (engine/moe.c), the expert lists copied
@@ -263,17 +266,23 @@ static void moe_mlp(engine *e, float *o, const float *h, int l, int rows, int st
     void *ctx = e->be->ctx;
     const int C = e->m->cfg.embd;
     if (e->ep) {
+        /* parallel.overlap: the shared expert runs while the routed rows travel */
+        const int overlapped = e->cfg.overlap && r->shared;
         TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) {
             moe_route_rows(e, o, h, l, rows, step);
             moe_ep_gather(e, h);
         }
-        moe_ep_dispatch(e, step, mb, layer);
+        moe_ep_dispatch_start(e);
+        if (overlapped)
+            TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer)
+                moe_shared(e, o, h, l, rows);
+        moe_ep_dispatch_finish(e, step, mb, layer, overlapped);
         TIMER_SCOPE(e->tm, PHASE_EP_EXPERT, step, mb, layer)
             moe_ep_experts(e, l);
         moe_ep_combine(e, step, mb, layer);
         TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) {
             moe_ep_scatter(e, o);
-            moe_shared(e, o, h, l, rows);
+            if (!overlapped) moe_shared(e, o, h, l, rows);
         }
         return;
     }

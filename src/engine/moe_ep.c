@@ -72,14 +72,16 @@ void moe_ep_gather_none(engine *e) {
     }
 }
 
-void moe_ep_dispatch(engine *e, int step, int mb, int layer) {
+/* The receivers learn how many rows of each of their experts come (a small blocking
+ * all-to-all), then the rows' all-to-all starts. */
+void moe_ep_dispatch_start(engine *e) {
     const int P = e->ep->size, El = e->m->geom.experts_local;
     const size_t C = (size_t)e->m->cfg.embd;
     const ep_counts n = counts_of(e);
     int32_t *to = e->ep_experts, *from = e->ep_experts + (size_t)P * El;
-    const double t0 = timer_host_seconds();
-    /* the receivers learn how many rows of each of their experts come, then the rows */
+    e->ep_t0 = timer_host_seconds();
     ep_alltoallv(e, to, n.meta, n.meta_at, from, n.meta, n.meta_at, COMM_INT32);
+    e->ep_t1 = timer_host_seconds();
     size_t rows_in = 0;
     for (int p = 0; p < P; p++) {
         size_t rows = 0;
@@ -88,8 +90,32 @@ void moe_ep_dispatch(engine *e, int step, int mb, int layer) {
         n.recv[p] = rows * C, n.recv_at[p] = rows_in * C;
         rows_in += rows;
     }
-    ep_alltoallv(e, e->ep_send, n.send, n.send_at, e->ep_recv, n.recv, n.recv_at, COMM_FLOAT);
-    ep_timed(e, PHASE_EP_DISPATCH, t0, step, mb, layer);
+    comm_ialltoallv(e->ep, e->ep_send, n.send, n.send_at, e->ep_recv, n.recv, n.recv_at, COMM_FLOAT,
+                    &e->ep_req);
+}
+
+void moe_ep_poll(engine *e) {
+    if (!e->ep->stream_ordered && e->ep_req.active) comm_test(e->ep, &e->ep_req);
+}
+
+void moe_ep_dispatch_finish(engine *e, int step, int mb, int layer, int overlapped) {
+    const double w0 = timer_host_seconds();
+    comm_wait(e->ep, &e->ep_req);
+    const double t1 = timer_host_seconds();
+    timer_add_host(e->tm, PHASE_EP_DISPATCH, step, mb, layer, e->ep_t0, t1);
+    /* blocked: in the counts' exchange, and waiting for the rows; one span when nothing ran
+     * between them */
+    if (overlapped) {
+        timer_add_host(e->tm, PHASE_EP_WAIT, step, mb, layer, e->ep_t0, e->ep_t1);
+        timer_add_host(e->tm, PHASE_EP_WAIT, step, mb, layer, w0, t1);
+    } else {
+        timer_add_host(e->tm, PHASE_EP_WAIT, step, mb, layer, e->ep_t0, t1);
+    }
+}
+
+void moe_ep_dispatch(engine *e, int step, int mb, int layer) {
+    moe_ep_dispatch_start(e);
+    moe_ep_dispatch_finish(e, step, mb, layer, 0);
 }
 
 int moe_ep_order(engine *e) {

@@ -91,9 +91,10 @@ void clock_align(MPI_Comm world, double inject_offset, double *offset, double *u
  * the all-reduces of the overlap pieces). Perplexity adds a head and an nll_wait per sequence
  * at prefill (NLL_EVENTS_PER_SEQUENCE). Expert parallelism across replicas (ep > tp) turns a
  * mixture of experts' one mlp_gemm into two, with ep_dispatch, ep_expert, ep_combine and two
- * ep_wait between them: 6 more (EP_EVENTS_PER_LAYER). */
+ * ep_wait between them, and with overlap a third mlp_gemm (the shared expert) and a third
+ * ep_wait: at most 8 more (EP_EVENTS_PER_LAYER). */
 enum { EVENTS_PER_STEP = 16, EVENTS_PER_LAYER = 16, EVENTS_OUTSIDE_STEPS = 64,
-       NLL_EVENTS_PER_SEQUENCE = 2, EP_EVENTS_PER_LAYER = 6 };
+       NLL_EVENTS_PER_SEQUENCE = 2, EP_EVENTS_PER_LAYER = 8 };
 
 /* Step events of every generation the run may make: steps x micro-batches x generations. */
 static long step_events(const job *j) {

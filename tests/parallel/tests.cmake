@@ -71,9 +71,11 @@ tripar_parallel_test(parallel_moe_factorizations_w5_w7
 tripar_parallel_test(parallel_qwen2_moe_factorizations_w5_w7
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/qwen2_moe_w5_w7 ${TRIPAR_FIXTURES}/factor_moe.yaml --experts 6 5 7
   -- ${MOE_W5_W7} ${QWEN2_MOE})
+# 8 experts on 8 ranks with overlap: across replicas the shared expert runs while the routed
+# rows travel (MPI_Ialltoallv), besides the TP all-reduces' pieces.
 tripar_parallel_test(parallel_moe_ep_w8
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/moe_ep_w8 ${TRIPAR_FIXTURES}/factor_moe.yaml --experts 8 8
-  -- model.synthetic.kv_heads=2 model.synthetic.experts=8 ${QWEN2_MOE})
+  -- model.synthetic.kv_heads=2 model.synthetic.experts=8 ${QWEN2_MOE} parallel.overlap=true)
 tripar_parallel_test(parallel_llama_replicated_kv
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_kv2 ${TRIPAR_FIXTURES}/factor_llama.yaml 4 8
   -- model.synthetic.kv_heads=2)
