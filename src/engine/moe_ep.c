@@ -1,7 +1,8 @@
 /* Expert parallelism across replicas (parallel.ep > tp, docs/jobs.md "Expert parallelism"):
  * the two all-to-alls of a mixture-of-experts layer over the EP group, dispatch (each routed
- * row to the rank of its expert) and combine (the outputs back, added in with their weights).
- * The experts' compute between them stays in forward.c with the other products. */
+ * row to the rank of its expert) and combine (the outputs back, added in with their weights),
+ * and the order in which the received rows meet their experts. The experts' compute between
+ * them stays in forward.c with the other products. */
 #include <string.h>
 
 #include "base/check.h"
@@ -31,14 +32,6 @@ static void ep_alltoallv(engine *e, const void *send, const size_t *sc, const si
                          void *recv, const size_t *rc, const size_t *rd, comm_type type) {
     if (!e->ep->stream_ordered) e->be->ops->synchronize(e->be->ctx); /* MPI reads it now */
     comm_alltoallv(e->ep, send, sc, sd, recv, rc, rd, type);
-}
-
-/* Times [t0, now] as `span` (dispatch or combine) and as ep_wait: the blocking all-to-alls
- * spend all of it blocked. */
-static void ep_timed(engine *e, phase span, double t0, int step, int mb, int layer) {
-    const double t1 = timer_host_seconds();
-    timer_add_host(e->tm, span, step, mb, layer, t0, t1);
-    timer_add_host(e->tm, PHASE_EP_WAIT, step, mb, layer, t0, t1);
 }
 
 void moe_ep_gather(engine *e, const float *h) {
@@ -80,6 +73,7 @@ void moe_ep_dispatch_start(engine *e) {
     const ep_counts n = counts_of(e);
     int32_t *to = e->ep_experts, *from = e->ep_experts + (size_t)P * El;
     e->ep_t0 = timer_host_seconds();
+    /* its synchronize also orders the gather before the rows leave */
     ep_alltoallv(e, to, n.meta, n.meta_at, from, n.meta, n.meta_at, COMM_INT32);
     e->ep_t1 = timer_host_seconds();
     size_t rows_in = 0;
@@ -145,7 +139,9 @@ void moe_ep_combine(engine *e, int step, int mb, int layer) {
     const double t0 = timer_host_seconds();
     /* the outputs go back the way the rows came, landing where they were sent from */
     ep_alltoallv(e, e->ep_send, n.recv, n.recv_at, e->ep_recv, n.send, n.send_at, COMM_FLOAT);
-    ep_timed(e, PHASE_EP_COMBINE, t0, step, mb, layer);
+    const double t1 = timer_host_seconds(); /* blocking: all of it blocked */
+    timer_add_host(e->tm, PHASE_EP_COMBINE, step, mb, layer, t0, t1);
+    timer_add_host(e->tm, PHASE_EP_WAIT, step, mb, layer, t0, t1);
 }
 
 void moe_ep_scatter(engine *e, float *o) {
