@@ -115,6 +115,7 @@ int comm_setup(mesh *m, const comm_plan *plan, const backend *be) {
     comm_mpi_init(&m->axis[AXIS_DP], m->axis_mpi[AXIS_DP]);
     comm_mpi_init(&m->pp_host, m->axis_mpi[AXIS_PP]);
     comm_mpi_init(&m->world_host, m->world);
+    if (m->ep_replicas > 1) comm_mpi_init(&m->ep, m->ep_mpi); /* host rows: MoE runs on cpu */
     int shared = 0;
     const int chosen = choose_device_comm(m, plan, be, &shared);
     if (chosen < 0) {
@@ -133,6 +134,7 @@ int comm_setup(mesh *m, const comm_plan *plan, const backend *be) {
                                                    [AXIS_DP] = "DP"};
     for (int a = 0; a < AXIS_COUNT; a++) watch_comm_name(m->axis_mpi[a], labels[a]);
     watch_comm_name(m->world, "world");
+    if (m->ep_replicas > 1) watch_comm_name(m->ep_mpi, "EP");
     if (!comm_backends[chosen].description) return 0; /* host memory: nothing to warm up */
     if (m->axis[AXIS_TP].stream_ordered) warm_up_stream_ordered(m, be);
     if (m->world_rank == 0)
@@ -148,4 +150,5 @@ void comm_teardown(mesh *m) {
         comm_free(&m->axis[a]);
     comm_free(&m->pp_host);
     comm_free(&m->world_host);
+    comm_free(&m->ep);
 }

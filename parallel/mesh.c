@@ -311,6 +311,7 @@ int mesh_try_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *o
         }
         MPI_CHECK(MPI_Comm_split(world, color, m->coord[a], &m->axis_mpi[a]));
     }
+    m->ep_replicas = 1, m->ep_mpi = MPI_COMM_NULL;
     mesh_warn_tp_spans(m);
     return 0;
 }
@@ -323,6 +324,17 @@ void mesh_attach_mpi(mesh *m) {
     for (int a = 0; a < AXIS_COUNT; a++)
         comm_mpi_init(&m->axis[a], m->axis_mpi[a]);
     comm_mpi_init(&m->world_host, m->world);
+    if (m->ep_replicas > 1) comm_mpi_init(&m->ep, m->ep_mpi);
+}
+
+void mesh_ep_split(mesh *m, int replicas) {
+    if (replicas <= 1) return;
+    CHECK(MESH_DP(m) % replicas == 0, "ep spans %d replicas, which does not divide dp %d",
+          replicas, MESH_DP(m));
+    const int dp_rank = m->coord[AXIS_DP];
+    MPI_CHECK(MPI_Comm_split(m->axis_mpi[AXIS_DP], dp_rank / replicas, dp_rank % replicas,
+                             &m->ep_mpi));
+    m->ep_replicas = replicas;
 }
 
 /* Frees the comms still attached (comm_teardown frees them earlier when the backend goes first)
@@ -330,6 +342,8 @@ void mesh_attach_mpi(mesh *m) {
 void mesh_free(mesh *m) {
     comm_free(&m->pp_host);
     comm_free(&m->world_host);
+    comm_free(&m->ep);
+    if (m->ep_mpi != MPI_COMM_NULL && m->ep_mpi) MPI_Comm_free(&m->ep_mpi);
     for (int a = 0; a < AXIS_COUNT; a++) {
         comm_free(&m->axis[a]);
         if (m->axis_mpi[a] != MPI_COMM_NULL && m->axis_mpi[a]) MPI_Comm_free(&m->axis_mpi[a]);

@@ -38,6 +38,13 @@ typedef struct {
                               tokens); set by comm_setup, unset (ops NULL) otherwise */
     comm world_host;       /* MPI over world for host buffers (the stop vote, the
                               arrival stream's decisions) */
+    /* Expert parallelism across replicas (parallel.ep > tp, mesh_ep_split): the ranks of one
+     * stage and TP index in ep_replicas adjacent dp coordinates, which exchange a mixture of
+     * experts' tokens by all-to-all. ep_mpi is MPI_COMM_NULL (ep_replicas 1) otherwise. */
+    int ep_replicas;
+    MPI_Comm ep_mpi;
+    comm ep;               /* MPI over ep_mpi, set by comm_setup or mesh_attach_mpi: the experts
+                              run on the cpu backend only, so their rows are host memory */
 } mesh;
 
 #define MESH_TP(m) ((m)->size[AXIS_TP])
@@ -93,6 +100,11 @@ int mesh_try_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *o
 int mesh_layout_check(MPI_Comm world, int dp, int tp, int pp, const char *order);
 void mesh_init(mesh *m, MPI_Comm world, int dp, int tp, int pp, const char *order);
 void mesh_attach_mpi(mesh *m);
+/* Carves the EP groups of parallel.ep = replicas * tp: dp coordinates [k * replicas, (k + 1) *
+ * replicas) of one stage and TP index form group k, group rank = dp coordinate % replicas, so
+ * the order string places them where it places dp. replicas must divide dp (job_validate).
+ * Collective over the DP axis; replicas 1 carves nothing. Call before comm_setup. */
+void mesh_ep_split(mesh *m, int replicas);
 void mesh_free(mesh *m);
 
 #ifdef __cplusplus

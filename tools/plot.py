@@ -79,14 +79,15 @@ def load_json(cmd, path, key, what):
 
 # Phases that enclose others; drawn as a thin band, never stacked with the work inside them.
 SPANS = ("iteration", "step", "weight_init")
-COMM = ("tp_allreduce", "pp_send", "dp_gather")
-WAIT = ("tp_wait", "pp_recv_wait", "sample_wait", "nll_wait", "stop_wait")
+COMM = ("tp_allreduce", "pp_send", "dp_gather", "ep_dispatch", "ep_combine")
+WAIT = ("tp_wait", "pp_recv_wait", "sample_wait", "nll_wait", "stop_wait", "ep_wait")
 PHASE_COLORS = {
     "embed": "#8c564b", "norm": "#bcbd22", "qkv_gemm": "#1f77b4", "attention": "#17becf",
     "attn_out_gemm": "#aec7e8", "mlp_gemm": "#2ca02c", "head": "#9467bd", "sample": "#c5b0d5",
     "tp_allreduce": "#ff7f0e", "tp_wait": "#d62728", "pp_send": "#ffbb78",
     "pp_recv_wait": "#e377c2", "dp_gather": "#7f7f7f", "sample_wait": "#ff9896",
-    "nll_wait": "#f7b6d2", "stop_wait": "#c49c94",
+    "nll_wait": "#f7b6d2", "stop_wait": "#c49c94", "ep_dispatch": "#9467bd",
+    "ep_expert": "#aec7e8", "ep_combine": "#c5b0d5", "ep_wait": "#8c6d31",
     "step": "#dddddd", "iteration": "#bbbbbb", "weight_init": "#999999",
 }
 

@@ -6,10 +6,11 @@
 #include "analysis/explain.h"
 
 /* Leaves are the phases that enclose no other phase; tp_allreduce spans compute and its
- * exposed part is recorded as tp_wait. */
+ * exposed part is recorded as tp_wait, as ep_dispatch's and ep_combine's is as ep_wait. */
 int explain_kind_is_leaf(int p) {
     return p >= 0 && p < PHASE_COUNT && p != PHASE_STEP && p != PHASE_ITERATION &&
-           p != PHASE_WEIGHT_INIT && p != PHASE_TP_ALLREDUCE;
+           p != PHASE_WEIGHT_INIT && p != PHASE_TP_ALLREDUCE && p != PHASE_EP_DISPATCH &&
+           p != PHASE_EP_COMBINE;
 }
 
 int explain_kind_is_wait(int kind) {
@@ -56,6 +57,7 @@ const char *explain_kind_words(int kind) {
     case PHASE_SAMPLE_WAIT: return "exposed sampling collective";
     case PHASE_NLL_WAIT: return "exposed perplexity reduction";
     case PHASE_STOP_WAIT: return "stop vote wait";
+    case PHASE_EP_WAIT: return "exposed EP all-to-all";
     case EXPLAIN_HOST_GAP: return "idle between recorded phases";
     default: return "";
     }

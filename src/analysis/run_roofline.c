@@ -38,7 +38,8 @@ const char *roof_bound_name(roof_bound b) {
 static int phase_is_comm(phase p) {
     return p == PHASE_TP_ALLREDUCE || p == PHASE_TP_WAIT || p == PHASE_PP_SEND ||
            p == PHASE_PP_RECV_WAIT || p == PHASE_DP_GATHER || p == PHASE_SAMPLE_WAIT ||
-           p == PHASE_NLL_WAIT || p == PHASE_STOP_WAIT;
+           p == PHASE_NLL_WAIT || p == PHASE_STOP_WAIT || p == PHASE_EP_DISPATCH ||
+           p == PHASE_EP_COMBINE || p == PHASE_EP_WAIT;
 }
 
 /* What pricing the events needs from the run file. */
@@ -249,7 +250,8 @@ static phase_step step_shape(const run_data *run, const run_shape *s, const run_
 
 /* Payload of the communication one step of one micro-batch makes in phase p (bytes moved by
  * this rank's messages; no FLOPs): TP all-reduces of the residual stream, two per layer plus
- * the embedding's, and the PP activations. DP gathers once per run, outside any step. */
+ * the embedding's, the PP activations and the EP all-to-alls' rows. DP gathers once per run,
+ * outside any step. */
 static double comm_payload(const run_data *run, const model_config *cfg, const run_rank *rk,
                            const phase_step *st, phase p) {
     const double rows = (double)st->seqs * st->new_positions, act = rows * cfg->embd * 4.0;
@@ -257,6 +259,11 @@ static double comm_payload(const run_data *run, const model_config *cfg, const r
     if ((p == PHASE_TP_ALLREDUCE || p == PHASE_TP_WAIT) && run->tp > 1)
         return act * (2.0 * layers + (rk->pp_rank == 0));
     if (p == PHASE_PP_SEND && run->pp > 1 && rk->pp_rank < run->pp - 1) return act;
+    /* expert parallelism across replicas: each layer's rows x k routed rows, a tp-th of them
+     * this rank's to send (dispatch) and to take back (combine), itself one of the peers */
+    if ((p == PHASE_EP_DISPATCH || p == PHASE_EP_COMBINE || p == PHASE_EP_WAIT) &&
+        run->ep > run->tp && cfg->experts > 0)
+        return act * cfg->experts_top_k / run->tp * layers * (p == PHASE_EP_WAIT ? 2 : 1);
     if (p == PHASE_PP_RECV_WAIT && run->pp > 1 && rk->pp_rank > 0) return act;
     return 0;
 }

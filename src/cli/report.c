@@ -112,8 +112,10 @@ static void summary_time_shares(run_summary *s, double *busy) {
         const double other_waits =
             row[PHASE_SAMPLE_WAIT] + row[PHASE_NLL_WAIT] + row[PHASE_STOP_WAIT];
         s->comm += row[PHASE_TP_ALLREDUCE] + row[PHASE_PP_SEND] + row[PHASE_DP_GATHER] +
-                   row[PHASE_PP_RECV_WAIT] + other_waits;
-        s->exposed += row[PHASE_TP_WAIT] + row[PHASE_PP_RECV_WAIT] + other_waits;
+                   row[PHASE_PP_RECV_WAIT] + row[PHASE_EP_DISPATCH] + row[PHASE_EP_COMBINE] +
+                   other_waits;
+        s->exposed += row[PHASE_TP_WAIT] + row[PHASE_PP_RECV_WAIT] + row[PHASE_EP_WAIT] +
+                      other_waits;
         s->bubble += run->pp > 1 ? row[PHASE_PP_RECV_WAIT] : 0;
         s->wall += rank_wall(s, row, r);
     }

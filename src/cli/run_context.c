@@ -240,6 +240,12 @@ void engine_config_from_job(engine_config *cfg, const job *j) {
     cfg->nll_first = j->perplexity_window > 0 ? perplexity_first(j->prompt_len) : 0;
 }
 
+/* Where a replica sits in its EP group when parallel.ep spans replicas (ep > tp: groups of
+ * ep / tp adjacent dp coordinates, parallel/mesh.h mesh_ep_split); 0 otherwise. */
+static int ep_replica(const job *j, int dp_rank) {
+    return j->ep > j->tp ? dp_rank % (j->ep / j->tp) : 0;
+}
+
 /* What one rank at coordinates (tp_rank, pp_rank, dp_rank) allocates: the weights' size table
  * and the engine's arena table, the same ones a run allocates from. */
 static void rank_memory_plan(const job *j, const model_config *cfg, int tp_rank, int pp_rank,
@@ -249,7 +255,7 @@ static void rank_memory_plan(const job *j, const model_config *cfg, int tp_rank,
     model m;
     memset(&m, 0, sizeof m);
     shard_geom_init(g, cfg, j->tp, tp_rank, j->pp, pp_rank);
-    shard_geom_set_ep(g, cfg, j->ep);
+    shard_geom_set_ep(g, cfg, j->ep, ep_replica(j, dp_rank));
     model_tensor_table(&m, cfg, g, model_weight_dtype(j->precision));
     size_t act = 0, kv = 0;
     engine_arena_plan(&ec, g, cfg, j->dp, dp_rank, &act, &kv);
@@ -363,7 +369,7 @@ static int model_start(run_context *rc, const run_args *a) {
     const job *j = &rc->j;
     shard_geom g;
     shard_geom_init(&g, &rc->cfg, j->tp, rc->mesh.coord[AXIS_TP], j->pp, rc->mesh.coord[AXIS_PP]);
-    shard_geom_set_ep(&g, &rc->cfg, j->ep);
+    shard_geom_set_ep(&g, &rc->cfg, j->ep, ep_replica(j, rc->mesh.coord[AXIS_DP]));
     model_tensor_table(&rc->m, &rc->cfg, &g, model_weight_dtype(j->precision));
     model_alloc(&rc->m, &rc->be);
     rc->have_model = 1;
@@ -430,6 +436,7 @@ int run_context_build(run_context *rc, const run_args *a, volatile sig_atomic_t 
     watch_phase(WATCH_NONE);
     if (refused) return run_user_error();
     rc->have_mesh = 1;
+    if (j->ep > j->tp) mesh_ep_split(&rc->mesh, j->ep / j->tp); /* EP groups across replicas */
     const long capacity = timer_event_capacity(j);
     int code = backend_start(rc, capacity);
     if (code == TRIPAR_EXIT_OK) { /* before the comms, the model and the engine allocate */

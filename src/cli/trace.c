@@ -17,9 +17,10 @@ static const char *const tid_names[TID_COUNT] = {"step", "compute", "comm", "wai
 static int phase_tid(int p) {
     switch (p) {
     case PHASE_STEP: case PHASE_ITERATION: case PHASE_WEIGHT_INIT: return TID_STEP;
-    case PHASE_TP_ALLREDUCE: case PHASE_PP_SEND: case PHASE_DP_GATHER: return TID_COMM;
+    case PHASE_TP_ALLREDUCE: case PHASE_PP_SEND: case PHASE_DP_GATHER:
+    case PHASE_EP_DISPATCH: case PHASE_EP_COMBINE: return TID_COMM;
     case PHASE_TP_WAIT: case PHASE_PP_RECV_WAIT: case PHASE_SAMPLE_WAIT: case PHASE_NLL_WAIT:
-    case PHASE_STOP_WAIT:
+    case PHASE_STOP_WAIT: case PHASE_EP_WAIT:
         return TID_WAIT;
     default: return TID_COMPUTE;
     }

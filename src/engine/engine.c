@@ -17,6 +17,7 @@ void engine_config_use_mesh(engine_config *cfg, mesh *m) {
     cfg->pp = &m->axis[AXIS_PP];
     cfg->pp_host = m->pp_host.ops ? &m->pp_host : &m->axis[AXIS_PP];
     cfg->world = &m->world_host;
+    cfg->ep = m->ep.ops && m->ep.size > 1 ? &m->ep : NULL;
 }
 
 void microbatch_split_init(microbatch_split *s, int sequences, int microbatches) {
@@ -138,13 +139,31 @@ typedef struct {
     int batch_local, n_micro, mb_max, prompt_len, kv_capacity, blocks_per_seq, head_rows_max;
     size_t C, A, KVA, M, V, rope; /* KVA: the rank's kv heads * hd; rope: the RoPE table */
     size_t moe_rl, moe_entries;   /* router rows, and routed entries per token row (K + 1) */
+    size_t ep_rows; /* EP across replicas: the most rows dispatched or served (arena_shape_ep) */
+    size_t ep_served;
     int llama;
     size_t kv_layer_bytes; /* one layer's keys (or values) for the replica's sequences */
     int n_layers;
 } arena_shape;
 
+/* Expert parallelism across replicas (g->ep > tp): the most rows a rank dispatches (each of
+ * its rows routed to K experts, all of them its peers') or serves (every row of the group's
+ * largest micro-batch sending it min(K, its experts) rows, from each of ep / tp replicas); the
+ * dispatch and combine buffers each hold one and then the other (moe_ep.c). */
+static void arena_shape_ep(arena_shape *s, const engine_config *cfg, const shard_geom *g,
+                           const model_config *mc, int dp) {
+    if (mc->experts <= 0 || g->ep <= g->tp || g->n_layers <= 0) return;
+    microbatch_split widest;
+    microbatch_split_init(&widest, replica_sequences_max(cfg->batch, dp), cfg->microbatches);
+    const size_t K = (size_t)mc->experts_top_k, El = (size_t)g->experts_local;
+    const size_t rows_max = (size_t)widest.max_size * cfg->prompt_len;
+    const size_t sent = (size_t)s->mb_max * s->prompt_len * K;
+    s->ep_served = (size_t)(g->ep / g->tp) * rows_max * (K < El ? K : El);
+    s->ep_rows = sent > s->ep_served ? sent : s->ep_served;
+}
+
 static void arena_shape_init(arena_shape *s, const engine_config *cfg, const shard_geom *g,
-                             const model_config *mc, int batch_local) {
+                             const model_config *mc, int batch_local, int dp) {
     memset(s, 0, sizeof *s);
     microbatch_split split;
     microbatch_split_init(&split, batch_local, cfg->microbatches);
@@ -164,6 +183,7 @@ static void arena_shape_init(arena_shape *s, const engine_config *cfg, const sha
         s->moe_rl = (size_t)mc->experts + (mc->shared_mlp > 0);
         s->moe_entries = (size_t)mc->experts_top_k + (mc->shared_mlp > 0);
     }
+    arena_shape_ep(s, cfg, g, mc, dp);
     s->V = (size_t)g->vocab_local;
     s->n_layers = g->n_layers;
     const size_t R = (size_t)s->mb_max * s->prompt_len;
@@ -192,7 +212,7 @@ typedef struct {
     int kv;
 } arena_row;
 
-enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 26 };
+enum { ARENA_MAX_ROWS = 2 * ENGINE_MAX_MICRO + 28 };
 
 /* The size table. With e NULL the slots are NULL (planning only). Returns the row count. */
 static int arena_table(const arena_shape *s, engine *e, int paged, arena_row rows[]) {
@@ -215,6 +235,10 @@ static int arena_table(const arena_shape *s, engine *e, int paged, arena_row row
     ROW(moe_wts, R * s->moe_entries * F, 0);
     ROW(moe_in, s->moe_rl ? R * s->C * F : 0, 0);
     ROW(moe_out, s->moe_rl ? R * s->C * F : 0, 0);
+    ROW(ep_send, s->ep_rows * s->C * F, 0);
+    ROW(ep_recv, s->ep_rows * s->C * F, 0);
+    ROW(ep_perm, s->ep_served * I, 0);
+    ROW(ep_ones, s->ep_served ? R * F : 0, 0);
     ROW(rope_inv_freq, s->rope * F, 0);
     ROW(head_in, head * s->C * F, 0);
     ROW(logits, head * s->V * F, 0);
@@ -232,7 +256,7 @@ static int arena_table(const arena_shape *s, engine *e, int paged, arena_row row
 void engine_arena_plan(const engine_config *cfg, const shard_geom *g, const model_config *mc,
                        int dp, int dp_rank, size_t *activation_bytes, size_t *kv_bytes) {
     arena_shape s;
-    arena_shape_init(&s, cfg, g, mc, split_count(cfg->batch, dp, dp_rank));
+    arena_shape_init(&s, cfg, g, mc, split_count(cfg->batch, dp, dp_rank), dp);
     arena_row rows[ARENA_MAX_ROWS];
     int n = arena_table(&s, NULL, cfg->kv_cache == KV_PAGED, rows);
     *activation_bytes = *kv_bytes = 0;
@@ -264,7 +288,7 @@ static void rope_table_fill(engine *e, size_t n) {
 
 static void arena_init(engine *e) {
     arena_shape s;
-    arena_shape_init(&s, &e->cfg, &e->m->geom, &e->m->cfg, e->batch_local);
+    arena_shape_init(&s, &e->cfg, &e->m->geom, &e->m->cfg, e->batch_local, MESH_DP(e->cfg.mesh));
     e->mb_max = s.mb_max;
     e->kv_capacity = s.kv_capacity;
     e->blocks_per_seq = s.blocks_per_seq;
@@ -282,6 +306,14 @@ static void arena_init(engine *e) {
         p += align64(rows[i].bytes);
     }
     if (e->cfg.kv_cache == KV_PAGED) block_table_fill(e);
+    e->ep_served = s.ep_served;
+    if (s.ep_served) { /* the weights of the experts' outputs put back in place: 1 exactly */
+        const size_t R = (size_t)s.mb_max * s.prompt_len;
+        float *ones = xmalloc(R * sizeof(float));
+        for (size_t i = 0; i < R; i++) ones[i] = 1.0f;
+        e->be->ops->copy_to_device(e->be->ctx, e->ep_ones, ones, R * sizeof(float));
+        free(ones);
+    }
     if (s.rope) rope_table_fill(e, s.rope);
     else e->rope_inv_freq = NULL, e->act = NULL;
 }
@@ -314,10 +346,26 @@ static void host_buffers_init(engine *e) {
         e->vocab_counts[r] = split_count(V, g->tp, r);
         e->vocab_displs[r] = split_begin(V, g->tp, r);
     }
+    if (e->ep) { /* the EP all-to-alls' counts (moe_ep.c) */
+        const size_t P = (size_t)e->ep->size;
+        e->ep_counts = xcalloc(6 * P, sizeof(size_t));
+        e->ep_experts = xcalloc(2 * P * (size_t)g->experts_local, sizeof(int32_t));
+        e->ep_perm_host = xcalloc(e->ep_served + 1, sizeof(int32_t));
+    }
     for (int i = 0; i < e->split.n_micro; i++) {
         e->tok_send[i] = xmalloc((size_t)e->mb_max * sizeof(int32_t));
         e->tok_recv[i] = xmalloc((size_t)e->mb_max * sizeof(int32_t));
     }
+}
+
+/* The micro-batches of replica dp_rank when global_active prompts are split over the dp
+ * replicas: at most cfg.microbatches, at most its sequences. */
+static int replica_micro(const engine *e, int global_active, int dp_rank) {
+    const int dp = MESH_DP(e->cfg.mesh);
+    const int local = split_count(global_active, dp, dp_rank);
+    const int most = split_count(e->cfg.batch, dp, dp_rank);
+    const int seqs = local < most ? local : most;
+    return e->cfg.microbatches < seqs ? e->cfg.microbatches : seqs;
 }
 
 void engine_set_active(engine *e, int global_active) {
@@ -327,6 +375,15 @@ void engine_set_active(engine *e, int global_active) {
     int local = split_count(global_active, MESH_DP(mesh), mesh->coord[AXIS_DP]);
     microbatch_split_init(&e->split, local < e->batch_local ? local : e->batch_local,
                           e->cfg.microbatches);
+    /* the EP group is ep_replicas adjacent dp coordinates (mesh_ep_split): the widest sets the
+     * all-to-alls every one of them takes part in */
+    e->ep_micro = e->split.n_micro;
+    if (!e->ep) return;
+    const int first = mesh->coord[AXIS_DP] / e->ep->size * e->ep->size;
+    for (int i = first; i < first + e->ep->size; i++) {
+        const int n = replica_micro(e, global_active, i);
+        if (n > e->ep_micro) e->ep_micro = n;
+    }
 }
 
 void engine_init(engine *e, const engine_config *cfg) {
@@ -339,12 +396,17 @@ void engine_init(engine *e, const engine_config *cfg) {
     e->pp = cfg->pp;
     e->pp_host = cfg->pp_host ? cfg->pp_host : cfg->pp;
     e->world = cfg->world;
+    /* an EP group across replicas: only when this rank's experts are one block of it */
+    e->ep = cfg->ep && cfg->ep->size > 1 && e->m->cfg.experts > 0 && e->m->geom.ep > e->m->geom.tp
+                ? cfg->ep
+                : NULL;
+    CHECK(!cfg->ep || cfg->ep->size <= 1 || e->ep, "an EP group of %d without ep > tp experts",
+          cfg->ep ? cfg->ep->size : 0);
     const int dp = MESH_DP(cfg->mesh), dp_rank = cfg->mesh->coord[AXIS_DP];
 
     e->seq_global_begin = split_begin(cfg->batch, dp, dp_rank);
     e->batch_local = split_count(cfg->batch, dp, dp_rank);
     CHECK(e->batch_local >= 1, "replica %d has no prompts", dp_rank);
-    microbatch_split_init(&e->split, e->batch_local, cfg->microbatches);
     e->prompt_len = cfg->prompt_len;
     e->new_tokens = cfg->new_tokens;
     e->total_len = cfg->prompt_len + cfg->new_tokens;
@@ -355,6 +417,7 @@ void engine_init(engine *e, const engine_config *cfg) {
     if (e->cfg.sampling == SAMPLING_SAMPLE && sample_is_greedy(e->cfg.temperature))
         e->cfg.sampling = SAMPLING_GREEDY;
     e->nonfinite_step = -1;
+    engine_set_active(e, cfg->batch);
     points_init(e);
     arena_init(e);
     host_buffers_init(e);
@@ -377,6 +440,9 @@ void engine_free(engine *e) {
     free(e->row_finite);
     free(e->check_host);
     moe_routing_free(&e->moe_host);
+    free(e->ep_counts);
+    free(e->ep_experts);
+    free(e->ep_perm_host);
     free(e->generated);
     free(e->token_time);
     free(e->finished);

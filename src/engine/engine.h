@@ -33,6 +33,8 @@ typedef struct {
     comm *tp, *pp;       /* backend buffers: the forward pass's collectives and stage messages */
     comm *pp_host;       /* host buffers over the PP axis (tokens from the last stage) */
     comm *world;         /* host buffers over every rank (the stop vote, the arrival stream) */
+    comm *ep;            /* parallel.ep > tp: the EP group across replicas (mesh_ep_split), over
+                            which a mixture of experts' rows move; NULL otherwise */
 
     /* the batch: global prompts, split over the dp replicas by the engine */
     const int32_t *prompts; /* (batch, prompt_len) */
@@ -111,10 +113,14 @@ typedef struct {
     const backend *be;
     timer *tm;
     comm *tp, *pp, *pp_host, *world;
+    comm *ep; /* the EP group across replicas (engine/moe_ep.c); NULL when ep <= tp */
 
     /* this replica's share of the batch */
     int batch_local, seq_global_begin;
     microbatch_split split; /* of the active sequences (engine_set_active) */
+    int ep_micro;           /* the most micro-batches of any replica of the EP group (ep > tp;
+                               else split.n_micro): a replica with fewer takes part in the
+                               others' all-to-alls after its own (engine_ep_idle) */
     int mb_max;             /* largest micro-batch of the whole share: sizes the arena */
     int prompt_len, new_tokens, total_len, kv_capacity;
     int chunks;
@@ -136,6 +142,16 @@ typedef struct {
     float *moe_wts;    // (R * (K + 1)) their weights, then sigmoid(shared gate)
     float *moe_in;     // (R, C) one expert's gathered input rows
     float *moe_out;    // (R, C) one expert's output rows (this rank's partial sums)
+    /* expert parallelism across replicas (engine/moe_ep.c), NULL without an EP group:
+     * K' = min(K, experts per block), P = the group's replicas, Rg = the largest micro-batch's
+     * rows of any replica */
+    float *ep_send;    // (Rmax, C) the rows this rank dispatches, by peer; then the outputs of
+                       // its experts, laid out as ep_recv's rows (Rmax: max(R K, Rs), Rs =
+                       // P Rg K' rows served)
+    float *ep_recv;    // (Rmax, C) the rows its experts serve, by source, then expert; then
+                       // the outputs of the rows it dispatched, laid out as they were sent
+    int32_t *ep_perm;  // (Rs) where in ep_recv each served row is, expert by expert
+    float *ep_ones;    // (R) 1.0: the scatter that puts outputs back in place
     float *rope_inv_freq; // (hd/2) Llama's RoPE table, made once at set-up; NULL for GPT-2
     float *head_in;  // (R_head, C) final-normed rows fed to the LM head
     float *logits;   // (R_head, V_local)
@@ -162,6 +178,16 @@ typedef struct {
     unsigned char *row_finite;        /* (mb_max) whether each row's logits were finite */
     float *check_host;      /* (mb_max, C) rows copied back by the non-finite diagnosis */
     moe_routing moe_host;   /* the routing's host buffers (engine/moe.h), made at set-up */
+    /* the EP all-to-alls' counts and displacements (engine/moe_ep.c), with an EP group: (6 P)
+     * floats sent and received per peer with their displacements, then the expert counts'
+     * (P each way, the same for both); ep_experts (2 P El) the rows per local expert sent to
+     * each peer, then those received from each */
+    size_t *ep_counts;
+    int32_t *ep_experts;
+    int32_t *ep_perm_host;  /* (Rs) ep_perm, built here */
+    size_t ep_served;       /* Rs: the most rows this rank's experts serve in one layer */
+    comm_req ep_req;        /* the rows' all-to-all in flight (moe_ep_dispatch_start) */
+    double ep_t0, ep_t1;    /* when the dispatch started, and its counts' exchange ended */
     int32_t *tok_send[ENGINE_MAX_MICRO], *tok_recv[ENGINE_MAX_MICRO];
     int slot[ENGINE_MAX_MICRO];       /* which stage_buf of the micro-batch the step uses */
     comm_req send_req[ENGINE_MAX_MICRO][2], recv_req[ENGINE_MAX_MICRO];
@@ -271,9 +297,39 @@ void engine_set_active(engine *e, int global_active);
  * backend can capture graphs and the run asks for them, a decode step replayed from a captured
  * graph (graph_replay.c). */
 void engine_step_forward(engine *e, float *x, int mb, int step, int n_new, int pos0);
+/* Expert parallelism across replicas, for micro-batch mb that this replica lacks and another of
+ * its EP group runs (e->split.n_micro <= mb < e->ep_micro): the group's all-to-alls of each of
+ * this stage's layers, with no rows of its own, its experts serving the others' rows. */
+void engine_ep_idle(engine *e, int mb, int step);
 /* The final norm and the LM head of this rank's vocab shard over rows of the residual stream x:
  * head_in (rows, C) then logits (rows, V_local). */
 void engine_head_rows(engine *e, float *logits, float *head_in, const float *x, int rows);
+
+/* Expert parallelism across replicas (moe_ep.c), from the routing of micro-batch mb's rows of
+ * h in e->moe_host and e->moe_idx. In order, on every rank of the EP group once per MoE layer
+ * of every micro-batch: moe_ep_gather copies, peer by peer, the rows routed to experts of
+ * block (peer, this TP rank) into e->ep_send; moe_ep_dispatch sends them and receives into
+ * e->ep_recv the rows this rank's experts serve, by source then expert (the counts in
+ * e->ep_experts), timed as ep_dispatch and ep_wait; the caller runs the experts, writing
+ * their outputs into e->ep_send at the rows' places in e->ep_recv; moe_ep_combine sends the
+ * outputs back into e->ep_recv (ep_combine, ep_wait); moe_ep_scatter adds each returned row,
+ * weighted, into o. The gather and scatter are the caller's to time. */
+void moe_ep_gather(engine *e, const float *h);
+/* moe_ep_gather for a replica with no rows in this micro-batch: it dispatches none. */
+void moe_ep_gather_none(engine *e);
+void moe_ep_dispatch(engine *e, int step, int mb, int layer);
+/* moe_ep_dispatch in two halves, for work in between (parallel.overlap): the start exchanges
+ * the counts and starts the rows' all-to-all; moe_ep_poll drives it (MPI progresses in its
+ * calls); the finish waits for it and records ep_dispatch and ep_wait (two ep_wait events when
+ * overlapped: the counts' exchange and the wait for the rows). */
+void moe_ep_dispatch_start(engine *e);
+void moe_ep_poll(engine *e);
+void moe_ep_dispatch_finish(engine *e, int step, int mb, int layer, int overlapped);
+/* After moe_ep_dispatch: e->ep_perm lists the rows of e->ep_recv expert by expert (each
+ * expert's rows from every source together, sources in order); returns how many. */
+int moe_ep_order(engine *e);
+void moe_ep_combine(engine *e, int step, int mb, int layer);
+void moe_ep_scatter(engine *e, float *o);
 
 /* Perplexity (nll.c): the host buffers (engine_init), their release (engine_free), the scoring
  * of micro-batch mb's prompts from the last stage's residual stream x at prefill, and the sum

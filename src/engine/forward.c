@@ -160,31 +160,28 @@ static kv_view layer_kv_cache(const engine *e, int l, int kv_heads) {
 }
 
 /* One expert's SwiGLU MLP over n rows: out (n, C) = down(silu(gate(in)) * up(in)), this rank's
- * partial sums (its columns of the intermediate). f and act are the shared scratch. */
+ * partial sums (its columns of the intermediate). f and act are the shared scratch. Between
+ * products it drives an EP dispatch in flight (moe_ep_poll: none in flight, nothing done). */
 static void expert_mlp(engine *e, float *out, const float *in, weight_view gate_up,
                        weight_view down, int n, int width) {
     const backend_ops *ops = e->be->ops;
     const int C = e->m->cfg.embd;
     ops->matmul(e->be->ctx, e->f, in, gate_up, NULL, n, C, 2 * width);
+    if (e->ep) moe_ep_poll(e);
     ops->swiglu(e->be->ctx, e->act, e->f, n, width);
     ops->matmul(e->be->ctx, out, e->act, down, NULL, n, width, C);
+    if (e->ep) moe_ep_poll(e);
 }
 
-/* The mixture-of-experts MLP of stage layer l over rows of h, into o as this rank's partial
- * sums (the caller all-reduces once): the replicated router's logits come back to the host and
- * are routed there (engine/moe.c); each expert in turn gathers its rows, runs, and adds them
- * back weighted; the shared expert runs on every row, scaled by its sigmoid gate. Experts are
- * summed in index order, then the shared one, the same order on every rank and mesh. */
-static void moe_mlp(engine *e, float *o, const float *h, int l, int rows, int step) {
+/* The router's logits of rows of h, routed on the host (engine/moe.c), the expert lists copied
+ * to the backend, and o zeroed for the experts' weighted sums. */
+static void moe_route_rows(engine *e, float *o, const float *h, int l, int rows, int step) {
     const model *m = e->m;
-    const weights *w = &m->w;
     const backend_ops *ops = e->be->ops;
     void *ctx = e->be->ctx;
     moe_routing *r = &e->moe_host;
-    const int C = m->cfg.embd, E = m->cfg.experts, K = m->cfg.experts_top_k, RL = E + r->shared;
-    const int M = m->geom.mlp_local, S = m->geom.shared_local;
-    const weight_view router = {.type = DTYPE_F32, .data = w->router_w + (size_t)l * RL * C};
-
+    const int C = m->cfg.embd, RL = m->cfg.experts + r->shared;
+    const weight_view router = {.type = DTYPE_F32, .data = m->w.router_w + (size_t)l * RL * C};
     ops->matmul(ctx, e->moe_logits, h, router, NULL, rows, C, RL);
     ops->copy_to_host(ctx, r->logits, e->moe_logits, (size_t)rows * RL * sizeof(float));
     const int entries = moe_route(r, rows);
@@ -192,28 +189,130 @@ static void moe_mlp(engine *e, float *o, const float *h, int l, int rows, int st
     ops->copy_to_device(ctx, e->moe_idx, r->idx, (size_t)entries * sizeof(int32_t));
     ops->copy_to_device(ctx, e->moe_wts, r->wts, (size_t)entries * sizeof(float));
     ops->memset_zero(ctx, o, (size_t)rows * C * sizeof(float));
-    /* expert parallelism: this rank runs only its own experts, for every routed row (its TP
-     * group holds the same rows); the TP all-reduce sums the ep blocks' experts */
-    const int eb = m->geom.expert_begin, El = m->geom.experts_local;
-    for (int x = eb; x < eb + El; x++) {
-        const int n = r->offset[x + 1] - r->offset[x], at = r->offset[x];
-        if (n == 0) continue;
-        const int row = l * El + x - eb; /* layer l's local experts are rows [l*El, (l+1)*El) */
-        const weight_view gate_up =
-            layer_matrix(m, w->exp_gate_up_w, w->exp_gate_up_s, row, 2 * M, C, MATRIX_INPUT_WHOLE);
-        const weight_view down =
-            layer_matrix(m, w->exp_down_w, w->exp_down_s, row, C, M, MATRIX_INPUT_MLP);
-        ops->gather_rows(ctx, e->moe_in, h, e->moe_idx + at, n, C);
-        expert_mlp(e, e->moe_out, e->moe_in, gate_up, down, n, M);
-        ops->scatter_add_rows(ctx, o, e->moe_out, e->moe_idx + at, e->moe_wts + at, n, C);
+}
+
+/* Layer l's local expert x (of this rank's experts_local) over n rows of in into out; in and
+ * out may be one buffer (expert_mlp reads in only before it writes out). At most R rows go
+ * through the scratch at a time. */
+static void local_expert(engine *e, float *out, const float *in, int l, int x, int n) {
+    const model *m = e->m;
+    const weights *w = &m->w;
+    const int C = m->cfg.embd, M = m->geom.mlp_local, El = m->geom.experts_local;
+    const int row = l * El + x; /* layer l's local experts are rows [l*El, (l+1)*El) */
+    const weight_view gate_up =
+        layer_matrix(m, w->exp_gate_up_w, w->exp_gate_up_s, row, 2 * M, C, MATRIX_INPUT_WHOLE);
+    const weight_view down =
+        layer_matrix(m, w->exp_down_w, w->exp_down_s, row, C, M, MATRIX_INPUT_MLP);
+    const int most = e->mb_max * e->prompt_len;
+    for (int r0 = 0; r0 < n; r0 += most) {
+        const int rn = n - r0 < most ? n - r0 : most;
+        expert_mlp(e, out + (size_t)r0 * C, in + (size_t)r0 * C, gate_up, down, rn, M);
     }
-    if (!r->shared) return;
+}
+
+/* The shared expert of layer l on every row of h, added into o scaled by its sigmoid gate. */
+static void moe_shared(engine *e, float *o, const float *h, int l, int rows) {
+    const model *m = e->m;
+    const weights *w = &m->w;
+    const int C = m->cfg.embd, K = m->cfg.experts_top_k, S = m->geom.shared_local;
+    if (!e->moe_host.shared) return;
     const weight_view sh_gate_up =
         layer_matrix(m, w->sh_gate_up_w, w->sh_gate_up_s, l, 2 * S, C, MATRIX_INPUT_WHOLE);
     const weight_view sh_down = layer_matrix(m, w->sh_down_w, w->sh_down_s, l, C, S, MATRIX_INPUT_MLP);
     expert_mlp(e, e->moe_out, h, sh_gate_up, sh_down, rows, S);
-    ops->scatter_add_rows(ctx, o, e->moe_out, e->moe_idx + (size_t)rows * K,
-                          e->moe_wts + (size_t)rows * K, rows, C);
+    e->be->ops->scatter_add_rows(e->be->ctx, o, e->moe_out, e->moe_idx + (size_t)rows * K,
+                                 e->moe_wts + (size_t)rows * K, rows, C);
+}
+
+/* Expert parallelism across replicas: this rank's experts over the rows its EP group sent,
+ * each expert over all of its rows at once (every source's together: one wide product instead
+ * of one per source), in pieces of at most R rows through moe_in and moe_out; the outputs go to
+ * ep_send at the rows' places in ep_recv, for the combine. */
+static void moe_ep_experts(engine *e, int l) {
+    const backend_ops *ops = e->be->ops;
+    void *ctx = e->be->ctx;
+    const int P = e->ep->size, El = e->m->geom.experts_local, C = e->m->cfg.embd;
+    const int most = e->mb_max * e->prompt_len;
+    const int32_t *from = e->ep_experts + (size_t)P * El;
+    const int total = moe_ep_order(e);
+    if (total == 0) return;
+    ops->memset_zero(ctx, e->ep_send, (size_t)total * C * sizeof(float));
+    int at = 0;
+    for (int x = 0; x < El; x++) {
+        int n = 0;
+        for (int p = 0; p < P; p++) n += from[(size_t)p * El + x];
+        for (int r0 = 0; r0 < n; r0 += most) {
+            const int rn = n - r0 < most ? n - r0 : most;
+            const int32_t *rows = e->ep_perm + at + r0;
+            ops->gather_rows(ctx, e->moe_in, e->ep_recv, rows, rn, C);
+            local_expert(e, e->moe_out, e->moe_in, l, x, rn);
+            ops->scatter_add_rows(ctx, e->ep_send, e->moe_out, rows, e->ep_ones, rn, C);
+        }
+        at += n;
+    }
+}
+
+/* The mixture-of-experts MLP of stage layer l over rows of h, into o as this rank's partial
+ * sums (the caller all-reduces once): the replicated router's logits come back to the host and
+ * are routed there (engine/moe.c); each of this rank's experts in turn gathers its rows, runs,
+ * and adds them back weighted; the shared expert runs on every row, scaled by its sigmoid gate.
+ * Experts are summed in index order, then the shared one, the same order on every rank and
+ * mesh. With an EP group across replicas (e->ep) the routed rows go to the ranks of their
+ * experts and back by all-to-all (moe_ep.c) and this rank's experts serve the whole group's. */
+static void moe_mlp(engine *e, float *o, const float *h, int l, int rows, int step, int mb,
+                    int layer) {
+    const moe_routing *r = &e->moe_host;
+    const backend_ops *ops = e->be->ops;
+    void *ctx = e->be->ctx;
+    const int C = e->m->cfg.embd;
+    if (e->ep) {
+        /* parallel.overlap: the shared expert runs while the routed rows travel */
+        const int overlapped = e->cfg.overlap && r->shared;
+        TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) {
+            moe_route_rows(e, o, h, l, rows, step);
+            moe_ep_gather(e, h);
+        }
+        moe_ep_dispatch_start(e);
+        if (overlapped)
+            TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer)
+                moe_shared(e, o, h, l, rows);
+        moe_ep_dispatch_finish(e, step, mb, layer, overlapped);
+        TIMER_SCOPE(e->tm, PHASE_EP_EXPERT, step, mb, layer)
+            moe_ep_experts(e, l);
+        moe_ep_combine(e, step, mb, layer);
+        TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) {
+            moe_ep_scatter(e, o);
+            if (!overlapped) moe_shared(e, o, h, l, rows);
+        }
+        return;
+    }
+    TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) {
+        moe_route_rows(e, o, h, l, rows, step);
+        /* expert parallelism inside the TP group: this rank runs only its own experts, for
+         * every routed row (its TP group holds the same rows); the TP all-reduce sums the ep
+         * blocks' experts */
+        const int eb = e->m->geom.expert_begin, El = e->m->geom.experts_local;
+        for (int x = eb; x < eb + El; x++) {
+            const int n = r->offset[x + 1] - r->offset[x], at = r->offset[x];
+            if (n == 0) continue;
+            ops->gather_rows(ctx, e->moe_in, h, e->moe_idx + at, n, C);
+            local_expert(e, e->moe_out, e->moe_in, l, x - eb, n);
+            ops->scatter_add_rows(ctx, o, e->moe_out, e->moe_idx + at, e->moe_wts + at, n, C);
+        }
+        moe_shared(e, o, h, l, rows);
+    }
+}
+
+void engine_ep_idle(engine *e, int mb, int step) {
+    const shard_geom *g = &e->m->geom;
+    for (int l = 0; l < g->n_layers; l++) {
+        const int layer = g->layer_begin + l;
+        moe_ep_gather_none(e);
+        moe_ep_dispatch(e, step, mb, layer);
+        TIMER_SCOPE(e->tm, PHASE_EP_EXPERT, step, mb, layer)
+            moe_ep_experts(e, l);
+        moe_ep_combine(e, step, mb, layer);
+    }
 }
 
 /* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,
@@ -262,8 +361,7 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         check_finite(e, x, rows, engine_site_attn(layer));
 
         if (m->cfg.experts > 0) { /* mixtral, qwen2_moe: one all-reduce over every expert */
-            TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer)
-                moe_mlp(e, e->o, e->h, l, rows, step);
+            moe_mlp(e, e->o, e->h, l, rows, step, mb, layer); /* timed inside */
             tp_allreduce_blocking(e, e->o, (size_t)rows * C, step, mb, layer);
         } else {
             TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) { /* SwiGLU included */

@@ -1,8 +1,8 @@
 /* Mixture-of-experts routing on the host: the router's logits of a block of token rows become,
  * for each expert, the rows it serves and their weights. Pure and deterministic, so every rank
  * that holds the same logits (the replicated router gives every TP rank bit-identical ones)
- * routes identically without a collective. Kept apart from the expert compute so that an
- * expert axis (EP, the next slice) can send each expert's rows to the rank that holds it. */
+ * routes identically without a collective. Kept apart from the expert compute so that expert
+ * parallelism across replicas (moe_ep.c) sends each expert's rows to the rank that holds it. */
 #pragma once
 #include <stdint.h>
 

@@ -362,6 +362,7 @@ static void diagnose_step(engine *e, int step) {
             comm_wait(e->pp, &req);
         }
     }
+    for (int mb = e->split.n_micro; mb < e->ep_micro; mb++) engine_ep_idle(e, mb, step);
     e->be->ops->synchronize(e->be->ctx);
     e->diagnose = 0;
     e->tm->level = level;
@@ -391,6 +392,8 @@ int engine_generate(engine *e, int iteration, int capture) {
             if (g->last_stage) sample_tokens(e, mb, step, steps);
             timer_end(e->tm, ev_step);
         }
+        /* the EP group's wider replicas' micro-batches: this one's experts serve their rows */
+        for (int mb = e->split.n_micro; mb < e->ep_micro; mb++) engine_ep_idle(e, mb, step);
         if (e->cfg.on_step) e->cfg.on_step(e->cfg.on_step_user, step);
         e->steps_run = step + 1;
         stopped = stop_agreed(e, step, &all_done);

@@ -24,9 +24,11 @@ static const char *const *job_input_keys(const job *j) {
     return tokens;
 }
 
-/* Expert parallelism splits the experts of each layer over ep ranks of one TP group, each
- * expert then tensor-split over tp / ep of them (docs/jobs.md, "Expert parallelism"): so ep
- * must divide tp and the experts, and the model must have experts. */
+/* Expert parallelism splits the experts of each layer over ep ranks of one pipeline stage
+ * (docs/jobs.md, "Expert parallelism"): inside the TP group when ep divides tp, each expert
+ * then tensor-split over tp / ep ranks; or over ep / tp replicas of it, each rank holding its
+ * experts whole and tokens moving by all-to-all. So ep must divide tp or be a multiple of it
+ * that divides dp * tp, ep must divide the experts, and the model must have experts. */
 static int job_validate_ep(const job *j) {
     if (j->ep == 1) return STATUS_OK;
     if (!arch_is_moe(j->arch))
@@ -35,23 +37,32 @@ static int job_validate_ep(const job *j) {
                            "or qwen2_moe); model.arch %s has no experts to split: use ep 1",
                            j->ep, arch_kind_name(j->arch));
     char fits[256] = "";
-    for (int d = 1; d <= j->tp; d++)
-        if (j->tp % d == 0 && j->experts % d == 0) {
+    const int span = j->dp * j->tp;
+    for (int d = 1; d <= span; d++)
+        if (span % d == 0 && j->experts % d == 0 && (j->tp % d == 0 || d % j->tp == 0)) {
             size_t used = strlen(fits);
             snprintf(fits + used, sizeof fits - used, "%s%d", used ? ", " : "", d);
         }
-    if (j->tp % j->ep)
+    if (j->tp % j->ep && j->ep % j->tp)
         return job_fail_at(j, KEYS("parallel.ep", "parallel"),
-                           "parallel.ep = %d does not divide parallel.tp = %d: the experts are "
-                           "split over ep ranks of each TP group, each expert tensor-split over "
-                           "tp / ep of them; ep values that work with tp %d and %d experts: %s",
-                           j->ep, j->tp, j->tp, j->experts, fits);
+                           "parallel.ep = %d neither divides parallel.tp = %d nor is a multiple of "
+                           "it: the experts are split over ep ranks of each TP group (ep divides "
+                           "tp) or over ep / tp replicas of it (ep a multiple of tp); ep values "
+                           "that work with dp %d, tp %d and %d experts: %s",
+                           j->ep, j->tp, j->dp, j->tp, j->experts, fits);
+    if (j->ep > j->tp && j->dp % (j->ep / j->tp))
+        return job_fail_at(j, KEYS("parallel.ep", "parallel", "parallel.dp"),
+                           "parallel.ep = %d spans ep / tp = %d replicas, which does not divide "
+                           "parallel.dp = %d: EP groups are carved from dp x tp = %d ranks of "
+                           "each pipeline stage; ep values that work with dp %d, tp %d and %d "
+                           "experts: %s",
+                           j->ep, j->ep / j->tp, j->dp, span, j->dp, j->tp, j->experts, fits);
     if (j->experts % j->ep)
         return job_fail_at(j, KEYS("parallel.ep", "parallel", "model.synthetic.experts"),
                            "parallel.ep = %d does not divide model.experts = %d: experts are "
-                           "split evenly over the ep ranks; ep values that work with tp %d and "
-                           "%d experts: %s",
-                           j->ep, j->experts, j->tp, j->experts, fits);
+                           "split evenly over the ep ranks; ep values that work with dp %d, tp %d "
+                           "and %d experts: %s",
+                           j->ep, j->experts, j->dp, j->tp, j->experts, fits);
     return STATUS_OK;
 }
 

@@ -46,7 +46,8 @@ int phase_cost_modelled(phase p) {
     case PHASE_ATTN_OUT_GEMM:
     case PHASE_MLP_GEMM:
     case PHASE_HEAD:
-    case PHASE_SAMPLE: return 1;
+    case PHASE_SAMPLE:
+    case PHASE_EP_EXPERT: return 1;
     default: return 0;
     }
 }
@@ -229,7 +230,7 @@ phase_moe_load phase_moe_stage_load(const model_config *cfg, const phase_step *s
 
 void phase_step_geom(const model_config *cfg, const phase_step *s, shard_geom *g) {
     shard_geom_init(g, cfg, s->tp, s->tp_rank, s->pp, s->pp_rank);
-    shard_geom_set_ep(g, cfg, s->ep);
+    shard_geom_set_ep(g, cfg, s->ep, 0); /* ep > tp: every replica's block has E / ep experts */
 }
 
 /* One mixture-of-experts layer's MLP (forward.c moe_mlp) over rows: the router's product (fp32,
@@ -240,7 +241,8 @@ void phase_step_geom(const model_config *cfg, const phase_step *s, shard_geom *g
  * way. The rows x k routed rows are exact; the experts read are the expectation under uniform
  * routing (phase_moe_load_expect), or as runs recorded it (phase_moe_load_shares over the
  * stage's layers, when the step carries expert_share). The host's top-k and the copies of
- * logits and routes are not counted. */
+ * logits and routes are not counted. With expert parallelism across replicas (ep > tp) the
+ * experts' products are ep_expert's (moe_ep_cost), not mlp_gemm's. */
 static void moe_cost(phase_cost *c, const model_config *cfg, const shard_geom *g,
                      const phase_step *s, double rows, double elem, int int8) {
     const double C = cfg->embd, R = cfg->experts + (cfg->shared_mlp > 0);
@@ -251,12 +253,22 @@ static void moe_cost(phase_cost *c, const model_config *cfg, const shard_geom *g
     /* gather: the row ids read, the rows read and written; scatter: the ids and weights read,
      * the expert's rows and o's read, o written */
     cost_add(c, 0, 0, 0, routed * (TOKEN_ID + 2 * C * F32));
-    swiglu_mlp_cost(c, cfg, routed, g->mlp_local, elem, int8, load.touched, 1);
+    if (g->ep <= g->tp) swiglu_mlp_cost(c, cfg, routed, g->mlp_local, elem, int8, load.touched, 1);
     cost_add(c, routed * 2 * C, 0, 0, routed * (TOKEN_ID + F32 + 3 * C * F32));
     if (g->shared_local > 0) {
         swiglu_mlp_cost(c, cfg, rows, g->shared_local, elem, int8, 1, 1);
         cost_add(c, rows * 2 * C, 0, 0, rows * (TOKEN_ID + F32 + 3 * C * F32));
     }
+}
+
+/* ep_expert (ep > tp): this rank's whole experts over the rows the ep / tp replicas of its EP
+ * group sent, each replica as many rows as this one, routed over the ep blocks uniformly or as
+ * runs recorded it (phase_moe_stage_load: the busiest block's load). */
+static void moe_ep_cost(phase_cost *c, const model_config *cfg, const shard_geom *g,
+                        const phase_step *s, double rows, double elem, int int8) {
+    if (cfg->experts <= 0 || g->ep <= g->tp) return;
+    const phase_moe_load load = phase_moe_stage_load(cfg, s, g, rows * (g->ep / g->tp));
+    swiglu_mlp_cost(c, cfg, load.routed, g->mlp_local, elem, int8, load.touched, 1);
 }
 
 /* Causal attention over the cache (kernels/cpu/attention.c, kernels/cuda/attention.cu): query i
@@ -340,6 +352,7 @@ void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, p
                                int8_scales(cfg, int8, MATRIX_INPUT_MLP, M), bias_once, pieces);
         }
         break;
+    case PHASE_EP_EXPERT: moe_ep_cost(&layer, cfg, &g, s, rows, elem, int8); break;
     case PHASE_HEAD: {
         if (!g.last_stage) break;
         /* only each sequence's last position is normed and gets logits (forward.c) */

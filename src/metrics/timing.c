@@ -13,7 +13,7 @@ static const char *const phase_names[PHASE_COUNT] = {
     "embed",   "norm",         "qkv_gemm", "attention",    "attn_out_gemm", "mlp_gemm",
     "tp_allreduce", "tp_wait", "pp_send",  "pp_recv_wait", "head",          "sample",
     "dp_gather", "step",       "weight_init", "iteration", "sample_wait", "nll_wait",
-    "stop_wait",
+    "stop_wait", "ep_dispatch", "ep_expert", "ep_combine", "ep_wait",
 };
 
 const char *phase_name(phase p) {
@@ -30,6 +30,7 @@ int phase_is_compute(phase p) {
     switch (p) {
     case PHASE_EMBED: case PHASE_NORM: case PHASE_QKV_GEMM: case PHASE_ATTENTION:
     case PHASE_ATTN_OUT_GEMM: case PHASE_MLP_GEMM: case PHASE_HEAD: case PHASE_SAMPLE:
+    case PHASE_EP_EXPERT:
         return 1;
     default:
         return 0;
@@ -88,9 +89,12 @@ void clock_align(MPI_Comm world, double inject_offset, double *offset, double *u
  * pp_recv_wait, head, sample (2, around sample_wait), sample_wait, pp_send and the step's
  * stop_wait: 8; so 16 leaves room; inside a layer at most 16 phases (norms, GEMMs, attention,
  * the all-reduces of the overlap pieces). Perplexity adds a head and an nll_wait per sequence
- * at prefill (NLL_EVENTS_PER_SEQUENCE). */
+ * at prefill (NLL_EVENTS_PER_SEQUENCE). Expert parallelism across replicas (ep > tp) turns a
+ * mixture of experts' one mlp_gemm into two, with ep_dispatch, ep_expert, ep_combine and two
+ * ep_wait between them, and with overlap a third mlp_gemm (the shared expert) and a third
+ * ep_wait: at most 8 more (EP_EVENTS_PER_LAYER). */
 enum { EVENTS_PER_STEP = 16, EVENTS_PER_LAYER = 16, EVENTS_OUTSIDE_STEPS = 64,
-       NLL_EVENTS_PER_SEQUENCE = 2 };
+       NLL_EVENTS_PER_SEQUENCE = 2, EP_EVENTS_PER_LAYER = 8 };
 
 /* Step events of every generation the run may make: steps x micro-batches x generations. */
 static long step_events(const job *j) {
@@ -104,7 +108,10 @@ long timer_event_capacity(const job *j) {
     long per_mb;
     switch (j->timings) {
     case TIMINGS_STEP: per_mb = EVENTS_PER_STEP; break;
-    case TIMINGS_LAYER: per_mb = (long)j->layers * EVENTS_PER_LAYER + EVENTS_PER_STEP; break;
+    case TIMINGS_LAYER:
+        per_mb = (long)j->layers * (EVENTS_PER_LAYER + (j->ep > j->tp ? EP_EVENTS_PER_LAYER : 0)) +
+                 EVENTS_PER_STEP;
+        break;
     default: return 0;
     }
     long capacity = EVENTS_OUTSIDE_STEPS + step_events(j) * per_mb;

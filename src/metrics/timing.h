@@ -37,6 +37,14 @@ typedef enum {
     PHASE_SAMPLE_WAIT,    /* the sampler's TP collective (argmax MAXLOC, or the rows' gather) */
     PHASE_NLL_WAIT,       /* perplexity: the TP gather of row parts, the world sum after */
     PHASE_STOP_WAIT,      /* the stop vote's world all-reduce, completed after the next step */
+    /* expert parallelism across replicas (parallel.ep > tp): the all-to-alls that move a
+     * mixture of experts' rows to the ranks of their experts and back, each from its start
+     * until known complete, the experts' compute on the rows received, and the part of the
+     * all-to-alls this rank spent blocked */
+    PHASE_EP_DISPATCH,
+    PHASE_EP_EXPERT,
+    PHASE_EP_COMBINE,
+    PHASE_EP_WAIT,
     PHASE_COUNT
 } phase;
 

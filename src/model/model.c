@@ -102,8 +102,20 @@ void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank
     g->last_stage = pp_rank == pp - 1;
 }
 
-void shard_geom_set_ep(shard_geom *g, const model_config *cfg, int ep) {
+void shard_geom_set_ep(shard_geom *g, const model_config *cfg, int ep, int replica) {
     if (ep <= 1) return; /* no blocks: shard_geom_init's split, every expert held */
+    if (ep > g->tp) { /* across replicas: whole experts, block (replica, tp_rank) */
+        const int replicas = ep / g->tp;
+        CHECK(cfg->experts > 0 && ep % g->tp == 0 && cfg->experts % ep == 0 && replica >= 0 &&
+                  replica < replicas,
+              "ep %d must be a multiple of tp %d dividing the %d experts (replica %d)", ep, g->tp,
+              cfg->experts, replica);
+        g->ep = ep;
+        g->experts_local = cfg->experts / ep;
+        g->expert_begin = (replica * g->tp + g->tp_rank) * g->experts_local;
+        g->mlp_begin = 0, g->mlp_local = cfg->mlp;
+        return;
+    }
     CHECK(cfg->experts > 0 && g->tp % ep == 0 && cfg->experts % ep == 0,
           "ep %d must divide tp %d and the %d experts", ep, g->tp, cfg->experts);
     const int etp = g->tp / ep, block = g->tp_rank / etp, etp_rank = g->tp_rank % etp;

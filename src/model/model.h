@@ -112,13 +112,17 @@ static inline int split_count(int n, int parts, int i) {
 
 void shard_geom_init(shard_geom *g, const model_config *cfg, int tp, int tp_rank, int pp,
                      int pp_rank);
-/* Expert parallelism (parallel.ep, docs/jobs.md): the tp ranks of a TP group form ep blocks of
- * tp / ep adjacent ranks; block b holds experts [b*E/ep, (b+1)*E/ep) of every layer, each
- * tensor-split over the block's ranks (mlp_begin/mlp_local then split mlp over tp / ep).
- * Attention, the shared expert and the vocab keep their tp split. ep must divide tp and the
- * experts (job_validate refuses the rest). shard_geom_init leaves ep 1: every expert held;
- * ep 0 or 1 keeps that (a dense model, or a strategy written without ep). */
-void shard_geom_set_ep(shard_geom *g, const model_config *cfg, int ep);
+/* Expert parallelism (parallel.ep, docs/jobs.md): with ep <= tp the tp ranks of a TP group form
+ * ep blocks of tp / ep adjacent ranks; block b holds experts [b*E/ep, (b+1)*E/ep) of every
+ * layer, each tensor-split over the block's ranks (mlp_begin/mlp_local then split mlp over
+ * tp / ep). With ep > tp the EP group spans ep / tp replicas (the engine's all-to-all moves
+ * tokens between them): the rank at TP index t of the group's replica `replica` (its dp
+ * coordinate modulo ep / tp) holds block replica * tp + t, its experts whole. Attention, the
+ * shared expert and the vocab keep their tp split. ep must divide tp, or be a multiple of it,
+ * and divide the experts (job_validate refuses the rest). shard_geom_init leaves ep 1: every
+ * expert held; ep 0 or 1 keeps that (a dense model, or a strategy written without ep).
+ * replica is read only when ep > tp. */
+void shard_geom_set_ep(shard_geom *g, const model_config *cfg, int ep, int replica);
 
 /* Weight tensors of one rank, each a pointer into one allocation. Matrices use the job's
  * weight dtype (fp32, int8 with per-row scales, bf16 or fp16); vectors are always fp32.

@@ -69,6 +69,13 @@ arrival)
     grep -q "arrival .*target 80.00 req/s" out.txt
     [ $(( $(date +%s) - start )) -lt 60 ]
     $py "$TRIPAR_SOURCE_DIR/tests/bench/check_metrics.py" --arrival arrival.h5
+    # a mixture of experts with parallel.ep across the two replicas: a batch of one request
+    # leaves a replica no rows, and it serves the other's experts' rows all the same
+    run 2 run "$TRIPAR_SOURCE_DIR/data/fixtures/factor_moe.yaml" --set parallel.dp=2 \
+        --set parallel.ep=2 --set bench.arrival_rate=80 --set bench.duration=0.4 \
+        --set 'record.activations=[]' --out arrival_ep.h5 | tee out_ep.txt
+    grep -q "arrival .*target 80.00 req/s" out_ep.txt
+    $py "$TRIPAR_SOURCE_DIR/tests/bench/check_metrics.py" --arrival arrival_ep.h5
     ;;
 baseline)
     # report --baseline: the baseline scores 1 against itself, int8w agrees on some tokens

@@ -13,6 +13,10 @@
                              non-finite: exit 1, the step and first non-finite layer named
                              once, RUN.h5.partial.HOST.PID readable with complete=0, the tokens before
                              that step equal to a healthy run's, -1 after, per-sequence counts
+  nonfinite-moe NP K=V...    the same for a mixture of experts (data/fixtures/factor_moe.yaml)
+                             whose layer 3 experts' gate|up weights are huge: the diagnosis
+                             re-run meets every all-to-all of an EP group across replicas,
+                             one of them short a micro-batch, and names layer 3 (mlp)
   temperature NP K=V...      temperature 1e-300 and 1e-7 give exactly the greedy tokens
   signal-generation          SIGTERM mid-generation: -1 past each sequence's count, counts
                              agree with the tokens, /metrics holds no iteration and no 0
@@ -233,6 +237,31 @@ def nonfinite(out, plant, np_, mesh):
     finish()
 
 
+def nonfinite_moe(out, np_, mesh):
+    job = os.path.join(SRC, "data", "fixtures", "factor_moe.yaml")
+    quiet = ["record.activations=[]", "record.timings=off"]
+    ckpt, huge = os.path.join(out, "moe.h5"), os.path.join(out, "moe_huge.h5")
+    rc, text = tripar(1, ["run", job, "--out", os.path.join(out, "moe_run.h5"),
+                          "--save-checkpoint", ckpt] + sets(quiet))
+    if not expect(rc == 0, "healthy MoE run exited %d:\n%s" % (rc, text)):
+        finish()
+    shutil.copy(ckpt, huge)
+    with h5py.File(huge, "r+") as f:
+        d = f["weights/exp_gate_up_w"]  # (layers * experts, 2 mlp, embd): layer 3's 6 experts
+        a = d[...]
+        a[3 * 6:4 * 6] *= 1e30  # gate x up overflows: the output of layer 3's MLP is Inf
+        d[...] = a
+    run = os.path.join(out, "moe_nonfinite.h5")
+    remove_old(run)
+    rc, text = tripar(np_, ["run", job, "--out", run] + sets(
+        quiet + ["model.checkpoint=" + huge] + list(mesh)))
+    expect(rc == 1, "exit %d, want 1:\n%s" % (rc, text))
+    once(text, "the logits went non-finite (NaN or Inf) at step 0", "message")
+    once(text, "the first output to do so in that step is that of layer 3 (mlp).", "message")
+    expect(len(partials(run)) == 1, "not one partial of %s: %s" % (run, partials(run)))
+    finish()
+
+
 def temperature(out, np_, mesh):
     common = ["record.activations=[]", "record.timings=off", "generate.new_tokens=8"] + list(mesh)
     greedy = os.path.join(out, "greedy_np%d.h5" % np_)
@@ -350,6 +379,8 @@ def main():
         import_nonfinite(out)
     elif mode == "nonfinite":
         nonfinite(out, args[0], int(args[1]), args[2:])
+    elif mode == "nonfinite-moe":
+        nonfinite_moe(out, int(args[0]), args[1:])
     elif mode == "temperature":
         temperature(out, int(args[0]), args[1:])
     elif mode == "signal-generation":

@@ -25,9 +25,9 @@ MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
 JOB = os.path.join(SRC, "tests/cli/tools_tiny.yaml")
 PLOT = os.path.join(SRC, "tools/plot.py")
 COMPUTE = ("embed", "norm", "qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm", "head",
-           "sample")
+           "sample", "ep_expert")
 COMM = ("tp_allreduce", "tp_wait", "pp_send", "pp_recv_wait", "dp_gather", "sample_wait", "nll_wait",
-        "stop_wait")
+        "stop_wait", "ep_dispatch", "ep_combine", "ep_wait")
 BOUNDS = ("compute-bound", "memory-bound", "communication-bound", "overhead-bound", "-")
 # The label rule's thresholds (src/analysis/run_roofline.h, docs/benchmarks.md)
 OVERHEAD_EFFICIENCY, OVERHEAD_EVENT_SECONDS = 0.10, 50e-6

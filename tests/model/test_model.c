@@ -517,6 +517,23 @@ static void test_dry_run_plan_is_the_arena(void **state) {
     snprintf(job_path, sizeof job_path, "%s", gpt2_path);
 }
 
+/* The stacked experts' gate|up tensor of a MoE size table for g, in m. */
+static const tensor_desc *gate_up_tensor(model *m, const model_config *c, const shard_geom *g) {
+    memset(m, 0, sizeof *m);
+    model_tensor_table_moe(m, c, g);
+    const tensor_desc *t = NULL;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, "exp_gate_up_w") == 0) t = &m->tensors[i];
+    assert_non_null(t);
+    return t;
+}
+
+/* g's expert block: {ep, expert_begin, experts_local, mlp_begin, mlp_local}. */
+static void assert_ep_block(const shard_geom *g, const int want[5]) {
+    const int got[5] = {g->ep, g->expert_begin, g->experts_local, g->mlp_begin, g->mlp_local};
+    for (int i = 0; i < 5; i++) assert_int_equal(got[i], want[i]);
+}
+
 /* Expert parallelism's shard (parallel.ep, docs/jobs.md): TP rank 3 of 4 with ep 2 is in the
  * second block of 2 ranks, so it holds experts 4..7 of every layer at the second half of their
  * width; its local row l * 4 + j is global expert row l * 8 + 4 + j, and a checkpoint part of
@@ -529,19 +546,10 @@ static void test_expert_parallel_shard(void **state) {
     shard_geom_init(&g, &c, 4, 3, 1, 0);
     assert_int_equal(g.experts_local, 8);
     assert_int_equal(g.mlp_begin, 30);
-    shard_geom_set_ep(&g, &c, 2);
-    assert_int_equal(g.ep, 2);
-    assert_int_equal(g.expert_begin, 4);
-    assert_int_equal(g.experts_local, 4);
-    assert_int_equal(g.mlp_begin, 20);
-    assert_int_equal(g.mlp_local, 20);
+    shard_geom_set_ep(&g, &c, 2, 0);
+    assert_ep_block(&g, (const int[]){2, 4, 4, 20, 20});
     model m;
-    memset(&m, 0, sizeof m);
-    model_tensor_table_moe(&m, &c, &g);
-    const tensor_desc *t = NULL;
-    for (int i = 0; i < m.n_tensors; i++)
-        if (strcmp(m.tensors[i].name, "exp_gate_up_w") == 0) t = &m.tensors[i];
-    assert_non_null(t);
+    const tensor_desc *t = gate_up_tensor(&m, &c, &g);
     assert_int_equal(tensor_local_elems(t), 3L * 4 * (2 * 20) * 8);
     for (long l = 0; l < 3; l++)
         for (long j = 0; j < 4; j++) /* the first gate row of each held expert */
@@ -557,6 +565,26 @@ static void test_expert_parallel_shard(void **state) {
     assert_int_equal(tensor_local_elems(&p.d), 4L * 40 * 8);
 }
 
+/* Expert parallelism across replicas (ep > tp): TP rank 1 of 2 in the second replica of an
+ * EP group of 4 blocks holds block 1 * 2 + 1 = 3, experts 6..7 of 8, whole. */
+static void test_expert_parallel_across_replicas(void **state) {
+    (void)state;
+    model_config c = {.layers = 3, .heads = 4, .embd = 8, .mlp = 40, .vocab = 16, .experts = 8,
+                      .experts_top_k = 2};
+    shard_geom g;
+    shard_geom_init(&g, &c, 2, 1, 1, 0);
+    assert_int_equal(g.mlp_local, 20);
+    shard_geom_set_ep(&g, &c, 4, 1);
+    assert_ep_block(&g, (const int[]){4, 6, 2, 0, 40});
+    model m;
+    const tensor_desc *t = gate_up_tensor(&m, &c, &g);
+    assert_int_equal(tensor_local_elems(t), 3L * 2 * (2 * 40) * 8);
+    for (long l = 0; l < 3; l++) /* the first gate row of each held expert */
+        for (long j = 0; j < 2; j++)
+            assert_int_equal(tensor_global_index(t, (l * 2 + j) * 80 * 8),
+                             (l * 8 + 6 + j) * 80 * 8);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     const char *src = getenv("TRIPAR_SOURCE_DIR");
@@ -570,6 +598,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_int8w_groups_and_quantized_head),
         cmocka_unit_test(test_int8_layout_rule),
         cmocka_unit_test(test_expert_parallel_shard),
+        cmocka_unit_test(test_expert_parallel_across_replicas),
         cmocka_unit_test(test_microbatches_and_paged_cache),
         cmocka_unit_test(test_sampling_is_seeded),
         cmocka_unit_test(test_generation_allocates_nothing),

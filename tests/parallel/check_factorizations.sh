@@ -2,8 +2,9 @@
 # Every dp x tp x pp factorization of each given world size must reproduce the single-rank run:
 # identical greedy tokens and every activation within 1e-5 relative (tripar diff).
 # With --experts N (a mixture of experts of N experts per layer), each factorization also runs
-# with every parallel.ep > 1 that divides both its tp and N (expert parallelism inside the TP
-# group, docs/jobs.md).
+# with every parallel.ep > 1 that divides N and either divides its tp (expert parallelism inside
+# the TP group) or is a multiple of tp dividing dp x tp (EP groups across ep / tp replicas, the
+# tokens moved by all-to-all; docs/jobs.md).
 # usage: check_factorizations.sh WORKDIR JOB [--experts N] WORLD_SIZE... [-- EXTRA --set OPTIONS]
 set -euo pipefail
 : "${TRIPAR_BIN:?TRIPAR_BIN must point at the tripar binary}"
@@ -31,8 +32,10 @@ for world in "${sizes[@]}"; do
         for pp in $(seq 1 $((world / tp))); do
             [ $((world / tp % pp)) -eq 0 ] || continue
             dp=$((world / tp / pp))
-          for ep in $(seq 1 "$tp"); do
-            [ $((tp % ep)) -eq 0 ] && [ $((experts % ep)) -eq 0 ] || continue
+          for ep in $(seq 1 $((dp * tp))); do
+            [ $((experts % ep)) -eq 0 ] || continue
+            [ $((tp % ep)) -eq 0 ] || { [ $((ep % tp)) -eq 0 ] && [ $((dp * tp % ep)) -eq 0 ]; } ||
+                continue
             name="w${world}-dp${dp}-tp${tp}-pp${pp}"
             [ "$ep" -eq 1 ] || name="$name-ep$ep"
             out="$work/$name.h5"

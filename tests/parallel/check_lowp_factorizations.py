@@ -4,7 +4,8 @@
   check_lowp_factorizations.py WORKDIR JOB RTOL [--experts N] WORLD_SIZE... [-- KEY=VALUE...]
 
 With --experts N (a mixture of experts of N experts per layer), each factorization also runs
-with every parallel.ep > 1 dividing both its tp and N.
+with every parallel.ep > 1 dividing N and either dividing its tp or a multiple of tp dividing
+dp x tp (EP groups across replicas).
 
 Low precision rounds activations (bf16 at each product, int8 in blocks), and rounding is not
 continuous: the fp32 summation-order differences of two meshes (1e-7, from the TP all-reduce
@@ -43,8 +44,9 @@ def read(path):
 
 
 def meshes(worlds, experts):
-    """Every (world, dp, tp, pp, ep): ep 1, and with experts > 1 every ep > 1 dividing both tp
-    and the experts (expert parallelism inside the TP group, docs/jobs.md)."""
+    """Every (world, dp, tp, pp, ep): ep 1, and with experts > 1 every ep > 1 dividing the
+    experts and either dividing tp (expert parallelism inside the TP group) or a multiple of tp
+    dividing dp x tp (across replicas, docs/jobs.md)."""
     for world in worlds:
         for tp in range(1, world + 1):
             if world % tp:
@@ -52,9 +54,11 @@ def meshes(worlds, experts):
             for pp in range(1, world // tp + 1):
                 if (world // tp) % pp:
                     continue
-                for ep in range(1, tp + 1):
-                    if tp % ep == 0 and experts % ep == 0:
-                        yield world, world // tp // pp, tp, pp, ep
+                dp = world // tp // pp
+                for ep in range(1, dp * tp + 1):
+                    inside, across = tp % ep == 0, ep % tp == 0 and (dp * tp) % ep == 0
+                    if experts % ep == 0 and (inside or across):
+                        yield world, dp, tp, pp, ep
 
 
 def main():

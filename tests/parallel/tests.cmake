@@ -41,8 +41,11 @@ foreach(world 1 2 3 4 6)
 endforeach()
 # Mixture of experts (mixtral, then qwen2_moe with a shared expert, 3 experts per token and the
 # softmax over every expert, with micro-batches): every factorization of 1..8 ranks, experts
-# tensor-parallel inside the TP group, and each also with every parallel.ep that divides its tp
-# and the 6 experts (--experts 6: ep 2, 3 and 6); 8 experts on 8 ranks take ep 2, 4 and 8.
+# tensor-parallel inside the TP group, and each also with every parallel.ep that divides the 6
+# experts (--experts 6: ep 2, 3 and 6) and divides its tp, or is a multiple of tp dividing
+# dp x tp (EP groups across replicas, tokens moved by all-to-all; dp 6 with 8 prompts and 2
+# micro-batches leaves replicas of one micro-batch idle in the others' all-to-alls); 8 experts
+# on 8 ranks take ep 2, 4 and 8.
 # 8 ranks take 2 kv heads (tp 8 replicates each on 4), 5 and 7 take 35 heads of 4 (as
 # factor.yaml), so that tp 5 and 7 divide them.
 set(QWEN2_MOE model.arch=qwen2_moe model.synthetic.shared_expert_mlp=56
@@ -68,9 +71,11 @@ tripar_parallel_test(parallel_moe_factorizations_w5_w7
 tripar_parallel_test(parallel_qwen2_moe_factorizations_w5_w7
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/qwen2_moe_w5_w7 ${TRIPAR_FIXTURES}/factor_moe.yaml --experts 6 5 7
   -- ${MOE_W5_W7} ${QWEN2_MOE})
+# 8 experts on 8 ranks with overlap: across replicas the shared expert runs while the routed
+# rows travel (MPI_Ialltoallv), besides the TP all-reduces' pieces.
 tripar_parallel_test(parallel_moe_ep_w8
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/moe_ep_w8 ${TRIPAR_FIXTURES}/factor_moe.yaml --experts 8 8
-  -- model.synthetic.kv_heads=2 model.synthetic.experts=8 ${QWEN2_MOE})
+  -- model.synthetic.kv_heads=2 model.synthetic.experts=8 ${QWEN2_MOE} parallel.overlap=true)
 tripar_parallel_test(parallel_llama_replicated_kv
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_kv2 ${TRIPAR_FIXTURES}/factor_llama.yaml 4 8
   -- model.synthetic.kv_heads=2)
@@ -87,7 +92,8 @@ tripar_parallel_test(parallel_llama_int8w_overlap /usr/bin/python3 ${PAR}/check_
   -- model.synthetic.kv_heads=2 model.precision=int8w parallel.microbatches=2 parallel.overlap=true
   parallel.chunks=3)
 # int8w on every expert (routed and shared; the router stays fp32) of a Qwen2-MoE model, with
-# ep 2 too (each row's scale agreed within its expert-TP block only).
+# ep 2 too (each row's scale agreed within its expert-TP block only), inside the TP group and
+# across replicas (whole experts).
 tripar_parallel_test(parallel_qwen2_moe_int8w /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
   ${CMAKE_CURRENT_BINARY_DIR}/qwen2_moe_int8w ${TRIPAR_FIXTURES}/factor_moe.yaml 2e-2 --experts 6 4
   -- model.precision=int8w ${QWEN2_MOE})

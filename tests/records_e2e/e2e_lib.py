@@ -17,7 +17,7 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
 PHASES = ["embed", "norm", "qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm",
           "tp_allreduce", "tp_wait", "pp_send", "pp_recv_wait", "head", "sample",
           "dp_gather", "step", "weight_init", "iteration", "sample_wait", "nll_wait",
-          "stop_wait"]
+          "stop_wait", "ep_dispatch", "ep_expert", "ep_combine", "ep_wait"]
 # Phases tagged with a step but no micro-batch (-1): they lie between step events.
 BETWEEN_STEPS = {"stop_wait"}
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # moe_load.sh CHECKER WORKDIR: a mixture of experts' expert load end to end (issue 31, item 5):
 # data/fixtures/factor_moe.yaml (8 layers, 6 experts, top-2, 8 prompts of 6 tokens, 6 new
-# tokens) on one rank and on two (tp=2 with ep=2, dp=2, pp=2), after a warm-up. CHECKER
+# tokens) on one rank and on two (tp=2 with ep=2, dp=2, dp=2 with ep=2 across the replicas,
+# pp=2), after a warm-up. CHECKER
 # (check_moe_load.c) reads /moe/expert_load of each: its shape, each step's rows x top_k, the
 # same counts on every mesh. Then `tripar report` prints the expert-load section (and its JSON)
 # and `tripar explain` the expert-load verdict; a dense run has neither. Uses $TRIPAR_BIN,
@@ -24,9 +25,28 @@ run() { # run JOB NP OUT ARGS...
 run factor_moe.yaml 1 one.h5
 run factor_moe.yaml 2 tp2ep2.h5 --set parallel.tp=2 --set parallel.ep=2
 run factor_moe.yaml 2 dp2.h5 --set parallel.dp=2
+run factor_moe.yaml 2 dp2ep2.h5 --set parallel.dp=2 --set parallel.ep=2
 run factor_moe.yaml 2 pp2.h5 --set parallel.pp=2 --set parallel.microbatches=2
 run factor_llama.yaml 1 dense.h5
-"$checker" 8 6 6 one.h5 tp2ep2.h5 dp2.h5 pp2.h5 --dense dense.h5 || fail "check_moe_load"
+"$checker" 8 6 6 one.h5 tp2ep2.h5 dp2.h5 dp2ep2.h5 pp2.h5 --dense dense.h5 || fail "check_moe_load"
+
+# expert parallelism across replicas records its phases: per rank, MoE layer and micro-batch
+# of every step, one ep_dispatch, ep_expert and ep_combine and two ep_wait (docs/schema.md);
+# ep 2 inside the TP group records none
+/usr/bin/python3 - <<'PY' || fail "ep phases"
+import h5py
+for name, want in (("dp2ep2.h5", 1), ("tp2ep2.h5", 0)):
+    with h5py.File(name, "r") as f:
+        for rank in ("rank_00000", "rank_00001"):
+            ev = f["timings"][rank]["events"][()]
+            names = {v: k for k, v in h5py.check_enum_dtype(ev.dtype["phase"]).items()}
+            counted = [names[p] for p in ev["phase"]]
+            steps = len({(s, i) for s, i, p in zip(ev["step"], ev["iteration"], counted)
+                         if p == "step"})  # one micro-batch: a step event per step
+            for p, per in (("ep_dispatch", 1), ("ep_expert", 1), ("ep_combine", 1), ("ep_wait", 2)):
+                n = counted.count(p)
+                assert steps >= 6 and n == want * per * 8 * steps, (name, rank, p, n, steps)
+PY
 
 # report: the section, one row per layer and the overall one; the ep-block columns with ep 2
 "$TRIPAR_BIN" report one.h5 tp2ep2.h5 --json report.json --csv report.csv >report.txt
