@@ -27,8 +27,14 @@ static inline __attribute__((always_inline)) __m512i q8_dot(__m512i init, q8_xro
 }
 
 #include "kernels/cpu/matmul_q8_zmm.h"
+#include "kernels/cpu/matmul_blocks_zmm.h"
 
 void gemv_q8_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
                         const float *ws, int group, int rows, int k, int n, int block) {
     q8_zmm_gemv(y, ldy, q, d, w, ws, group, rows, k, n, block);
+}
+
+void gemv_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                            dtype type, int rows, int k, int n) {
+    qb_zmm_gemv(y, ldy, q, d, w, type, rows, k, n);
 }

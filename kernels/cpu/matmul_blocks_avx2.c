@@ -1,0 +1,146 @@
+/* The block formats' decode GEMV for AVX2 (kernels/cpu/matmul_kernels.h, gemv_blocks): one
+ * block of 32 weights per 256-bit vector, widened from the packed bytes in registers, with
+ * maddubs and the sign trick as gemv_q8_avx2 (docs/kernels.md, "int8 on the CPU"). The scalar
+ * twin's 16 lanes are two accumulators here, even blocks in one and odd in the other, summed
+ * at the end as the 512-bit levels halve theirs, so every level gives the same bits. */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cpu/matmul_isa.h"
+#include "kernels/cpu/matmul_kernels.h"
+#include "kernels/quant_blocks.h"
+
+/* How far ahead of a tile's progress its weight bytes are prefetched (as gemv_q8_avx2). */
+enum { QB_YMM_PREFETCH = 8192 };
+
+static inline __attribute__((always_inline)) float half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* Block b of the row at p: its 32 int8 weights (q4_0: nibble - 8; q4_1, q4_k: the nibble), its
+ * scale *s and min *m (0 without one). TYPE is a constant where this inlines. */
+static inline __attribute__((always_inline)) __m256i block_load(const uint8_t *p, dtype type, int b,
+                                                                float *s, float *m) {
+    const __m256i f = _mm256_set1_epi8(0x0F);
+    *m = 0.0f;
+    if (type == DTYPE_Q8_0) {
+        const uint8_t *pb = p + (size_t)b * 34;
+        *s = half_at(pb);
+        return _mm256_loadu_si256((const __m256i *)(pb + 2));
+    }
+    if (type == DTYPE_Q4_0 || type == DTYPE_Q4_1) {
+        const size_t bb = type == DTYPE_Q4_0 ? 18 : 20, off = type == DTYPE_Q4_0 ? 2 : 4;
+        const uint8_t *pb = p + (size_t)b * bb;
+        *s = half_at(pb);
+        if (type == DTYPE_Q4_1) *m = half_at(pb + 2);
+        // byte j's low nibble is weight j, its high nibble weight j + 16
+        const __m128i v = _mm_loadu_si128((const __m128i *)(pb + off));
+        const __m256i w = _mm256_and_si256(
+            _mm256_set_m128i(_mm_srli_epi16(v, 4), v), f);
+        return type == DTYPE_Q4_0 ? _mm256_sub_epi8(w, _mm256_set1_epi8(8)) : w;
+    }
+    /* DTYPE_Q4_K: sub-block b % 8 of super-block b / 8; sub-block 2c is the low nibbles of
+     * bytes 32c.., 2c + 1 their high nibbles */
+    const uint8_t *sb = p + (size_t)(b / 8) * 144;
+    const int j = b % 8;
+    int sc, mn;
+    qblocks_k4_scale(sb + 4, j, &sc, &mn);
+    *s = half_at(sb) * (float)sc; // exact, as the scalar twin's planes
+    *m = -(half_at(sb + 2) * (float)mn);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(sb + 16 + 32 * (j / 2)));
+    return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, f);
+}
+
+/* gemv_blocks_scalar's lanes_sum of lanes a (0-7) and b (8-15). */
+static inline __attribute__((always_inline)) float lanes_sum(__m256 a, __m256 b) {
+    const __m256 h8 = _mm256_add_ps(a, b);
+    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+
+/* Rows r < NR and weight rows j < NC, all of k. */
+static inline __attribute__((always_inline)) void qb_ymm_tile(float *y, long ldy, const int8_t *q,
+                                                              const float *d, const uint8_t *w,
+                                                              size_t row_bytes, dtype type, int k,
+                                                              int NR, int NC) {
+    const int nb = k / QBLOCK, mins = type == DTYPE_Q4_1 || type == DTYPE_Q4_K;
+    const size_t block_bytes = row_bytes * QBLOCK / (size_t)k;
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    __m256 acc[8][2][2];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++)
+            acc[r][j][0] = acc[r][j][1] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i wv[2];
+        float s[2], m[2];
+        for (int j = 0; j < NC; j++) {
+            if (b % 2 == 0)
+                _mm_prefetch((const char *)(w + (size_t)NC * (size_t)b * block_bytes + 64 * j +
+                                            QB_YMM_PREFETCH),
+                             _MM_HINT_T0);
+            wv[j] = block_load(w + (size_t)j * row_bytes, type, b, &s[j], &m[j]);
+        }
+        for (int r = 0; r < NR; r++) {
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(q + (long)r * k + (long)b * QBLOCK));
+            const __m256i xa = _mm256_abs_epi8(x);
+            const __m256 dv = _mm256_broadcast_ss(d + (long)r * nb + b);
+            const __m256 xs =
+                mins ? _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, x), ones16))
+                     : dv;
+            for (int j = 0; j < NC; j++) {
+                const __m256i pairs = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(wv[j], x));
+                const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones16));
+                __m256 *a = &acc[r][j][b % 2];
+                *a = _mm256_fmadd_ps(sum, _mm256_mul_ps(dv, _mm256_set1_ps(s[j])), *a);
+                if (mins) *a = _mm256_fmadd_ps(xs, _mm256_mul_ps(dv, _mm256_set1_ps(m[j])), *a);
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++)
+            y[(long)r * ldy + j] += lanes_sum(acc[r][j][0], acc[r][j][1]);
+}
+
+/* Columns by tiles of two weight rows for one or two activation rows (8 accumulators), one
+ * weight row from three rows, where the accumulators alone fill the 16 registers at 8. */
+static inline __attribute__((always_inline)) void qb_ymm_cols(float *y, long ldy, const int8_t *q,
+                                                              const float *d, const uint8_t *w,
+                                                              dtype type, int k, int n, int NR) {
+    const int NC = NR <= 2 ? 2 : 1;
+    const size_t row_bytes = qblock_bytes(type) * (size_t)(k / qblock_weights(type));
+    int o = 0;
+    for (; o + NC <= n; o += NC)
+        qb_ymm_tile(y + o, ldy, q, d, w + (size_t)o * row_bytes, row_bytes, type, k, NR, NC);
+    for (; o < n; o++)
+        qb_ymm_tile(y + o, ldy, q, d, w + (size_t)o * row_bytes, row_bytes, type, k, NR, 1);
+}
+
+static inline __attribute__((always_inline)) void qb_ymm_rows(float *y, long ldy, const int8_t *q,
+                                                              const float *d, const uint8_t *w,
+                                                              dtype type, int k, int n, int NR) {
+    switch (type) {
+    case DTYPE_Q8_0: qb_ymm_cols(y, ldy, q, d, w, DTYPE_Q8_0, k, n, NR); break;
+    case DTYPE_Q4_0: qb_ymm_cols(y, ldy, q, d, w, DTYPE_Q4_0, k, n, NR); break;
+    case DTYPE_Q4_1: qb_ymm_cols(y, ldy, q, d, w, DTYPE_Q4_1, k, n, NR); break;
+    default: qb_ymm_cols(y, ldy, q, d, w, DTYPE_Q4_K, k, n, NR); break;
+    }
+}
+
+void gemv_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                      dtype type, int rows, int k, int n) {
+    const uint8_t *wb = w;
+    switch (rows) {
+    case 1: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 1); break;
+    case 2: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 2); break;
+    case 3: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 3); break;
+    case 4: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 4); break;
+    case 5: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 5); break;
+    case 6: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 6); break;
+    case 7: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 7); break;
+    default: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 8); break;
+    }
+}

@@ -1,0 +1,173 @@
+/* The block formats' decode GEMV on 512-bit vectors (kernels/cpu/matmul_kernels.h,
+ * gemv_blocks), shared by matmul_q8_avx512.c and matmul_q8_avx512vnni.c, which include it
+ * after matmul_q8_zmm.h with their q8_row, q8_col and q8_dot. A 64-byte vector holds two
+ * blocks of 32 weights, widened from the packed bytes in registers (nibbles split and masked,
+ * fp16 scales converted exactly), so memory streams the blocks as stored and nothing is
+ * unpacked through memory. Its int32 lanes are 4-product sums, exact, and meet the scales in
+ * the order gemv_blocks_scalar defines: that of q8_zmm_tile with group = block = 32, so q8_0
+ * and q4_0 give the bits int8w gives on the same quants at these levels. */
+#pragma once
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "kernels/cpu/matmul_isa.h"
+#include "kernels/cpu/matmul_kernels.h"
+#include "kernels/quant_blocks.h"
+
+/* Blocks b and b + 1 of a weight row as a chunk: w the 64 int8 weights (q4_0: nibble - 8;
+ * q4_1, q4_k: the nibble), s and m the lanes' weight scales and mins (lanes 0-7 block b,
+ * 8-15 block b + 1), zero for an absent block b + 1 (two == 0), whose activations load as
+ * zero too. */
+typedef struct {
+    __m512i w;
+    __m512 s, m;
+} qb_zmm_chunk;
+
+static inline __attribute__((always_inline)) float qb_half(const uint8_t *p) {
+    uint16_t h;
+    __builtin_memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* Lanes 0-7 a, 8-15 b. */
+static inline __attribute__((always_inline)) __m512 qb_zmm_pair(float a, float b) {
+    return _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+}
+
+/* 16 bytes of q4 nibbles of each of two blocks (lo, hi) as 64 weights: byte j's low nibble is
+ * weight j, its high nibble weight j + 16 (ggml's q4_0 and q4_1 layout). */
+static inline __attribute__((always_inline)) __m512i qb_zmm_nibbles(__m128i lo, __m128i hi) {
+    const __m512i both = _mm512_castsi256_si512(_mm256_set_m128i(hi, lo));
+    const __m512i dup = _mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m512i shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    return _mm512_and_si512(_mm512_srlv_epi64(dup, shift), _mm512_set1_epi8(0x0F));
+}
+
+/* Blocks b, b + 1 of the row at p (its first byte). TYPE is a constant where this inlines. */
+static inline __attribute__((always_inline)) qb_zmm_chunk qb_zmm_load(const uint8_t *p, dtype type,
+                                                                      int b, int two) {
+    qb_zmm_chunk c = {.m = _mm512_setzero_ps()};
+    if (type == DTYPE_Q8_0) {
+        const uint8_t *p0 = p + (size_t)b * 34, *p1 = p0 + 34;
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(p0 + 2));
+        const __m256i hi = two ? _mm256_loadu_si256((const __m256i *)(p1 + 2)) : _mm256_setzero_si256();
+        c.w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        c.s = qb_zmm_pair(qb_half(p0), two ? qb_half(p1) : 0.0f);
+    } else if (type == DTYPE_Q4_0 || type == DTYPE_Q4_1) {
+        const size_t bb = type == DTYPE_Q4_0 ? 18 : 20, off = type == DTYPE_Q4_0 ? 2 : 4;
+        const uint8_t *p0 = p + (size_t)b * bb, *p1 = p0 + bb;
+        const __m128i lo = _mm_loadu_si128((const __m128i *)(p0 + off));
+        const __m128i hi = two ? _mm_loadu_si128((const __m128i *)(p1 + off)) : _mm_setzero_si128();
+        c.w = qb_zmm_nibbles(lo, hi);
+        if (type == DTYPE_Q4_0) c.w = _mm512_sub_epi8(c.w, _mm512_set1_epi8(8));
+        c.s = qb_zmm_pair(qb_half(p0), two ? qb_half(p1) : 0.0f);
+        if (type == DTYPE_Q4_1) c.m = qb_zmm_pair(qb_half(p0 + 2), two ? qb_half(p1 + 2) : 0.0f);
+    } else { /* DTYPE_Q4_K: b even, sub-blocks b % 8 and b % 8 + 1 of super-block b / 8 */
+        const uint8_t *sb = p + (size_t)(b / 8) * 144, *s = sb + 4;
+        const int j = b % 8; // sub-block 2c is the low nibbles of bytes 32c.., 2c + 1 the high
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(sb + 16 + 16 * j));
+        const __m256i f = _mm256_set1_epi8(0x0F);
+        c.w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, f)),
+                                 _mm256_and_si256(_mm256_srli_epi16(v, 4), f), 1);
+        int sc0, mn0, sc1, mn1;
+        qblocks_k4_scale(s, j, &sc0, &mn0);
+        qblocks_k4_scale(s, j + 1, &sc1, &mn1);
+        const float dd = qb_half(sb), dm = qb_half(sb + 2);
+        // fp16 times a 6-bit integer is exact in fp32: the scalar twin's planes hold the same
+        c.s = qb_zmm_pair(dd * (float)sc0, dd * (float)sc1);
+        c.m = qb_zmm_pair(-(dm * (float)mn0), -(dm * (float)mn1));
+    }
+    return c;
+}
+
+/* gemv_blocks_scalar's lanes_sum. */
+static inline __attribute__((always_inline)) float qb_zmm_sum(__m512 a) {
+    const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(a),
+                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
+
+/* Rows r < NR and weight rows j < NC, all of k. */
+static inline __attribute__((always_inline)) void qb_zmm_tile(float *y, long ldy, const int8_t *q,
+                                                              const float *d, const uint8_t *w,
+                                                              size_t row_bytes, dtype type, int k,
+                                                              int NR, int NC) {
+    const int nb = k / QBLOCK, mins = type == DTYPE_Q4_1 || type == DTYPE_Q4_K;
+    const size_t chunk_bytes = row_bytes * 64 / (size_t)k; // bytes of two blocks
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i ones_init = q8_col(ones);
+    __m512 acc[8][4];
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++)
+            acc[r][j] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        const __mmask64 xm = two ? ~0ULL : 0xFFFFFFFFULL;
+        qb_zmm_chunk ch[4];
+        __m512i init[4];
+        for (int j = 0; j < NC; j++) {
+            // the NC rows are NC * row_bytes contiguous bytes, read one chunk of each at a time
+            _mm_prefetch((const char *)(w + (size_t)NC * (size_t)(b / 2) * chunk_bytes + 64 * j +
+                                        Q8_ZMM_PREFETCH),
+                         _MM_HINT_T0);
+            ch[j] = qb_zmm_load(w + (size_t)j * row_bytes, type, b, two);
+            init[j] = q8_col(ch[j].w);
+        }
+        for (int r = 0; r < NR; r++) {
+            const q8_xrow xr = q8_row(_mm512_maskz_loadu_epi8(xm, q + (long)r * k + (long)b * QBLOCK));
+            const float *dr = d + (long)r * nb + b;
+            const __m512 dv = qb_zmm_pair(dr[0], two ? dr[1] : 0.0f);
+            const __m512 xs = mins ? _mm512_cvtepi32_ps(q8_dot(ones_init, xr, ones)) : dv;
+            for (int j = 0; j < NC; j++) {
+                const __m512 sum = _mm512_cvtepi32_ps(q8_dot(init[j], xr, ch[j].w));
+                acc[r][j] = _mm512_fmadd_ps(sum, _mm512_mul_ps(dv, ch[j].s), acc[r][j]);
+                if (mins) acc[r][j] = _mm512_fmadd_ps(xs, _mm512_mul_ps(dv, ch[j].m), acc[r][j]);
+            }
+        }
+    }
+    for (int r = 0; r < NR; r++)
+        for (int j = 0; j < NC; j++)
+            y[(long)r * ldy + j] += qb_zmm_sum(acc[r][j]);
+}
+
+/* Columns by tiles of NC, as q8_zmm_cols chooses them, the last ones one by one. */
+static inline __attribute__((always_inline)) void qb_zmm_cols(float *y, long ldy, const int8_t *q,
+                                                              const float *d, const uint8_t *w,
+                                                              dtype type, int k, int n, int NR) {
+    const int NC = NR <= 2 ? 2 : 3;
+    const size_t row_bytes = qblock_bytes(type) * (size_t)(k / qblock_weights(type));
+    int o = 0;
+    for (; o + NC <= n; o += NC)
+        qb_zmm_tile(y + o, ldy, q, d, w + (size_t)o * row_bytes, row_bytes, type, k, NR, NC);
+    for (; o < n; o++)
+        qb_zmm_tile(y + o, ldy, q, d, w + (size_t)o * row_bytes, row_bytes, type, k, NR, 1);
+}
+
+/* One instance per format, so that the chunk loads are straight-line code. */
+static inline __attribute__((always_inline)) void qb_zmm_rows(float *y, long ldy, const int8_t *q,
+                                                              const float *d, const uint8_t *w,
+                                                              dtype type, int k, int n, int NR) {
+    switch (type) {
+    case DTYPE_Q8_0: qb_zmm_cols(y, ldy, q, d, w, DTYPE_Q8_0, k, n, NR); break;
+    case DTYPE_Q4_0: qb_zmm_cols(y, ldy, q, d, w, DTYPE_Q4_0, k, n, NR); break;
+    case DTYPE_Q4_1: qb_zmm_cols(y, ldy, q, d, w, DTYPE_Q4_1, k, n, NR); break;
+    default: qb_zmm_cols(y, ldy, q, d, w, DTYPE_Q4_K, k, n, NR); break;
+    }
+}
+
+static void qb_zmm_gemv(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                        dtype type, int rows, int k, int n) {
+    const uint8_t *wb = w;
+    switch (rows) {
+    case 1: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 1); break;
+    case 2: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 2); break;
+    case 3: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 3); break;
+    case 4: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 4); break;
+    case 5: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 5); break;
+    case 6: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 6); break;
+    case 7: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 7); break;
+    default: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 8); break;
+    }
+}
