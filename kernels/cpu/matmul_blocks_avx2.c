@@ -38,8 +38,7 @@ static inline __attribute__((always_inline)) __m256i block_load(const uint8_t *p
         if (type == DTYPE_Q4_1) *m = half_at(pb + 2);
         // byte j's low nibble is weight j, its high nibble weight j + 16
         const __m128i v = _mm_loadu_si128((const __m128i *)(pb + off));
-        const __m256i w = _mm256_and_si256(
-            _mm256_set_m128i(_mm_srli_epi16(v, 4), v), f);
+        const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), f);
         return type == DTYPE_Q4_0 ? _mm256_sub_epi8(w, _mm256_set1_epi8(8)) : w;
     }
     /* DTYPE_Q4_K: sub-block b % 8 of super-block b / 8; sub-block 2c is the low nibbles of
@@ -63,10 +62,10 @@ static inline __attribute__((always_inline)) float lanes_sum(__m256 a, __m256 b)
 }
 
 /* Rows r < NR and weight rows j < NC, all of k. */
-static inline __attribute__((always_inline)) void qb_ymm_tile(float *y, long ldy, const int8_t *q,
-                                                              const float *d, const uint8_t *w,
-                                                              size_t row_bytes, dtype type, int k,
-                                                              int NR, int NC) {
+static inline __attribute__((always_inline)) void qb_tile(float *y, long ldy, const int8_t *q,
+                                                          const float *d, const uint8_t *w,
+                                                          size_t row_bytes, dtype type, int k,
+                                                          int NR, int NC) {
     const int nb = k / QBLOCK, mins = type == DTYPE_Q4_1 || type == DTYPE_Q4_K;
     const size_t block_bytes = row_bytes * QBLOCK / (size_t)k;
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -85,7 +84,8 @@ static inline __attribute__((always_inline)) void qb_ymm_tile(float *y, long ldy
             wv[j] = block_load(w + (size_t)j * row_bytes, type, b, &s[j], &m[j]);
         }
         for (int r = 0; r < NR; r++) {
-            const __m256i x = _mm256_loadu_si256((const __m256i *)(q + (long)r * k + (long)b * QBLOCK));
+            const __m256i x =
+                _mm256_loadu_si256((const __m256i *)(q + (long)r * k + (long)b * QBLOCK));
             const __m256i xa = _mm256_abs_epi8(x);
             const __m256 dv = _mm256_broadcast_ss(d + (long)r * nb + b);
             const __m256 xs =
@@ -105,42 +105,13 @@ static inline __attribute__((always_inline)) void qb_ymm_tile(float *y, long ldy
             y[(long)r * ldy + j] += lanes_sum(acc[r][j][0], acc[r][j][1]);
 }
 
-/* Columns by tiles of two weight rows for one or two activation rows (8 accumulators), one
- * weight row from three rows, where the accumulators alone fill the 16 registers at 8. */
-static inline __attribute__((always_inline)) void qb_ymm_cols(float *y, long ldy, const int8_t *q,
-                                                              const float *d, const uint8_t *w,
-                                                              dtype type, int k, int n, int NR) {
-    const int NC = NR <= 2 ? 2 : 1;
-    const size_t row_bytes = qblock_bytes(type) * (size_t)(k / qblock_weights(type));
-    int o = 0;
-    for (; o + NC <= n; o += NC)
-        qb_ymm_tile(y + o, ldy, q, d, w + (size_t)o * row_bytes, row_bytes, type, k, NR, NC);
-    for (; o < n; o++)
-        qb_ymm_tile(y + o, ldy, q, d, w + (size_t)o * row_bytes, row_bytes, type, k, NR, 1);
-}
+/* Two weight rows for one or two activation rows (8 accumulators), one from three rows, where
+ * the accumulators alone fill the 16 registers at 8. */
+static inline __attribute__((always_inline)) int qb_tile_cols(int NR) { return NR <= 2 ? 2 : 1; }
 
-static inline __attribute__((always_inline)) void qb_ymm_rows(float *y, long ldy, const int8_t *q,
-                                                              const float *d, const uint8_t *w,
-                                                              dtype type, int k, int n, int NR) {
-    switch (type) {
-    case DTYPE_Q8_0: qb_ymm_cols(y, ldy, q, d, w, DTYPE_Q8_0, k, n, NR); break;
-    case DTYPE_Q4_0: qb_ymm_cols(y, ldy, q, d, w, DTYPE_Q4_0, k, n, NR); break;
-    case DTYPE_Q4_1: qb_ymm_cols(y, ldy, q, d, w, DTYPE_Q4_1, k, n, NR); break;
-    default: qb_ymm_cols(y, ldy, q, d, w, DTYPE_Q4_K, k, n, NR); break;
-    }
-}
+#include "kernels/cpu/matmul_blocks_walk.h"
 
 void gemv_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const void *w,
                       dtype type, int rows, int k, int n) {
-    const uint8_t *wb = w;
-    switch (rows) {
-    case 1: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 1); break;
-    case 2: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 2); break;
-    case 3: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 3); break;
-    case 4: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 4); break;
-    case 5: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 5); break;
-    case 6: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 6); break;
-    case 7: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 7); break;
-    default: qb_ymm_rows(y, ldy, q, d, wb, type, k, n, 8); break;
-    }
+    qb_walk(y, ldy, q, d, w, type, rows, k, n);
 }

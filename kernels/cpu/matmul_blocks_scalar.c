@@ -36,7 +36,8 @@ void gemv_blocks_scalar(float *y, long ldy, const int8_t *q, const float *d, con
         float dw[QB_SUBS], mw[QB_SUBS];
         for (int b = 0; b < nb; b++) {
             const int j = b % per; // the block within its unit (q4_k: the sub-block)
-            if (j == 0) qblocks_unpack(type, qw, dw, mw, wo + (size_t)(b / per) * unit_bytes, 1, unit);
+            if (j == 0)
+                qblocks_unpack(type, qw, dw, mw, wo + (size_t)(b / per) * unit_bytes, 1, unit);
             const int8_t *wb = qw + j * QBLOCK;
             for (int r = 0; r < rows; r++) {
                 const int8_t *xb = q + (long)r * k + (long)b * QBLOCK;

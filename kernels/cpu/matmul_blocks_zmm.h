@@ -34,6 +34,23 @@ static inline __attribute__((always_inline)) __m512 qb_zmm_pair(float a, float b
     return _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
 }
 
+/* The fp16 values of e0 and e1 (4 bytes each: q4_1's d and m; else d and 2 bytes more),
+ * widened in one conversion, exactly, and spread: lanes 0-7 of *s e0's first and 8-15 e1's
+ * first, *m likewise with their seconds. */
+static inline __attribute__((always_inline)) void qb_zmm_scales(uint32_t e0, uint32_t e1, __m512 *s,
+                                                                __m512 *m) {
+    const __m128 h = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)e0), (int)e1, 1));
+    const __m512 v = _mm512_castps128_ps512(h); // lanes past 3 are never selected
+    *s = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), v);
+    *m = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), v);
+}
+
+static inline __attribute__((always_inline)) uint32_t qb_u32(const uint8_t *p) {
+    uint32_t u;
+    __builtin_memcpy(&u, p, sizeof u);
+    return u;
+}
+
 /* 16 bytes of q4 nibbles of each of two blocks (lo, hi) as 64 weights: byte j's low nibble is
  * weight j, its high nibble weight j + 16 (ggml's q4_0 and q4_1 layout). */
 static inline __attribute__((always_inline)) __m512i qb_zmm_nibbles(__m128i lo, __m128i hi) {
@@ -50,9 +67,11 @@ static inline __attribute__((always_inline)) qb_zmm_chunk qb_zmm_load(const uint
     if (type == DTYPE_Q8_0) {
         const uint8_t *p0 = p + (size_t)b * 34, *p1 = p0 + 34;
         const __m256i lo = _mm256_loadu_si256((const __m256i *)(p0 + 2));
-        const __m256i hi = two ? _mm256_loadu_si256((const __m256i *)(p1 + 2)) : _mm256_setzero_si256();
+        const __m256i hi =
+            two ? _mm256_loadu_si256((const __m256i *)(p1 + 2)) : _mm256_setzero_si256();
         c.w = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-        c.s = qb_zmm_pair(qb_half(p0), two ? qb_half(p1) : 0.0f);
+        __m512 unused;
+        qb_zmm_scales(qb_u32(p0), two ? qb_u32(p1) : 0, &c.s, &unused);
     } else if (type == DTYPE_Q4_0 || type == DTYPE_Q4_1) {
         const size_t bb = type == DTYPE_Q4_0 ? 18 : 20, off = type == DTYPE_Q4_0 ? 2 : 4;
         const uint8_t *p0 = p + (size_t)b * bb, *p1 = p0 + bb;
@@ -60,8 +79,10 @@ static inline __attribute__((always_inline)) qb_zmm_chunk qb_zmm_load(const uint
         const __m128i hi = two ? _mm_loadu_si128((const __m128i *)(p1 + off)) : _mm_setzero_si128();
         c.w = qb_zmm_nibbles(lo, hi);
         if (type == DTYPE_Q4_0) c.w = _mm512_sub_epi8(c.w, _mm512_set1_epi8(8));
-        c.s = qb_zmm_pair(qb_half(p0), two ? qb_half(p1) : 0.0f);
-        if (type == DTYPE_Q4_1) c.m = qb_zmm_pair(qb_half(p0 + 2), two ? qb_half(p1 + 2) : 0.0f);
+        // q4_0's 2 bytes past d are quants; their lanes in m are dropped
+        __m512 m;
+        qb_zmm_scales(qb_u32(p0), two ? qb_u32(p1) : 0, &c.s, &m);
+        if (type == DTYPE_Q4_1) c.m = m;
     } else { /* DTYPE_Q4_K: b even, sub-blocks b % 8 and b % 8 + 1 of super-block b / 8 */
         const uint8_t *sb = p + (size_t)(b / 8) * 144, *s = sb + 4;
         const int j = b % 8; // sub-block 2c is the low nibbles of bytes 32c.., 2c + 1 the high
@@ -82,18 +103,19 @@ static inline __attribute__((always_inline)) qb_zmm_chunk qb_zmm_load(const uint
 
 /* gemv_blocks_scalar's lanes_sum. */
 static inline __attribute__((always_inline)) float qb_zmm_sum(__m512 a) {
-    const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(a),
-                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    const __m256 h8 =
+        _mm256_add_ps(_mm512_castps512_ps256(a),
+                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
     const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
     const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
     return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
 }
 
 /* Rows r < NR and weight rows j < NC, all of k. */
-static inline __attribute__((always_inline)) void qb_zmm_tile(float *y, long ldy, const int8_t *q,
-                                                              const float *d, const uint8_t *w,
-                                                              size_t row_bytes, dtype type, int k,
-                                                              int NR, int NC) {
+static inline __attribute__((always_inline)) void qb_tile(float *y, long ldy, const int8_t *q,
+                                                          const float *d, const uint8_t *w,
+                                                          size_t row_bytes, dtype type, int k,
+                                                          int NR, int NC) {
     const int nb = k / QBLOCK, mins = type == DTYPE_Q4_1 || type == DTYPE_Q4_K;
     const size_t chunk_bytes = row_bytes * 64 / (size_t)k; // bytes of two blocks
     const __m512i ones = _mm512_set1_epi8(1);
@@ -116,7 +138,8 @@ static inline __attribute__((always_inline)) void qb_zmm_tile(float *y, long ldy
             init[j] = q8_col(ch[j].w);
         }
         for (int r = 0; r < NR; r++) {
-            const q8_xrow xr = q8_row(_mm512_maskz_loadu_epi8(xm, q + (long)r * k + (long)b * QBLOCK));
+            const q8_xrow xr =
+                q8_row(_mm512_maskz_loadu_epi8(xm, q + (long)r * k + (long)b * QBLOCK));
             const float *dr = d + (long)r * nb + b;
             const __m512 dv = qb_zmm_pair(dr[0], two ? dr[1] : 0.0f);
             const __m512 xs = mins ? _mm512_cvtepi32_ps(q8_dot(ones_init, xr, ones)) : dv;
@@ -132,42 +155,7 @@ static inline __attribute__((always_inline)) void qb_zmm_tile(float *y, long ldy
             y[(long)r * ldy + j] += qb_zmm_sum(acc[r][j]);
 }
 
-/* Columns by tiles of NC, as q8_zmm_cols chooses them, the last ones one by one. */
-static inline __attribute__((always_inline)) void qb_zmm_cols(float *y, long ldy, const int8_t *q,
-                                                              const float *d, const uint8_t *w,
-                                                              dtype type, int k, int n, int NR) {
-    const int NC = NR <= 2 ? 2 : 3;
-    const size_t row_bytes = qblock_bytes(type) * (size_t)(k / qblock_weights(type));
-    int o = 0;
-    for (; o + NC <= n; o += NC)
-        qb_zmm_tile(y + o, ldy, q, d, w + (size_t)o * row_bytes, row_bytes, type, k, NR, NC);
-    for (; o < n; o++)
-        qb_zmm_tile(y + o, ldy, q, d, w + (size_t)o * row_bytes, row_bytes, type, k, NR, 1);
-}
+/* As q8_zmm_cols chooses them. */
+static inline __attribute__((always_inline)) int qb_tile_cols(int NR) { return NR <= 2 ? 2 : 3; }
 
-/* One instance per format, so that the chunk loads are straight-line code. */
-static inline __attribute__((always_inline)) void qb_zmm_rows(float *y, long ldy, const int8_t *q,
-                                                              const float *d, const uint8_t *w,
-                                                              dtype type, int k, int n, int NR) {
-    switch (type) {
-    case DTYPE_Q8_0: qb_zmm_cols(y, ldy, q, d, w, DTYPE_Q8_0, k, n, NR); break;
-    case DTYPE_Q4_0: qb_zmm_cols(y, ldy, q, d, w, DTYPE_Q4_0, k, n, NR); break;
-    case DTYPE_Q4_1: qb_zmm_cols(y, ldy, q, d, w, DTYPE_Q4_1, k, n, NR); break;
-    default: qb_zmm_cols(y, ldy, q, d, w, DTYPE_Q4_K, k, n, NR); break;
-    }
-}
-
-static void qb_zmm_gemv(float *y, long ldy, const int8_t *q, const float *d, const void *w,
-                        dtype type, int rows, int k, int n) {
-    const uint8_t *wb = w;
-    switch (rows) {
-    case 1: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 1); break;
-    case 2: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 2); break;
-    case 3: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 3); break;
-    case 4: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 4); break;
-    case 5: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 5); break;
-    case 6: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 6); break;
-    case 7: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 7); break;
-    default: qb_zmm_rows(y, ldy, q, d, wb, type, k, n, 8); break;
-    }
-}
+#include "kernels/cpu/matmul_blocks_walk.h"

@@ -37,7 +37,7 @@ void gemv_q8_avx512(float *y, long ldy, const int8_t *q, const float *d, const i
 
 void gemv_blocks_avx512(float *y, long ldy, const int8_t *q, const float *d, const void *w,
                         dtype type, int rows, int k, int n) {
-    qb_zmm_gemv(y, ldy, q, d, w, type, rows, k, n);
+    qb_walk(y, ldy, q, d, w, type, rows, k, n);
 }
 
 /* One IEEE operation per step as quantize_q8_scalar takes them: the max is exact in any order;

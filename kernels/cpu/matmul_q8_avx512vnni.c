@@ -36,5 +36,5 @@ void gemv_q8_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, con
 
 void gemv_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const void *w,
                             dtype type, int rows, int k, int n) {
-    qb_zmm_gemv(y, ldy, q, d, w, type, rows, k, n);
+    qb_walk(y, ldy, q, d, w, type, rows, k, n);
 }

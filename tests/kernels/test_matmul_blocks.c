@@ -56,7 +56,8 @@ static void check_shape(const cpu_matmul_kernels *mk, const char *level, dtype t
         wf[c] = c < 32 ? 0.0f : 0.25f;
     void *blocks = malloc(dtype_bytes(type, (size_t)count));
     int8_t *q = malloc((size_t)rows * k);
-    float *d = malloc(sizeof(float) * (size_t)rows * (k / QBLOCK)), *wv = malloc(sizeof(float) * count);
+    float *d = malloc(sizeof(float) * (size_t)rows * (k / QBLOCK)),
+          *wv = malloc(sizeof(float) * count);
     float *y0 = floats((long)rows * ldy, &rng, -1, 1);
     float *got = malloc(sizeof(float) * rows * ldy), *want = malloc(sizeof(float) * rows * ldy);
     assert_true(blocks && q && d && wv && got && want);
@@ -128,8 +129,8 @@ static void test_gemv_blocks_levels(void **state) {
                 if (ks[i] % qblock_weights(types[t])) continue;
                 for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
                     for (int rows = 1; rows <= MAX_ROWS; rows++)
-                        check_shape(mk, level, types[t], rows, ks[i], ns[j], (rows + (int)j) % 4 == 3,
-                                    7000 + 100 * t + 10 * i + j);
+                        check_shape(mk, level, types[t], rows, ks[i], ns[j],
+                                    (rows + (int)j) % 4 == 3, 7000 + 100 * t + 10 * i + j);
             }
     }
     printf("gemv_blocks: %d level(s) checked, best %s\n", levels, cpu_isa_name(cpu_isa_detect()));
