@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/matmul_blocks_walk.h"
 #include "kernels/cpu/matmul_isa.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
@@ -53,14 +54,6 @@ static inline __attribute__((always_inline)) __m256i block_load(const uint8_t *p
     return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(v, 4) : v, f);
 }
 
-/* gemv_blocks_scalar's lanes_sum of lanes a (0-7) and b (8-15). */
-static inline __attribute__((always_inline)) float lanes_sum(__m256 a, __m256 b) {
-    const __m256 h8 = _mm256_add_ps(a, b);
-    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-}
-
 /* Rows r < NR and weight rows j < NC, all of k. */
 static inline __attribute__((always_inline)) void qb_tile(float *y, long ldy, const int8_t *q,
                                                           const float *d, const uint8_t *w,
@@ -102,14 +95,12 @@ static inline __attribute__((always_inline)) void qb_tile(float *y, long ldy, co
     }
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NC; j++)
-            y[(long)r * ldy + j] += lanes_sum(acc[r][j][0], acc[r][j][1]);
+            y[(long)r * ldy + j] += qb_lanes_sum(acc[r][j][0], acc[r][j][1]);
 }
 
 /* Two weight rows for one or two activation rows (8 accumulators), one from three rows, where
  * the accumulators alone fill the 16 registers at 8. */
 static inline __attribute__((always_inline)) int qb_tile_cols(int NR) { return NR <= 2 ? 2 : 1; }
-
-#include "kernels/cpu/matmul_blocks_walk.h"
 
 void gemv_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const void *w,
                       dtype type, int rows, int k, int n) {

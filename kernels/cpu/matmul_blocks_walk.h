@@ -1,6 +1,6 @@
 /* How a block-format decode GEMV walks its output (kernels/cpu/matmul_kernels.h,
- * gemv_blocks), shared by matmul_blocks_avx2.c and matmul_blocks_zmm.h. The including file
- * defines, before it includes this:
+ * gemv_blocks), and how it sums its lanes, shared by matmul_blocks_avx2.c and
+ * matmul_blocks_zmm.h (AVX2 and up). The including file defines:
  *   void qb_tile(float *y, long ldy, const int8_t *q, const float *d, const uint8_t *w,
  *                size_t row_bytes, dtype type, int k, int NR, int NC)
  *       y[r * ldy + j] += the product of activation rows r < NR and weight rows j < NC
@@ -10,11 +10,25 @@
  * Every activation row is in each tile, so each weight byte is read from memory once; the
  * weight rows of a tile are contiguous, which is what the tiles' prefetch relies on. */
 #pragma once
+#include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/backend.h"
 #include "kernels/quant_blocks.h"
+
+static inline void qb_tile(float *y, long ldy, const int8_t *q, const float *d, const uint8_t *w,
+                           size_t row_bytes, dtype type, int k, int NR, int NC);
+static inline int qb_tile_cols(int NR);
+
+/* gemv_blocks_scalar's lanes_sum of the 16 lanes a (0-7) and b (8-15): halved pairwise, as
+ * _mm512_reduce_add_ps does. */
+static inline __attribute__((always_inline)) float qb_lanes_sum(__m256 a, __m256 b) {
+    const __m256 h8 = _mm256_add_ps(a, b);
+    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
+}
 
 /* Columns by tiles of qb_tile_cols(NR), the last ones one by one. */
 static inline __attribute__((always_inline)) void qb_walk_cols(float *y, long ldy, const int8_t *q,

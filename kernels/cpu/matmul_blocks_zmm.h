@@ -10,6 +10,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "kernels/cpu/matmul_blocks_walk.h"
 #include "kernels/cpu/matmul_isa.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/quant_blocks.h"
@@ -41,8 +42,10 @@ static inline __attribute__((always_inline)) void qb_zmm_scales(uint32_t e0, uin
                                                                 __m512 *m) {
     const __m128 h = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)e0), (int)e1, 1));
     const __m512 v = _mm512_castps128_ps512(h); // lanes past 3 are never selected
-    *s = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), v);
-    *m = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), v);
+    *s =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), v);
+    *m =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), v);
 }
 
 static inline __attribute__((always_inline)) uint32_t qb_u32(const uint8_t *p) {
@@ -101,16 +104,6 @@ static inline __attribute__((always_inline)) qb_zmm_chunk qb_zmm_load(const uint
     return c;
 }
 
-/* gemv_blocks_scalar's lanes_sum. */
-static inline __attribute__((always_inline)) float qb_zmm_sum(__m512 a) {
-    const __m256 h8 =
-        _mm256_add_ps(_mm512_castps512_ps256(a),
-                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
-    const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-}
-
 /* Rows r < NR and weight rows j < NC, all of k. */
 static inline __attribute__((always_inline)) void qb_tile(float *y, long ldy, const int8_t *q,
                                                           const float *d, const uint8_t *w,
@@ -152,10 +145,10 @@ static inline __attribute__((always_inline)) void qb_tile(float *y, long ldy, co
     }
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NC; j++)
-            y[(long)r * ldy + j] += qb_zmm_sum(acc[r][j]);
+            y[(long)r * ldy + j] += qb_lanes_sum(
+                _mm512_castps512_ps256(acc[r][j]),
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][j]), 1)));
 }
 
 /* As q8_zmm_cols chooses them. */
 static inline __attribute__((always_inline)) int qb_tile_cols(int NR) { return NR <= 2 ? 2 : 3; }
-
-#include "kernels/cpu/matmul_blocks_walk.h"
