@@ -119,8 +119,12 @@ static int rint_in(float r, int hi) {
 }
 
 void qblocks_k4_scales(const uint8_t *s, int sc[8], int mn[8]) {
-    for (int j = 0; j < 8; j++)
-        qblocks_k4_scale(s, j, &sc[j], &mn[j]);
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 0x3F;
+        mn[j] = s[j + 4] & 0x3F;
+        sc[j + 4] = (s[j + 8] & 0x0F) | (s[j] >> 6) << 4;
+        mn[j + 4] = (s[j + 8] >> 4) | (s[j + 4] >> 6) << 4;
+    }
 }
 
 static void k4_scales_put(uint8_t *s, const int sc[K4_SUBS], const int mn[K4_SUBS]) {

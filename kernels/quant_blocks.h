@@ -63,15 +63,6 @@ void qblocks_pack(dtype type, void *out, const int8_t *q, const float *d, const 
  * low four bits are the nibbles of byte j + 4 and the top two the top bits of bytes j - 4 and
  * j. */
 void qblocks_k4_scales(const uint8_t *s, int sc[8], int mn[8]);
-/* Sub-block j's pair of them alone, inline for the decode kernels, which read two per chunk. */
-static inline void qblocks_k4_scale(const uint8_t *s, int j, int *sc, int *mn) {
-    if (j < 4) {
-        *sc = s[j] & 0x3F, *mn = s[j + 4] & 0x3F;
-    } else {
-        *sc = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
-        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
-}
 
 /* out (rows, cols) = the blocks' values in fp32: q * d (q4_1: q * d + m; q4_k: (d * sc) * q
  * - dmin * mn), as ggml's dequantize_row_* computes them. */

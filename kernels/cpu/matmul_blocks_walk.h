@@ -30,6 +30,34 @@ static inline __attribute__((always_inline)) float qb_lanes_sum(__m256 a, __m256
     return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
 }
 
+/* The fp16 at p, widened (exact). */
+static inline __attribute__((always_inline)) float qb_half(const uint8_t *p) {
+    uint16_t h;
+    __builtin_memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+/* A q4_k super-block's eight sub-block scales d * sc (*s) and mins -(dmin * mn) (*m) from its
+ * first 16 bytes, as qblocks_unpack gives them (exact in fp32: an fp16 times a 6-bit integer):
+ * the 6-bit fields of qblocks_k4_scales taken four bytes at a time, so a tile reads them once
+ * per super-block and not per block. */
+static inline __attribute__((always_inline)) void qb_k4_scales(const uint8_t *p, __m256 *s,
+                                                               __m256 *m) {
+    uint32_t u[3];
+    __builtin_memcpy(u, p + 4, sizeof u);
+    const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, top2 = 0x03030303u;
+    // sc[0..3] = low six bits of bytes 0-3; sc[4..7] = low nibbles of bytes 8-11 over the top
+    // two bits of bytes 0-3; mn likewise from bytes 4-7 and the high nibbles of 8-11
+    const uint64_t sc = (uint64_t)(u[0] & lo6) | (uint64_t)((u[2] & lo4) | (u[0] >> 6 & top2) << 4)
+                                                     << 32;
+    const uint64_t mn =
+        (uint64_t)(u[1] & lo6) | (uint64_t)((u[2] >> 4 & lo4) | (u[1] >> 6 & top2) << 4) << 32;
+    const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)));
+    const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)));
+    *s = _mm256_mul_ps(_mm256_set1_ps(qb_half(p)), scf);
+    *m = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(qb_half(p + 2)), mnf), _mm256_set1_ps(-0.0f));
+}
+
 /* Columns by tiles of qb_tile_cols(NR), the last ones one by one. */
 static inline __attribute__((always_inline)) void qb_walk_cols(float *y, long ldy, const int8_t *q,
                                                                const float *d, const uint8_t *w,

@@ -27,6 +27,13 @@ static inline __attribute__((always_inline)) __m512i q8_dot(__m512i init, q8_xro
     return _mm512_add_epi32(init, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
 }
 
+/* Unsigned weights (q4 nibbles, <= 15) go in as maddubs's unsigned operand as they are: a pair
+ * is at most 2 * 15 * 127, far from saturating. */
+static inline __attribute__((always_inline)) __m512i q8_dot_u(__m512i init, __m512i x, __m512i w) {
+    const __m512i pairs = _mm512_maddubs_epi16(w, x);
+    return _mm512_add_epi32(init, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+}
+
 #include "kernels/cpu/matmul_q8_zmm.h"
 #include "kernels/cpu/matmul_blocks_zmm.h"
 

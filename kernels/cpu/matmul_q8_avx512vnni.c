@@ -26,6 +26,11 @@ static inline __attribute__((always_inline)) __m512i q8_dot(__m512i init, q8_xro
     return _mm512_dpbusd_epi32(init, x.biased, w);
 }
 
+/* Unsigned weights (q4 nibbles) need no offset: vpdpbusd takes them as its unsigned operand. */
+static inline __attribute__((always_inline)) __m512i q8_dot_u(__m512i init, __m512i x, __m512i w) {
+    return _mm512_dpbusd_epi32(init, w, x);
+}
+
 #include "kernels/cpu/matmul_q8_zmm.h"
 #include "kernels/cpu/matmul_blocks_zmm.h"
 
