@@ -6,7 +6,8 @@
  *       y[r * ldy + j] += the product of activation rows r < NR and weight rows j < NC
  *       (row_bytes apart from w), all of k; always inline, so that each (type, NR, NC) the
  *       walk names is compiled straight-line
- *   int qb_tile_cols(int NR)    the weight rows of a tile for NR activation rows (<= 4)
+ *   int qb_tile_cols(int NR)    the weight rows of a tile for NR activation rows (at most what
+ *                               the tile's accumulators hold)
  * Every activation row is in each tile, so each weight byte is read from memory once; the
  * weight rows of a tile are contiguous, which is what the tiles' prefetch relies on. */
 #pragma once

@@ -1,6 +1,6 @@
 /* The int8 kernels for AVX-512 (F, BW): the activation quantiser, bit-identical to
- * quantize_q8_scalar, and the decode GEMV with maddubs and the sign trick (docs/kernels.md,
- * "int8 on the CPU"). */
+ * quantize_q8_scalar, and the decode GEMVs of int8w and of the block formats with maddubs and
+ * the sign trick (docs/kernels.md, "int8 on the CPU" and "Block formats"). */
 #include <immintrin.h>
 #include <stdint.h>
 

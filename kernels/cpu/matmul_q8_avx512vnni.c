@@ -1,5 +1,6 @@
-/* The int8 decode GEMV for AVX-512 with VNNI: vpdpbusd sums four unsigned-by-signed byte
- * products into each int32 lane in one instruction (docs/kernels.md, "int8 on the CPU"). */
+/* The int8w and block-format decode GEMVs for AVX-512 with VNNI: vpdpbusd sums four
+ * unsigned-by-signed byte products into each int32 lane in one instruction (docs/kernels.md,
+ * "int8 on the CPU" and "Block formats"). */
 #include <immintrin.h>
 #include <stdint.h>
 
