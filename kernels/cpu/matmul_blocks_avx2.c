@@ -54,8 +54,8 @@ static inline __attribute__((always_inline)) void qb_tile(float *y, long ldy, co
                                                           const float *d, const uint8_t *w,
                                                           size_t row_bytes, dtype type, int k,
                                                           int NR, int NC) {
-    const int nb = k / QBLOCK, mins = type == DTYPE_Q4_1 || type == DTYPE_Q4_K;
-    const int xsums = mins || type == DTYPE_Q4_0;
+    // the activations' 4-value sums serve the mins and q4_0's - 8: every format but q8_0
+    const int nb = k / QBLOCK, mins = qblock_has_mins(type), xsums = type != DTYPE_Q8_0;
     const size_t block_bytes = row_bytes * QBLOCK / (size_t)k;
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     __m256 acc[8][2][2], ks[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, km[2] = {ks[0], ks[0]};

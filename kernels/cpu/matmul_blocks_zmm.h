@@ -104,8 +104,8 @@ static inline __attribute__((always_inline)) void qb_tile(float *y, long ldy, co
                                                           const float *d, const uint8_t *w,
                                                           size_t row_bytes, dtype type, int k,
                                                           int NR, int NC) {
-    const int nb = k / QBLOCK, mins = type == DTYPE_Q4_1 || type == DTYPE_Q4_K;
-    const int xsums = mins || type == DTYPE_Q4_0;
+    // the activations' 4-value sums serve the mins and q4_0's - 8: every format but q8_0
+    const int nb = k / QBLOCK, mins = qblock_has_mins(type), xsums = type != DTYPE_Q8_0;
     const size_t chunk_bytes = row_bytes * 64 / (size_t)k; // bytes of two blocks
     const __m512i ones = _mm512_set1_epi8(1), zero = _mm512_setzero_si512();
     const __m512i pair_idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
