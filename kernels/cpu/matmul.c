@@ -10,11 +10,9 @@
  *          weights tile by tile, then sgemm: the same function, summed in another order.
  *          Without act_block, and for f16: weights widened tile by tile, fp32 activations.
  *   q8_0, q4_0, q4_1, q4_k (ggml's blocks, kernels/quant_blocks.h): activations in int8
- *          blocks of 32 as for int8; each thread unpacks a few weight rows at a time into an
- *          int8 plane and fp32 scales that stay in cache and runs the level's int8 GEMV on
- *          them, so memory streams the packed blocks; q4_1's mins add m * (d_x * sum q_x) per
- *          block, and q4_k's sub-blocks of 32 unpack to q4_1's planes, so take the same path.
- *          More rows: the blocks dequantised tile by tile, then sgemm, as for int8.
+ *          blocks of 32 as for int8; the level's block GEMV reads the packed blocks and widens
+ *          them in registers (the same bits at every level), so memory streams the blocks as
+ *          stored. More rows: the blocks dequantised tile by tile, then sgemm, as for int8.
  * Each output element is the same function of its own row and weights however many rows share
  * the call, but not summed in the same order: the GEMV and sgemm paths, and sgemm at another
  * row count, round differently. So a data-parallel split or a micro-batch may move the last
@@ -32,10 +30,6 @@
 #include "base/check.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
-
-/* Weight rows a thread unpacks from blocks at a time: 16 rows of k int8 quants (12 KiB for
- * k = 768, 224 KiB for k = 14336) stay in L2 between the unpack and the GEMV. */
-enum { MATMUL_UNPACK_ROWS = 16 };
 
 /* The fewest weight rows worth one BLAS call (a multiple of MATMUL_COLUMN_ALIGN). */
 enum { MATMUL_TILE_MIN_ROWS = 16 };
@@ -195,38 +189,6 @@ static void matmul_bf16(cpu_ctx *ctx, float *out, const float *x, const uint16_t
     }
 }
 
-/* y (rows, ldy) += x @ w^T for weight rows [0, n) in a block format, q and d the activation
- * blocks (block QBLOCK): MATMUL_UNPACK_ROWS rows at a time unpacked into scratch (an int8
- * plane, its scales and q4_1's or q4_k's mins) and run through the level's gemv_q8 with group
- * QBLOCK, which gives the same bits at every level; the min term is plain C, the same
- * everywhere. xsum (rows, k / QBLOCK): d_x * sum q_x of each activation block, for the mins. */
-static void gemv_blocks(const cpu_matmul_kernels *mk, float *y, long ldy, const int8_t *q,
-                        const float *d, const float *xsum, weight_view w, int rows, int k, int n,
-                        float *scratch) {
-    const int nb = k / QBLOCK;
-    float *ws = scratch, *wm = ws + (size_t)MATMUL_UNPACK_ROWS * nb;
-    int8_t *wq = (int8_t *)(wm + (size_t)MATMUL_UNPACK_ROWS * nb);
-    for (int o0 = 0; o0 < n; o0 += MATMUL_UNPACK_ROWS) {
-        const int nn = n - o0 < MATMUL_UNPACK_ROWS ? n - o0 : MATMUL_UNPACK_ROWS;
-        qblocks_unpack(w.type, wq, ws, wm, (const char *)w.data + dtype_bytes(w.type, (size_t)o0 * k),
-                       nn, k);
-        mk->gemv_q8(y + o0, ldy, q, d, wq, ws, QBLOCK, rows, k, nn, QBLOCK);
-        if (!qblock_has_mins(w.type)) continue;
-        for (int r = 0; r < rows; r++)
-            for (int o = 0; o < nn; o++) {
-                float acc = 0.0f;
-                for (int b = 0; b < nb; b++)
-                    acc += wm[(long)o * nb + b] * xsum[(long)r * nb + b];
-                y[(long)r * ldy + o0 + o] += acc;
-            }
-    }
-}
-
-/* Floats of one thread's gemv_blocks scratch for width k. */
-static size_t gemv_blocks_floats(int k) {
-    return (size_t)MATMUL_UNPACK_ROWS * (2 * (size_t)(k / QBLOCK) + ((size_t)k + 3) / 4);
-}
-
 /* int8 weights with activations in int8 blocks of w.act_block, or block-format weights with
  * activations in blocks of QBLOCK. */
 static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, int rows, int k,
@@ -236,16 +198,15 @@ static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, i
     const int block = blocks ? QBLOCK : w.act_block, nb = (k + block - 1) / block;
     const long count = (long)rows * k;
     const int widen = rows > CPU_GEMV_MAX_ROWS;
-    // Scratch: the scales (rows, nb), the block sums for mins (rows, nb), the int8 values, and for
-    // the widening path q * d in fp32.
+    // Scratch: the scales (rows, nb), the int8 values, and for the widening path q * d in fp32.
     const size_t q_floats = ((size_t)count + 3) / 4, d_floats = (size_t)rows * (size_t)nb;
-    float *act = cpu_scratch_reserve(ctx, &ctx->act,
-                                     2 * d_floats + q_floats + (widen ? (size_t)count : 0));
-    float *d = act, *xsum = act + d_floats;
-    int8_t *q = (int8_t *)(act + 2 * d_floats);
+    float *act =
+        cpu_scratch_reserve(ctx, &ctx->act, d_floats + q_floats + (widen ? (size_t)count : 0));
+    float *d = act;
+    int8_t *q = (int8_t *)(act + d_floats);
     mk->quantize_q8(q, d, x, rows, k, block);
     if (widen) {
-        float *xw = act + 2 * d_floats + q_floats;
+        float *xw = act + d_floats + q_floats;
 #pragma omp parallel for num_threads(product_threads(ctx, rows, k, n))
         for (long r = 0; r < rows; r++)
             for (int c = 0; c < k; c++)
@@ -253,28 +214,16 @@ static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, i
         matmul_tiled(ctx, out, xw, w, rows, k, n);
         return;
     }
-    if (blocks && qblock_has_mins(w.type))
-        for (long r = 0; r < rows; r++)
-            for (int b = 0; b < nb; b++) {
-                int32_t s = 0;
-                for (int c = b * block; c < (b + 1) * block; c++)
-                    s += q[r * k + c];
-                xsum[r * nb + b] = d[r * nb + b] * (float)s;
-            }
     const int ng = w.group ? (k + w.group - 1) / w.group : 1;
-    const size_t unpack = blocks ? gemv_blocks_floats(k) : 0;
-    float *unpacks =
-        blocks ? cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * unpack) : NULL;
 #pragma omp parallel num_threads(product_threads(ctx, rows, k, n))
     {
         int n0, n1;
         column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
-        if (n1 > n0 && blocks) {
-            const weight_view ws = {.type = w.type,
-                                    .data = (const char *)w.data + dtype_bytes(w.type, (size_t)n0 * k)};
-            gemv_blocks(mk, out + n0, n, q, d, xsum, ws, rows, k, n1 - n0,
-                        unpacks + (size_t)omp_get_thread_num() * unpack);
-        } else if (n1 > n0)
+        if (n1 > n0 && blocks)
+            mk->gemv_blocks(out + n0, n, q, d,
+                            (const char *)w.data + dtype_bytes(w.type, (size_t)n0 * k), w.type,
+                            rows, k, n1 - n0);
+        else if (n1 > n0)
             mk->gemv_q8(out + n0, n, q, d, (const int8_t *)w.data + (long)n0 * k,
                         w.scale + (long)n0 * (w.group ? ng : 1), w.group, rows, k, n1 - n0, block);
     }

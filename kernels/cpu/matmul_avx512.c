@@ -135,4 +135,5 @@ const cpu_matmul_kernels cpu_matmul_avx512 = {
     .gemm_bf16_pack_bytes = NULL,
     .quantize_q8 = quantize_q8_avx512,
     .gemv_q8 = gemv_q8_avx512,
+    .gemv_blocks = gemv_blocks_avx512,
 };

@@ -232,4 +232,5 @@ const cpu_matmul_kernels cpu_matmul_avx512bf16 = {
     .gemm_bf16_pack_bytes = gemm_bf16_pack_bytes_avx512bf16,
     .quantize_q8 = quantize_q8_avx512,
     .gemv_q8 = gemv_q8_avx512vnni,
+    .gemv_blocks = gemv_blocks_avx512vnni,
 };

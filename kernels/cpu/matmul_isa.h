@@ -4,6 +4,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "kernels/backend.h"
+
 /* How far ahead of its loads the fp32 decode GEMV asks for weights, in bytes. On Sapphire
  * Rapids, one thread, the hardware streamer alone kept GPT-2's decode products at 88% of the
  * read rate measured in the same run; with this prefetch they run at 95-101% of it, phase by
@@ -43,3 +45,15 @@ void gemv_q8_avx512(float *y, long ldy, const int8_t *q, const float *d, const i
                     const float *ws, int group, int rows, int k, int n, int block);
 void gemv_q8_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
                         const float *ws, int group, int rows, int k, int n, int block);
+
+/* Block formats (matmul_blocks_scalar.c, matmul_blocks_avx2.c, matmul_blocks_zmm.h included by
+ * matmul_q8_avx512.c and matmul_q8_avx512vnni.c): decode GEMVs straight from the packed
+ * blocks, every level the scalar bits (matmul_kernels.h, gemv_blocks). */
+void gemv_blocks_scalar(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                        dtype type, int rows, int k, int n);
+void gemv_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                      dtype type, int rows, int k, int n);
+void gemv_blocks_avx512(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                        dtype type, int rows, int k, int n);
+void gemv_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                            dtype type, int rows, int k, int n);

@@ -10,6 +10,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "kernels/backend.h"
+
 /* Products with at most this many activation rows (decode: one row per sequence) stream the
  * weights once through a GEMV kernel; more rows (prefill) go to a GEMM. */
 enum { CPU_GEMV_MAX_ROWS = 8 };
@@ -51,6 +53,22 @@ typedef struct cpu_matmul_kernels {
      * Each block's sum is exact in int32; rows <= CPU_GEMV_MAX_ROWS. */
     void (*gemv_q8)(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
                     const float *ws, int group, int rows, int k, int n, int block);
+
+    /* y[r][o] += the product of activation blocks q, d (quantize_q8, block QBLOCK = 32) with
+     * weight rows o < n stored as `type` blocks at w (q8_0, q4_0, q4_1, q4_k as ggml lays them
+     * out, kernels/quant_blocks.h), read and widened in registers; k a multiple of
+     * qblock_weights(type), rows <= CPU_GEMV_MAX_ROWS. Every level gives the same bits, those of
+     * gemv_blocks_scalar: per (r, o) 16 fp32 lanes, lane (b % 2) * 8 + l taking columns
+     * 4l..4l+3 of block b; per block, with s = d_x[b] * d_w[b] (q4_k: d_w = d * sc, exact),
+     *   lane = fma(float(sum of the 4 products q_x q_w), s, lane)
+     * and for q4_1 and q4_k, whose values are d_w q_w + m_w (q4_k: m_w = -(dmin * mn), exact),
+     *   lane = fma(float(sum of the 4 q_x), d_x[b] * m_w[b], lane);
+     * then dot = ((lane[i] + lane[i + 8]) halved twice more, pairwise, the same way), and
+     * y += dot. q_w is q8_0's int8, q4_0's nibble - 8, q4_1's and q4_k's nibble. Each 4-product
+     * sum is an exact int32, so only the fp32 order above fixes the bits, and it is the
+     * 512-bit int8 GEMV's order (gemv_q8 with group = block = 32), two blocks per 64 columns. */
+    void (*gemv_blocks)(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                        dtype type, int rows, int k, int n);
 } cpu_matmul_kernels;
 
 /* The tables (matmul_scalar.c, matmul_avx2.c, matmul_avx512.c, matmul_avx512vnni.c,

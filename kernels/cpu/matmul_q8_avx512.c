@@ -1,6 +1,6 @@
 /* The int8 kernels for AVX-512 (F, BW): the activation quantiser, bit-identical to
- * quantize_q8_scalar, and the decode GEMV with maddubs and the sign trick (docs/kernels.md,
- * "int8 on the CPU"). */
+ * quantize_q8_scalar, and the decode GEMVs of int8w and of the block formats with maddubs and
+ * the sign trick (docs/kernels.md, "int8 on the CPU" and "Block formats"). */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -27,11 +27,24 @@ static inline __attribute__((always_inline)) __m512i q8_dot(__m512i init, q8_xro
     return _mm512_add_epi32(init, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
 }
 
+/* Unsigned weights (q4 nibbles, <= 15) go in as maddubs's unsigned operand as they are: a pair
+ * is at most 2 * 15 * 127, far from saturating. */
+static inline __attribute__((always_inline)) __m512i q8_dot_u(__m512i init, __m512i x, __m512i w) {
+    const __m512i pairs = _mm512_maddubs_epi16(w, x);
+    return _mm512_add_epi32(init, _mm512_madd_epi16(pairs, _mm512_set1_epi16(1)));
+}
+
 #include "kernels/cpu/matmul_q8_zmm.h"
+#include "kernels/cpu/matmul_blocks_zmm.h"
 
 void gemv_q8_avx512(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
                     const float *ws, int group, int rows, int k, int n, int block) {
     q8_zmm_gemv(y, ldy, q, d, w, ws, group, rows, k, n, block);
+}
+
+void gemv_blocks_avx512(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                        dtype type, int rows, int k, int n) {
+    qb_walk(y, ldy, q, d, w, type, rows, k, n);
 }
 
 /* One IEEE operation per step as quantize_q8_scalar takes them: the max is exact in any order;

@@ -1,5 +1,6 @@
-/* The int8 decode GEMV for AVX-512 with VNNI: vpdpbusd sums four unsigned-by-signed byte
- * products into each int32 lane in one instruction (docs/kernels.md, "int8 on the CPU"). */
+/* The int8w and block-format decode GEMVs for AVX-512 with VNNI: vpdpbusd sums four
+ * unsigned-by-signed byte products into each int32 lane in one instruction (docs/kernels.md,
+ * "int8 on the CPU" and "Block formats"). */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -26,9 +27,20 @@ static inline __attribute__((always_inline)) __m512i q8_dot(__m512i init, q8_xro
     return _mm512_dpbusd_epi32(init, x.biased, w);
 }
 
+/* Unsigned weights (q4 nibbles) need no offset: vpdpbusd takes them as its unsigned operand. */
+static inline __attribute__((always_inline)) __m512i q8_dot_u(__m512i init, __m512i x, __m512i w) {
+    return _mm512_dpbusd_epi32(init, w, x);
+}
+
 #include "kernels/cpu/matmul_q8_zmm.h"
+#include "kernels/cpu/matmul_blocks_zmm.h"
 
 void gemv_q8_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const int8_t *w,
                         const float *ws, int group, int rows, int k, int n, int block) {
     q8_zmm_gemv(y, ldy, q, d, w, ws, group, rows, k, n, block);
+}
+
+void gemv_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const void *w,
+                            dtype type, int rows, int k, int n) {
+    qb_walk(y, ldy, q, d, w, type, rows, k, n);
 }

@@ -110,4 +110,5 @@ const cpu_matmul_kernels cpu_matmul_scalar = {
     .gemm_bf16_pack_bytes = NULL,
     .quantize_q8 = quantize_q8_scalar,
     .gemv_q8 = gemv_q8_scalar,
+    .gemv_blocks = gemv_blocks_scalar,
 };

@@ -334,10 +334,13 @@ static void test_matmul_f32(void **state) {
 
 /* ggml's block formats (kernels/quant_blocks.h) at this level: against the double reference
  * (ref_matmul_blocks, which reads the blocks' bytes itself) for every GEMV row count and GEMM
- * ones; and q8_0 and q4_0 bit for bit as int8w with scales per 32 columns holding the same
- * quants and scales: the blocks are computed as stored, through the level's int8 kernels,
- * adding no rounding of their own. Widths are multiples of 32; q4_k takes those of 256 (one
- * GEMV of one row, one of several, one GEMM, and a super-block row of one). */
+ * ones; at GEMV rows, the bits of the scalar twin (quantize_q8 and gemv_blocks of
+ * cpu_matmul_scalar: every level gives them, test_matmul_blocks checks each kernel alone); and
+ * q8_0 and q4_0 bit for bit as int8w with scales per 32 columns holding the same quants and
+ * scales, at GEMM rows (both dequantised to the same fp32 tiles) and at GEMV rows on the
+ * 512-bit levels, whose int8 GEMV sums in the block GEMV's order: the blocks add no rounding
+ * of their own. Widths are multiples of 32; q4_k takes those of 256 (one GEMV of one row, one
+ * of several, one GEMM, and a super-block row of one). */
 static void test_matmul_blocks(void **state) {
     (void)state;
     static const int shapes[][3] = {{1, 64, 48},  {7, 128, 65},  {33, 96, 17}, {5, 160, 2000},
@@ -364,18 +367,31 @@ static void test_matmul_blocks(void **state) {
             const char *what = dtype_name(types[t]);
             check_matmul(v, rows, k, n, 1700 + s, (int)(s & 1), what);
             qblocks_unpack(types[t], q, d, m, blocks, n, k);
-            if (!qblock_has_mins(types[t])) {
+            float *in = rand_floats((long)rows * k, &rng, -1, 1);
+            float *got = zeros((long)rows * n), *want = zeros((long)rows * n);
+            be.ops->matmul(be.ctx, got, in, v, NULL, rows, k, n);
+            if (rows <= CPU_GEMV_MAX_ROWS) {
+                int8_t *xq = malloc((size_t)rows * k);
+                float *xd = zeros((long)rows * k / 32);
+                assert_non_null(xq);
+                cpu_matmul_scalar.quantize_q8(xq, xd, in, rows, k, 32);
+                cpu_matmul_scalar.gemv_blocks(want, n, xq, xd, blocks, types[t], rows, k, n);
+                if (memcmp(got, want, sizeof(float) * (size_t)rows * n))
+                    fail_msg("matmul %s (%s) rows %d k %d n %d: not the scalar twin's bits", what,
+                             cpu_isa_name(backend_cpu_isa(&be)), rows, k, n);
+                free(xq), free(xd);
+            }
+            if (!qblock_has_mins(types[t]) &&
+                (rows > CPU_GEMV_MAX_ROWS || backend_cpu_isa(&be) >= CPU_ISA_AVX512)) {
                 const weight_view i8 = {.type = DTYPE_INT8, .data = q, .scale = d, .group = 32,
                                         .act_block = CPU_Q8_BLOCK};
-                float *in = rand_floats((long)rows * k, &rng, -1, 1);
-                float *got = zeros((long)rows * n), *want = zeros((long)rows * n);
-                be.ops->matmul(be.ctx, got, in, v, NULL, rows, k, n);
+                memset(want, 0, sizeof(float) * (size_t)rows * n);
                 be.ops->matmul(be.ctx, want, in, i8, NULL, rows, k, n);
                 if (memcmp(got, want, sizeof(float) * (size_t)rows * n))
                     fail_msg("matmul %s (%s) rows %d k %d n %d: not int8w's bits on its quants",
                              what, cpu_isa_name(backend_cpu_isa(&be)), rows, k, n);
-                free(in), free(got), free(want);
             }
+            free(in), free(got), free(want);
             free(blocks), free(q), free(d), free(m), free(w);
         }
 }

@@ -30,3 +30,7 @@ add_test(NAME kernels_threads_bitwise
 set_tests_properties(kernels_threads_bitwise PROPERTIES LABELS "mpi"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 300)
 set_property(TEST kernels_threads_bitwise APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+# The block formats' decode GEMV at every level this CPU has: the scalar twin's bits, and the
+# double-precision product within rounding.
+tripar_unit_test(test_matmul_blocks SOURCES kernels/test_matmul_blocks.c LABELS ops)
+target_link_libraries(test_matmul_blocks PRIVATE tripar_ref_ops)

@@ -1,0 +1,144 @@
+/* The block formats' decode GEMV (kernels/cpu/matmul_kernels.h, gemv_blocks) at every
+ * instruction-set level this CPU has: bit for bit the scalar twin's, and within fp32 rounding
+ * of a double-precision product of the same activation quants and the blocks' values
+ * (qblocks_dequantize, exact). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/matmul_kernels.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/ref_ops.h"
+
+/* Room past n in each output row, which must stay untouched (y's ld is n + PAD). */
+enum { PAD = 3, MAX_ROWS = CPU_GEMV_MAX_ROWS };
+
+static float *floats(long n, uint64_t *rng, float lo, float hi) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(x);
+    ref_fill_uniform(x, n, rng, lo, hi);
+    return x;
+}
+
+/* The product in double of quants q, scales d (rows, k) and the weights' values wv (n, k),
+ * and the sum of its terms' magnitudes, which bounds the fp32 rounding of any order. */
+static void reference(double *want, double *mag, long ldy, const int8_t *q, const float *d,
+                      const float *wv, int rows, int k, int n) {
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < n; o++) {
+            double acc = 0.0, abs = 0.0;
+            for (int c = 0; c < k; c++) {
+                const double t = (double)q[(long)r * k + c] *
+                                 d[(long)r * (k / QBLOCK) + c / QBLOCK] * wv[(long)o * k + c];
+                acc += t, abs += fabs(t);
+            }
+            want[(long)r * ldy + o] = acc, mag[(long)r * ldy + o] = abs;
+        }
+}
+
+/* One format, one shape, at one level against the scalar twin and the reference. extreme:
+ * activation quants of +-127 everywhere, where a 4-product sum is largest. */
+static void check_shape(const cpu_matmul_kernels *mk, const char *level, dtype type, int rows,
+                        int k, int n, int extreme, uint64_t seed) {
+    uint64_t rng = seed;
+    const long ldy = n + PAD, count = (long)n * k;
+    float *wf = floats(count, &rng, -1, 1), *x = floats((long)rows * k, &rng, -2, 2);
+    // an all-zero block and a constant one (d = 0; q4_1's d = 0 with a min)
+    for (int c = 0; c < 64 && c < k; c++)
+        wf[c] = c < 32 ? 0.0f : 0.25f;
+    void *blocks = malloc(dtype_bytes(type, (size_t)count));
+    int8_t *q = malloc((size_t)rows * k);
+    float *d = malloc(sizeof(float) * (size_t)rows * (k / QBLOCK)),
+          *wv = malloc(sizeof(float) * count);
+    float *y0 = floats((long)rows * ldy, &rng, -1, 1);
+    float *got = malloc(sizeof(float) * rows * ldy), *want = malloc(sizeof(float) * rows * ldy);
+    assert_true(blocks && q && d && wv && got && want);
+    qblocks_quantize(type, blocks, wf, n, k);
+    qblocks_dequantize(type, wv, blocks, n, k);
+    cpu_matmul_scalar.quantize_q8(q, d, x, rows, k, QBLOCK);
+    if (extreme)
+        for (long c = 0; c < (long)rows * k; c++)
+            q[c] = (int8_t)(c % 3 ? -127 : 127);
+    char what[160];
+    snprintf(what, sizeof what, "gemv_blocks %s (%s) rows %d k %d n %d extreme %d",
+             dtype_name(type), level, rows, k, n, extreme);
+
+    memcpy(got, y0, sizeof(float) * rows * ldy), memcpy(want, y0, sizeof(float) * rows * ldy);
+    mk->gemv_blocks(got, ldy, q, d, blocks, type, rows, k, n);
+    cpu_matmul_scalar.gemv_blocks(want, ldy, q, d, blocks, type, rows, k, n);
+    if (memcmp(got, want, sizeof(float) * rows * ldy)) // the padding included: untouched
+        fail_msg("%s: not the scalar twin's bits", what);
+
+    // From y = 0 against double: each output within 1e-5 of its terms' magnitudes (the
+    // block-scaled fp32 sums of k terms round far less).
+    double *ref = malloc(sizeof(double) * rows * ldy), *mag = malloc(sizeof(double) * rows * ldy);
+    assert_true(ref && mag);
+    memset(want, 0, sizeof(float) * rows * ldy);
+    mk->gemv_blocks(want, ldy, q, d, blocks, type, rows, k, n);
+    reference(ref, mag, ldy, q, d, wv, rows, k, n);
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < n; o++) {
+            const long i = (long)r * ldy + o;
+            if (!(fabs(want[i] - ref[i]) <= 1e-5 * mag[i]))
+                fail_msg("%s: output (%d, %d) %.9g, double %.9g (terms' magnitude %.3g)", what, r,
+                         o, want[i], ref[i], mag[i]);
+        }
+    free(ref), free(mag);
+
+    // Each output a function of its own row and weight row: one row alone, its columns split
+    // at an odd point, gives the same bits.
+    const int n1 = n / 2 + 1 < n ? n / 2 + 1 : n;
+    const size_t row_bytes = dtype_bytes(type, (size_t)k);
+    for (int r = 0; r < rows; r++) {
+        float *one = want + (long)r * ldy;
+        memcpy(one, y0 + (long)r * ldy, sizeof(float) * ldy);
+        mk->gemv_blocks(one, ldy, q + (long)r * k, d + (long)r * (k / QBLOCK), blocks, type, 1, k,
+                        n1);
+        if (n > n1)
+            mk->gemv_blocks(one + n1, ldy, q + (long)r * k, d + (long)r * (k / QBLOCK),
+                            (const char *)blocks + row_bytes * n1, type, 1, k, n - n1);
+        if (memcmp(one, got + (long)r * ldy, sizeof(float) * n))
+            fail_msg("%s: row %d alone or split at column %d differs", what, r, n1);
+    }
+    free(wf), free(x), free(blocks), free(q), free(d), free(wv), free(y0), free(got), free(want);
+}
+
+/* Every format at every level: every GEMV row count; k of one block, of an odd count of blocks
+ * (the last 64-byte chunk half empty) and long; q4_k of one super-block and several; n odd and
+ * even around the tiles of 1, 2 and 3 weight rows. */
+static void test_gemv_blocks_levels(void **state) {
+    (void)state;
+    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q4_K};
+    static const int ks[] = {32, 64, 96, 288, 768, 256, 512, 1280};
+    static const int ns[] = {1, 2, 5, 7, 10};
+    int levels = 0;
+    for (int isa = 0; isa <= (int)cpu_isa_detect(); isa++) {
+        const cpu_matmul_kernels *mk = cpu_kernel_set_for((cpu_isa)isa)->matmul;
+        const char *level = cpu_isa_name((cpu_isa)isa);
+        levels++;
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+            for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+                if (ks[i] % qblock_weights(types[t])) continue;
+                for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+                    for (int rows = 1; rows <= MAX_ROWS; rows++)
+                        check_shape(mk, level, types[t], rows, ks[i], ns[j],
+                                    (rows + (int)j) % 4 == 3, 7000 + 100 * t + 10 * i + j);
+            }
+    }
+    printf("gemv_blocks: %d level(s) checked, best %s\n", levels, cpu_isa_name(cpu_isa_detect()));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemv_blocks_levels),
+    };
+    return cmocka_run_group_tests_name("matmul_blocks", tests, NULL, NULL);
+}
