@@ -33,15 +33,13 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
                  s->tp, kv);
         return 0;
     }
-    if (s->ep > s->tp && s->ep > 1) { /* the engine runs it (moe_ep.c); no price for it yet */
+    /* ep inside the TP group (ep divides tp), or across ep / tp replicas (job_validate_ep) */
+    if (s->ep > 1 && (cfg->experts <= 0 || cfg->experts % s->ep ||
+                      (s->ep <= s->tp ? s->tp % s->ep : s->ep % s->tp || s->dp % (s->ep / s->tp)))) {
         snprintf(why, (size_t)why_len,
-                 "ep=%d > tp=%d: expert parallelism across replicas is not priced yet", s->ep,
-                 s->tp);
-        return 0;
-    }
-    if (s->ep > 1 && (cfg->experts <= 0 || s->tp % s->ep || cfg->experts % s->ep)) {
-        snprintf(why, (size_t)why_len, "ep=%d does not divide tp=%d and experts=%d", s->ep, s->tp,
-                 cfg->experts);
+                 "ep=%d neither divides tp=%d nor is tp times a divisor of dp=%d, or does not "
+                 "divide experts=%d",
+                 s->ep, s->tp, s->dp, cfg->experts);
         return 0;
     }
     if (s->pp > cfg->layers) {
@@ -75,7 +73,7 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
 static void strategy_geom(const model_config *cfg, const plan_strategy *s, int tp_rank,
                           int pp_rank, shard_geom *g) {
     shard_geom_init(g, cfg, s->tp, tp_rank, s->pp, pp_rank);
-    shard_geom_set_ep(g, cfg, s->ep, 0); /* plan prices ep inside tp only */
+    shard_geom_set_ep(g, cfg, s->ep, 0); /* ep > tp: replica 0's block, E / ep like any other */
 }
 
 double plan_rank_weight_bytes(const model_config *cfg, precision_kind weight_dtype,
@@ -143,13 +141,14 @@ double plan_phase_roofline(const plan_cluster *c, const plan_ceilings *k, double
 
 static const phase COMPUTE_PHASES[] = {PHASE_EMBED,     PHASE_NORM,          PHASE_QKV_GEMM,
                                        PHASE_ATTENTION, PHASE_ATTN_OUT_GEMM, PHASE_MLP_GEMM,
-                                       PHASE_HEAD,      PHASE_SAMPLE};
+                                       PHASE_EP_EXPERT, PHASE_HEAD,          PHASE_SAMPLE};
 enum { N_COMPUTE = sizeof COMPUTE_PHASES / sizeof COMPUTE_PHASES[0] };
 
 /* One stage's work on one micro-batch in one period. */
 typedef struct {
     double compute, layer_compute; /* all phases; the per-layer ones alone */
     double tp_total, tp_hidden;    /* its TP all-reduces, and the part overlap hides */
+    double ep_total;               /* its EP all-to-alls across replicas (blocking) */
     plan_allreduce_algo tp_algo;   /* the layers' all-reduce algorithm */
     plan_proto tp_proto;           /* and NCCL's protocol for it */
     double phase_time[N_COMPUTE];
@@ -206,6 +205,20 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
     shard_geom g;
     strategy_geom(&m->cfg, s, s->tp - 1, pp_rank, &g);
     out->layers = g.n_layers;
+    if (s->ep > s->tp) {
+        /* per layer (moe_ep.c): the rows-per-expert counts, then the routed rows this rank
+         * dispatches (its TP index's share of the replica's rows x k, each row C floats) and
+         * the same rows back in the combine, each an all-to-all over the EP group; blocking:
+         * the shared expert under the dispatch (parallel.overlap) is not counted as hiding it */
+        const double rows = (double)seqs * new_positions, E = m->cfg.experts;
+        const double routed = rows * m->cfg.experts_top_k / s->tp;
+        plan_group ep;
+        plan_ep_group(c, s, &ep);
+        const double counts = plan_alltoall(c, &ep, E * I32, m->collectives, k->busy);
+        const double moved = plan_alltoall(c, &ep, routed * m->cfg.embd * F32, m->collectives,
+                                           k->busy);
+        out->ep_total = g.n_layers * (counts + 2 * moved);
+    }
     if (s->tp > 1) {
         /* two all-reduces of the activations per layer, and the sampler's MAXLOC on the last;
          * with overlap each goes in pieces, one all-reduce of its rows per piece (forward.c) */
@@ -241,14 +254,16 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
     }
 }
 
-static double stage_busy(const stage_time *t) { return t->compute + t->tp_total - t->tp_hidden; }
+static double stage_busy(const stage_time *t) {
+    return t->compute + t->tp_total - t->tp_hidden + t->ep_total;
+}
 
 /* One period: the first and last stage exactly, the middle ones from the last stage's
  * per-layer time; the bottleneck (the busier of the first and last: a middle stage holds no
  * more layers than the last and no embedding) and the sum of every stage's busy time. */
 typedef struct {
     stage_time first, last;
-    double t_max, sum_stages, comp_max, tp_exposed_max, tp_total_max, tp_hidden_max;
+    double t_max, sum_stages, comp_max, tp_exposed_max, tp_total_max, tp_hidden_max, ep_max;
     double share_last, share_max; /* the last stage's time-sharing, and the most of any stage */
     int busy;                     /* the first stage's busy ranks on a node (plan_ceilings) */
     const stage_time *bottleneck;
@@ -294,8 +309,9 @@ static void period_cost(const plan_model *m, const plan_cluster *c, const plan_r
         const stage_time *l = &out->last;
         /* the last stage's layers at the middle stages' own time-sharing */
         const double mid = middle_share(c, s, batch, microbatches, period);
-        const double per_layer =
-            (l->layer_compute * mid / out->share_last + l->tp_total - l->tp_hidden) / l->layers;
+        const double per_layer = (l->layer_compute * mid / out->share_last + l->tp_total -
+                                  l->tp_hidden + l->ep_total) /
+                                 l->layers;
         out->sum_stages += middle_layers * per_layer;
         out->share_max = fmax(out->share_max, mid);
     }
@@ -304,6 +320,7 @@ static void period_cost(const plan_model *m, const plan_cluster *c, const plan_r
     out->tp_total_max = b->tp_total;
     out->tp_hidden_max = b->tp_hidden;
     out->tp_exposed_max = b->tp_total - b->tp_hidden;
+    out->ep_max = b->ep_total;
 }
 
 /* The stage-to-stage transfers of one micro-batch along the worst PP group, the node_busy
@@ -353,6 +370,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     out->prefill_bubble_fraction = plan_bubble_fraction(s->pp, n_micro);
     out->compute += n_micro * pf.comp_max;
     out->tp_exposed += n_micro * pf.tp_exposed_max;
+    out->ep_exposed += n_micro * pf.ep_max;
     out->bubble += pf.sum_stages - pf.t_max;
     out->pp_exposed += pf_chain;
     out->tp_total += n_micro * pf.tp_total_max;
@@ -377,6 +395,7 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
         const double pp_part = fmin(chain, idle);
         out->compute += steps * n_micro * dc.comp_max;
         out->tp_exposed += steps * n_micro * dc.tp_exposed_max;
+        out->ep_exposed += steps * n_micro * dc.ep_max;
         out->pp_exposed += steps * pp_part;
         out->bubble += steps * (idle - pp_part);
         out->tp_total += steps * n_micro * dc.tp_total_max;
@@ -438,10 +457,13 @@ int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_clust
                 n_seen++;
                 for (int mb = 1; mb <= ENGINE_MAX_MICRO; mb *= 2) {
                     for (int overlap = 0; overlap <= (tp > 1); overlap++) {
-                        /* ep 1, then each expert block count the TP group takes */
-                        for (int ep = 1; ep <= (m->cfg.experts > 0 ? tp : 1); ep++) {
+                        /* ep 1, then each expert block count the TP group takes, then the
+                         * multiples of tp that span ep / tp replicas */
+                        for (int ep = 1; ep <= (m->cfg.experts > 0 ? tp * dp : 1); ep++) {
                             s.microbatches = mb, s.overlap = overlap, s.ep = ep;
-                            if (ep > 1 && (tp % ep || m->cfg.experts % ep)) continue;
+                            if (ep > 1 && (m->cfg.experts % ep ||
+                                           (ep <= tp ? tp % ep : ep % tp || dp % (ep / tp))))
+                                continue;
                             if (!plan_strategy_valid(m, w, c, &s, why, sizeof why)) break;
                             if (count == cap) {
                                 cap *= 2;

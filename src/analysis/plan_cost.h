@@ -185,7 +185,7 @@ plan_collective plan_iallreduce(const plan_cluster *c, const plan_group *g, doub
  * slowest tier's latency once, then the larger of the bytes that stay in the node over the
  * intra tier and those that leave it over the outer one (the two kinds of link run side by
  * side), plus the call's launch (c->gpu.collective_launch). node_busy as for
- * plan_allreduce_best. 0 for a group of one. Not yet used by the enumeration. */
+ * plan_allreduce_best. 0 for a group of one. Prices EP across replicas (plan_cost.c). */
 double plan_alltoall(const plan_cluster *c, const plan_group *g, double bytes,
                      plan_collectives lib, int node_busy);
 
@@ -306,8 +306,9 @@ typedef struct {
     /* memory of the fullest rank (bytes) */
     double weight_bytes, kv_bytes, act_bytes, rank_bytes;
     int fits;
-    /* E2E on the critical path = compute + tp_exposed + pp_exposed + bubble + dp_gather */
-    double compute, tp_exposed, pp_exposed, bubble, dp_gather;
+    /* E2E on the critical path = compute + tp_exposed + ep_exposed + pp_exposed + bubble +
+     * dp_gather (ep_exposed: the EP all-to-alls across replicas, blocking) */
+    double compute, tp_exposed, ep_exposed, pp_exposed, bubble, dp_gather;
     double tp_total, tp_hidden, pp_total; /* all TP all-reduce and PP transfer time, hidden too */
     double prefill_bubble_fraction;       /* (pp-1)/(m+pp-1) */
     int node_ranks;                       /* ranks on the fullest node */
@@ -327,7 +328,7 @@ typedef struct {
 
 /* Whether tripar would run the strategy on n = dp*tp*pp ranks of this cluster, with its own
  * rules (job_validate_model, run_job_resolve, mesh_layout_auto): heads % tp, kv heads (GQA),
- * ep dividing tp and the experts (job_validate_ep), layers >= pp, batch >= dp, micro-batches <= the smallest replica's sequences, auto's tp
+ * ep dividing the experts and either dividing tp or tp times a divisor of dp (job_validate_ep), layers >= pp, batch >= dp, micro-batches <= the smallest replica's sequences, auto's tp
  * inside a node. Returns 1, or 0 with the reason in why. */
 int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_cluster *c,
                         const plan_strategy *s, char *why, int why_len);
@@ -358,6 +359,10 @@ void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_st
 /* The groups of a strategy under its order, ranks placed node by node. */
 void plan_groups(const plan_cluster *c, const plan_strategy *s, plan_group *tp, plan_group *pp,
                  plan_group *dp);
+/* With expert parallelism across replicas (ep > tp), the EP group: the ranks of one stage and
+ * TP index in ep / tp adjacent replicas (mesh_ep_split), the worst placed of them; a group of
+ * one otherwise. */
+void plan_ep_group(const plan_cluster *c, const plan_strategy *s, plan_group *ep);
 
 /* Predicts one valid strategy. */
 void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluster *c,

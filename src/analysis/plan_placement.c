@@ -169,15 +169,15 @@ plan_ceilings plan_stage_ceilings(const plan_cluster *c, const plan_strategy *s,
 /* The worst group of one axis: most nodes spanned, most ranks on a node, slowest tier; for PP
  * also the group whose chain of boundaries crosses the slowest tiers most often. */
 static void axis_group(const plan_cluster *c, const int size[3], const int axes[3], int axis,
-                       int world, plan_group *out) {
+                       int n, int world, plan_group *out) {
+    /* n: the group's members along the axis, all of it or (an EP group) adjacent runs of n */
     memset(out, 0, sizeof *out);
-    out->size = size[axis];
+    out->size = n;
     out->nodes = out->per_node = 1;
     out->outer = out->wrap = PLAN_TIER_INTRA;
     int stride = 1;
     for (int i = 0; axes[i] != axis; i++)
         stride *= size[axes[i]];
-    const int n = size[axis];
     double worst_chain = -1;
     for (int base = 0; base < world; base++) {
         if ((base / stride) % n != 0) continue; /* a group's first member has coordinate 0 */
@@ -215,7 +215,15 @@ void plan_groups(const plan_cluster *c, const plan_strategy *s, plan_group *tp, 
     size[AXIS_TP_] = s->tp, size[AXIS_PP_] = s->pp, size[AXIS_DP_] = s->dp;
     order_axes(s->order, axes);
     const int world = s->dp * s->tp * s->pp;
-    axis_group(c, size, axes, AXIS_TP_, world, tp);
-    axis_group(c, size, axes, AXIS_PP_, world, pp);
-    axis_group(c, size, axes, AXIS_DP_, world, dp);
+    axis_group(c, size, axes, AXIS_TP_, s->tp, world, tp);
+    axis_group(c, size, axes, AXIS_PP_, s->pp, world, pp);
+    axis_group(c, size, axes, AXIS_DP_, s->dp, world, dp);
+}
+
+void plan_ep_group(const plan_cluster *c, const plan_strategy *s, plan_group *ep) {
+    int axes[3], size[3];
+    size[AXIS_TP_] = s->tp, size[AXIS_PP_] = s->pp, size[AXIS_DP_] = s->dp;
+    order_axes(s->order, axes);
+    const int r = s->ep > s->tp ? s->ep / s->tp : 1;
+    axis_group(c, size, axes, AXIS_DP_, r, s->dp * s->tp * s->pp, ep);
 }

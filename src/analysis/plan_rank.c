@@ -117,6 +117,7 @@ void plan_reason(const plan_prediction *p, const plan_cluster *c, char *buf, int
     }
     const double e2e = p->e2e;
     const double bubble = p->bubble / e2e, tp = p->tp_exposed / e2e, pp = p->pp_exposed / e2e;
+    const double ep = p->ep_exposed / e2e;
     const double tp_exposed_share = p->tp_total > 0 ? p->tp_exposed / p->tp_total : 0;
     char algo[32];
     plan_collective_label(p->tp_algo, p->tp_proto, algo, sizeof algo);
@@ -130,9 +131,13 @@ void plan_reason(const plan_prediction *p, const plan_cluster *c, char *buf, int
     } else if (tp >= 0.10 && tp >= pp) {
         snprintf(buf, n, "TP all-reduce %.0f%% of E2E (%s, %.0f%% exposed)", 100 * tp, algo,
                  100 * tp_exposed_share);
-    } else if (pp >= 0.10) {
+    } else if (pp >= 0.10 && pp >= ep) {
         snprintf(buf, n, "PP transfers %.0f%% of E2E (%s)", 100 * pp,
                  plan_tier_name(p->pp_group.outer));
+    } else if (ep >= 0.10) { /* expert parallelism across replicas */
+        plan_group g;
+        plan_ep_group(c, &p->s, &g);
+        snprintf(buf, n, "EP all-to-all %.0f%% of E2E (%s)", 100 * ep, plan_tier_name(g.outer));
     } else {
         snprintf(buf, n, "compute %.0f%%: %s %s %.0f%% of it, %s-bound", 100 * p->compute / e2e,
                  p->top_period ? "decode" : "prefill", phase_name(p->top_phase), 100 * p->top_share,

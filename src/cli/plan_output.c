@@ -147,6 +147,7 @@ COL_NUM(compute)
 COL_NUM(tp_exposed)
 COL_NUM(tp_hidden)
 COL_NUM(tp_total)
+COL_NUM(ep_exposed)
 COL_NUM(pp_exposed)
 COL_NUM(pp_total)
 COL_NUM(bubble)
@@ -177,6 +178,7 @@ static const column COLUMNS[] = {
     {"tp_exposed_s", 0, get_tp_exposed},
     {"tp_hidden_s", 0, get_tp_hidden},
     {"tp_allreduce_s", 0, get_tp_total},
+    {"ep_alltoall_s", 0, get_ep_exposed},
     {"pp_exposed_s", 0, get_pp_exposed},
     {"pp_transfer_s", 0, get_pp_total},
     {"bubble_s", 0, get_bubble},

@@ -671,7 +671,10 @@ static void test_predict_parts_add_up(void **state) {
     assert_true(n > 0);
     for (int i = 0; i < n; i++) {
         const plan_prediction *p = &list[i];
-        assert_close(p->compute + p->tp_exposed + p->pp_exposed + p->bubble + p->dp_gather, p->e2e);
+        assert_close(p->compute + p->tp_exposed + p->ep_exposed + p->pp_exposed + p->bubble +
+                         p->dp_gather,
+                     p->e2e);
+        assert_true(p->ep_exposed == 0); /* a dense model */
         assert_true(p->tp_hidden <= p->tp_total + 1e-15);
         assert_true(p->s.overlap || p->tp_hidden == 0);
     }
@@ -733,7 +736,8 @@ static void test_enumerate_count(void **state) {
 
 /* Expert blocks (parallel.ep) in the enumeration: a 4-expert Mixtral on 2 ranks, batch 4, lists
  * the 11 strategies of a dense model plus tp=2 at ep 2 for each micro-batch count and overlap
- * (6 more); ep must divide tp and the experts. A block holds its 2 experts whole, the same bytes
+ * (6 more) and dp=2 at ep 2 across the two replicas for each micro-batch count (2 more); ep
+ * must divide the experts and either divide tp or be tp times a divisor of dp. A block holds its 2 experts whole, the same bytes
  * per rank as 4 half experts, and its decode is priced at the busier block's load: slower than
  * ep 1's, which spreads every expert over both ranks (its prefill may not be: a block gathers
  * and scatters only its own rows, about half). */
@@ -748,19 +752,27 @@ static void test_enumerate_ep(void **state) {
     plan_rates_default(&r);
     plan_prediction *list = NULL;
     const int n = plan_enumerate(&m, &w, &c, &r, 2, &list);
-    assert_int_equal(n, 17);
-    int with_blocks = 0;
-    for (int i = 0; i < n; i++)
-        if (plan_strategy_ep(&list[i].s) == 2) {
-            with_blocks++;
-            assert_int_equal(list[i].s.tp, 2);
-        }
-    assert_int_equal(with_blocks, 6);
+    assert_int_equal(n, 19);
+    int inside = 0, across = 0;
+    for (int i = 0; i < n; i++) {
+        const plan_prediction *p = &list[i];
+        if (plan_strategy_ep(&p->s) == 2 && p->s.tp == 2) inside++;
+        if (plan_strategy_ep(&p->s) == 2 && p->s.dp == 2) across++, assert_true(p->ep_exposed > 0);
+        if (p->s.ep <= p->s.tp) assert_true(p->ep_exposed == 0);
+        assert_close(p->compute + p->tp_exposed + p->ep_exposed + p->pp_exposed + p->bubble +
+                         p->dp_gather,
+                     p->e2e);
+    }
+    assert_int_equal(inside, 6);
+    assert_int_equal(across, 2);
     free(list);
     char why[160];
     plan_strategy s = {.dp = 1, .tp = 2, .pp = 1, .microbatches = 1, .ep = 4};
-    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why)); /* ep 4 > tp 2 */
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why)); /* 4 / 2 > dp 1 */
     assert_non_null(strstr(why, "ep=4"));
+    s.tp = 1, s.dp = 2, s.ep = 3; /* neither divides tp 1 nor the 4 experts */
+    assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    s.dp = 1, s.tp = 2;
     m.cfg = llama_small(); /* dense: no blocks */
     s.ep = 2;
     assert_false(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
@@ -772,6 +784,47 @@ static void test_enumerate_ep(void **state) {
     plan_predict(&m, &w, &c, &r, &s, &two);
     assert_close(two.weight_bytes, one.weight_bytes);
     assert_true(two.tpot > one.tpot);
+}
+
+/* Expert parallelism across replicas: the 4-expert Mixtral at dp=2 with ep=2 on one node. A
+ * rank holds 2 of the 4 experts (half the expert bytes of ep 1's replica, which holds all 4),
+ * runs them in ep_expert over both replicas' rows (mlp_gemm keeps the router), and per layer
+ * and micro-batch pays three all-to-alls over its EP group of 2: the 4 experts' counts and,
+ * twice, its routed rows (R k / tp rows of C floats): prefill R = 2 x 16, decode R = 2, over 7
+ * decode steps, one micro-batch. */
+static void test_ep_across_replicas(void **state) {
+    (void)state;
+    plan_cluster c = two_nodes();
+    model_config moe = llama_small();
+    moe.arch = ARCH_MIXTRAL, moe.experts = 4, moe.experts_top_k = 2, moe.norm_topk_prob = 1;
+    plan_model m = {.cfg = moe, .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 4, .prompt = 16, .new_tokens = 8};
+    plan_rates r;
+    plan_rates_default(&r);
+    plan_strategy s = {.dp = 2, .tp = 1, .pp = 1, .microbatches = 1, .ep = 1};
+    char why[160];
+    plan_prediction one, two;
+    plan_predict(&m, &w, &c, &r, &s, &one);
+    s.ep = 2;
+    assert_true(plan_strategy_valid(&m, &w, &c, &s, why, sizeof why));
+    plan_predict(&m, &w, &c, &r, &s, &two);
+    /* two experts fewer per layer: gate|up (C x 2 mlp) and down (mlp x C), fp32 */
+    const double expert = (128.0 * 2 * 256 + 256.0 * 128) * 4;
+    assert_true(fabs(one.weight_bytes - two.weight_bytes - 4 * 2 * expert) < 1e-3 * expert);
+    plan_group ep;
+    plan_ep_group(&c, &s, &ep);
+    assert_int_equal(ep.size, 2);
+    assert_int_equal(ep.outer, PLAN_TIER_INTRA);
+    double expect = 0;
+    for (int period = 0; period < 2; period++) {
+        const plan_ceilings k = plan_stage_ceilings(&c, &s, w.batch, 1, period, 0);
+        const double rows = period ? 2 : 2 * 16, times = period ? 7 : 1;
+        expect += times * 4 *
+                  (plan_alltoall(&c, &ep, 4 * 4.0, m.collectives, k.busy) +
+                   2 * plan_alltoall(&c, &ep, rows * 2 * 128 * 4.0, m.collectives, k.busy));
+    }
+    assert_close(two.ep_exposed, expect);
+    assert_true(one.ep_exposed == 0);
 }
 
 int main(void) {
@@ -797,6 +850,7 @@ int main(void) {
         cmocka_unit_test(test_enumerate_count),
         cmocka_unit_test(test_moe_allreduce_whole),
         cmocka_unit_test(test_enumerate_ep),
+        cmocka_unit_test(test_ep_across_replicas),
         cmocka_unit_test(test_alltoall),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -73,7 +73,8 @@ def check_rows(doc, preset, n, objective):
     keys = [key(r) for r in fitting]
     assert keys == sorted(keys), f"not ranked by {objective}"
     for r in rows:
-        parts = r["compute_s"] + r["tp_exposed_s"] + r["pp_exposed_s"] + r["bubble_s"] + r["dp_gather_s"]
+        parts = (r["compute_s"] + r["tp_exposed_s"] + r["ep_alltoall_s"] + r["pp_exposed_s"] +
+                 r["bubble_s"] + r["dp_gather_s"])
         assert abs(parts - r["e2e_s"]) <= 1e-6 * r["e2e_s"], f"parts {parts} != e2e {r['e2e_s']}: {r}"
         assert 0 < r["ttft_s"] <= r["e2e_s"]
         tps = doc["batch"] * doc["new_tokens"] / r["e2e_s"]
