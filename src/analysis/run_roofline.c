@@ -111,6 +111,15 @@ static int run_shape_read(const run_data *run, run_shape *s) {
         for (int k = PRECISION_FP32; k <= PRECISION_Q4_K; k++) /* the block formats too */
             if (!strcmp(v, precision_kind_name((precision_kind)k))) s->precision = (precision_kind)k;
     }
+    /* int8w's groups and a head asked for in the weight type (`quantize_head: true`: a tied
+     * model's copy of wte) change the bytes a step reads; `auto` stays counted as an fp32
+     * head, since a checkpoint's note does not say whether its head is tied */
+    if (job && s->precision == PRECISION_INT8W &&
+        run_job_scalar(job, "model.int8_group", v, sizeof v) == 0)
+        cfg->int8_group = atoi(v);
+    if (job && s->precision != PRECISION_FP32 &&
+        run_job_scalar(job, "model.quantize_head", v, sizeof v) == 0)
+        cfg->quantize_head = !strcmp(v, "true");
     s->kv_cache =
         job && run_job_scalar(job, "model.kv_cache", v, sizeof v) == 0 && !strcmp(v, "paged")
             ? KV_PAGED

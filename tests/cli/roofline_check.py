@@ -214,6 +214,19 @@ def main():
     mlp = row(table, "prefill", "mlp_gemm")
     assert mlp["flops"] == mlp_prefill_flops(table, stage_layers, 16, 64, 1, 1 * 4, 2), mlp
 
+    # int8w in groups of 32 with the tied head as an int8 copy (quantize_head), embd 64: the
+    # job's int8_group and quantize_head set the bytes. A head event reads the final LN's gain
+    # and bias and 64 x 64 int8 weights with 2 scales a row, not the fp32 wte; a layer's qkv
+    # 64 x 192 int8, 2 scales a row and the fp32 bias
+    q = tripar_run(work, "roof_qhead", 1, "model.synthetic.embd=64", "model.precision=int8w",
+                   "model.int8_group=32", "model.quantize_head=true", "record.activations=[]")
+    done, table, rows = report(q, work)
+    check_table(q, table, rows, done.stdout, ceilings=False)
+    for period in ("prefill", "decode"):
+        head, qkv = row(table, period, "head"), row(table, period, "qkv_gemm")
+        assert head["weight_bytes"] == head["events"] * (2 * 64 * 4 + 64 * 64 + 64 * 2 * 4), head
+        assert qkv["weight_bytes"] == qkv["events"] * (64 * 192 + 192 * 2 * 4 + 192 * 4), qkv
+
     # Llama (tests/cli/llama_tiny.yaml: 4 layers, 4 heads over 2 kv heads of 8, embd 32) at
     # tp=2 in bf16: a rank's QKV rows are 2 query heads + 1 kv head's k and v = (2 + 2) x 8
     llama = os.path.join(SRC, "tests/cli/llama_tiny.yaml")
