@@ -19,6 +19,15 @@ enum { F32 = 4, I32 = 4 };
 
 /* ---- validity ------------------------------------------------------------------------- */
 
+/* Whether tripar takes parallel.ep (job_validate_ep): 1, or blocks of a mixture's experts
+ * inside the TP group (ep divides tp) or across ep / tp replicas (tp divides ep, ep / tp divides
+ * dp), ep dividing the experts. */
+static int ep_fits(const model_config *cfg, int dp, int tp, int ep) {
+    if (ep <= 1) return 1;
+    if (cfg->experts <= 0 || cfg->experts % ep) return 0;
+    return ep <= tp ? tp % ep == 0 : ep % tp == 0 && dp % (ep / tp) == 0;
+}
+
 int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_cluster *c,
                         const plan_strategy *s, char *why, int why_len) {
     const model_config *cfg = &m->cfg;
@@ -33,9 +42,7 @@ int plan_strategy_valid(const plan_model *m, const plan_workload *w, const plan_
                  s->tp, kv);
         return 0;
     }
-    /* ep inside the TP group (ep divides tp), or across ep / tp replicas (job_validate_ep) */
-    if (s->ep > 1 && (cfg->experts <= 0 || cfg->experts % s->ep ||
-                      (s->ep <= s->tp ? s->tp % s->ep : s->ep % s->tp || s->dp % (s->ep / s->tp)))) {
+    if (!ep_fits(cfg, s->dp, s->tp, s->ep)) {
         snprintf(why, (size_t)why_len,
                  "ep=%d neither divides tp=%d nor is tp times a divisor of dp=%d, or does not "
                  "divide experts=%d",
@@ -461,9 +468,7 @@ int plan_enumerate(const plan_model *m, const plan_workload *w, const plan_clust
                          * multiples of tp that span ep / tp replicas */
                         for (int ep = 1; ep <= (m->cfg.experts > 0 ? tp * dp : 1); ep++) {
                             s.microbatches = mb, s.overlap = overlap, s.ep = ep;
-                            if (ep > 1 && (m->cfg.experts % ep ||
-                                           (ep <= tp ? tp % ep : ep % tp || dp % (ep / tp))))
-                                continue;
+                            if (!ep_fits(&m->cfg, dp, tp, ep)) continue;
                             if (!plan_strategy_valid(m, w, c, &s, why, sizeof why)) break;
                             if (count == cap) {
                                 cap *= 2;
