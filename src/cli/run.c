@@ -10,6 +10,7 @@
 #include "base/check.h"
 #include "cli/cli.h"
 #include "cli/run_context.h"
+#include "io/runfile_pad.h"
 #include "parallel/agree.h"
 #include "parallel/mesh.h"
 #include "parallel/watchdog.h"
@@ -38,6 +39,7 @@ static void on_stop_signal(int sig) {
  * other ranks; the partial run file keeps what was flushed, complete = 0. */
 static void on_stop_overdue(int sig) {
     (void)sig;
+    runfile_pad_on_exit(); /* the flush this rank left may have stored an end not yet written */
     if (write(STDERR_FILENO, stop_overdue_line, stop_overdue_len) < 0) _exit(TRIPAR_EXIT_RUNTIME);
     _exit(TRIPAR_EXIT_RUNTIME);
 }

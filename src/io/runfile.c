@@ -18,8 +18,10 @@
 #include "io/h5util.h"
 #include "io/mpiio_guard.h"
 #include "io/runfile_internal.h"
+#include "io/runfile_pad.h"
 #include "base/stats.h"
 #include "parallel/agree.h"
+#include "parallel/watchdog.h"
 
 enum { RUNFILE_FORMAT_VERSION = 1, EVENT_CHUNK_ROWS = 1024 };
 
@@ -323,6 +325,9 @@ runfile *runfile_create(const char *path, const job *j, const mesh *m) {
         free(rf);
         return NULL;
     }
+    /* a rank that leaves mid-flush (stall watchdog; run.c's stop grace) pads the file first */
+    runfile_pad_arm(rf->partial);
+    watch_on_stall(runfile_pad_on_exit);
     /* the metadata written and flushed below: the job text, /mesh and the root attributes */
     const double first = (j->yaml ? (double)strlen(j->yaml) : 0) + 1024.0 * rf->size;
     if (!space_agree(rf, first, "the job and the mesh")) {
@@ -830,6 +835,7 @@ int runfile_room(runfile *rf, double bytes, const char *what) {
 }
 
 static void runfile_release(runfile *rf) {
+    runfile_pad_disarm(); /* closed whole, or renamed: nothing left to pad */
     agree_vote_free(&rf->vote);
     if (rf->dxpl_coll > 0) H5Pclose(rf->dxpl_coll);
     if (rf->dxpl_indep > 0) H5Pclose(rf->dxpl_indep);

@@ -42,6 +42,7 @@ set_tests_properties(records_cli_diff PROPERTIES LABELS "records" FIXTURES_REQUI
 
 # Timing events (and backend mark slots: CUDA events) preallocated per record.timings level.
 tripar_unit_test(records_timer_capacity SOURCES records/test_timer_capacity.c LABELS records)
+tripar_unit_test(records_runfile_pad SOURCES records/test_runfile_pad.c LABELS records)
 
 # record.telemetry: the sampler in a real run, the report table, the refused values.
 include(${TRIPAR_AREA_DIR}/telemetry.cmake)
