@@ -4,13 +4,17 @@
  * head), walked in decode order so the caches hold what they would, with 1 and 4 activation
  * rows, next to a plain read of the same bytes in the same walk just before each pass. One
  * thread, best of N passes; each level is first checked against the scalar kernel's outputs.
- *   build/tools/tripar_bench_gemv [repeats=3] [level] */
+ * FORMAT q8_0, q4_0, q4_1 or q4_k times gemv_blocks instead, over the same shapes stored in that
+ * block format (random weights quantised by qblocks_quantize), so the GB/s of each format's
+ * kernel stand beside the plain read of its own bytes.
+ *   build/tools/tripar_bench_gemv [repeats=3] [level|all] [int8w|q8_0|q4_0|q4_1|q4_k] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/quant_blocks.h"
 #include "tools/bench_util.h"
 
 enum { LAYERS = 12, C = 768, VOCAB = 50257, SHAPES = 5, MAX_ROWS = 4 };
@@ -32,6 +36,7 @@ static uint64_t read_all(const uint64_t *w, long words) {
 }
 
 typedef struct {
+    dtype type;                      // DTYPE_INT8 (gemv_q8), or a block format (gemv_blocks)
     const int8_t *w[LAYERS * 4 + 1]; // each matrix, in decode order
     int shape[LAYERS * 4 + 1];
     const float *ws; // (VOCAB) row scales, shared by every matrix
@@ -39,6 +44,21 @@ typedef struct {
     float *d;        // (MAX_ROWS, 4 * C / 32)
     float *y;        // (MAX_ROWS, VOCAB)
 } model_weights;
+
+/* The bytes of an (n, k) matrix stored as type. */
+static long matrix_bytes(dtype type, int n, int k) {
+    if (type == DTYPE_INT8) return (long)n * k;
+    return (long)n * (long)qblock_bytes(type) * (k / qblock_weights(type));
+}
+
+/* y += matrix i times the activation rows, by the kernel its format has. */
+static void gemv(const model_weights *m, const cpu_matmul_kernels *mk, int i, float *y, int rows) {
+    const int n = shapes[m->shape[i]][0], k = shapes[m->shape[i]][1];
+    if (m->type == DTYPE_INT8)
+        mk->gemv_q8(y, n, m->q, m->d, m->w[i], m->ws, 0, rows, k, n, 32);
+    else
+        mk->gemv_blocks(y, n, m->q, m->d, m->w[i], m->type, rows, k, n);
+}
 
 /* One decode step's walk: per shape, seconds spent in gemv_q8 (mk) or in the plain read (mk
  * NULL) summed over its matrices. */
@@ -50,9 +70,9 @@ static void walk(const model_weights *m, const cpu_matmul_kernels *mk, int rows,
         const int s = m->shape[i], n = shapes[s][0], k = shapes[s][1];
         const double t0 = bench_now();
         if (mk)
-            mk->gemv_q8(m->y, n, m->q, m->d, m->w[i], m->ws, 0, rows, k, n, 32);
+            gemv(m, mk, i, m->y, rows);
         else
-            *sink ^= read_all((const uint64_t *)m->w[i], (long)n * k / 8);
+            *sink ^= read_all((const uint64_t *)m->w[i], matrix_bytes(m->type, n, k) / 8);
         t[m->shape[i]] += bench_now() - t0;
     }
 }
@@ -61,7 +81,21 @@ int main(int argc, char **argv) {
     const int repeats = argc > 1 ? atoi(argv[1]) : 3;
     const cpu_isa best = cpu_isa_detect();
     int lo = CPU_ISA_SCALAR, hi = (int)best;
-    if (argc > 2) {
+    dtype type = DTYPE_INT8;
+    if (argc > 3) {
+        const char *f = argv[3];
+        type = !strcmp(f, "int8w")  ? DTYPE_INT8
+               : !strcmp(f, "q8_0") ? DTYPE_Q8_0
+               : !strcmp(f, "q4_0") ? DTYPE_Q4_0
+               : !strcmp(f, "q4_1") ? DTYPE_Q4_1
+               : !strcmp(f, "q4_k") ? DTYPE_Q4_K
+                                    : DTYPE_F32;
+        if (type == DTYPE_F32) {
+            fprintf(stderr, "bench_gemv: format %s unknown (int8w, q8_0, q4_0, q4_1, q4_k)\n", f);
+            return 2;
+        }
+    }
+    if (argc > 2 && strcmp(argv[2], "all") != 0) {
         lo = hi = cpu_isa_from_name(argv[2]);
         if (lo < 0 || lo > (int)best) {
             fprintf(stderr, "bench_gemv: level %s unknown or not on this CPU (%s)\n", argv[2],
@@ -74,24 +108,38 @@ int main(int argc, char **argv) {
         return 2;
     }
     model_weights m;
+    m.type = type;
     long bytes[SHAPES] = {0}, total = 0;
     for (int l = 0; l < LAYERS; l++)
         for (int s = 0; s < 4; s++)
             m.shape[l * 4 + s] = s;
     m.shape[LAYERS * 4] = 4;
     for (int i = 0; i < LAYERS * 4 + 1; i++) {
-        const long b = (long)shapes[m.shape[i]][0] * shapes[m.shape[i]][1];
+        const long b = matrix_bytes(type, shapes[m.shape[i]][0], shapes[m.shape[i]][1]);
         bytes[m.shape[i]] += b;
         total += b;
     }
     int8_t *w = bench_huge_alloc((size_t)total, "bench_gemv");
     uint64_t rng = 7;
-    for (long i = 0; i < total; i++)
-        w[i] = (int8_t)((int)(rng_next(&rng) % 255) - 127);
-    for (long i = 0, off = 0; i < LAYERS * 4 + 1; i++) {
-        m.w[i] = w + off;
-        off += (long)shapes[m.shape[i]][0] * shapes[m.shape[i]][1];
+    float *wf = type == DTYPE_INT8 ? NULL : malloc(sizeof(float) * (size_t)VOCAB * C);
+    if (type != DTYPE_INT8 && !wf) {
+        fprintf(stderr, "bench_gemv: out of memory\n");
+        return 1;
     }
+    for (long i = 0, off = 0; i < LAYERS * 4 + 1; i++) {
+        const int n = shapes[m.shape[i]][0], k = shapes[m.shape[i]][1];
+        m.w[i] = w + off;
+        if (type == DTYPE_INT8) {
+            for (long e = 0; e < (long)n * k; e++)
+                w[off + e] = (int8_t)((int)(rng_next(&rng) % 255) - 127);
+        } else { /* random weights in [-0.05, 0.05], stored in the format's blocks */
+            for (long e = 0; e < (long)n * k; e++)
+                wf[e] = (float)((double)(rng_next(&rng) % 2000001) * 5e-8 - 0.05);
+            qblocks_quantize(type, w + off, wf, n, k);
+        }
+        off += matrix_bytes(type, n, k);
+    }
+    free(wf);
     float *ws = malloc(sizeof(float) * VOCAB), *x = malloc(sizeof(float) * MAX_ROWS * 4 * C);
     float *want = malloc(sizeof(float) * MAX_ROWS * VOCAB);
     m.q = malloc(MAX_ROWS * 4 * C);
@@ -112,10 +160,11 @@ int main(int argc, char **argv) {
 
     double t_read[SHAPES], t[SHAPES], pass[SHAPES];
     uint64_t sink = 0;
-    printf("int8 GEMV over GPT-2 124M's weights (%.1f MB: 12 layers then the head), block 32, "
-           "row scales, one thread, best of %d passes, each after a plain read of the same "
+    printf("%s GEMV over GPT-2 124M's weights (%.1f MB: 12 layers then the head), activations "
+           "in blocks of 32, one thread, best of %d passes, each after a plain read of the same "
            "bytes (on a shared machine the pair sees the same load)\n",
-           (double)total * 1e-6, repeats);
+           type == DTYPE_INT8 ? "int8w (row scales)" : dtype_name(type), (double)total * 1e-6,
+           repeats);
     printf("%-12s %4s %-11s %8s %9s %9s %9s %7s %9s\n", "level", "rows", "k x n", "MB", "ms",
            "GB/s", "read GB/s", "ratio", "rel.err");
     int bad = 0;
@@ -128,11 +177,11 @@ int main(int argc, char **argv) {
                 int i = 0;
                 while (m.shape[i] != s)
                     i++;
-                const int n = shapes[s][0], k = shapes[s][1];
+                const int n = shapes[s][0];
                 memset(want, 0, sizeof(float) * (size_t)rows * (size_t)n);
                 memset(m.y, 0, sizeof(float) * (size_t)rows * (size_t)n);
-                cpu_matmul_scalar.gemv_q8(want, n, m.q, m.d, m.w[i], ws, 0, rows, k, n, 32);
-                set->matmul->gemv_q8(m.y, n, m.q, m.d, m.w[i], ws, 0, rows, k, n, 32);
+                gemv(&m, &cpu_matmul_scalar, i, want, rows);
+                gemv(&m, set->matmul, i, m.y, rows);
                 const double e = bench_rel_error(m.y, want, (long)rows * n);
                 err = e > err ? e : err;
             }
