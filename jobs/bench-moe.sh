@@ -16,7 +16,7 @@
 # The box has 2 cores, so 4 ranks are oversubscribed (mpi_yield_when_idle): run it on a quiet
 # box; the load average before and after is printed. docs/performance.md ("Mixture of
 # experts: EP against TP-only experts") records the table.
-#   jobs/bench-moe.sh [OUTDIR] [--rounds N]      (about 6 min a round on 2 cores)
+#   jobs/bench-moe.sh [OUTDIR] [--rounds N]      (about 1.5 min a round on the 2-core Zen 5 box, 6 on the earlier Intel one)
 # OUTDIR defaults to out/bench-moe-<timestamp> and must be new or empty. Exit 0 when every run
 # ran; 1 when one failed; 2 on bad usage.
 set -euo pipefail
@@ -77,8 +77,10 @@ def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else float("nan")
 def phase(run, name):
+    """The slowest rank's time in the phase per measured iteration (report's JSON holds the
+    sums over the measured iterations, every number a float)."""
     p = run["phases"].get(name)
-    return p["per_rank_s"][run["slowest_rank"]] if p else 0.0
+    return p["per_rank_s"][int(run["slowest_rank"])] / run["iterations"] if p else 0.0
 print("| run | tokens/s | TTFT ms | TPOT ms | all-to-all ms | waited ms | hidden |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 for name in runs:
