@@ -193,6 +193,11 @@ static int calibration_add(calibration_sums *sum, const plan_cluster *c, const p
     }
     *has_measured = plan_measured_from(&run, c, measured) == STATUS_OK;
     if (!*has_measured) error_clear();
+    /* blocking all-reduces only: with overlap an event spans the products it ran under */
+    if (*has_measured && !run.overlap && run.tp > 1 && run.metrics.iterations > 0)
+        for (int period = 0; period < 2; period++)
+            measured->tp_allreduce[period] =
+                table.phase[period][PHASE_TP_ALLREDUCE].seconds / run.metrics.iterations;
     run_data_free(&run);
     if (!any) {
         error_set("%s has no timed compute phases; record it with record.timings: layer", path);
@@ -238,6 +243,60 @@ static void mixed_cost_calibrate(plan_rates *r, const plan_cluster *c,
             r->mixed_cost[period] = fmax(1.0, measured[period] / predicted[period]);
 }
 
+/* What the TP all-reduces cost against the model, per period, on time-shared nodes and on the
+ * others: each run's measured blocking all-reduce time per generation y (its busiest rank's)
+ * beside the model's for the same run m and its all-reduces n (its bottleneck stage's), fitted
+ * as y = a m + w n, least squares in relative error (docs/planner.md "Calibration"). Where
+ * ranks outnumber the cores, a rank's all-reduce also waits until the scheduler runs each
+ * peer, which the links' latency and bandwidth do not hold: a wait per call (w) that can cost
+ * more than the products between. Runs that cannot tell a from w (one run, one shape), or a
+ * fit with either negative, give the ratio sum y / sum m alone; it is a fit, not a floor: the
+ * model may price a tier too high as well. */
+static void comm_cost_calibrate(plan_rates *r, const plan_cluster *c,
+                                const plan_measured_run *runs, const int *has_measured, int n) {
+    double measured[2][2] = {{0}}, predicted[2][2] = {{0}};
+    /* the normal equations of measured = a model + w calls, each run's error relative */
+    double xx[2][2][3] = {{{0}}}, xy[2][2][2] = {{{0}}};
+    for (int i = 0; i < n; i++) {
+        const plan_measured_run *run = &runs[i];
+        if (!has_measured[i] || !(run->tp_allreduce[0] + run->tp_allreduce[1] > 0)) continue;
+        const plan_cluster placed = plan_measured_cluster(c, run);
+        const int shared = plan_node_time_shared(&placed, run->s.dp * run->s.tp * run->s.pp);
+        plan_prediction p;
+        plan_predict(&run->m, &run->w, &placed, r, &run->s, &p);
+        for (int period = 0; period < 2; period++)
+            if (run->tp_allreduce[period] > 0 && p.tp_period[period] > 0) {
+                const double y = run->tp_allreduce[period];
+                measured[shared][period] += y;
+                predicted[shared][period] += p.tp_period[period];
+                const double x0 = p.tp_period[period] / y, x1 = p.tp_calls[period] / y;
+                double *a = xx[shared][period], *b = xy[shared][period];
+                a[0] += x0 * x0, a[1] += x0 * x1, a[2] += x1 * x1;
+                b[0] += x0, b[1] += x1;
+            }
+    }
+    for (int shared = 0; shared < 2; shared++)
+        for (int period = 0; period < 2; period++)
+            if (predicted[shared][period] > 0) {
+                /* both terms where the runs tell them apart (and both come out positive);
+                 * else the ratio alone */
+                const double *a = xx[shared][period], *b = xy[shared][period];
+                const double det = a[0] * a[2] - a[1] * a[1];
+                const int solvable = det > 1e-9 * a[0] * a[2];
+                const double scale = solvable ? (b[0] * a[2] - b[1] * a[1]) / det : -1;
+                const double wait = solvable ? (a[0] * b[1] - a[1] * b[0]) / det : -1;
+                if (scale > 0 && wait >= 0) {
+                    r->comm_cost[shared][period] = scale;
+                    r->comm_wait[shared][period] = wait;
+                } else {
+                    /* no ceiling: on a busy box a few-microsecond all-reduce of the model can
+                     * measure milliseconds, and the planned strategies will pay them too */
+                    r->comm_cost[shared][period] =
+                        fmax(1e-3, measured[shared][period] / predicted[shared][period]);
+                }
+            }
+}
+
 int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
                    const char *const *runs, int n, FILE *warn) {
     calibration_sums *sum = xcalloc(1, sizeof *sum);
@@ -260,6 +319,7 @@ int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
         r->expert_runs = sum->expert_runs;
         moe_load_shares(sum->expert_rows, m->cfg.layers, m->cfg.experts, r->expert_share);
     }
+    comm_cost_calibrate(r, c, measured, has_measured, n);
     mixed_cost_calibrate(r, c, measured, has_measured, n);
     if (sum->tp_allreduce > 0)
         r->overlap_efficiency = fmin(1.0, fmax(0.0, 1.0 - sum->tp_wait / sum->tp_allreduce));

@@ -116,6 +116,8 @@ void plan_rank_memory(const plan_model *m, const plan_workload *w, const plan_st
 void plan_rates_default(plan_rates *r) {
     memset(r, 0, sizeof *r);
     r->mixed_cost[0] = r->mixed_cost[1] = 1.0;
+    for (int shared = 0; shared < 2; shared++)
+        r->comm_cost[shared][0] = r->comm_cost[shared][1] = 1.0;
     r->overlap_efficiency = -1; /* not calibrated: by library (plan_rates, docs/planner.md) */
 }
 
@@ -155,6 +157,7 @@ enum { N_COMPUTE = sizeof COMPUTE_PHASES / sizeof COMPUTE_PHASES[0] };
 typedef struct {
     double compute, layer_compute; /* all phases; the per-layer ones alone */
     double tp_total, tp_hidden;    /* its TP all-reduces, and the part overlap hides */
+    double tp_calls;               /* how many all-reduces tp_total is */
     double ep_total;               /* its EP all-to-alls across replicas (blocking) */
     plan_allreduce_algo tp_algo;   /* the layers' all-reduce algorithm */
     plan_proto tp_proto;           /* and NCCL's protocol for it */
@@ -251,13 +254,23 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
                            : ar;
             out->tp_total = in_pieces + g.n_layers * whole.seconds;
         }
+        /* what the calibration runs measured beyond the model, on nodes like this one */
+        const int shared = plan_node_time_shared(c, s->dp * s->tp * s->pp);
+        const double scale = r->comm_cost[shared][period], wait = r->comm_wait[shared][period];
+        const double piece_calls = (double)g.n_layers * pieces;
+        out->tp_calls = moe ? piece_calls + g.n_layers : 2 * piece_calls;
+        out->tp_total = scale * out->tp_total + wait * out->tp_calls;
+        in_pieces = scale * in_pieces + wait * (moe ? piece_calls : out->tp_calls);
         const double hides = r->overlap_efficiency >= 0         ? r->overlap_efficiency
                              : m->collectives == PLAN_COLL_NCCL ? 0.5
                                                                 : 0.0;
         if (s->overlap) out->tp_hidden = hides * fmin(in_pieces, overlappable);
-        if (g.last_stage)
+        if (g.last_stage) {
             out->tp_total +=
-                plan_allreduce_best(c, tp, seqs * 8.0, m->collectives, k->busy).seconds;
+                scale * plan_allreduce_best(c, tp, seqs * 8.0, m->collectives, k->busy).seconds +
+                wait;
+            out->tp_calls += 1;
+        }
     }
 }
 
@@ -271,6 +284,7 @@ static double stage_busy(const stage_time *t) {
 typedef struct {
     stage_time first, last;
     double t_max, sum_stages, comp_max, tp_exposed_max, tp_total_max, tp_hidden_max, ep_max;
+    double tp_calls_max;
     double share_last, share_max; /* the last stage's time-sharing, and the most of any stage */
     int busy;                     /* the first stage's busy ranks on a node (plan_ceilings) */
     const stage_time *bottleneck;
@@ -325,6 +339,7 @@ static void period_cost(const plan_model *m, const plan_cluster *c, const plan_r
     const stage_time *b = out->bottleneck;
     out->comp_max = b->compute;
     out->tp_total_max = b->tp_total;
+    out->tp_calls_max = b->tp_calls;
     out->tp_hidden_max = b->tp_hidden;
     out->tp_exposed_max = b->tp_total - b->tp_hidden;
     out->ep_max = b->ep_total;
@@ -381,6 +396,8 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
     out->bubble += pf.sum_stages - pf.t_max;
     out->pp_exposed += pf_chain;
     out->tp_total += n_micro * pf.tp_total_max;
+    out->tp_period[0] = n_micro * pf.tp_total_max;
+    out->tp_calls[0] = n_micro * pf.tp_calls_max;
     out->tp_hidden += n_micro * pf.tp_hidden_max;
     out->pp_total += n_micro * pf_chain;
     out->tp_algo = pf.bottleneck->tp_algo, out->tp_proto = pf.bottleneck->tp_proto;
@@ -406,6 +423,8 @@ void plan_predict(const plan_model *m, const plan_workload *w, const plan_cluste
         out->pp_exposed += steps * pp_part;
         out->bubble += steps * (idle - pp_part);
         out->tp_total += steps * n_micro * dc.tp_total_max;
+        out->tp_period[1] = steps * n_micro * dc.tp_total_max;
+        out->tp_calls[1] = steps * n_micro * dc.tp_calls_max;
         out->tp_hidden += steps * n_micro * dc.tp_hidden_max;
         out->pp_total += steps * n_micro * chain;
         out->tp_algo = dc.bottleneck->tp_algo, out->tp_proto = dc.bottleneck->tp_proto;

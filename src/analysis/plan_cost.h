@@ -229,6 +229,12 @@ typedef struct {
     double mixed_cost[2];      /* per period: how much longer than 1/L a phase takes on a
                                   core shared by replicas (cache refills at each switch);
                                   1 until calibrated */
+    double comm_cost[2][2];    /* [node time-shared][period]: a TP all-reduce costs
+                                  comm_cost x the model's time + comm_wait seconds, as the
+                                  calibration runs measured them (a rank also waits for
+                                  peers the scheduler has not run yet); 1 and 0 until
+                                  calibrated */
+    double comm_wait[2][2];
     double overlap_efficiency; /* share of the overlappable TP all-reduce that overlap
                                   hides (parallel.overlap); < 0 until calibrated: then NCCL,
                                   which progresses on its own, is taken to hide half, and MPI,
@@ -310,6 +316,8 @@ typedef struct {
      * dp_gather (ep_exposed: the EP all-to-alls across replicas, blocking) */
     double compute, tp_exposed, ep_exposed, pp_exposed, bubble, dp_gather;
     double tp_total, tp_hidden, pp_total; /* all TP all-reduce and PP transfer time, hidden too */
+    double tp_period[2]; /* tp_total's prefill and decode parts (the bottleneck stage's) */
+    double tp_calls[2];  /* and the all-reduces they are made of */
     double prefill_bubble_fraction;       /* (pp-1)/(m+pp-1) */
     int node_ranks;                       /* ranks on the fullest node */
     int busy_ranks;                       /* those of them computing at once (prefill) */

@@ -15,6 +15,8 @@ typedef struct {
     plan_strategy s;
     double ttft, tpot, tokens_per_s; /* measured medians (throughput: the mean) */
     int node_ranks;                  /* the most ranks the run put on one host (0: unknown) */
+    double tp_allreduce[2]; /* its blocking TP all-reduces per generation, prefill and decode,
+                               on its busiest rank (plan_calibrate; 0: none measured) */
     char label[64];
 } plan_measured_run;
 

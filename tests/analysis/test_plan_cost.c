@@ -613,6 +613,45 @@ static void test_predict_shared_node(void **state) {
     assert_close(shared.time_share, 1);
 }
 
+/* The TP all-reduces' calibration (plan_rates.comm_cost, comm_wait): on a node whose ranks
+ * time-share its cores a TP all-reduce costs scale x the model + wait per call; on one where
+ * every rank has a core, the other pair applies. tp_period holds tp_total's prefill and
+ * decode parts and tp_calls their all-reduces: per micro-batch two a layer and the sampler's
+ * MAXLOC on the last stage. */
+static void test_comm_calibration(void **state) {
+    (void)state;
+    plan_cluster c = cpu_node(); /* 8 ranks on 2 cores */
+    plan_model m = {.cfg = gpt2_124m(), .weight_dtype = PRECISION_FP32, .kv_block = 16};
+    plan_workload w = {.batch = 4, .prompt = 64, .new_tokens = 16};
+    plan_rates r;
+    plan_rates_default(&r);
+    const plan_strategy tp4 = {.dp = 1, .tp = 4, .pp = 1, .microbatches = 2};
+    const plan_strategy tp2 = {.dp = 1, .tp = 2, .pp = 1, .microbatches = 1};
+    plan_prediction base4, base2, p;
+    plan_predict(&m, &w, &c, &r, &tp4, &base4);
+    plan_predict(&m, &w, &c, &r, &tp2, &base2);
+    const int layers = m.cfg.layers, steps = w.new_tokens - 1;
+    assert_close(base4.tp_calls[PREFILL], 2 * (2 * layers + 1));
+    assert_close(base4.tp_calls[DECODE], steps * 2 * (2 * layers + 1));
+    assert_close(base2.tp_calls[DECODE], steps * (2 * layers + 1));
+    assert_close(base4.tp_period[PREFILL] + base4.tp_period[DECODE], base4.tp_total);
+    /* 4 ranks on 2 cores time-share them; 2 do not */
+    r.comm_cost[1][PREFILL] = 2, r.comm_wait[1][PREFILL] = 1e-4;
+    r.comm_cost[1][DECODE] = 3, r.comm_wait[1][DECODE] = 2e-5;
+    plan_predict(&m, &w, &c, &r, &tp4, &p);
+    assert_close(p.tp_period[PREFILL], 2 * base4.tp_period[PREFILL] + 1e-4 * p.tp_calls[PREFILL]);
+    assert_close(p.tp_period[DECODE], 3 * base4.tp_period[DECODE] + 2e-5 * p.tp_calls[DECODE]);
+    assert_close(p.tp_total, p.tp_period[PREFILL] + p.tp_period[DECODE]);
+    assert_close(p.compute, base4.compute); /* only the all-reduces */
+    assert_true(p.tpot > base4.tpot);
+    plan_predict(&m, &w, &c, &r, &tp2, &p);
+    assert_close(p.tp_total, base2.tp_total);
+    r.comm_cost[0][DECODE] = 0.5;
+    plan_predict(&m, &w, &c, &r, &tp2, &p);
+    assert_close(p.tp_period[PREFILL], base2.tp_period[PREFILL]);
+    assert_close(p.tp_period[DECODE], 0.5 * base2.tp_period[DECODE]);
+}
+
 /* Weights in the last-level cache (docs/planner.md "Weights in the cache"): a phase reads its
  * weights at llc_bw when the rank's weights, times the busy ranks sharing a CPU node's cache,
  * fit in llc_bytes; everything else at memory bandwidth. */
@@ -844,6 +883,7 @@ int main(void) {
         cmocka_unit_test(test_moe_allreduce_whole),
         cmocka_unit_test(test_enumerate_ep),
         cmocka_unit_test(test_alltoall),
+        cmocka_unit_test(test_comm_calibration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

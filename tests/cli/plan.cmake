@@ -192,3 +192,10 @@ add_test(NAME cli_plan_validate_published
                  ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_published)
 set_tests_properties(cli_plan_validate_published PROPERTIES LABELS "unit;cli"
                      ENVIRONMENT "${TRIPAR_TEST_ENV}")
+# The TP all-reduces calibrated from a blocking run's own (plan_comm_calibration.py).
+add_test(NAME cli_plan_comm_calibration
+         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_comm_calibration.py $<TARGET_FILE:tripar>
+                 ${TRIPAR_FIXTURES}/factor.yaml ${PLAN_CLUSTERS}/this-machine.yaml
+                 ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_comm_calibration)
+set_tests_properties(cli_plan_comm_calibration PROPERTIES LABELS "mpi;cli"
+                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 120)
