@@ -244,19 +244,42 @@ static void mixed_cost_calibrate(plan_rates *r, const plan_cluster *c,
 }
 
 /* What the TP all-reduces cost against the model, per period, on time-shared nodes and on the
- * others: each run's measured blocking all-reduce time per generation y (its busiest rank's)
- * beside the model's for the same run m and its all-reduces n (its bottleneck stage's), fitted
- * as y = a m + w n, least squares in relative error (docs/planner.md "Calibration"). Where
- * ranks outnumber the cores, a rank's all-reduce also waits until the scheduler runs each
- * peer, which the links' latency and bandwidth do not hold: a wait per call (w) that can cost
- * more than the products between. Runs that cannot tell a from w (one run, one shape), or a
- * fit with either negative, give the ratio sum y / sum m alone; it is a fit, not a floor: the
- * model may price a tier too high as well. */
+ * others (docs/planner.md "Calibration"). Each blocking run gives y, what its all-reduces took
+ * per generation, beside the model's time for them m and their number n (its bottleneck
+ * stage's). With a core per rank, y is what its busiest rank's all-reduce events measured. On
+ * a time-shared node those events also span the peers' products run on the rank's core, which
+ * the model prices already as compute at the node's share, so y is instead what the whole run
+ * measured beyond the rest of the model: the measured TTFT (or the decode steps at the
+ * measured TPOT) less the prediction's, plus m. Two one-parameter forms are fitted, the ratio
+ * a = sum y / sum m (the tiers priced too low or too high) and a wait per call
+ * w = max(0, sum (y - m) / sum n) (a rank waiting until the scheduler runs each peer), and the
+ * one whose relative errors over the runs are smaller is kept; a tie (one run fits both
+ * exactly) keeps the ratio. */
+enum { COMM_RUNS = 256 };
+typedef struct {
+    int n;
+    double y[COMM_RUNS], m[COMM_RUNS], calls[COMM_RUNS];
+} comm_points;
+
+static void comm_fit(const comm_points *k, double *scale, double *wait) {
+    double sy = 0, sm = 0, sn = 0;
+    for (int i = 0; i < k->n; i++)
+        sy += k->y[i], sm += k->m[i], sn += k->calls[i];
+    const double a = sy / sm, w = fmax(0.0, (sy - sm) / sn);
+    double err_ratio = 0, err_wait = 0;
+    for (int i = 0; i < k->n; i++) {
+        const double er = (a * k->m[i] - k->y[i]) / k->y[i];
+        const double ew = (k->m[i] + w * k->calls[i] - k->y[i]) / k->y[i];
+        err_ratio += er * er, err_wait += ew * ew;
+    }
+    const int per_call = err_wait + 1e-12 < err_ratio;
+    *scale = per_call ? 1.0 : fmax(1e-3, a);
+    *wait = per_call ? w : 0.0;
+}
+
 static void comm_cost_calibrate(plan_rates *r, const plan_cluster *c,
                                 const plan_measured_run *runs, const int *has_measured, int n) {
-    double measured[2][2] = {{0}}, predicted[2][2] = {{0}};
-    /* the normal equations of measured = a model + w calls, each run's error relative */
-    double xx[2][2][3] = {{{0}}}, xy[2][2][2] = {{{0}}};
+    comm_points *pts = xcalloc(4, sizeof *pts); /* [shared * 2 + period] */
     for (int i = 0; i < n; i++) {
         const plan_measured_run *run = &runs[i];
         if (!has_measured[i] || !(run->tp_allreduce[0] + run->tp_allreduce[1] > 0)) continue;
@@ -264,37 +287,26 @@ static void comm_cost_calibrate(plan_rates *r, const plan_cluster *c,
         const int shared = plan_node_time_shared(&placed, run->s.dp * run->s.tp * run->s.pp);
         plan_prediction p;
         plan_predict(&run->m, &run->w, &placed, r, &run->s, &p);
-        for (int period = 0; period < 2; period++)
-            if (run->tp_allreduce[period] > 0 && p.tp_period[period] > 0) {
-                const double y = run->tp_allreduce[period];
-                measured[shared][period] += y;
-                predicted[shared][period] += p.tp_period[period];
-                const double x0 = p.tp_period[period] / y, x1 = p.tp_calls[period] / y;
-                double *a = xx[shared][period], *b = xy[shared][period];
-                a[0] += x0 * x0, a[1] += x0 * x1, a[2] += x1 * x1;
-                b[0] += x0, b[1] += x1;
-            }
+        const int steps = run->w.new_tokens - 1;
+        const double whole[2] = {run->ttft - p.ttft + p.tp_period[0],
+                                 steps * (run->tpot - p.tpot) + p.tp_period[1]};
+        for (int period = 0; period < 2; period++) {
+            const double y = shared ? whole[period] : run->tp_allreduce[period];
+            comm_points *k = &pts[shared * 2 + period];
+            if (!(run->tp_allreduce[period] > 0 && y > 0 && p.tp_period[period] > 0 &&
+                  p.tp_calls[period] > 0) ||
+                k->n == COMM_RUNS)
+                continue;
+            k->y[k->n] = y, k->m[k->n] = p.tp_period[period], k->calls[k->n] = p.tp_calls[period];
+            k->n++;
+        }
     }
     for (int shared = 0; shared < 2; shared++)
         for (int period = 0; period < 2; period++)
-            if (predicted[shared][period] > 0) {
-                /* both terms where the runs tell them apart (and both come out positive);
-                 * else the ratio alone */
-                const double *a = xx[shared][period], *b = xy[shared][period];
-                const double det = a[0] * a[2] - a[1] * a[1];
-                const int solvable = det > 1e-9 * a[0] * a[2];
-                const double scale = solvable ? (b[0] * a[2] - b[1] * a[1]) / det : -1;
-                const double wait = solvable ? (a[0] * b[1] - a[1] * b[0]) / det : -1;
-                if (scale > 0 && wait >= 0) {
-                    r->comm_cost[shared][period] = scale;
-                    r->comm_wait[shared][period] = wait;
-                } else {
-                    /* no ceiling: on a busy box a few-microsecond all-reduce of the model can
-                     * measure milliseconds, and the planned strategies will pay them too */
-                    r->comm_cost[shared][period] =
-                        fmax(1e-3, measured[shared][period] / predicted[shared][period]);
-                }
-            }
+            if (pts[shared * 2 + period].n > 0)
+                comm_fit(&pts[shared * 2 + period], &r->comm_cost[shared][period],
+                         &r->comm_wait[shared][period]);
+    free(pts);
 }
 
 int plan_calibrate(plan_rates *r, const plan_cluster *c, const plan_model *m,
