@@ -90,14 +90,18 @@ add_test(NAME cli_plan_kv_dtype
                  ${PLAN_CLUSTERS}/a100-cluster.yaml)
 set_tests_properties(cli_plan_kv_dtype PROPERTIES LABELS "unit;cli" ENVIRONMENT "${TRIPAR_TEST_ENV}"
                      TIMEOUT 60)
+# plan_calibration_test(NAME SCRIPT JOB): SCRIPT TRIPAR JOB this-machine.yaml WORKDIR records
+# real runs of JOB under mpiexec and checks what `plan --calibrate` makes of them.
+function(plan_calibration_test name script job)
+  add_test(NAME ${name}
+           COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/${script} $<TARGET_FILE:tripar> ${job}
+                   ${PLAN_CLUSTERS}/this-machine.yaml ${CMAKE_CURRENT_BINARY_DIR}/${name})
+  set_tests_properties(${name} PROPERTIES LABELS "mpi;cli"
+                       ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 120)
+endfunction()
 # A mixture of experts priced as its runs routed it: report --roofline prices a run's experts
 # from its /moe/expert_load, and plan --calibrate takes that routing (plan_expert_routing.py).
-add_test(NAME cli_plan_expert_routing
-         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_expert_routing.py $<TARGET_FILE:tripar>
-                 ${TRIPAR_FIXTURES}/factor_moe.yaml ${PLAN_CLUSTERS}/this-machine.yaml
-                 ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_expert_routing)
-set_tests_properties(cli_plan_expert_routing PROPERTIES LABELS "mpi;cli"
-                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 120)
+plan_calibration_test(cli_plan_expert_routing plan_expert_routing.py ${TRIPAR_FIXTURES}/factor_moe.yaml)
 # Calibration refuses what every run-file tool refuses (tools.cmake's fixtures).
 tools_test(tools_plan_calibrate_foreign 2 "^tripar plan: .*foreign\\.h5: not a tripar run file" 1
            plan --preset gpt2-124m --cluster ${PLAN_CLUSTERS}/this-machine.yaml --calibrate @W@/foreign.h5)
@@ -193,9 +197,4 @@ add_test(NAME cli_plan_validate_published
 set_tests_properties(cli_plan_validate_published PROPERTIES LABELS "unit;cli"
                      ENVIRONMENT "${TRIPAR_TEST_ENV}")
 # The TP all-reduces calibrated from a blocking run's own (plan_comm_calibration.py).
-add_test(NAME cli_plan_comm_calibration
-         COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/plan_comm_calibration.py $<TARGET_FILE:tripar>
-                 ${TRIPAR_FIXTURES}/factor.yaml ${PLAN_CLUSTERS}/this-machine.yaml
-                 ${CMAKE_CURRENT_BINARY_DIR}/cli_plan_comm_calibration)
-set_tests_properties(cli_plan_comm_calibration PROPERTIES LABELS "mpi;cli"
-                     ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE}" TIMEOUT 120)
+plan_calibration_test(cli_plan_comm_calibration plan_comm_calibration.py ${TRIPAR_FIXTURES}/factor.yaml)
