@@ -1,7 +1,7 @@
 /* out = in @ W^T + bias on the CPU. Which kernel runs depends on the weight dtype and on the
  * rows (kernels/cpu/matmul_kernels.h); the instruction-set level only changes how fast:
  *   fp32   rows <= CPU_GEMV_MAX_ROWS: the level's GEMV, streaming the weights once; more rows:
- *          OpenBLAS sgemm.
+ *          OpenBLAS sgemm, tile by tile over the threads as below (the tiles need no copy).
  *   bf16   activations rounded to bf16 once; the level's bf16 GEMV, or its bf16 GEMM for more
  *          rows, or (no bf16 GEMM at this level) weights widened tile by tile and sgemm on the
  *          widened activations: exact products and fp32 sums in every case.
@@ -21,7 +21,10 @@
  * Output columns are split over the backend's threads (OpenMP, which OpenBLAS shares); each
  * thread runs a single-threaded kernel on its slice of weight rows. The paths through fp32
  * tiles cut the columns into tiles that depend on the shape only and hand out whole tiles, so
- * each sgemm call, and with it each output's bits, is the same at every thread count. */
+ * each sgemm call, and with it each output's bits, is the same at every thread count. OpenBLAS
+ * never threads a call itself (sgemm_add): how it would split one depends on the threads it
+ * has, and with the kernels OpenBLAS 0.3.21 picks on some CPUs (Haswell's, on a Zen 5) the
+ * split moves the last bits. */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
@@ -56,12 +59,18 @@ static int product_threads(const cpu_ctx *ctx, int rows, int k, int n) {
     return macs < MATMUL_PARALLEL_MIN_MACS || ctx->threads < 2 ? 1 : ctx->threads;
 }
 
-/* out[:, 0:n] (ld ldo) += in (rows, k) @ w (n, k)^T through OpenBLAS; beta 1 because out holds
- * the bias or 0. */
+/* out[:, 0:n] (ld ldo) += in (rows, k) @ w (n, k)^T through OpenBLAS, on the calling thread
+ * alone; beta 1 because out holds the bias or 0. OpenBLAS's OpenMP build runs a call on one
+ * thread inside an active parallel region, and outside one (a team of one thread is inactive)
+ * on omp_get_max_threads(): so there it is told 1 for the call. Setting and restoring the
+ * calling thread's count is a store each (OpenBLAS re-reads it at its next call). */
 static void sgemm_add(float *out, int ldo, const float *in, const float *w, int rows, int k,
                       int n) {
+    const int outer = omp_in_parallel() ? 0 : omp_get_max_threads();
+    if (outer > 1) omp_set_num_threads(1);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, in, k, w, k, 1.0f, out,
                 ldo);
+    if (outer > 1) omp_set_num_threads(outer);
 }
 
 /* Expands weight rows [r0, r0 + n) of w (., k) into tile (n, k), exactly (fp32 holds every
@@ -124,7 +133,12 @@ static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w
     const size_t per_thread = (size_t)tile_rows * (size_t)k;
     float *tiles = cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * per_thread);
     const cpu_matmul_kernels *mk = ctx->kern->matmul;
-    const int count = tile_count(n, k);
+    // fp32 tiles are read in place, so no budget bounds them: the fewest the threads split
+    // evenly (wider sgemm calls run faster), still a function of the shape alone
+    const int units = (n + MATMUL_COLUMN_ALIGN - 1) / MATMUL_COLUMN_ALIGN;
+    const int count = w.type != DTYPE_F32      ? tile_count(n, k)
+                      : units < MATMUL_MIN_TILES ? units
+                                                 : MATMUL_MIN_TILES;
 #pragma omp parallel num_threads(nt)
     {
         const int t = omp_get_thread_num(), nth = omp_get_num_threads();
@@ -133,20 +147,23 @@ static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w
             int r0, r1;
             column_slice(n, i, count, &r0, &r1);
             const int nn = r1 - r0;
-            tile_expand(tile, w, r0, nn, k);
+            // fp32 weights are their own tile
+            const float *wt = w.type == DTYPE_F32 ? (const float *)w.data + (long)r0 * k : tile;
+            if (w.type != DTYPE_F32) tile_expand(tile, w, r0, nn, k);
             // The tile's products land in output columns [r0, r0 + nn): the ld stays n.
             if (rows <= CPU_GEMV_MAX_ROWS)
-                mk->gemv_f32(out + r0, n, x, tile, rows, k, nn);
+                mk->gemv_f32(out + r0, n, x, wt, rows, k, nn);
             else
-                sgemm_add(out + r0, n, x, tile, rows, k, nn);
+                sgemm_add(out + r0, n, x, wt, rows, k, nn);
         }
     }
 }
 
 static void matmul_f32(cpu_ctx *ctx, float *out, const float *x, const float *w, int rows, int k,
                        int n) {
-    if (rows > CPU_GEMV_MAX_ROWS) { // OpenBLAS threads itself, on the same OpenMP pool
-        sgemm_add(out, n, x, w, rows, k, n);
+    if (rows > CPU_GEMV_MAX_ROWS) { // sgemm tile by tile, the same calls at every thread count
+        const weight_view wv = {.type = DTYPE_F32, .data = w};
+        matmul_tiled(ctx, out, x, wv, rows, k, n);
         return;
     }
     const cpu_matmul_kernels *mk = ctx->kern->matmul;

@@ -111,7 +111,13 @@ static void check_against_reference(const char **overrides, int n, int quantize_
         const int32_t *prompt = h.j.tokens + (size_t)b * T;
         ref_model_forward(&ref, prompt, T, ref_logits);
         double err = rel_error(logits + (size_t)b * T * V, ref_logits, (long)T * V);
-        if (err >= 1e-4) fail_msg("prompt %d: prefill logits rel error %.3g >= 1e-4", b, err);
+        /* int8 activation blocks round each value to one of 255 steps: an fp32 difference in
+         * the last bit upstream (sgemm's summation order is OpenBLAS's, which differs between
+         * the kernels it picks per CPU) can move a value across a step, 3e-3 in the logits
+         * measured on a Zen 5 with int8_group 32; without such a crossing they agree to 1e-6 */
+        const double prefill_tol = quantize_ref ? 1e-2 : 1e-4;
+        if (err >= prefill_tol)
+            fail_msg("prompt %d: prefill logits rel error %.3g >= %g", b, err, prefill_tol);
 
         ref_model_generate(&ref, prompt, T, N, ref_tokens);
         const int32_t *got = h.e.tokens + (size_t)b * total;
