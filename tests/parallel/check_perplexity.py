@@ -30,10 +30,12 @@ import numpy as np
 # window costs order 1). The TP combination of (max, sum of exp) is in double and adds nothing
 # visible (1e-14 against numpy).
 NLL_ATOL = 2e-5
-# One rank against numpy: the same float32 logits (the recorded ones come from a head product
-# over every position, the scored ones from one over a window's scored rows: equal unless the
-# BLAS rounds by the row count), reduced in double both sides: 1e-14 measured.
-NUMPY_ATOL = 1e-6
+# One rank against numpy: the same float32 logits up to the head product's rounding (the
+# recorded ones come from a product over every position, the scored ones from one over a
+# window's scored rows), reduced in double both sides: 1e-14 measured where the BLAS rounds
+# alike at both row counts, 2.3e-6 with the Haswell kernels OpenBLAS 0.3.21 picks on a Zen 5,
+# which round by the row count (a logit of 10-20 is a few ulps of 1e-6 in float32).
+NUMPY_ATOL = 1e-5
 # The perplexity is exp of the mean of a few hundred such values, whose errors average out.
 PPL_RTOL = 1e-5
 
