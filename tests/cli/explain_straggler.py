@@ -218,12 +218,19 @@ def check_allreduce(work):
 def check_bubble(work):
     other = explain(work, "bubble_base.h5", "bubble_pp2.h5")["others"][0]
     verdict, s = other["verdict"], other["structure"]["e2e"]
-    assert "the pipeline bubble (pp_recv_wait outside layers) is" in verdict, verdict
+    # pp=2 on one micro-batch runs its stages in turn, so its latency is pp=1's plus the
+    # transfers: on a fast box within explain's 1% of BASE, where the verdict ranks no cause
+    # and says why; the structure below is given either way
+    if "no cause to rank" in verdict:
+        assert "is within 1% of BASE's latency" in verdict, verdict
+    else:
+        assert "the pipeline bubble (pp_recv_wait outside layers) is" in verdict, verdict
     assert s["pipeline_bubble_s"] > 0, s
     assert (s["layers_base"], s["layers_other"]) == (2, 1), s
-    parts = s["layer_count_s"] + s["per_layer_cost_s"] + s["pipeline_bubble_s"] + \
-        s["outside_layers_s"]
-    assert abs(parts - s["total_s"]) <= 1e-9 * max(abs(s["total_s"]), 1e-12), s
+    terms = (s["layer_count_s"], s["per_layer_cost_s"], s["pipeline_bubble_s"],
+             s["outside_layers_s"])
+    scale = max(abs(s["total_s"]), max(abs(t) for t in terms), 1e-12)  # the parts may cancel
+    assert abs(sum(terms) - s["total_s"]) <= 1e-9 * scale, s
     no_share_over_100(verdict)
     text = explain(work, "bubble_base.h5", "bubble_pp2.h5", fmt="text")
     assert "pipeline bubble" in text, text
