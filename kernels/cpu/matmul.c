@@ -108,9 +108,12 @@ static void tile_expand(float *tile, weight_view w, long r0, int n, int k) {
  * where n allows, so that the threads get near-equal shares of whole tiles. A function of n
  * and k only: a tile is the same sgemm call at every thread count, which is what keeps the
  * thread count out of the results (sgemm's bits depend on the shape of the call: its kernels
- * for narrow, small or ragged shapes sum in other orders). */
-static int tile_count(int n, int k) {
+ * for narrow, small or ragged shapes sum in other orders). Tiles read in place (fp32 weights)
+ * need no budget: then the fewest that 2 and 4 threads split evenly, since wider sgemm calls run
+ * faster. */
+static int tile_count(int n, int k, int in_place) {
     const int units = (n + MATMUL_COLUMN_ALIGN - 1) / MATMUL_COLUMN_ALIGN;
+    if (in_place) return units < MATMUL_MIN_TILES ? units : MATMUL_MIN_TILES;
     int per_tile = CPU_MATMUL_TILE_FLOATS / k / MATMUL_COLUMN_ALIGN; // units the budget holds
     if (per_tile < MATMUL_TILE_MIN_ROWS / MATMUL_COLUMN_ALIGN)
         per_tile = MATMUL_TILE_MIN_ROWS / MATMUL_COLUMN_ALIGN;
@@ -119,10 +122,10 @@ static int tile_count(int n, int k) {
     return count < units ? count : units;
 }
 
-/* Any weights through fp32 tiles: the output columns are cut into tile_count(n, k) tiles, and
- * each thread takes a run of whole tiles, expands each into its own part of
- * the tile scratch and multiplies it with fp32 activations x (rows, k) straight away, so the
- * expansion stays in cache and the whole fp32 matrix never exists. */
+/* Any weights through fp32 tiles: the output columns are cut into tile_count tiles, and
+ * each thread takes a run of whole tiles, expands each into its own part of the tile scratch
+ * (fp32 tiles are read in place) and multiplies it with fp32 activations x (rows, k) straight
+ * away, so the expansion stays in cache and the whole fp32 matrix never exists. */
 static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w, int rows, int k,
                          int n) {
     const int nt = product_threads(ctx, rows, k, n);
@@ -133,12 +136,7 @@ static void matmul_tiled(cpu_ctx *ctx, float *out, const float *x, weight_view w
     const size_t per_thread = (size_t)tile_rows * (size_t)k;
     float *tiles = cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * per_thread);
     const cpu_matmul_kernels *mk = ctx->kern->matmul;
-    // fp32 tiles are read in place, so no budget bounds them: the fewest the threads split
-    // evenly (wider sgemm calls run faster), still a function of the shape alone
-    const int units = (n + MATMUL_COLUMN_ALIGN - 1) / MATMUL_COLUMN_ALIGN;
-    const int count = w.type != DTYPE_F32      ? tile_count(n, k)
-                      : units < MATMUL_MIN_TILES ? units
-                                                 : MATMUL_MIN_TILES;
+    const int count = tile_count(n, k, w.type == DTYPE_F32);
 #pragma omp parallel num_threads(nt)
     {
         const int t = omp_get_thread_num(), nth = omp_get_num_threads();
