@@ -12,6 +12,7 @@
 
 #include "base/check.h"
 #include "parallel/comm.h"
+#include "parallel/comm_nccl_module.h"
 #include "parallel/comm_poll.h"
 #include "parallel/watchdog.h"
 
@@ -404,3 +405,10 @@ int comm_nccl_init(comm *c, MPI_Comm mpi_comm, void *compute_stream) {
     c->stream_ordered = 1; /* queued on the compute stream's order: no host sync needed */
     return 0;
 }
+
+/* The module's entry for the core's comm setup (parallel/comm_nccl_module.c). */
+TRIPAR_MODULE_EXPORT const nccl_comm_module tripar_nccl_comm = {
+    .abi = TRIPAR_CUDA_MODULE_ABI,
+    .comm_size = sizeof(comm),
+    .init = comm_nccl_init,
+};

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/backend_devices.h"
+#include "kernels/cuda_module.h"
 #include "kernels/cuda/nvtx_ranges.h"
 
 /* cuBLAS gets a fixed workspace so it never allocates inside a captured graph. */
@@ -387,3 +388,10 @@ extern "C" int backend_cuda_init(backend *be, const backend_options *opt) {
     return 0;
 }
 
+
+/* The module's entry for the core's selection table (kernels/cuda_module.c); everything else in
+ * the module is hidden. */
+extern "C" TRIPAR_MODULE_EXPORT const cuda_backend_module tripar_cuda_backend = {
+    TRIPAR_CUDA_MODULE_ABI, sizeof(backend), sizeof(backend_options), sizeof(backend_ops),
+    backend_cuda_init, backend_cuda_device_count, backend_cuda_pci_bus_id,
+};

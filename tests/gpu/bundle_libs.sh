@@ -41,6 +41,10 @@ copy_deps() { # copies every non-system library that $1 loads into DEST/libs
 # 1. executables: tripar and the commands of every gpu-labelled test
 cp "$BUILD/tripar" "$DEST/bin/"
 copy_deps "$BUILD/tripar"
+# the CUDA backend and NCCL are a module the executables open from their own folder
+[[ -f $BUILD/libtripar_cuda.so ]] || { echo "bundle_libs: $BUILD has no libtripar_cuda.so (a build without CUDA?)" >&2; exit 2; }
+cp "$BUILD/libtripar_cuda.so" "$DEST/bin/"
+copy_deps "$BUILD/libtripar_cuda.so"
 # the NVTX cost benchmark, when the build has the cuda backend
 if [[ -x $BUILD/tools/tripar_nvtx_cost ]]; then
     cp "$BUILD/tools/tripar_nvtx_cost" "$DEST/bin/"

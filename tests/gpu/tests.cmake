@@ -11,6 +11,10 @@ set_tests_properties(staged_comm_cpu_w4 PROPERTIES LABELS "mpi" ENVIRONMENT "${G
                      TIMEOUT 600)
 
 if(TRIPAR_HAVE_CUDA)
+  add_test(NAME cuda_module_imports
+           COMMAND ${GPU}/cuda_module_imports.sh $<TARGET_FILE:tripar> $<TARGET_FILE:tripar_cuda>
+                   $<TARGET_FILE:tripar_core> ${TRIPAR_CUDA_MODULE_IMPORTS})
+  set_tests_properties(cuda_module_imports PROPERTIES LABELS "unit")
   tripar_unit_test(test_cuda_ops SOURCES gpu/test_cuda_ops.c LABELS gpu)
   target_link_libraries(test_cuda_ops PRIVATE tripar_ref_ops)
   set_tests_properties(test_cuda_ops PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu")
