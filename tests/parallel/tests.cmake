@@ -128,13 +128,20 @@ foreach(p q8_0 q4_0 q4_1)
     -- model.precision=${p} model.synthetic.heads=35 model.synthetic.kv_heads=35)
 endforeach()
 # q4_k's 256-weight super-blocks on every factorization of 1 to 8 ranks
-# (data/fixtures/factor_blocks_k.yaml: 24 heads of 256, the least attention width whole blocks
-# at tp 3, 6 and 8; 35 heads for tp 5 and 7): its sub-blocks run q4_1's path, the same rule.
+# (data/fixtures/factor_blocks_k.yaml): each rank's attention columns must be whole blocks, so
+# each set of world sizes gets the least head count of 256 that all its tp values split:
+# 8 heads for 2, 4 and 8 ranks, 6 for 3 and 6, 5 and 7 for 5 and 7 (one width for all would be
+# 24 heads, then 35, and took 70 s): its sub-blocks run q4_1's path, the same rule.
 tripar_parallel_test(parallel_q4_k_factorizations /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
-  ${CMAKE_CURRENT_BINARY_DIR}/blocks_q4_k ${TRIPAR_FIXTURES}/factor_blocks_k.yaml 2e-2 2 3 4 6 8)
-tripar_parallel_test(parallel_q4_k_w5_w7 /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
-  ${CMAKE_CURRENT_BINARY_DIR}/blocks_q4_k_w5_w7 ${TRIPAR_FIXTURES}/factor_blocks_k.yaml 2e-2 5 7
-  -- model.synthetic.heads=35)
+  ${CMAKE_CURRENT_BINARY_DIR}/blocks_q4_k ${TRIPAR_FIXTURES}/factor_blocks_k.yaml 2e-2 2 4 8)
+tripar_parallel_test(parallel_q4_k_w3_w6 /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+  ${CMAKE_CURRENT_BINARY_DIR}/blocks_q4_k_w3_w6 ${TRIPAR_FIXTURES}/factor_blocks_k.yaml 2e-2 3 6
+  -- model.synthetic.heads=6)
+foreach(w 5 7)
+  tripar_parallel_test(parallel_q4_k_w${w} /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
+    ${CMAKE_CURRENT_BINARY_DIR}/blocks_q4_k_w${w} ${TRIPAR_FIXTURES}/factor_blocks_k.yaml 2e-2 ${w}
+    -- model.synthetic.heads=${w})
+endforeach()
 tripar_parallel_test(parallel_q8_0_head_microbatches /usr/bin/python3 ${PAR}/check_lowp_factorizations.py
   ${CMAKE_CURRENT_BINARY_DIR}/blocks_q8_0_head ${TRIPAR_FIXTURES}/factor_blocks.yaml 2e-2 4
   -- model.precision=q8_0 model.quantize_head=true parallel.microbatches=2)
@@ -248,7 +255,8 @@ tripar_parallel_test(parallel_llama_stop_at_eos /usr/bin/python3 ${PAR}/check_eo
 # super-blocks go through the same split code with another unit), the narrow KV caches' is int8,
 # and Mixtral's is Qwen2-MoE, whose layer runs Mixtral's routed experts plus a shared one.
 set_property(TEST parallel_q4_0_factorizations parallel_q4_0_w5_w7 parallel_q4_1_factorizations
-             parallel_q4_1_w5_w7 parallel_q4_k_factorizations parallel_q4_k_w5_w7
+             parallel_q4_1_w5_w7 parallel_q4_k_factorizations parallel_q4_k_w3_w6
+             parallel_q4_k_w5 parallel_q4_k_w7
              parallel_kv_bf16_llama parallel_kv_bf16_w5_w7
              parallel_kv_fp16_llama parallel_kv_fp16_w5_w7 parallel_moe_factorizations_w1
              parallel_moe_factorizations_w2 parallel_moe_factorizations_w3
