@@ -9,8 +9,9 @@ add_test(NAME explain_make_files
 set_tests_properties(explain_make_files PROPERTIES FIXTURES_SETUP explain_files LABELS "mpi;cli"
                      ENVIRONMENT "${TRIPAR_TEST_ENV};MPIEXEC=${MPIEXEC_EXECUTABLE};ASAN_OPTIONS=detect_leaks=0"
                      TIMEOUT 300)
-# A slower MLP, a longer pipeline bubble, an added host gap; several OTHER files in every format.
-foreach(case mlp bubble gap formats)
+# A slower MLP, a longer pipeline bubble, an added host gap, a slower prefill that faster
+# decode pays back; several OTHER files in every format.
+foreach(case mlp bubble gap cancel formats)
   add_test(NAME explain_planted_${case}
            COMMAND /usr/bin/python3 ${TRIPAR_AREA_DIR}/explain_plant.py check ${EXPLAIN_WORK} ${case})
   set_tests_properties(explain_planted_${case} PROPERTIES FIXTURES_REQUIRED explain_files

@@ -5,13 +5,15 @@ find it, with the right size, every other bucket unchanged, and the parts summin
 
   explain_plant.py make WORKDIR          real runs + planted files (env: TRIPAR_BIN,
                                          TRIPAR_SOURCE_DIR, MPIEXEC)
-  explain_plant.py check WORKDIR CASE    CASE: mlp | bubble | gap | formats
+  explain_plant.py check WORKDIR CASE    CASE: mlp | bubble | gap | cancel | formats
 
 The plants (PLANT_S seconds each, on each measured iteration's critical rank, the rank whose
 iteration event ends last, as explain defines it; docs/explain.md):
   mlp.h5     from base.h5: every mlp_gemm event made PLANT_S longer
   bubble.h5  from pp2.h5 (pp=2, 2 micro-batches): every pp_recv_wait made PLANT_S longer
   gap.h5     from base.h5: PLANT_S of nothing inserted after each embed
+  cancel_base.h5, cancel_other.h5  from base.h5: every decode step's mlp_gemm made PLANT_S
+             longer, and the prefill's longer by as much in all (the same latency)
 Every later timestamp of that rank in the iteration moves by the time planted before it (so a
 step or iteration enclosing a planted event ends later), and every timestamp of every rank in
 later iterations by all the time planted in earlier ones, so the iterations stay ordered and
@@ -23,6 +25,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,9 +102,10 @@ def critical_ranks(events, names, pp_rank):
     return crit, ends
 
 
-def plant(src, dst, phase, mode):
-    """Plants PLANT_S per `phase` event of each measured iteration's critical rank: mode
-    'lengthen' makes the event longer, 'gap_after' inserts idle time after it. Returns the
+def plant(src, dst, phase, mode, steps="all", amount=PLANT_S):
+    """Plants `amount` seconds per `phase` event of each measured iteration's critical rank, in
+    the steps named ('all', 'prefill': step 0, 'decode': the later ones): mode 'lengthen' makes
+    the event longer, 'gap_after' inserts idle time after it. Returns the
     planted counts per iteration (total, and in step 0 when the rank is a last stage) and the
     critical rank of each iteration (on a busy machine it need not be the same rank in all)."""
     shutil.copyfile(src, dst)
@@ -113,10 +117,12 @@ def plant(src, dst, phase, mode):
         for j, c in enumerate(crit):
             ev = events[c]
             sel = (ev["phase"] == names[phase]) & (ev["iteration"] == j)
+            if steps != "all":
+                sel &= (ev["step"] == 0) if steps == "prefill" else (ev["step"] > 0)
             points.append(np.sort(ev["t_end"][sel]))
             counts.append(int(sel.sum()))
             first.append(int((sel & (ev["step"] == 0)).sum()) if pp_rank[c] == last_stage else None)
-        before = np.concatenate([[0], np.cumsum(counts)]) * PLANT_S  # planted in iterations < j
+        before = np.concatenate([[0], np.cumsum(counts)]) * amount  # planted in iterations < j
         last_end = ends[:, -1].max()
         for r, ev in enumerate(events):
             for field in ("t_start", "t_end"):
@@ -130,18 +136,18 @@ def plant(src, dst, phase, mode):
                     mine = tag == j
                     # an event ends after a planted end, or starts at or after it
                     side = "right" if (mode == "lengthen" or field == "t_start") else "left"
-                    shift[mine] += PLANT_S * np.searchsorted(points[j], t[mine], side=side)
+                    shift[mine] += amount * np.searchsorted(points[j], t[mine], side=side)
                 ev[field] = t + shift
             f["timings/rank_%05d/events" % r][...] = ev
-        metrics_shift(f, counts, first)
+        metrics_shift(f, counts, first, amount)
     return counts, first, [int(c) for c in crit]
 
 
-def metrics_shift(f, counts, first):
+def metrics_shift(f, counts, first, amount):
     """The /metrics series and summaries moved by the planted time of each iteration."""
     m = f["metrics"]
-    lat = m["latency"][()] + PLANT_S * np.array(counts)
-    ttft = m["ttft"][()] + PLANT_S * np.array([c or 0 for c in first])
+    lat = m["latency"][()] + amount * np.array(counts)
+    ttft = m["ttft"][()] + amount * np.array([c or 0 for c in first])
     steps = steps_of(f)  # max(new_tokens, 1)
     tpot = (lat - ttft) / (steps - 1) if steps > 1 else np.zeros_like(lat)
     for name, series in (("latency", lat), ("ttft", ttft), ("tpot", tpot)):
@@ -173,6 +179,17 @@ def make(work):
         counts, first, crit = plant(os.path.join(work, src + ".h5"),
                                     os.path.join(work, case + ".h5"), phase, mode)
         planted[case] = {"src": src, "counts": counts, "first": first, "critical": crit}
+    # a slower first token that faster decode steps pay back exactly: BASE is base with every
+    # decode step's mlp_gemm lengthened, OTHER with the prefill's lengthened by as much in all
+    with h5py.File(os.path.join(work, "base.h5"), "r") as f:
+        events, names, _ = load_events(f)
+        ev = events[0][(events[0]["phase"] == names["mlp_gemm"]) & (events[0]["iteration"] == 0)]
+        in_prefill, in_decode = int((ev["step"] == 0).sum()), int((ev["step"] > 0).sum())
+    plant(os.path.join(work, "base.h5"), os.path.join(work, "cancel_base.h5"), "mlp_gemm",
+          "lengthen", "decode")
+    plant(os.path.join(work, "base.h5"), os.path.join(work, "cancel_other.h5"), "mlp_gemm",
+          "lengthen", "prefill", PLANT_S * in_decode / in_prefill)
+    planted["cancel"] = {"prefill_s": PLANT_S * in_decode}
     with open(os.path.join(work, "planted.json"), "w") as f:
         json.dump(planted, f)
 
@@ -269,6 +286,25 @@ def check_planted(work, case):
         ["diff_s"], verdict))
 
 
+def check_cancel(work):
+    """The same latency from a slower first token and faster decode: the verdict says there is
+    no end-to-end cause and still ranks each window's (docs/explain.md, "The verdict")."""
+    with open(os.path.join(work, "planted.json")) as f:
+        prefill_s = json.load(f)["cancel"]["prefill_s"]
+    other = explain(work, "cancel_base.h5", "cancel_other.h5")["others"][0]
+    check_sums(other)
+    verdict = other["verdict"]
+    e2e = [r for r in rows_of(other, "e2e") if r["bucket"] == "mlp_gemm" and r["kind"] == "phase"]
+    assert abs(e2e[0]["diff_s"]) <= 1e-9, e2e
+    assert "no cause to rank end to end" in verdict and " End to end: " not in verdict, verdict
+    ttft = re.search(r"To the first token \(\+([0-9.]+) ms\): 100% of the difference \([^)]*\) is "
+                     r"mlp_gemm", verdict)
+    assert ttft and abs(float(ttft.group(1)) * 1e-3 - prefill_s) <= 0.02 * prefill_s, verdict
+    assert re.search(r"Per token \(-[0-9.]+ ms\): 100% of the difference \([^)]*\) is mlp_gemm",
+                     verdict), verdict
+    print("cancel:", verdict)
+
+
 def check_formats(work):
     """Several OTHER files; csv and text carry the json's rows; the structure splits exactly;
     the events agree with the /metrics means the run measured with host timers."""
@@ -316,6 +352,8 @@ def main():
     elif mode == "check" and len(sys.argv) == 4:
         if sys.argv[3] == "formats":
             check_formats(work)
+        elif sys.argv[3] == "cancel":
+            check_cancel(work)
         else:
             check_planted(work, sys.argv[3])
     else:

@@ -245,9 +245,16 @@ def check_bubble(work):
 def check_precision(work):
     other = explain(work, "prec_fp32.h5", "prec_int8w.h5")["others"][0]
     verdict = other["verdict"]
-    assert re.search(r"(qkv_gemm|attn_out_gemm|mlp_gemm) \(OTHER int8w: dequantisation fused\)",
-                     verdict), verdict
-    assert "Both critical ranks run 2 layers" in verdict, verdict
+    # int8w's prefill quantises activations (slower) and its decode streams a quarter of the
+    # bytes (faster): end to end they may cancel within 1% (on a fast box, or under the
+    # sanitizers), where the structure is not said; the windows are ranked either way
+    named = r"(qkv_gemm|attn_out_gemm|mlp_gemm) \(OTHER int8w: dequantisation fused\)"
+    windows = verdict.split(" To the first token")
+    assert len(windows) == 2 and "Per token" in windows[1], verdict
+    assert re.search(named, windows[1].split("Per token")[1]), verdict
+    if "no cause to rank end to end" not in verdict:
+        assert re.search(named, windows[0]), verdict
+        assert "Both critical ranks run 2 layers" in verdict, verdict
     no_share_over_100(verdict)
     print("precision:", verdict)
 
