@@ -211,8 +211,13 @@ def check_allreduce(work):
     other = explain(work, "ar_base.h5", "ar_slow.h5")["others"][0]
     verdict = other["verdict"]
     # the slowed all-reduces: the layers' (tp_wait) and the sampler's (sample_wait where the
-    # file records it, else inside sample)
-    assert re.search(r"\b(tp_wait|sample_wait|sample)\b", first_e2e_clause(verdict)), verdict
+    # file records it, else inside sample) are ranked end to end, and take a fifth of the
+    # difference or more. Not necessarily first: over TCP the ranks' compute phases can slow
+    # too (one CI run: attention 56%, tp_wait 31%, the TPOT 20x)
+    comm = sum(r["share"] for r in other["rows"]
+               if r["quantity"] == "e2e" and r["kind"] in ("phase", "comm")
+               and r["bucket"] in ("tp_wait", "sample_wait", "sample"))
+    assert comm >= 0.2, (comm, verdict)
     assert "tp_wait" in verdict.split("To the first token")[0], verdict
     no_share_over_100(verdict)
     print("allreduce:", first_e2e_clause(verdict))
