@@ -12,7 +12,9 @@
  *   q8_0, q4_0, q4_1, q4_k (ggml's blocks, kernels/quant_blocks.h): activations in int8
  *          blocks of 32 as for int8; the level's block GEMV reads the packed blocks and widens
  *          them in registers (the same bits at every level), so memory streams the blocks as
- *          stored. More rows: the blocks dequantised tile by tile, then sgemm, as for int8.
+ *          stored. More rows: the level's block GEMM, int8 products as the GEMV's on weight
+ *          tiles it packs for its vectors, summed per output block by block (the same bits
+ *          at every level and thread count).
  * Each output element is the same function of its own row and weights however many rows share
  * the call, but not summed in the same order: the GEMV and sgemm paths, and sgemm at another
  * row count, round differently. So a data-parallel split or a micro-batch may move the last
@@ -91,8 +93,8 @@ static void tile_expand(float *tile, weight_view w, long r0, int n, int k) {
     case DTYPE_Q8_0:
     case DTYPE_Q4_0:
     case DTYPE_Q4_1:
-    case DTYPE_Q4_K:
-        qblocks_dequantize(w.type, tile, (const char *)w.data + dtype_bytes(w.type, r0 * k), n, k);
+    case DTYPE_Q4_K: // the block formats run their own GEMM (matmul_blocks_gemm)
+        CHECK(0, "matmul: %s weights have no fp32 tiles", dtype_name(w.type));
         break;
     case DTYPE_BF16: convert_bf16_to_f32(tile, (const uint16_t *)w.data + r0 * k, count); break;
     case DTYPE_F16: convert_f16_to_f32(tile, (const uint16_t *)w.data + r0 * k, count); break;
@@ -204,6 +206,27 @@ static void matmul_bf16(cpu_ctx *ctx, float *out, const float *x, const uint16_t
     }
 }
 
+/* Block-format weights at more rows than a GEMV takes (prefill): the level's block GEMM on each
+ * thread's slice of columns, with its own packing of weight tiles in the tile scratch. Each
+ * output is a function of its row and weight row alone (matmul_kernels.h, gemm_blocks), so
+ * the split does not move a bit. */
+static void matmul_blocks_gemm(cpu_ctx *ctx, float *out, const int8_t *q, const float *d,
+                               const int32_t *xs, weight_view w, int rows, int k, int n) {
+    const cpu_matmul_kernels *mk = ctx->kern->matmul;
+    // Each thread's pack starts on a cache line, as the kernels' aligned loads want.
+    const size_t pack = (size_t)(mk->gemm_blocks_pack_bytes(w.type, k) + 63) / 64 * 16;
+    float *packs = cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * pack);
+#pragma omp parallel num_threads(product_threads(ctx, rows, k, n))
+    {
+        int n0, n1;
+        column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+        if (n1 > n0)
+            mk->gemm_blocks(out + n0, n, q, d, xs,
+                            (const char *)w.data + dtype_bytes(w.type, (size_t)n0 * k), w.type,
+                            rows, k, n1 - n0, packs + (size_t)omp_get_thread_num() * pack);
+    }
+}
+
 /* int8 weights with activations in int8 blocks of w.act_block, or block-format weights with
  * activations in blocks of QBLOCK. */
 static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, int rows, int k,
@@ -212,14 +235,22 @@ static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, i
     const int blocks = dtype_is_block(w.type);
     const int block = blocks ? QBLOCK : w.act_block, nb = (k + block - 1) / block;
     const long count = (long)rows * k;
-    const int widen = rows > CPU_GEMV_MAX_ROWS;
-    // Scratch: the scales (rows, nb), the int8 values, and for the widening path q * d in fp32.
+    const int gemm = blocks && rows > CPU_GEMV_MAX_ROWS;
+    const int widen = !blocks && rows > CPU_GEMV_MAX_ROWS;
+    // Scratch: the scales (rows, nb), the int8 values, then for the block GEMM the blocks'
+    // sums of quants (rows, nb), for the widening path q * d in fp32.
     const size_t q_floats = ((size_t)count + 3) / 4, d_floats = (size_t)rows * (size_t)nb;
-    float *act =
-        cpu_scratch_reserve(ctx, &ctx->act, d_floats + q_floats + (widen ? (size_t)count : 0));
+    const size_t extra = gemm ? d_floats : widen ? (size_t)count : 0;
+    float *act = cpu_scratch_reserve(ctx, &ctx->act, d_floats + q_floats + extra);
     float *d = act;
     int8_t *q = (int8_t *)(act + d_floats);
     mk->quantize_q8(q, d, x, rows, k, block);
+    if (gemm) {
+        int32_t *xs = (int32_t *)(act + d_floats + q_floats);
+        block_sums(xs, q, rows, k);
+        matmul_blocks_gemm(ctx, out, q, d, xs, w, rows, k, n);
+        return;
+    }
     if (widen) {
         float *xw = act + d_floats + q_floats;
 #pragma omp parallel for num_threads(product_threads(ctx, rows, k, n))

@@ -151,4 +151,6 @@ const cpu_matmul_kernels cpu_matmul_avx2 = {
     .quantize_q8 = quantize_q8_avx2,
     .gemv_q8 = gemv_q8_avx2,
     .gemv_blocks = gemv_blocks_avx2,
+    .gemm_blocks = gemm_blocks_avx2,
+    .gemm_blocks_pack_bytes = gemm_blocks_pack_bytes_avx2,
 };

@@ -15,4 +15,6 @@ const cpu_matmul_kernels cpu_matmul_avx512vnni = {
     .quantize_q8 = quantize_q8_avx512,
     .gemv_q8 = gemv_q8_avx512vnni,
     .gemv_blocks = gemv_blocks_avx512vnni,
+    .gemm_blocks = gemm_blocks_avx512vnni,
+    .gemm_blocks_pack_bytes = gemm_blocks_pack_bytes_avx512vnni,
 };

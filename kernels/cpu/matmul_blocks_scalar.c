@@ -57,3 +57,43 @@ void gemv_blocks_scalar(float *y, long ldy, const int8_t *q, const float *d, con
             y[(long)r * ldy + o] += lanes_sum(acc[r]);
     }
 }
+
+void block_sums(int32_t *xs, const int8_t *q, int rows, int k) {
+    const long blocks = (long)rows * (k / QBLOCK);
+    for (long b = 0; b < blocks; b++) {
+        int32_t s = 0;
+        for (int c = 0; c < QBLOCK; c++)
+            s += q[b * QBLOCK + c];
+        xs[b] = s;
+    }
+}
+
+/* The scalar twin holds one weight row's planes (qblocks_unpack: int8 quants, scales, mins). */
+long gemm_blocks_pack_bytes_scalar(dtype type, int k) {
+    (void)type;
+    return k + 2 * (long)sizeof(float) * (k / QBLOCK);
+}
+
+void gemm_blocks_scalar(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
+                        const void *w, dtype type, int rows, int k, int n, void *pack) {
+    const int nb = k / QBLOCK, mins = qblock_has_mins(type);
+    const size_t row_bytes = dtype_bytes(type, (size_t)k);
+    float *dw = pack, *mw = dw + nb;
+    int8_t *qw = (int8_t *)(mw + nb);
+    for (int o = 0; o < n; o++) {
+        qblocks_unpack(type, qw, dw, mins ? mw : NULL, (const char *)w + row_bytes * o, 1, k);
+        for (int r = 0; r < rows; r++) {
+            const int8_t *xr = q + (long)r * k;
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                int32_t dot = 0;
+                for (int c = b * QBLOCK; c < (b + 1) * QBLOCK; c++)
+                    dot += (int32_t)xr[c] * qw[c];
+                const float dx = d[(long)r * nb + b];
+                acc = fmaf((float)dot, dx * dw[b], acc);
+                if (mins) acc = fmaf((float)xs[(long)r * nb + b], dx * mw[b], acc);
+            }
+            y[(long)r * ldy + o] += acc;
+        }
+    }
+}

@@ -69,7 +69,28 @@ typedef struct cpu_matmul_kernels {
      * 512-bit int8 GEMV's order (gemv_q8 with group = block = 32), two blocks per 64 columns. */
     void (*gemv_blocks)(float *y, long ldy, const int8_t *q, const float *d, const void *w,
                         dtype type, int rows, int k, int n);
+
+    /* The same product for any rows (prefill), in integers as the GEMV: xs (rows, k / QBLOCK)
+     * holds each activation block's sum of quants (block_sums). Every level gives the bits of
+     * gemm_blocks_scalar, which sums each output over the blocks in order, one fp32
+     * accumulator per (r, o) from 0, with s = d_x[b] * d_w[b] as in gemv_blocks:
+     *   acc = fma(float(sum over the block of q_x q_w), s, acc)
+     * and for q4_1 and q4_k
+     *   acc = fma(float(xs[r][b]), d_x[b] * m_w[b], acc)
+     * then y += acc. The block's sum is an exact int32 (q_w as in gemv_blocks), so each output
+     * depends on its own row and weight row alone, at any row count, column split or thread
+     * count. The SIMD levels hold a column per lane, so that order is theirs with no
+     * reduction across lanes: they interleave a tile of weight rows into pack, scratch of
+     * gemm_blocks_pack_bytes(k) bytes, 64-byte aligned, and reuse it for every row. */
+    void (*gemm_blocks)(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
+                        const void *w, dtype type, int rows, int k, int n, void *pack);
+    long (*gemm_blocks_pack_bytes)(dtype type, int k);
 } cpu_matmul_kernels;
+
+/* xs[r][b] = the sum of the int8 quants q[r][32 b .. 32 b + 31] (rows, k), k a multiple of
+ * QBLOCK: what gemm_blocks' kernels take off or add for a format whose weights they hold with an
+ * offset (q4_0's nibble - 8, q8_0's + 128) or with a min (q4_1, q4_k). */
+void block_sums(int32_t *xs, const int8_t *q, int rows, int k);
 
 /* The tables (matmul_scalar.c, matmul_avx2.c, matmul_avx512.c, matmul_avx512vnni.c,
  * matmul_avx512bf16.c, matmul_amxbf16.c). */

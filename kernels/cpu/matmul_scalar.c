@@ -111,4 +111,6 @@ const cpu_matmul_kernels cpu_matmul_scalar = {
     .quantize_q8 = quantize_q8_scalar,
     .gemv_q8 = gemv_q8_scalar,
     .gemv_blocks = gemv_blocks_scalar,
+    .gemm_blocks = gemm_blocks_scalar,
+    .gemm_blocks_pack_bytes = gemm_blocks_pack_bytes_scalar,
 };

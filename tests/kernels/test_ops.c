@@ -334,12 +334,12 @@ static void test_matmul_f32(void **state) {
 
 /* ggml's block formats (kernels/quant_blocks.h) at this level: against the double reference
  * (ref_matmul_blocks, which reads the blocks' bytes itself) for every GEMV row count and GEMM
- * ones; at GEMV rows, the bits of the scalar twin (quantize_q8 and gemv_blocks of
+ * ones; the bits of the scalar twin (quantize_q8, then gemv_blocks or gemm_blocks of
  * cpu_matmul_scalar: every level gives them, test_matmul_blocks checks each kernel alone); and
  * q8_0 and q4_0 bit for bit as int8w with scales per 32 columns holding the same quants and
- * scales, at GEMM rows (both dequantised to the same fp32 tiles) and at GEMV rows on the
- * 512-bit levels, whose int8 GEMV sums in the block GEMV's order: the blocks add no rounding
- * of their own. Widths are multiples of 32; q4_k takes those of 256 (one GEMV of one row, one
+ * scales at GEMV rows on the 512-bit levels, whose int8 GEMV sums in the block GEMV's order:
+ * the blocks add no rounding of their own (int8w's GEMM rows go through sgemm, summed in
+ * another order). Widths are multiples of 32; q4_k takes those of 256 (one GEMV of one row, one
  * of several, one GEMM, and a super-block row of one). */
 static void test_matmul_blocks(void **state) {
     (void)state;
@@ -370,19 +370,27 @@ static void test_matmul_blocks(void **state) {
             float *in = rand_floats((long)rows * k, &rng, -1, 1);
             float *got = zeros((long)rows * n), *want = zeros((long)rows * n);
             be.ops->matmul(be.ctx, got, in, v, NULL, rows, k, n);
-            if (rows <= CPU_GEMV_MAX_ROWS) {
+            {
                 int8_t *xq = malloc((size_t)rows * k);
                 float *xd = zeros((long)rows * k / 32);
-                assert_non_null(xq);
+                int32_t *xs = malloc(sizeof(int32_t) * (size_t)rows * (k / 32));
+                void *pack = malloc((size_t)cpu_matmul_scalar.gemm_blocks_pack_bytes(types[t], k));
+                assert_true(xq && xs && pack);
                 cpu_matmul_scalar.quantize_q8(xq, xd, in, rows, k, 32);
-                cpu_matmul_scalar.gemv_blocks(want, n, xq, xd, blocks, types[t], rows, k, n);
+                if (rows <= CPU_GEMV_MAX_ROWS) {
+                    cpu_matmul_scalar.gemv_blocks(want, n, xq, xd, blocks, types[t], rows, k, n);
+                } else {
+                    block_sums(xs, xq, rows, k);
+                    cpu_matmul_scalar.gemm_blocks(want, n, xq, xd, xs, blocks, types[t], rows, k,
+                                                  n, pack);
+                }
                 if (memcmp(got, want, sizeof(float) * (size_t)rows * n))
                     fail_msg("matmul %s (%s) rows %d k %d n %d: not the scalar twin's bits", what,
                              cpu_isa_name(backend_cpu_isa(&be)), rows, k, n);
-                free(xq), free(xd);
+                free(xq), free(xd), free(xs), free(pack);
             }
-            if (!qblock_has_mins(types[t]) &&
-                (rows > CPU_GEMV_MAX_ROWS || backend_cpu_isa(&be) >= CPU_ISA_AVX512)) {
+            if (!qblock_has_mins(types[t]) && rows <= CPU_GEMV_MAX_ROWS &&
+                backend_cpu_isa(&be) >= CPU_ISA_AVX512) {
                 const weight_view i8 = {.type = DTYPE_INT8, .data = q, .scale = d, .group = 32,
                                         .act_block = CPU_Q8_BLOCK};
                 memset(want, 0, sizeof(float) * (size_t)rows * n);
