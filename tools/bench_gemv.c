@@ -6,8 +6,9 @@
  * thread, best of N passes; each level is first checked against the scalar kernel's outputs.
  * FORMAT q8_0, q4_0, q4_1 or q4_k times gemv_blocks instead, over the same shapes stored in that
  * block format (random weights quantised by qblocks_quantize), so the GB/s of each format's
- * kernel stand beside the plain read of its own bytes.
- *   build/tools/tripar_bench_gemv [repeats=3] [level|all] [int8w|q8_0|q4_0|q4_1|q4_k] */
+ * kernel stand beside the plain read of its own bytes. int8w-gG gives the int8 weights a scale
+ * per G columns (model.int8_group) instead of per row.
+ *   build/tools/tripar_bench_gemv [repeats=3] [level|all] [int8w|int8w-gG|q8_0|q4_0|q4_1|q4_k] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,8 @@ typedef struct {
     dtype type;                      // DTYPE_INT8 (gemv_q8), or a block format (gemv_blocks)
     const int8_t *w[LAYERS * 4 + 1]; // each matrix, in decode order
     int shape[LAYERS * 4 + 1];
-    const float *ws; // (VOCAB) row scales, shared by every matrix
+    const float *ws; // (VOCAB, 4 C / group) scales, shared by every matrix
+    int group;       // int8w: columns per scale, 0 for one per row
     int8_t *q;       // (MAX_ROWS, 4 * C)
     float *d;        // (MAX_ROWS, 4 * C / 32)
     float *y;        // (MAX_ROWS, VOCAB)
@@ -55,7 +57,7 @@ static long matrix_bytes(dtype type, int n, int k) {
 static void gemv(const model_weights *m, const cpu_matmul_kernels *mk, int i, float *y, int rows) {
     const int n = shapes[m->shape[i]][0], k = shapes[m->shape[i]][1];
     if (m->type == DTYPE_INT8)
-        mk->gemv_q8(y, n, m->q, m->d, m->w[i], m->ws, 0, rows, k, n, 32);
+        mk->gemv_q8(y, n, m->q, m->d, m->w[i], m->ws, m->group, rows, k, n, 32);
     else
         mk->gemv_blocks(y, n, m->q, m->d, m->w[i], m->type, rows, k, n);
 }
@@ -82,8 +84,17 @@ int main(int argc, char **argv) {
     const cpu_isa best = cpu_isa_detect();
     int lo = CPU_ISA_SCALAR, hi = (int)best;
     dtype type = DTYPE_INT8;
+    int group = 0;
     if (argc > 3) {
         const char *f = argv[3];
+        if (!strncmp(f, "int8w-g", 7)) {
+            group = atoi(f + 7);
+            if (group < 32 || group % 32) {
+                fprintf(stderr, "bench_gemv: %s: the group must be a multiple of 32\n", f);
+                return 2;
+            }
+            f = "int8w";
+        }
         type = !strcmp(f, "int8w")  ? DTYPE_INT8
                : !strcmp(f, "q8_0") ? DTYPE_Q8_0
                : !strcmp(f, "q4_0") ? DTYPE_Q4_0
@@ -109,6 +120,7 @@ int main(int argc, char **argv) {
     }
     model_weights m;
     m.type = type;
+    m.group = group;
     long bytes[SHAPES] = {0}, total = 0;
     for (int l = 0; l < LAYERS; l++)
         for (int s = 0; s < 4; s++)
@@ -140,7 +152,8 @@ int main(int argc, char **argv) {
         off += matrix_bytes(type, n, k);
     }
     free(wf);
-    float *ws = malloc(sizeof(float) * VOCAB), *x = malloc(sizeof(float) * MAX_ROWS * 4 * C);
+    const long scales = group ? (long)VOCAB * (4 * C / group) : VOCAB;
+    float *ws = malloc(sizeof(float) * scales), *x = malloc(sizeof(float) * MAX_ROWS * 4 * C);
     float *want = malloc(sizeof(float) * MAX_ROWS * VOCAB);
     m.q = malloc(MAX_ROWS * 4 * C);
     m.d = malloc(sizeof(float) * MAX_ROWS * 4 * C / 32);
@@ -149,7 +162,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemv: out of memory\n");
         return 1;
     }
-    for (int i = 0; i < VOCAB; i++)
+    for (long i = 0; i < scales; i++)
         ws[i] = (float)(rng_next(&rng) % 1000 + 1) * 1e-5f;
     for (int i = 0; i < MAX_ROWS * 4 * C; i++)
         x[i] = (float)((double)(rng_next(&rng) % 2000001) * 1e-6 - 1.0);
@@ -163,7 +176,8 @@ int main(int argc, char **argv) {
     printf("%s GEMV over GPT-2 124M's weights (%.1f MB: 12 layers then the head), activations "
            "in blocks of 32, one thread, best of %d passes, each after a plain read of the same "
            "bytes (on a shared machine the pair sees the same load)\n",
-           type == DTYPE_INT8 ? "int8w (row scales)" : dtype_name(type), (double)total * 1e-6,
+           type != DTYPE_INT8 ? dtype_name(type) : group ? "int8w (group scales)" : "int8w (row scales)",
+           (double)total * 1e-6,
            repeats);
     printf("%-12s %4s %-11s %8s %9s %9s %9s %7s %9s\n", "level", "rows", "k x n", "MB", "ms",
            "GB/s", "read GB/s", "ratio", "rel.err");

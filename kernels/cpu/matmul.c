@@ -6,8 +6,10 @@
  *          rows, or (no bf16 GEMM at this level) weights widened tile by tile and sgemm on the
  *          widened activations: exact products and fp32 sums in every case.
  *   int8   with act_block (docs/kernels.md): activations quantised to int8 blocks once; the
- *          level's int8 GEMV, or for more rows the blocks widened back (q * d, exact) and the
- *          weights tile by tile, then sgemm: the same function, summed in another order.
+ *          level's int8 GEMV, or for more rows the block GEMM below where the activation
+ *          blocks are 32 and whole and each lies under one weight scale (group 0 or a
+ *          multiple of 32), else the blocks widened back (q * d, exact) and the weights tile
+ *          by tile, then sgemm: the same function, summed in another order.
  *          Without act_block, and for f16: weights widened tile by tile, fp32 activations.
  *   q8_0, q4_0, q4_1, q4_k (ggml's blocks, kernels/quant_blocks.h): activations in int8
  *          blocks of 32 as for int8; the level's block GEMV reads the packed blocks and widens
@@ -206,7 +208,8 @@ static void matmul_bf16(cpu_ctx *ctx, float *out, const float *x, const uint16_t
     }
 }
 
-/* Block-format weights at more rows than a GEMV takes (prefill): the level's block GEMM on each
+/* Block-format weights, and int8 weights whose scales cover whole blocks of 32 activations,
+ * at more rows than a GEMV takes (prefill): the level's block GEMM on each
  * thread's slice of columns, with its own packing of weight tiles in the tile scratch. Each
  * output is a function of its row and weight row alone (matmul_kernels.h, gemm_blocks), so
  * the split does not move a bit. */
@@ -216,14 +219,17 @@ static void matmul_blocks_gemm(cpu_ctx *ctx, float *out, const int8_t *q, const 
     // Each thread's pack starts on a cache line, as the kernels' aligned loads want.
     const size_t pack = (size_t)(mk->gemm_blocks_pack_bytes(w.type, k) + 63) / 64 * 16;
     float *packs = cpu_scratch_reserve(ctx, &ctx->tile, (size_t)ctx->threads * pack);
+    const int ng = w.group ? (k + w.group - 1) / w.group : 1;
 #pragma omp parallel num_threads(product_threads(ctx, rows, k, n))
     {
         int n0, n1;
         column_slice(n, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+        weight_view slice = w;
+        slice.data = (const char *)w.data + dtype_bytes(w.type, (size_t)n0 * k);
+        if (w.type == DTYPE_INT8) slice.scale = w.scale + (long)n0 * (w.group ? ng : 1);
         if (n1 > n0)
-            mk->gemm_blocks(out + n0, n, q, d, xs,
-                            (const char *)w.data + dtype_bytes(w.type, (size_t)n0 * k), w.type,
-                            rows, k, n1 - n0, packs + (size_t)omp_get_thread_num() * pack);
+            mk->gemm_blocks(out + n0, n, q, d, xs, slice, rows, k, n1 - n0,
+                            packs + (size_t)omp_get_thread_num() * pack);
     }
 }
 
@@ -235,8 +241,10 @@ static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, i
     const int blocks = dtype_is_block(w.type);
     const int block = blocks ? QBLOCK : w.act_block, nb = (k + block - 1) / block;
     const long count = (long)rows * k;
-    const int gemm = blocks && rows > CPU_GEMV_MAX_ROWS;
-    const int widen = !blocks && rows > CPU_GEMV_MAX_ROWS;
+    // int8 rows take the block GEMM where every activation block is whole and under one scale
+    const int whole_blocks = blocks || (block == QBLOCK && k % QBLOCK == 0 && w.group % QBLOCK == 0);
+    const int gemm = whole_blocks && rows > CPU_GEMV_MAX_ROWS;
+    const int widen = !whole_blocks && rows > CPU_GEMV_MAX_ROWS;
     // Scratch: the scales (rows, nb), the int8 values, then for the block GEMM the blocks'
     // sums of quants (rows, nb), for the widening path q * d in fp32.
     const size_t q_floats = ((size_t)count + 3) / 4, d_floats = (size_t)rows * (size_t)nb;

@@ -21,7 +21,7 @@ static inline __attribute__((always_inline)) __m256i group_bytes(const uint32_t 
     int high;
     qb_pack_group(type, b, g, &j, &high);
     const __m256i v = _mm256_load_si256((const __m256i *)(qp + j * TILE + half * LANES));
-    if (type == DTYPE_Q8_0) return v;
+    if (type == DTYPE_Q8_0 || type == DTYPE_INT8) return v;
     const __m256i low = _mm256_set1_epi8(0x0F);
     return _mm256_and_si256(high ? _mm256_srli_epi16(v, 4) : v, low);
 }
@@ -29,7 +29,7 @@ static inline __attribute__((always_inline)) __m256i group_bytes(const uint32_t 
 /* sum + the 8 lanes' 4-product sums of weights w and the broadcast quants x. */
 static inline __attribute__((always_inline)) __m256i dot4(__m256i sum, __m256i w, __m256i x,
                                                           dtype type) {
-    const __m256i pairs = type == DTYPE_Q8_0
+    const __m256i pairs = type == DTYPE_Q8_0 || type == DTYPE_INT8
                               ? _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w))
                               : _mm256_maddubs_epi16(w, x);
     return _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
@@ -106,13 +106,13 @@ static inline __attribute__((always_inline)) void tile_rows(float *y, long ldy, 
 
 static inline __attribute__((always_inline)) void gemm_type(float *y, long ldy, const int8_t *q,
                                                             const float *d, const int32_t *xs,
-                                                            const void *w, dtype type, int rows,
+                                                            weight_view w, dtype type, int rows,
                                                             int k, int n, void *pack) {
     const int nb = k / QBLOCK;
-    const size_t row_bytes = dtype_bytes(type, (size_t)k);
+    w.type = type; // a constant from here on
     for (int c0 = 0; c0 < n; c0 += TILE) {
         const int nc = n - c0 < TILE ? n - c0 : TILE;
-        qb_pack_tile(pack, (const char *)w + row_bytes * (size_t)c0, type, nc, k, TILE, 0);
+        qb_pack_tile(pack, w, c0, nc, k, TILE, 0);
         int r = 0;
         for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK)
             tile_rows(y + (long)r * ldy + c0, ldy, q + (long)r * k, d + (long)r * nb,
@@ -123,9 +123,9 @@ static inline __attribute__((always_inline)) void gemm_type(float *y, long ldy, 
     }
 }
 
-void gemm_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
-                      const void *w, dtype type, int rows, int k, int n, void *pack) {
-    switch (type) {
+void gemm_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs, weight_view w, int rows, int k, int n, void *pack) {
+    switch (w.type) {
+    case DTYPE_INT8: gemm_type(y, ldy, q, d, xs, w, DTYPE_INT8, rows, k, n, pack); break;
     case DTYPE_Q8_0: gemm_type(y, ldy, q, d, xs, w, DTYPE_Q8_0, rows, k, n, pack); break;
     case DTYPE_Q4_0: gemm_type(y, ldy, q, d, xs, w, DTYPE_Q4_0, rows, k, n, pack); break;
     case DTYPE_Q4_1: gemm_type(y, ldy, q, d, xs, w, DTYPE_Q4_1, rows, k, n, pack); break;

@@ -27,7 +27,7 @@ static inline __attribute__((always_inline)) __m512i group_bytes(const uint32_t 
     int high;
     qb_pack_group(type, b, g, &j, &high);
     const __m512i v = _mm512_load_si512(qp + j * TILE + half * LANES);
-    if (type == DTYPE_Q8_0) return v;
+    if (type == DTYPE_Q8_0 || type == DTYPE_INT8) return v;
     const __m512i low = _mm512_set1_epi8(0x0F);
     return _mm512_and_si512(high ? _mm512_srli_epi16(v, 4) : v, low);
 }
@@ -38,7 +38,7 @@ static inline __attribute__((always_inline)) void tile_rows(float *y, long ldy, 
                                                             const void *pack, dtype type,
                                                             const int R, int k, int nc) {
     const int nb = k / QBLOCK, mins = qblock_has_mins(type);
-    const int32_t offset = type == DTYPE_Q8_0 ? 128 : type == DTYPE_Q4_0 ? 8 : 0;
+    const int32_t offset = type == DTYPE_Q8_0 || type == DTYPE_INT8 ? 128 : type == DTYPE_Q4_0 ? 8 : 0;
     const uint32_t *qp = pack;
     const float *dp = (const float *)(qp + qb_pack_dwords(type, k) * TILE);
     const float *mp = dp + (long)nb * TILE;
@@ -95,14 +95,14 @@ static inline __attribute__((always_inline)) void tile_rows(float *y, long ldy, 
 /* One format: the type is a constant in each call, so its branches fold away. */
 static inline __attribute__((always_inline)) void gemm_type(float *y, long ldy, const int8_t *q,
                                                             const float *d, const int32_t *xs,
-                                                            const void *w, dtype type, int rows,
+                                                            weight_view w, dtype type, int rows,
                                                             int k, int n, void *pack) {
     const int nb = k / QBLOCK;
-    const size_t row_bytes = dtype_bytes(type, (size_t)k);
+    w.type = type; // a constant from here on
     for (int c0 = 0; c0 < n; c0 += TILE) {
         const int nc = n - c0 < TILE ? n - c0 : TILE;
-        qb_pack_tile(pack, (const char *)w + row_bytes * (size_t)c0, type, nc, k, TILE,
-                     type == DTYPE_Q8_0 ? 0x80808080u : 0);
+        qb_pack_tile(pack, w, c0, nc, k, TILE,
+                     type == DTYPE_Q8_0 || type == DTYPE_INT8 ? 0x80808080u : 0);
         int r = 0;
         for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK)
             tile_rows(y + (long)r * ldy + c0, ldy, q + (long)r * k, d + (long)r * nb,
@@ -119,9 +119,9 @@ static inline __attribute__((always_inline)) void gemm_type(float *y, long ldy, 
 }
 
 void gemm_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d,
-                            const int32_t *xs, const void *w, dtype type, int rows, int k, int n,
-                            void *pack) {
-    switch (type) {
+                            const int32_t *xs, weight_view w, int rows, int k, int n, void *pack) {
+    switch (w.type) {
+    case DTYPE_INT8: gemm_type(y, ldy, q, d, xs, w, DTYPE_INT8, rows, k, n, pack); break;
     case DTYPE_Q8_0: gemm_type(y, ldy, q, d, xs, w, DTYPE_Q8_0, rows, k, n, pack); break;
     case DTYPE_Q4_0: gemm_type(y, ldy, q, d, xs, w, DTYPE_Q4_0, rows, k, n, pack); break;
     case DTYPE_Q4_1: gemm_type(y, ldy, q, d, xs, w, DTYPE_Q4_1, rows, k, n, pack); break;

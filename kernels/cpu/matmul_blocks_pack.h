@@ -10,6 +10,9 @@
  * qb_pack_group's rule). Each weight is read once per tile and product, and the tile is then
  * reused by every activation row, 512 of them in a 512-token prefill.
  *
+ * int8w's rows (DTYPE_INT8, a scale per row or per group of a multiple of 32) pack as q8_0's,
+ * each block taking the scale that covers it.
+ *
  * Layout of pack for tile columns c < tile (tile a multiple of 16):
  *   uint32_t quants[J][tile]   J = k / 4 (q8_0) or k / 8 (q4): dword j of row c at [j][c]
  *   float    scale[k / 32][tile]  the block's d (q4_k: d * sc, exact)
@@ -25,7 +28,7 @@
 
 /* Quant dwords of one weight row of k weights. */
 static inline long qb_pack_dwords(dtype type, int k) {
-    return type == DTYPE_Q8_0 ? k / 4 : k / 8;
+    return type == DTYPE_Q8_0 || type == DTYPE_INT8 ? k / 4 : k / 8;
 }
 
 static inline long qb_pack_bytes(dtype type, int k, int tile) {
@@ -49,17 +52,19 @@ static inline float qb_half(const uint8_t *p) {
 static inline __attribute__((always_inline)) void qb_pack_group(dtype type, int b, int g, long *j,
                                                               int *high) {
     switch (type) {
-    case DTYPE_Q8_0: *j = 8L * b + g, *high = 0; break;
+    case DTYPE_Q8_0:
+    case DTYPE_INT8: *j = 8L * b + g, *high = 0; break;
     case DTYPE_Q4_K: *j = 32L * (b / 8) + 8 * ((b % 8) / 2) + g, *high = b & 1; break;
     default: *j = 4L * b + (g & 3), *high = g >= 4; break; // q4_0, q4_1
     }
 }
 
-/* Packs weight rows [0, nc) of w (type blocks, rows of k weights) into a tile of `tile`
- * columns. xor is applied to each quant dword: 0x80808080 turns q8_0's int8 into the unsigned
- * q + 128 that vpdpbusd wants, 0 keeps the bytes. */
-static inline void qb_pack_tile(void *pack, const void *w, dtype type, int nc, int k, int tile,
+/* Packs weight rows [c0, c0 + nc) of w (type blocks, or int8 rows with their scales; rows of k
+ * weights) into a tile of `tile` columns. xor is applied to each quant dword: 0x80808080 turns
+ * int8 quants into the unsigned q + 128 that vpdpbusd wants, 0 keeps the bytes. */
+static inline void qb_pack_tile(void *pack, weight_view w, long c0, int nc, int k, int tile,
                                 uint32_t xor) {
+    const dtype type = w.type;
     const long J = qb_pack_dwords(type, k);
     const int nb = k / QBLOCK, mins = qblock_has_mins(type);
     uint32_t *qp = pack;
@@ -75,7 +80,20 @@ static inline void qb_pack_tile(void *pack, const void *w, dtype type, int nc, i
             }
             continue;
         }
-        const uint8_t *row = (const uint8_t *)w + row_bytes * (size_t)c;
+        if (type == DTYPE_INT8) {
+            const uint8_t *row = (const uint8_t *)w.data + (size_t)k * (size_t)(c0 + c);
+            const int groups = w.group ? (k + w.group - 1) / w.group : 1;
+            const float *s = w.scale + (c0 + c) * (long)groups;
+            for (long j = 0; j < J; j++) {
+                uint32_t v;
+                memcpy(&v, row + 4 * j, sizeof v);
+                qp[j * tile + c] = v ^ xor;
+            }
+            for (int b = 0; b < nb; b++)
+                dp[(long)b * tile + c] = s[w.group ? b * QBLOCK / w.group : 0];
+            continue;
+        }
+        const uint8_t *row = (const uint8_t *)w.data + row_bytes * (size_t)(c0 + c);
         // Each unit (a block; q4_k's super-block) is its fp16 fields, then quant dwords.
         const int per_unit = qblock_weights(type) / QBLOCK;
         const int head = type == DTYPE_Q8_0 || type == DTYPE_Q4_0 ? 2 : type == DTYPE_Q4_1 ? 4 : 16;

@@ -75,13 +75,23 @@ long gemm_blocks_pack_bytes_scalar(dtype type, int k) {
 }
 
 void gemm_blocks_scalar(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
-                        const void *w, dtype type, int rows, int k, int n, void *pack) {
+                        weight_view w, int rows, int k, int n, void *pack) {
+    const dtype type = w.type;
     const int nb = k / QBLOCK, mins = qblock_has_mins(type);
+    const int groups = w.group ? (k + w.group - 1) / w.group : 1;
     const size_t row_bytes = dtype_bytes(type, (size_t)k);
     float *dw = pack, *mw = dw + nb;
-    int8_t *qw = (int8_t *)(mw + nb);
+    int8_t *planes = (int8_t *)(mw + nb);
     for (int o = 0; o < n; o++) {
-        qblocks_unpack(type, qw, dw, mins ? mw : NULL, (const char *)w + row_bytes * o, 1, k);
+        const int8_t *qw = planes;
+        if (type == DTYPE_INT8) { // the row as it is, each block under the scale covering it
+            qw = (const int8_t *)w.data + (size_t)k * o;
+            for (int b = 0; b < nb; b++)
+                dw[b] = w.scale[(long)o * groups + (w.group ? b * QBLOCK / w.group : 0)];
+        } else {
+            qblocks_unpack(type, planes, dw, mins ? mw : NULL, (const char *)w.data + row_bytes * o,
+                           1, k);
+        }
         for (int r = 0; r < rows; r++) {
             const int8_t *xr = q + (long)r * k;
             float acc = 0.0f;

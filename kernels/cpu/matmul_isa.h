@@ -58,16 +58,15 @@ void gemv_blocks_avx512(float *y, long ldy, const int8_t *q, const float *d, con
 void gemv_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const void *w,
                             dtype type, int rows, int k, int n);
 
-/* The block formats' GEMM (matmul_blocks_scalar.c, matmul_blocks_gemm_avx2.c,
+/* The block formats' and int8w's GEMM (matmul_blocks_scalar.c, matmul_blocks_gemm_avx2.c,
  * matmul_blocks_gemm_avx512vnni.c): every level the scalar bits (matmul_kernels.h,
  * gemm_blocks). The 512-bit level without VNNI runs AVX2's. */
 void gemm_blocks_scalar(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
-                        const void *w, dtype type, int rows, int k, int n, void *pack);
+                        weight_view w, int rows, int k, int n, void *pack);
 long gemm_blocks_pack_bytes_scalar(dtype type, int k);
 void gemm_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
-                      const void *w, dtype type, int rows, int k, int n, void *pack);
+                      weight_view w, int rows, int k, int n, void *pack);
 long gemm_blocks_pack_bytes_avx2(dtype type, int k);
 void gemm_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d,
-                            const int32_t *xs, const void *w, dtype type, int rows, int k, int n,
-                            void *pack);
+                            const int32_t *xs, weight_view w, int rows, int k, int n, void *pack);
 long gemm_blocks_pack_bytes_avx512vnni(dtype type, int k);

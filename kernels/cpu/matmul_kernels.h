@@ -70,10 +70,13 @@ typedef struct cpu_matmul_kernels {
     void (*gemv_blocks)(float *y, long ldy, const int8_t *q, const float *d, const void *w,
                         dtype type, int rows, int k, int n);
 
-    /* The same product for any rows (prefill), in integers as the GEMV: xs (rows, k / QBLOCK)
-     * holds each activation block's sum of quants (block_sums). Every level gives the bits of
-     * gemm_blocks_scalar, which sums each output over the blocks in order, one fp32
-     * accumulator per (r, o) from 0, with s = d_x[b] * d_w[b] as in gemv_blocks:
+    /* The same product for any rows (prefill), in integers as the GEMV, for block-format
+     * weights and for int8 weights whose scales cover whole blocks of 32 (group 0 or a multiple
+     * of 32; k a multiple of 32; d_w[b] = s(o, b) as in gemv_q8). w is the slice's view: data
+     * (and for int8 scale) at its first row. xs (rows, k / QBLOCK) holds each activation
+     * block's sum of quants (block_sums). Every level gives the bits of gemm_blocks_scalar,
+     * which sums each output over the blocks in order, one fp32 accumulator per (r, o) from 0,
+     * with s = d_x[b] * d_w[b] as in gemv_blocks:
      *   acc = fma(float(sum over the block of q_x q_w), s, acc)
      * and for q4_1 and q4_k
      *   acc = fma(float(xs[r][b]), d_x[b] * m_w[b], acc)
@@ -83,7 +86,7 @@ typedef struct cpu_matmul_kernels {
      * reduction across lanes: they interleave a tile of weight rows into pack, scratch of
      * gemm_blocks_pack_bytes(k) bytes, 64-byte aligned, and reuse it for every row. */
     void (*gemm_blocks)(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
-                        const void *w, dtype type, int rows, int k, int n, void *pack);
+                        weight_view w, int rows, int k, int n, void *pack);
     long (*gemm_blocks_pack_bytes)(dtype type, int k);
 } cpu_matmul_kernels;
 

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/ref_ops.h"
 
@@ -138,16 +139,18 @@ static void test_gemv_blocks_levels(void **state) {
 
 /* The block GEMM (gemm_blocks) of one format and shape at one level: the scalar twin's bits,
  * the padding past n untouched; within 1e-5 of the terms' magnitudes of the double product; and
- * the same bits for one row alone and for the columns split at an odd point. */
+ * the same bits for one row alone and for the columns split at an odd point. type DTYPE_INT8
+ * runs int8w's rows with a scale per row (group 0) or per group. */
 static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dtype type,
-                             int rows, int k, int n, int extreme, uint64_t seed) {
+                             int group, int rows, int k, int n, int extreme, uint64_t seed) {
     uint64_t rng = seed;
     const long ldy = n + PAD, count = (long)n * k;
-    const int nb = k / QBLOCK;
+    const int nb = k / QBLOCK, groups = group ? (k + group - 1) / group : 1;
     float *wf = floats(count, &rng, -1, 1), *x = floats((long)rows * k, &rng, -2, 2);
     for (int c = 0; c < 64 && c < k; c++) // an all-zero block and a constant one
         wf[c] = c < 32 ? 0.0f : 0.25f;
-    void *blocks = malloc(dtype_bytes(type, (size_t)count));
+    void *blocks = malloc(type == DTYPE_INT8 ? (size_t)count : dtype_bytes(type, (size_t)count));
+    float *ws = malloc(sizeof(float) * (size_t)n * groups);
     int8_t *q = malloc((size_t)rows * k);
     int32_t *xs = malloc(sizeof(int32_t) * (size_t)rows * nb);
     float *d = malloc(sizeof(float) * (size_t)rows * nb), *wv = malloc(sizeof(float) * count);
@@ -158,28 +161,39 @@ static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dt
                                 ? mk->gemm_blocks_pack_bytes(type, k)
                                 : cpu_matmul_scalar.gemm_blocks_pack_bytes(type, k);
     void *pack = aligned_alloc(64, (size_t)(pack_bytes + 63) / 64 * 64);
-    assert_true(blocks && q && xs && d && wv && got && want && pack);
-    qblocks_quantize(type, blocks, wf, n, k);
-    qblocks_dequantize(type, wv, blocks, n, k);
+    assert_true(blocks && ws && q && xs && d && wv && got && want && pack);
+    weight_view w = {.type = type, .data = blocks};
+    if (type == DTYPE_INT8) {
+        if (group)
+            quant_groups_int8(blocks, ws, wf, n, k, group);
+        else
+            quant_rows_int8(blocks, ws, wf, n, k, NULL);
+        for (long c = 0; c < count; c++)
+            wv[c] = (float)((int8_t *)blocks)[c] * ws[(c / k) * groups + (group ? c % k / group : 0)];
+        w.scale = ws, w.group = group, w.act_block = QBLOCK;
+    } else {
+        qblocks_quantize(type, blocks, wf, n, k);
+        qblocks_dequantize(type, wv, blocks, n, k);
+    }
     cpu_matmul_scalar.quantize_q8(q, d, x, rows, k, QBLOCK);
     if (extreme)
         for (long c = 0; c < (long)rows * k; c++)
             q[c] = (int8_t)(c % 3 ? -127 : 127);
     block_sums(xs, q, rows, k);
     char what[160];
-    snprintf(what, sizeof what, "gemm_blocks %s (%s) rows %d k %d n %d extreme %d",
-             dtype_name(type), level, rows, k, n, extreme);
+    snprintf(what, sizeof what, "gemm_blocks %s group %d (%s) rows %d k %d n %d extreme %d",
+             dtype_name(type), group, level, rows, k, n, extreme);
 
     memcpy(got, y0, sizeof(float) * rows * ldy), memcpy(want, y0, sizeof(float) * rows * ldy);
-    mk->gemm_blocks(got, ldy, q, d, xs, blocks, type, rows, k, n, pack);
-    cpu_matmul_scalar.gemm_blocks(want, ldy, q, d, xs, blocks, type, rows, k, n, pack);
+    mk->gemm_blocks(got, ldy, q, d, xs, w, rows, k, n, pack);
+    cpu_matmul_scalar.gemm_blocks(want, ldy, q, d, xs, w, rows, k, n, pack);
     if (memcmp(got, want, sizeof(float) * rows * ldy))
         fail_msg("%s: not the scalar twin's bits", what);
 
     double *ref = malloc(sizeof(double) * rows * ldy), *mag = malloc(sizeof(double) * rows * ldy);
     assert_true(ref && mag);
     memset(want, 0, sizeof(float) * rows * ldy);
-    mk->gemm_blocks(want, ldy, q, d, xs, blocks, type, rows, k, n, pack);
+    mk->gemm_blocks(want, ldy, q, d, xs, w, rows, k, n, pack);
     reference(ref, mag, ldy, q, d, wv, rows, k, n);
     for (int r = 0; r < rows; r++)
         for (int o = 0; o < n; o++) {
@@ -190,29 +204,38 @@ static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dt
         }
     free(ref), free(mag);
 
+    // The second part of the columns as its own slice: data (and int8 scales) at its first row.
     const int n1 = n / 2 + 1 < n ? n / 2 + 1 : n;
-    const size_t row_bytes = dtype_bytes(type, (size_t)k);
+    weight_view rest = w;
+    rest.data = (const char *)blocks +
+                (type == DTYPE_INT8 ? (size_t)k * n1 : dtype_bytes(type, (size_t)k) * n1);
+    if (type == DTYPE_INT8) rest.scale = ws + (long)n1 * groups;
     for (int r = 0; r < rows; r++) {
         float *one = want + (long)r * ldy;
         memcpy(one, y0 + (long)r * ldy, sizeof(float) * ldy);
-        mk->gemm_blocks(one, ldy, q + (long)r * k, d + (long)r * nb, xs + (long)r * nb, blocks,
-                        type, 1, k, n1, pack);
+        mk->gemm_blocks(one, ldy, q + (long)r * k, d + (long)r * nb, xs + (long)r * nb, w, 1, k,
+                        n1, pack);
         if (n > n1)
             mk->gemm_blocks(one + n1, ldy, q + (long)r * k, d + (long)r * nb, xs + (long)r * nb,
-                            (const char *)blocks + row_bytes * n1, type, 1, k, n - n1, pack);
+                            rest, 1, k, n - n1, pack);
         if (memcmp(one, got + (long)r * ldy, sizeof(float) * n))
             fail_msg("%s: row %d alone or split at column %d differs", what, r, n1);
     }
-    free(wf), free(x), free(blocks), free(q), free(xs), free(d), free(wv), free(y0), free(got),
-        free(want), free(pack);
+    free(wf), free(x), free(blocks), free(ws), free(q), free(xs), free(d), free(wv), free(y0),
+        free(got), free(want), free(pack);
 }
 
-/* Every format at every level: row counts around the kernels' row blocks (1 to 4 rows at a
- * time) and past GEMV sizes; k of one block, an odd count and long; q4_k of one super-block and
- * several; n around the tiles of 16 and 32 columns. */
+/* Every format, and int8w with a scale per row, per 32 and per 128 columns, at every level:
+ * row counts around the kernels' row blocks (1 to 4 rows at a time) and past GEMV sizes; k of
+ * one block, an odd count and long; q4_k of one super-block and several; n around the tiles of
+ * 16 and 32 columns. */
 static void test_gemm_blocks_levels(void **state) {
     (void)state;
-    static const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q4_K};
+    static const struct {
+        dtype type;
+        int group;
+    } formats[] = {{DTYPE_Q8_0, 0}, {DTYPE_Q4_0, 0}, {DTYPE_Q4_1, 0},   {DTYPE_Q4_K, 0},
+                   {DTYPE_INT8, 0}, {DTYPE_INT8, 32}, {DTYPE_INT8, 128}};
     static const int ks[] = {32, 96, 768, 256, 512};
     static const int ns[] = {1, 7, 16, 17, 32, 45, 70};
     static const int rowss[] = {1, 2, 3, 5, 9, 14};
@@ -220,13 +243,14 @@ static void test_gemm_blocks_levels(void **state) {
     for (int isa = 0; isa <= (int)cpu_isa_detect(); isa++) {
         const cpu_matmul_kernels *mk = cpu_kernel_set_for((cpu_isa)isa)->matmul;
         levels++;
-        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t t = 0; t < sizeof formats / sizeof formats[0]; t++)
             for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
-                if (ks[i] % qblock_weights(types[t])) continue;
+                const dtype type = formats[t].type;
+                if (type != DTYPE_INT8 && ks[i] % qblock_weights(type)) continue;
                 for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
                     for (size_t r = 0; r < sizeof rowss / sizeof rowss[0]; r++)
-                        check_gemm_shape(mk, cpu_isa_name((cpu_isa)isa), types[t], rowss[r],
-                                         ks[i], ns[j], (r + j) % 4 == 3,
+                        check_gemm_shape(mk, cpu_isa_name((cpu_isa)isa), type, formats[t].group,
+                                         rowss[r], ks[i], ns[j], (r + j) % 4 == 3,
                                          9000 + 1000 * t + 100 * i + 10 * j + r);
             }
     }

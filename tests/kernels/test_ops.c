@@ -337,9 +337,8 @@ static void test_matmul_f32(void **state) {
  * ones; the bits of the scalar twin (quantize_q8, then gemv_blocks or gemm_blocks of
  * cpu_matmul_scalar: every level gives them, test_matmul_blocks checks each kernel alone); and
  * q8_0 and q4_0 bit for bit as int8w with scales per 32 columns holding the same quants and
- * scales at GEMV rows on the 512-bit levels, whose int8 GEMV sums in the block GEMV's order:
- * the blocks add no rounding of their own (int8w's GEMM rows go through sgemm, summed in
- * another order). Widths are multiples of 32; q4_k takes those of 256 (one GEMV of one row, one
+ * scales, at GEMM rows (one block GEMM for both) and at GEMV rows on the 512-bit levels, whose
+ * int8 GEMV sums in the block GEMV's order: the blocks add no rounding of their own. Widths are multiples of 32; q4_k takes those of 256 (one GEMV of one row, one
  * of several, one GEMM, and a super-block row of one). */
 static void test_matmul_blocks(void **state) {
     (void)state;
@@ -381,16 +380,15 @@ static void test_matmul_blocks(void **state) {
                     cpu_matmul_scalar.gemv_blocks(want, n, xq, xd, blocks, types[t], rows, k, n);
                 } else {
                     block_sums(xs, xq, rows, k);
-                    cpu_matmul_scalar.gemm_blocks(want, n, xq, xd, xs, blocks, types[t], rows, k,
-                                                  n, pack);
+                    cpu_matmul_scalar.gemm_blocks(want, n, xq, xd, xs, v, rows, k, n, pack);
                 }
                 if (memcmp(got, want, sizeof(float) * (size_t)rows * n))
                     fail_msg("matmul %s (%s) rows %d k %d n %d: not the scalar twin's bits", what,
                              cpu_isa_name(backend_cpu_isa(&be)), rows, k, n);
                 free(xq), free(xd), free(xs), free(pack);
             }
-            if (!qblock_has_mins(types[t]) && rows <= CPU_GEMV_MAX_ROWS &&
-                backend_cpu_isa(&be) >= CPU_ISA_AVX512) {
+            if (!qblock_has_mins(types[t]) &&
+                (rows > CPU_GEMV_MAX_ROWS || backend_cpu_isa(&be) >= CPU_ISA_AVX512)) {
                 const weight_view i8 = {.type = DTYPE_INT8, .data = q, .scale = d, .group = 32,
                                         .act_block = CPU_Q8_BLOCK};
                 memset(want, 0, sizeof(float) * (size_t)rows * n);
