@@ -20,6 +20,12 @@
  * time; the prefetch walks the same bytes as one stream, this far ahead of the tile's progress
  * (NC * c0), so it runs into the next tile's rows without a gap. */
 enum { Q8_ZMM_PREFETCH = 8192 };
+/* Group scales are a second stream, an eighth of the weights' bytes at groups of 32, which the
+ * masked loads that read them do not seem to train the hardware prefetcher on: on the Zen 5 box
+ * a grouped GEMV ran at 1.0-1.1x the read rate with its scales in cache (bench_gemv) and at a
+ * third of it in the model, stalled at those loads (perf annotate). So each tile asks for the
+ * scales of the tile this many tiles ahead. */
+enum { Q8_ZMM_SCALE_TILES_AHEAD = 4 };
 
 /* The scale lanes of column o's weights over the chunk at c0 (blocks b0.., nbc of them, mask
  * dm): one group for the whole chunk, one scale per block (group == block), or lane by lane. */
@@ -51,6 +57,12 @@ static inline __attribute__((always_inline)) void q8_zmm_tile(float *y, long ldy
     for (int r = 0; r < NR; r++)
         for (int j = 0; j < NC; j++)
             acc[r][j] = _mm512_setzero_ps();
+    if (group) { // a prefetch past the end never faults
+        const long tile_bytes = (long)NC * ng * (long)sizeof(float);
+        const char *ahead = (const char *)ws + Q8_ZMM_SCALE_TILES_AHEAD * tile_bytes;
+        for (long off = 0; off < tile_bytes; off += 64)
+            _mm_prefetch(ahead + off, _MM_HINT_T0);
+    }
     for (int c0 = 0; c0 < k; c0 += 64) {
         // The last chunk is read under a mask: the bytes past k load as zero and add nothing.
         const __mmask64 m = k - c0 >= 64 ? ~0ULL : (1ULL << (k - c0)) - 1;
@@ -102,12 +114,22 @@ static inline __attribute__((always_inline)) void q8_zmm_cols(float *y, long ldy
                     block, NR, 1);
 }
 
-/* The row-scale path (group 0) apart, so that it carries no group scales in registers. */
+/* The row-scale path (group 0) apart, so that it carries no group scales in registers; and
+ * the usual shapes (activation blocks of 32; groups of 32 or 128 columns) with group and block
+ * as constants: with them at run time, the per-chunk block index and the choice among the
+ * scale paths cost more than the products, and a grouped GEMV ran at a third of the read rate
+ * (bench_gemv int8w-g32: 0.35x, against int8w's 1.13x and q8_0's 0.96x). */
 static inline __attribute__((always_inline)) void q8_zmm_rows(float *y, long ldy, const int8_t *q,
                                                               const float *d, const int8_t *w,
                                                               const float *ws, int group, int k,
                                                               int n, int block, int NR) {
-    if (group)
+    if (block == 32 && group == 0)
+        q8_zmm_cols(y, ldy, q, d, w, ws, 0, k, n, 32, NR);
+    else if (block == 32 && group == 32)
+        q8_zmm_cols(y, ldy, q, d, w, ws, 32, k, n, 32, NR);
+    else if (block == 32 && group == 128)
+        q8_zmm_cols(y, ldy, q, d, w, ws, 128, k, n, 32, NR);
+    else if (group)
         q8_zmm_cols(y, ldy, q, d, w, ws, group, k, n, block, NR);
     else
         q8_zmm_cols(y, ldy, q, d, w, ws, 0, k, n, block, NR);
