@@ -72,6 +72,9 @@ void residual_layernorm_forward(float *residual, float *norm_out, const float *d
                                 float eps, cudaStream_t stream);
 void matmul_forward(cuda_ctx *ctx, float *out, const float *in, weight_view w, const float *bias,
                     int rows, int in_dim, int out_dim);
+/* matmul_forward of ggml's block formats (matmul_blocks.cu). */
+void matmul_blocks_forward(cuda_ctx *ctx, float *out, const float *in, weight_view w,
+                           const float *bias, int rows, int in_dim, int out_dim);
 void bias_gelu_forward(float *inout, const float *bias, int rows, int cols, cudaStream_t stream);
 void rmsnorm_forward(float *out, const float *in, const float *w, int rows, int C, float eps,
                      cudaStream_t stream);

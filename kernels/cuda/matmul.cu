@@ -4,7 +4,8 @@
  * tile is converted into a workspace and multiplied on tensor cores with fp32 accumulation and
  * fp32 output. int8: the weights are expanded (exact) into an fp32 workspace, multiplied, and the
  * per-row scale is applied with the bias. Few rows (decode) of every dtype take a GEMV kernel
- * instead, which reads the weights once with 16-byte loads and keeps activations in fp32. */
+ * instead, which reads the weights once with 16-byte loads and keeps activations in fp32.
+ * ggml's block formats have their own file (matmul_blocks.cu). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -253,6 +254,12 @@ void matmul_forward(cuda_ctx *ctx, float *out, const float *in, weight_view w, c
         scale_bias_forward(out, w.scale, bias, rows, out_dim, ctx->stream);
         break;
     }
+    case DTYPE_Q8_0:
+    case DTYPE_Q4_0:
+    case DTYPE_Q4_1:
+    case DTYPE_Q4_K:
+        matmul_blocks_forward(ctx, out, in, w, bias, rows, in_dim, out_dim);
+        break;
     default:
         tripar_dief(__FILE__, __LINE__, "matmul: unknown weight dtype %d", (int)w.type);
     }

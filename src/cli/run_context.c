@@ -73,12 +73,6 @@ static int adopt_checkpoint_precision(job *j, const checkpoint_storage *st) {
                   j->checkpoint, cfg.int8_group);
         key = "backend.kind";
     }
-    if (!key && j->backend == BACKEND_CUDA && precision_is_block(j->precision)) {
-        error_set("model.precision = %s (the checkpoint %s stores its blocks) has kernels on the "
-                  "cpu backend only; allowed with it: backend.kind: cpu",
-                  precision_kind_name(j->precision), j->checkpoint);
-        key = "backend.kind";
-    }
     if (!key) return STATUS_OK;
     snprintf(why, sizeof why, "%s", error_message());
     error_set("%s: %s", job_key_origin(j, key, where, sizeof where), why);

@@ -232,16 +232,6 @@ static int job_walk_model(job_loader *L, const jnode *m, const jnode *m_key) {
     return STATUS_OK;
 }
 
-/* ggml's block formats have cpu kernels only (docs/kernels.md, "Block formats"). */
-static int job_block_backend_check(job *j) {
-    if (j->backend != BACKEND_CUDA || !precision_is_block(j->precision)) return STATUS_OK;
-    return job_fail_at(j, KEYS("model.precision"),
-                       "model.precision: %s has kernels on the cpu backend only (the cuda "
-                       "backend has none for ggml's block formats); allowed with cuda: fp32, "
-                       "int8w, bf16, fp16",
-                       precision_kind_name(j->precision));
-}
-
 static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
     j->backend = BACKEND_CPU, j->threads = 0, j->cpu_isa = 0, j->device = -1, j->comm = COMM_AUTO;
@@ -251,7 +241,7 @@ static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
         job_key_note(j, "backend.kind", m_key);
         TRY(job_parse_enum(m, "backend", JOB_BACKEND_NAMES, &e));
         j->backend = (backend_kind)e;
-        return job_block_backend_check(j);
+        return STATUS_OK;
     }
     TRY(job_section_check(m, m_key, "backend", JOB_BACKEND_KEYS));
     TRY(job_get_enum(L, m, "backend", "kind", JOB_BACKEND_NAMES, &e));
@@ -270,7 +260,6 @@ static int job_walk_backend(job_loader *L, const jnode *m, const jnode *m_key) {
                            "model.int8_group: %d needs backend.kind: cpu (the cuda kernels scale "
                            "int8 weights per row); allowed with cuda: 0",
                            j->int8_group);
-    TRY(job_block_backend_check(j));
     if (j->backend == BACKEND_CUDA && j->cpu_isa != 0)
         return job_fail_at(j, KEYS("backend.cpu_isa"),
                            "backend.cpu_isa: %s chooses the cpu backend's kernels; allowed with "

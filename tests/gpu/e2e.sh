@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # End-to-end GPU checks of the runner (label gpu): the CUDA backend against the CPU backend on
 # the same synthetic models, NCCL on one rank, ranks sharing one GPU over the staged MPI comm,
-# CUDA-graph decode, bf16, the stall watchdog. Exits 77 ("skipped: no CUDA device") where there is no usable GPU.
-#   tests/gpu/e2e.sh CHECK      CHECK: logits | nccl1 | shared2 | shared4 | graphs | bf16 | stall
+# CUDA-graph decode, bf16, ggml's block formats, the stall watchdog. Exits 77 ("skipped: no CUDA
+# device") where there is no usable GPU.
+#   tests/gpu/e2e.sh CHECK      CHECK: logits | nccl1 | shared2 | shared4 | graphs | bf16 | blocks | stall
 # Needs TRIPAR_BIN and TRIPAR_SOURCE_DIR (CTest and tests/gpu/device_check.sh set them).
 set -u
 : "${TRIPAR_BIN:?TRIPAR_BIN must point at the tripar binary}"
 : "${TRIPAR_SOURCE_DIR:?TRIPAR_SOURCE_DIR must point at the source tree}"
 MPIEXEC=${MPIEXEC:-mpirun}
-check=${1:?usage: e2e.sh logits|nccl1|shared2|shared4|graphs|bf16|stall}
+check=${1:?usage: e2e.sh logits|nccl1|shared2|shared4|graphs|bf16|blocks|stall}
 work=$(mktemp -d "${TMPDIR:-/tmp}/tripar-gpu-$check.XXXXXX") || exit 1
 TINY=$TRIPAR_SOURCE_DIR/jobs/tiny.yaml
 FACTOR=$TRIPAR_SOURCE_DIR/data/fixtures/factor.yaml
@@ -157,6 +158,29 @@ bf16) # bf16 weights on the GPU complete; generated tokens mostly agree with the
             fail=1
         fi
     fi
+    ;;
+blocks) # ggml's block formats on the GPU (fp32 activations) complete, tp=2 over the staged comm
+    # gives the GPU's one-rank answer, and the generated tokens mostly agree with the CPU's run
+    # (int8 activations per block of 32: the backends differ by that rounding)
+    for spec in q8_0:factor_blocks.yaml q4_1:factor_blocks.yaml q4_k:factor_blocks_k.yaml; do
+        prec=${spec%%:*} job=$TRIPAR_SOURCE_DIR/data/fixtures/${spec#*:}
+        opts=(--set model.precision=$prec --set generate.new_tokens=12)
+        cpu_ref "$prec-cpu" "$job" "${opts[@]}"
+        run "$prec-cuda" 1 "$job" --set backend.kind=cuda "${opts[@]}" || continue
+        run "$prec-cuda-tp2" 2 "$job" --set backend.kind=cuda --set backend.comm=mpi \
+            --set backend.device=0 --set parallel.tp=2 "${opts[@]}" &&
+            same "$prec-cuda" "$prec-cuda-tp2" 1e-3 "($prec, tp 2 on GPU 0)"
+        d=$work/$prec.diff
+        "$TRIPAR_BIN" diff "$work/$prec-cpu.h5" "$work/$prec-cuda.h5" --rtol 1e-1 >"$d" 2>&1
+        read -r equal total < <(grep -Eo '^tokens: [0-9]+/[0-9]+' "$d" | tr -c '0-9\n' ' ')
+        echo "$prec cuda vs cpu: ${equal:-?}/${total:-?} tokens agree;" \
+            "$(grep -o 'first divergence.*' "$d")"
+        if [[ -z ${total:-} ]] || ((4 * equal < 3 * total)); then
+            echo "FAIL $prec token agreement under 75%"
+            cat "$d"
+            fail=1
+        fi
+    done
     ;;
 stall) # one of 2 ranks frozen mid-run on the cuda backend: the other's stall watchdog names
     # the wait and ends the run (tests/records_e2e/test_signal.sh stall, with the device's comm)

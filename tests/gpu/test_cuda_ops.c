@@ -21,6 +21,7 @@
 #include "kernels/backend.h"
 #include "base/check.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 #include "kernels/ref_ops.h"
 #include "kernels/rope.h"
 
@@ -239,6 +240,49 @@ static void test_matmul(void **state) {
         }
     matmul_case(DTYPE_F32, 1, 64, 256, 192, 1, &rng);
     matmul_case(DTYPE_INT8, 1, 64, 256, 192, 1, &rng);
+}
+
+/* ggml's block formats (kernels/cuda/matmul_blocks.cu) against the fp32 product of the blocks'
+ * values (qblocks_dequantize, exact): the GEMV at 1 to 8 rows, the tiled dequantise-then-cuBLAS
+ * path above them; q4_k of one and several super-blocks; with and without a bias. The GPU keeps
+ * fp32 activations, so the CPU's int8-activation result is not the comparison. */
+static void blocks_case(dtype type, int rows, int in_dim, int out_dim, int with_bias,
+                        uint64_t *rng) {
+    const long count = (long)out_dim * in_dim, n = (long)rows * out_dim;
+    const size_t bytes = dtype_bytes(type, (size_t)count);
+    float *wf = rand_floats(count, rng, -1, 1), *wv = host_alloc(sizeof(float) * (size_t)count);
+    void *blocks = host_alloc(bytes);
+    qblocks_quantize(type, blocks, wf, out_dim, in_dim);
+    qblocks_dequantize(type, wv, blocks, out_dim, in_dim);
+    float *in = rand_floats((long)rows * in_dim, rng, -1, 1);
+    float *bias = rand_floats(out_dim, rng, -0.5f, 0.5f);
+    float *want = host_alloc(sizeof(float) * n), *got = host_alloc(sizeof(float) * n);
+    void *d_w = up(blocks, bytes);
+    float *d_in = up(in, sizeof(float) * rows * in_dim), *d_bias = up(bias, sizeof(float) * out_dim);
+    float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
+    const weight_view dv = {type, d_w, NULL, 0, 0};
+    gpu.ops->matmul(gpu.ctx, d_out, d_in, dv, with_bias ? d_bias : NULL, rows, in_dim, out_dim);
+    gpu.ops->synchronize(gpu.ctx);
+    down(got, d_out, sizeof(float) * n);
+    ref_matmul(want, in, wv, with_bias ? bias : NULL, rows, in_dim, out_dim);
+    char what[96];
+    snprintf(what, sizeof what, "matmul %s %dx%dx%d%s vs ref", dtype_name(type), rows, in_dim,
+             out_dim, with_bias ? " +bias" : "");
+    expect_close(got, want, n, 1e-4, what);
+    rel(d_w); rel(d_in); rel(d_bias); rel(d_out);
+    free(wf); free(wv); free(blocks); free(in); free(bias); free(want); free(got);
+}
+
+static void test_matmul_blocks(void **state) {
+    (void)state;
+    uint64_t rng = 333;
+    const dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q4_K};
+    const int rows_list[] = {1, 3, 8, 9, 64};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        for (size_t r = 0; r < sizeof rows_list / sizeof rows_list[0]; r++) {
+            blocks_case(types[t], rows_list[r], 256, 200, (int)(r % 2 == 0), &rng);
+            blocks_case(types[t], rows_list[r], 1280, 33, (int)(r % 2 == 1), &rng);
+        }
 }
 
 /* The decode GEMV (rows <= 8) of one dtype and shape, with the weight (misalign bit 0) and
@@ -807,6 +851,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_embed),     cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_matmul),    cmocka_unit_test(test_gemv),
+        cmocka_unit_test(test_matmul_blocks),
         cmocka_unit_test(test_bias_gelu), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),    cmocka_unit_test(test_gather_scatter_rows),
         cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_gqa),

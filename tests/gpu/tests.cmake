@@ -20,7 +20,7 @@ if(TRIPAR_HAVE_CUDA)
   set_tests_properties(test_cuda_ops PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu")
 
   # The runner on a GPU against the CPU backend (tests/gpu/e2e.sh lists what each checks).
-  foreach(check logits nccl1 shared2 shared4 graphs bf16 stall)
+  foreach(check logits nccl1 shared2 shared4 graphs bf16 blocks stall)
     add_test(NAME gpu_e2e_${check} COMMAND ${GPU}/e2e.sh ${check})
     set_tests_properties(gpu_e2e_${check} PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77
                          ENVIRONMENT "${GPU_ENV}" TIMEOUT 300)

@@ -304,6 +304,14 @@ static void test_backend_scalar(void **state) {
     expect_error(
         write_tmp("b2.yaml", "model: {synthetic: {}}\nbackend: tpu\ninput: {tokens: [1]}\n"), NULL,
         0, "b2\\.yaml:2: backend: 'tpu' is not allowed; allowed: cpu, cuda$");
+    /* the block formats run on cuda too (kernels/cuda/matmul_blocks.cu) */
+    load_ok(&j,
+            write_tmp("b3.yaml", "model:\n  synthetic: {heads: 4, embd: 256}\n  precision: q4_k\n"
+                                 "backend: cuda\ninput: {tokens: [1]}\n"),
+            NULL, 0);
+    assert_int_equal(j.backend, BACKEND_CUDA);
+    assert_int_equal(j.precision, PRECISION_Q4_K);
+    job_free(&j);
 }
 
 static void test_input_forms(void **state) {
@@ -420,7 +428,7 @@ static void test_error_details(void **state) {
         "e10\\.yaml:3: model\\.precision: 'int4' is not allowed; allowed: fp32, int8w, bf16, fp16, "
         "q8_0, q4_0, q4_1, q4_k");
     /* the block formats: a tp whose share of proj_w's input is not whole 32-column blocks
-     * (24 heads of 16: tp 8 gives 48 columns), and cuda, which has no kernels for them */
+     * (24 heads of 16: tp 8 gives 48 columns) */
     snprintf(text, sizeof text,
              "model:\n  synthetic: {heads: 24, embd: 384}\n  precision: q8_0\n"
              "parallel: {tp: 8}\ninput: {tokens: [1]}\n");
@@ -428,12 +436,8 @@ static void test_error_details(void **state) {
                  "e10b\\.yaml:.*parallel\\.tp = 8 splits proj_w's input \\(model\\.heads = 24 "
                  "heads of 16\\) into 48 columns per rank, not a whole number of q8_0's 32-column "
                  "blocks; tp values that work: 1, 2, 3, 4, 6, 12");
-    snprintf(text, sizeof text,
-             "model:\n  synthetic: {}\n  precision: q4_1\nbackend: cuda\ninput: {tokens: [1]}\n");
-    expect_error(write_tmp("e10c.yaml", text), NULL, 0,
-                 "model\\.precision: q4_1 has kernels on the cpu backend only");
     /* q4_k's 256-column super-blocks: the default embd of 64 is not one (the 32-column formats
-     * would take it), 8 heads of 64 at tp 4 give 128 columns, and cuda refuses it as the rest */
+     * would take it), and 8 heads of 64 at tp 4 give 128 columns */
     snprintf(text, sizeof text,
              "model:\n  synthetic: {}\n  precision: q4_k\ninput: {tokens: [1]}\n");
     expect_error(write_tmp("e10d.yaml", text), NULL, 0,
@@ -447,11 +451,6 @@ static void test_error_details(void **state) {
                  "e10e\\.yaml:.*parallel\\.tp = 4 splits proj_w's input \\(model\\.heads = 8 "
                  "heads of 64\\) into 128 columns per rank, not a whole number of q4_k's "
                  "256-column blocks; tp values that work: 1, 2");
-    snprintf(text, sizeof text,
-             "model:\n  synthetic: {heads: 4, embd: 256}\n  precision: q4_k\nbackend: cuda\n"
-             "input: {tokens: [1]}\n");
-    expect_error(write_tmp("e10f.yaml", text), NULL, 0,
-                 "model\\.precision: q4_k has kernels on the cpu backend only");
     snprintf(text, sizeof text,
              "model:\n  synthetic: {}\n  kv_cache: ring\ninput: {tokens: [1]}\n");
     expect_error(write_tmp("e11.yaml", text), NULL, 0, "allowed: contiguous, paged");
