@@ -45,6 +45,23 @@ static void reference(double *want, double *mag, long ldy, const int8_t *q, cons
         }
 }
 
+/* got (from y = 0) against the double product: each output within 1e-5 of its terms'
+ * magnitudes (the block-scaled fp32 sums of k terms round far less). */
+static void expect_near_reference(const float *got, long ldy, const int8_t *q, const float *d,
+                                  const float *wv, int rows, int k, int n, const char *what) {
+    double *ref = malloc(sizeof(double) * rows * ldy), *mag = malloc(sizeof(double) * rows * ldy);
+    assert_true(ref && mag);
+    reference(ref, mag, ldy, q, d, wv, rows, k, n);
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < n; o++) {
+            const long i = (long)r * ldy + o;
+            if (!(fabs(got[i] - ref[i]) <= 1e-5 * mag[i]))
+                fail_msg("%s: output (%d, %d) %.9g, double %.9g (terms' magnitude %.3g)", what, r,
+                         o, got[i], ref[i], mag[i]);
+        }
+    free(ref), free(mag);
+}
+
 /* One format, one shape, at one level against the scalar twin and the reference. extreme:
  * activation quants of +-127 everywhere, where a 4-product sum is largest. */
 static void check_shape(const cpu_matmul_kernels *mk, const char *level, dtype type, int rows,
@@ -78,21 +95,10 @@ static void check_shape(const cpu_matmul_kernels *mk, const char *level, dtype t
     if (memcmp(got, want, sizeof(float) * rows * ldy)) // the padding included: untouched
         fail_msg("%s: not the scalar twin's bits", what);
 
-    // From y = 0 against double: each output within 1e-5 of its terms' magnitudes (the
-    // block-scaled fp32 sums of k terms round far less).
-    double *ref = malloc(sizeof(double) * rows * ldy), *mag = malloc(sizeof(double) * rows * ldy);
-    assert_true(ref && mag);
+    // From y = 0 against double.
     memset(want, 0, sizeof(float) * rows * ldy);
     mk->gemv_blocks(want, ldy, q, d, blocks, type, rows, k, n);
-    reference(ref, mag, ldy, q, d, wv, rows, k, n);
-    for (int r = 0; r < rows; r++)
-        for (int o = 0; o < n; o++) {
-            const long i = (long)r * ldy + o;
-            if (!(fabs(want[i] - ref[i]) <= 1e-5 * mag[i]))
-                fail_msg("%s: output (%d, %d) %.9g, double %.9g (terms' magnitude %.3g)", what, r,
-                         o, want[i], ref[i], mag[i]);
-        }
-    free(ref), free(mag);
+    expect_near_reference(want, ldy, q, d, wv, rows, k, n, what);
 
     // Each output a function of its own row and weight row: one row alone, its columns split
     // at an odd point, gives the same bits.
@@ -190,19 +196,9 @@ static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dt
     if (memcmp(got, want, sizeof(float) * rows * ldy))
         fail_msg("%s: not the scalar twin's bits", what);
 
-    double *ref = malloc(sizeof(double) * rows * ldy), *mag = malloc(sizeof(double) * rows * ldy);
-    assert_true(ref && mag);
     memset(want, 0, sizeof(float) * rows * ldy);
     mk->gemm_blocks(want, ldy, q, d, xs, w, rows, k, n, pack);
-    reference(ref, mag, ldy, q, d, wv, rows, k, n);
-    for (int r = 0; r < rows; r++)
-        for (int o = 0; o < n; o++) {
-            const long i = (long)r * ldy + o;
-            if (!(fabs(want[i] - ref[i]) <= 1e-5 * mag[i]))
-                fail_msg("%s: output (%d, %d) %.9g, double %.9g (terms' magnitude %.3g)", what, r,
-                         o, want[i], ref[i], mag[i]);
-        }
-    free(ref), free(mag);
+    expect_near_reference(want, ldy, q, d, wv, rows, k, n, what);
 
     // The second part of the columns as its own slice: data (and int8 scales) at its first row.
     const int n1 = n / 2 + 1 < n ? n / 2 + 1 : n;
