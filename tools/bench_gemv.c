@@ -176,9 +176,10 @@ int main(int argc, char **argv) {
     printf("%s GEMV over GPT-2 124M's weights (%.1f MB: 12 layers then the head), activations "
            "in blocks of 32, one thread, best of %d passes, each after a plain read of the same "
            "bytes (on a shared machine the pair sees the same load)\n",
-           type != DTYPE_INT8 ? dtype_name(type) : group ? "int8w (group scales)" : "int8w (row scales)",
-           (double)total * 1e-6,
-           repeats);
+           type != DTYPE_INT8 ? dtype_name(type)
+           : group            ? "int8w (group scales)"
+                              : "int8w (row scales)",
+           (double)total * 1e-6, repeats);
     printf("%-12s %4s %-11s %8s %9s %9s %9s %7s %9s\n", "level", "rows", "k x n", "MB", "ms",
            "GB/s", "read GB/s", "ratio", "rel.err");
     int bad = 0;

@@ -242,7 +242,8 @@ static void matmul_q8(cpu_ctx *ctx, float *out, const float *x, weight_view w, i
     const int block = blocks ? QBLOCK : w.act_block, nb = (k + block - 1) / block;
     const long count = (long)rows * k;
     // int8 rows take the block GEMM where every activation block is whole and under one scale
-    const int whole_blocks = blocks || (block == QBLOCK && k % QBLOCK == 0 && w.group % QBLOCK == 0);
+    const int whole_blocks =
+        blocks || (block == QBLOCK && k % QBLOCK == 0 && w.group % QBLOCK == 0);
     const int gemm = whole_blocks && rows > CPU_GEMV_MAX_ROWS;
     const int widen = !whole_blocks && rows > CPU_GEMV_MAX_ROWS;
     // Scratch: the scales (rows, nb), the int8 values, then for the block GEMM the blocks'

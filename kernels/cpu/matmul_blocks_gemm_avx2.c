@@ -71,10 +71,10 @@ static inline __attribute__((always_inline)) void tile_rows(float *y, long ldy, 
 #pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
             const __m256 dxr = _mm256_set1_ps(dx[(long)r * nb + b]);
-            acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r][0]), _mm256_mul_ps(dxr, d0),
-                                        acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r][1]), _mm256_mul_ps(dxr, d1),
-                                        acc[r][1]);
+            acc[r][0] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r][0]), _mm256_mul_ps(dxr, d0), acc[r][0]);
+            acc[r][1] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r][1]), _mm256_mul_ps(dxr, d1), acc[r][1]);
         }
         if (mins) {
             const __m256 m0 = _mm256_load_ps(mp + (long)b * TILE);
@@ -123,7 +123,8 @@ static inline __attribute__((always_inline)) void gemm_type(float *y, long ldy, 
     }
 }
 
-void gemm_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs, weight_view w, int rows, int k, int n, void *pack) {
+void gemm_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
+                      weight_view w, int rows, int k, int n, void *pack) {
     switch (w.type) {
     case DTYPE_INT8: gemm_type(y, ldy, q, d, xs, w, DTYPE_INT8, rows, k, n, pack); break;
     case DTYPE_Q8_0: gemm_type(y, ldy, q, d, xs, w, DTYPE_Q8_0, rows, k, n, pack); break;

@@ -38,7 +38,9 @@ static inline __attribute__((always_inline)) void tile_rows(float *y, long ldy, 
                                                             const void *pack, dtype type,
                                                             const int R, int k, int nc) {
     const int nb = k / QBLOCK, mins = qblock_has_mins(type);
-    const int32_t offset = type == DTYPE_Q8_0 || type == DTYPE_INT8 ? 128 : type == DTYPE_Q4_0 ? 8 : 0;
+    const int32_t offset = type == DTYPE_Q8_0 || type == DTYPE_INT8 ? 128
+                           : type == DTYPE_Q4_0                     ? 8
+                                                                    : 0;
     const uint32_t *qp = pack;
     const float *dp = (const float *)(qp + qb_pack_dwords(type, k) * TILE);
     const float *mp = dp + (long)nb * TILE;
@@ -63,15 +65,19 @@ static inline __attribute__((always_inline)) void tile_rows(float *y, long ldy, 
                 sum[r][1] = _mm512_dpbusd_epi32(sum[r][1], w1, x);
             }
         }
-        const __m512 d0 = _mm512_load_ps(dp + (long)b * TILE), d1 = _mm512_load_ps(dp + (long)b * TILE + LANES);
+        const __m512 d0 = _mm512_load_ps(dp + (long)b * TILE),
+                     d1 = _mm512_load_ps(dp + (long)b * TILE + LANES);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m512 dxr = _mm512_set1_ps(dx[(long)r * nb + b]);
-            acc[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][0]), _mm512_mul_ps(dxr, d0), acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][1]), _mm512_mul_ps(dxr, d1), acc[r][1]);
+            acc[r][0] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][0]), _mm512_mul_ps(dxr, d0), acc[r][0]);
+            acc[r][1] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][1]), _mm512_mul_ps(dxr, d1), acc[r][1]);
         }
         if (mins) {
-            const __m512 m0 = _mm512_load_ps(mp + (long)b * TILE), m1 = _mm512_load_ps(mp + (long)b * TILE + LANES);
+            const __m512 m0 = _mm512_load_ps(mp + (long)b * TILE),
+                         m1 = _mm512_load_ps(mp + (long)b * TILE + LANES);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 const __m512 dxr = _mm512_set1_ps(dx[(long)r * nb + b]);
@@ -82,7 +88,9 @@ static inline __attribute__((always_inline)) void tile_rows(float *y, long ldy, 
         }
     }
     const __mmask16 k0 = nc >= LANES ? 0xFFFF : (__mmask16)((1u << nc) - 1);
-    const __mmask16 k1 = nc >= TILE ? 0xFFFF : nc <= LANES ? 0 : (__mmask16)((1u << (nc - LANES)) - 1);
+    const __mmask16 k1 = nc >= TILE    ? 0xFFFF
+                         : nc <= LANES ? 0
+                                       : (__mmask16)((1u << (nc - LANES)) - 1);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         float *yr = y + (long)r * ldy;
@@ -110,16 +118,22 @@ static inline __attribute__((always_inline)) void gemm_type(float *y, long ldy, 
         float *yr = y + (long)r * ldy + c0;
         const int8_t *qr = q + (long)r * k;
         switch (rows - r) {
-        case 3: tile_rows(yr, ldy, qr, d + (long)r * nb, xs + (long)r * nb, pack, type, 3, k, nc); break;
-        case 2: tile_rows(yr, ldy, qr, d + (long)r * nb, xs + (long)r * nb, pack, type, 2, k, nc); break;
-        case 1: tile_rows(yr, ldy, qr, d + (long)r * nb, xs + (long)r * nb, pack, type, 1, k, nc); break;
+        case 3:
+            tile_rows(yr, ldy, qr, d + (long)r * nb, xs + (long)r * nb, pack, type, 3, k, nc);
+            break;
+        case 2:
+            tile_rows(yr, ldy, qr, d + (long)r * nb, xs + (long)r * nb, pack, type, 2, k, nc);
+            break;
+        case 1:
+            tile_rows(yr, ldy, qr, d + (long)r * nb, xs + (long)r * nb, pack, type, 1, k, nc);
+            break;
         default: break;
         }
     }
 }
 
-void gemm_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d,
-                            const int32_t *xs, weight_view w, int rows, int k, int n, void *pack) {
+void gemm_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
+                            weight_view w, int rows, int k, int n, void *pack) {
     switch (w.type) {
     case DTYPE_INT8: gemm_type(y, ldy, q, d, xs, w, DTYPE_INT8, rows, k, n, pack); break;
     case DTYPE_Q8_0: gemm_type(y, ldy, q, d, xs, w, DTYPE_Q8_0, rows, k, n, pack); break;

@@ -50,7 +50,7 @@ static inline float qb_half(const uint8_t *p) {
  * the high nibbles when *high (q4). q4_0 and q4_1: byte i of a block holds weight i low and i +
  * 16 high. q4_k: bytes 32p .. 32p + 31 of a super-block hold sub-block 2p low and 2p + 1 high. */
 static inline __attribute__((always_inline)) void qb_pack_group(dtype type, int b, int g, long *j,
-                                                              int *high) {
+                                                                int *high) {
     switch (type) {
     case DTYPE_Q8_0:
     case DTYPE_INT8: *j = 8L * b + g, *high = 0; break;

@@ -67,6 +67,6 @@ long gemm_blocks_pack_bytes_scalar(dtype type, int k);
 void gemm_blocks_avx2(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
                       weight_view w, int rows, int k, int n, void *pack);
 long gemm_blocks_pack_bytes_avx2(dtype type, int k);
-void gemm_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d,
-                            const int32_t *xs, weight_view w, int rows, int k, int n, void *pack);
+void gemm_blocks_avx512vnni(float *y, long ldy, const int8_t *q, const float *d, const int32_t *xs,
+                            weight_view w, int rows, int k, int n, void *pack);
 long gemm_blocks_pack_bytes_avx512vnni(dtype type, int k);

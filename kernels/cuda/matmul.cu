@@ -257,9 +257,7 @@ void matmul_forward(cuda_ctx *ctx, float *out, const float *in, weight_view w, c
     case DTYPE_Q8_0:
     case DTYPE_Q4_0:
     case DTYPE_Q4_1:
-    case DTYPE_Q4_K:
-        matmul_blocks_forward(ctx, out, in, w, bias, rows, in_dim, out_dim);
-        break;
+    case DTYPE_Q4_K: matmul_blocks_forward(ctx, out, in, w, bias, rows, in_dim, out_dim); break;
     default:
         tripar_dief(__FILE__, __LINE__, "matmul: unknown weight dtype %d", (int)w.type);
     }

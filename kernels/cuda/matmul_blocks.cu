@@ -91,12 +91,14 @@ __global__ void blocks_gemv_kernel(float *out, const float *in, const uint8_t *w
     const uint8_t *row = w + row_bytes * (size_t)o;
     float acc[BLOCKS_GEMV_MAX_ROWS];
 #pragma unroll
-    for (int r = 0; r < BLOCKS_GEMV_MAX_ROWS; r++) acc[r] = 0.0f;
+    for (int r = 0; r < BLOCKS_GEMV_MAX_ROWS; r++)
+        acc[r] = 0.0f;
     for (int b = lane; b < in_dim / QB; b += 32) {
         const block_ref br = block_at(row, TYPE, b);
         int q[QB];
 #pragma unroll
-        for (int i = 0; i < QB; i++) q[i] = quant_at(br, TYPE, i);
+        for (int i = 0; i < QB; i++)
+            q[i] = quant_at(br, TYPE, i);
 #pragma unroll
         for (int r = 0; r < BLOCKS_GEMV_MAX_ROWS; r++) {
             if (r >= rows) break;
@@ -131,7 +133,8 @@ __global__ void blocks_dequantize_kernel(float *out, const uint8_t *w, size_t ro
     const block_ref br = block_at(w + row_bytes * (size_t)o, TYPE, b);
     float *dst = out + o * in_dim + (long)b * QB;
 #pragma unroll
-    for (int k = 0; k < QB; k++) dst[k] = (float)quant_at(br, TYPE, k) * br.d + br.m;
+    for (int k = 0; k < QB; k++)
+        dst[k] = (float)quant_at(br, TYPE, k) * br.d + br.m;
 }
 
 __global__ void blocks_bias_kernel(float *out, const float *bias, int rows, int out_dim) {
@@ -165,14 +168,14 @@ static void blocks_forward(cuda_ctx *ctx, float *out, const float *in, const uin
             wf, w + row_bytes * (size_t)o0, row_bytes, n, in_dim);
         CUDA_LAUNCH_CHECK();
         // out^T's rows [o0, o0 + n) (column-major, ld out_dim) = tile * in^T
-        CUBLAS_CHECK(cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, in_dim, &one,
-                                  wf, CUDA_R_32F, in_dim, in, CUDA_R_32F, in_dim, &zero,
-                                  out + o0, CUDA_R_32F, out_dim, compute, CUBLAS_GEMM_DEFAULT));
+        CUBLAS_CHECK(cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, in_dim, &one, wf,
+                                  CUDA_R_32F, in_dim, in, CUDA_R_32F, in_dim, &zero, out + o0,
+                                  CUDA_R_32F, out_dim, compute, CUBLAS_GEMM_DEFAULT));
     }
     if (bias) {
         const long n = (long)rows * out_dim;
         blocks_bias_kernel<<<(unsigned)CEIL_DIV(n, 256), 256, 0, ctx->stream>>>(out, bias, rows,
-                                                                             out_dim);
+                                                                                out_dim);
         CUDA_LAUNCH_CHECK();
     }
 }
@@ -184,10 +187,18 @@ void matmul_blocks_forward(cuda_ctx *ctx, float *out, const float *in, weight_vi
           w.type == DTYPE_Q4_K ? 256 : QB);
     const uint8_t *b = (const uint8_t *)w.data;
     switch (w.type) {
-    case DTYPE_Q8_0: blocks_forward<DTYPE_Q8_0>(ctx, out, in, b, bias, rows, in_dim, out_dim); break;
-    case DTYPE_Q4_0: blocks_forward<DTYPE_Q4_0>(ctx, out, in, b, bias, rows, in_dim, out_dim); break;
-    case DTYPE_Q4_1: blocks_forward<DTYPE_Q4_1>(ctx, out, in, b, bias, rows, in_dim, out_dim); break;
-    case DTYPE_Q4_K: blocks_forward<DTYPE_Q4_K>(ctx, out, in, b, bias, rows, in_dim, out_dim); break;
+    case DTYPE_Q8_0:
+        blocks_forward<DTYPE_Q8_0>(ctx, out, in, b, bias, rows, in_dim, out_dim);
+        break;
+    case DTYPE_Q4_0:
+        blocks_forward<DTYPE_Q4_0>(ctx, out, in, b, bias, rows, in_dim, out_dim);
+        break;
+    case DTYPE_Q4_1:
+        blocks_forward<DTYPE_Q4_1>(ctx, out, in, b, bias, rows, in_dim, out_dim);
+        break;
+    case DTYPE_Q4_K:
+        blocks_forward<DTYPE_Q4_K>(ctx, out, in, b, bias, rows, in_dim, out_dim);
+        break;
     default: tripar_dief(__FILE__, __LINE__, "matmul: dtype %d is not a block format", (int)w.type);
     }
 }

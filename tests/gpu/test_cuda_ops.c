@@ -258,7 +258,8 @@ static void blocks_case(dtype type, int rows, int in_dim, int out_dim, int with_
     float *bias = rand_floats(out_dim, rng, -0.5f, 0.5f);
     float *want = host_alloc(sizeof(float) * n), *got = host_alloc(sizeof(float) * n);
     void *d_w = up(blocks, bytes);
-    float *d_in = up(in, sizeof(float) * rows * in_dim), *d_bias = up(bias, sizeof(float) * out_dim);
+    float *d_in = up(in, sizeof(float) * rows * in_dim);
+    float *d_bias = up(bias, sizeof(float) * out_dim);
     float *d_out = gpu.ops->alloc(gpu.ctx, sizeof(float) * n);
     const weight_view dv = {type, d_w, NULL, 0, 0};
     gpu.ops->matmul(gpu.ctx, d_out, d_in, dv, with_bias ? d_bias : NULL, rows, in_dim, out_dim);

@@ -147,8 +147,8 @@ static void test_gemv_blocks_levels(void **state) {
  * the padding past n untouched; within 1e-5 of the terms' magnitudes of the double product; and
  * the same bits for one row alone and for the columns split at an odd point. type DTYPE_INT8
  * runs int8w's rows with a scale per row (group 0) or per group. */
-static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dtype type,
-                             int group, int rows, int k, int n, int extreme, uint64_t seed) {
+static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dtype type, int group,
+                             int rows, int k, int n, int extreme, uint64_t seed) {
     uint64_t rng = seed;
     const long ldy = n + PAD, count = (long)n * k;
     const int nb = k / QBLOCK, groups = group ? (k + group - 1) / group : 1;
@@ -162,10 +162,10 @@ static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dt
     float *d = malloc(sizeof(float) * (size_t)rows * nb), *wv = malloc(sizeof(float) * count);
     float *y0 = floats((long)rows * ldy, &rng, -1, 1);
     float *got = malloc(sizeof(float) * rows * ldy), *want = malloc(sizeof(float) * rows * ldy);
-    const long pack_bytes = mk->gemm_blocks_pack_bytes(type, k) >
-                                    cpu_matmul_scalar.gemm_blocks_pack_bytes(type, k)
-                                ? mk->gemm_blocks_pack_bytes(type, k)
-                                : cpu_matmul_scalar.gemm_blocks_pack_bytes(type, k);
+    const long pack_bytes =
+        mk->gemm_blocks_pack_bytes(type, k) > cpu_matmul_scalar.gemm_blocks_pack_bytes(type, k)
+            ? mk->gemm_blocks_pack_bytes(type, k)
+            : cpu_matmul_scalar.gemm_blocks_pack_bytes(type, k);
     void *pack = aligned_alloc(64, (size_t)(pack_bytes + 63) / 64 * 64);
     assert_true(blocks && ws && q && xs && d && wv && got && want && pack);
     weight_view w = {.type = type, .data = blocks};
@@ -175,7 +175,8 @@ static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dt
         else
             quant_rows_int8(blocks, ws, wf, n, k, NULL);
         for (long c = 0; c < count; c++)
-            wv[c] = (float)((int8_t *)blocks)[c] * ws[(c / k) * groups + (group ? c % k / group : 0)];
+            wv[c] =
+                (float)((int8_t *)blocks)[c] * ws[(c / k) * groups + (group ? c % k / group : 0)];
         w.scale = ws, w.group = group, w.act_block = QBLOCK;
     } else {
         qblocks_quantize(type, blocks, wf, n, k);
@@ -209,8 +210,8 @@ static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dt
     for (int r = 0; r < rows; r++) {
         float *one = want + (long)r * ldy;
         memcpy(one, y0 + (long)r * ldy, sizeof(float) * ldy);
-        mk->gemm_blocks(one, ldy, q + (long)r * k, d + (long)r * nb, xs + (long)r * nb, w, 1, k,
-                        n1, pack);
+        mk->gemm_blocks(one, ldy, q + (long)r * k, d + (long)r * nb, xs + (long)r * nb, w, 1, k, n1,
+                        pack);
         if (n > n1)
             mk->gemm_blocks(one + n1, ldy, q + (long)r * k, d + (long)r * nb, xs + (long)r * nb,
                             rest, 1, k, n - n1, pack);
@@ -230,7 +231,7 @@ static void test_gemm_blocks_levels(void **state) {
     static const struct {
         dtype type;
         int group;
-    } formats[] = {{DTYPE_Q8_0, 0}, {DTYPE_Q4_0, 0}, {DTYPE_Q4_1, 0},   {DTYPE_Q4_K, 0},
+    } formats[] = {{DTYPE_Q8_0, 0}, {DTYPE_Q4_0, 0},  {DTYPE_Q4_1, 0},  {DTYPE_Q4_K, 0},
                    {DTYPE_INT8, 0}, {DTYPE_INT8, 32}, {DTYPE_INT8, 128}};
     static const int ks[] = {32, 96, 768, 256, 512};
     static const int ns[] = {1, 7, 16, 17, 32, 45, 70};

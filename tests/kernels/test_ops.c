@@ -338,8 +338,9 @@ static void test_matmul_f32(void **state) {
  * cpu_matmul_scalar: every level gives them, test_matmul_blocks checks each kernel alone); and
  * q8_0 and q4_0 bit for bit as int8w with scales per 32 columns holding the same quants and
  * scales, at GEMM rows (one block GEMM for both) and at GEMV rows on the 512-bit levels, whose
- * int8 GEMV sums in the block GEMV's order: the blocks add no rounding of their own. Widths are multiples of 32; q4_k takes those of 256 (one GEMV of one row, one
- * of several, one GEMM, and a super-block row of one). */
+ * int8 GEMV sums in the block GEMV's order: the blocks add no rounding of their own. Widths are
+ * multiples of 32; q4_k takes those of 256 (one GEMV of one row, one of several, one GEMM, and a
+ * super-block row of one). */
 static void test_matmul_blocks(void **state) {
     (void)state;
     static const int shapes[][3] = {{1, 64, 48},  {7, 128, 65},  {33, 96, 17}, {5, 160, 2000},
