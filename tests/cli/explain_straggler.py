@@ -250,15 +250,27 @@ def check_bubble(work):
 def check_precision(work):
     other = explain(work, "prec_fp32.h5", "prec_int8w.h5")["others"][0]
     verdict = other["verdict"]
-    # int8w's prefill quantises activations (slower) and its decode streams a quarter of the
-    # bytes (faster): end to end they may cancel within 1% (on a fast box, or under the
-    # sanitizers), where the structure is not said; the windows are ranked either way
+    # How int8w compares with fp32 depends on the build: in Release its products (int8 GEMM,
+    # int8 GEMV) beat fp32's in every window; under the sanitizers its instrumented kernels
+    # prefill 3-4x slower than uninstrumented OpenBLAS, and per token the two may come within
+    # 10%, where noise ranks the causes (one CI run: attention and head). So each window that
+    # differs clearly (1.25x or more either way) must name the products with the precision;
+    # one always does (the first token: 2.6-3.5x in both builds).
     named = r"(qkv_gemm|attn_out_gemm|mlp_gemm) \(OTHER int8w: dequantisation fused\)"
     windows = verdict.split(" To the first token")
     assert len(windows) == 2 and "Per token" in windows[1], verdict
-    assert re.search(named, windows[1].split("Per token")[1]), verdict
-    if "no cause to rank end to end" not in verdict:
-        assert re.search(named, windows[0]), verdict
+    parts = {"end to end": windows[0], "to the first token": windows[1].split("Per token")[0],
+             "per token": windows[1].split("Per token")[1]}
+
+    def ratio(window):
+        m = re.search(r"(\d+\.\d+)x (?:slower|faster) " + window, verdict)
+        return float(m.group(1)) if m else 1.0
+
+    clear = [w for w in parts if ratio(w) >= 1.25]
+    assert clear, verdict
+    for w in clear:
+        assert re.search(named, parts[w]), (w, verdict)
+    if "end to end" in clear:
         assert "Both critical ranks run 2 layers" in verdict, verdict
     no_share_over_100(verdict)
     print("precision:", verdict)
