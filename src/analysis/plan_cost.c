@@ -187,6 +187,15 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
     double overlappable = 0;
     /* a mixture of experts' MLP is never cut into overlapped pieces (forward.c) */
     const int moe = m->cfg.experts > 0;
+    const int chunks = m->chunks < 1                   ? 1
+                       : m->chunks > ENGINE_MAX_CHUNKS ? ENGINE_MAX_CHUNKS
+                                                       : m->chunks;
+    /* with overlap a dense prefill runs as nano-batches, each one's all-reduces under the
+     * other's compute (forward.c nano_split; NCCL's stream-ordered ones keep one) */
+    nano_batch nanos[NANO_BATCHES_MAX];
+    const int nano = s->overlap && s->tp > 1 && !moe && m->collectives != PLAN_COLL_NCCL;
+    const int n_nano = nano_batch_split(nanos, nano, seqs, new_positions, past);
+    if (n_nano > 1) step.nano_chunks = chunks;
     const double rank_weights =
         c->llc_bytes > 0 ? plan_rank_weight_bytes(&m->cfg, m->weight_dtype, s, s->tp - 1, pp_rank)
                          : 0;
@@ -212,6 +221,7 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
          * under the next piece (parallel.overlap) */
         if (p == PHASE_ATTN_OUT_GEMM || (p == PHASE_MLP_GEMM && !moe)) overlappable += t;
     }
+    if (n_nano > 1) overlappable = out->layer_compute;
     shard_geom g;
     strategy_geom(&m->cfg, s, s->tp - 1, pp_rank, &g);
     out->layers = g.n_layers;
@@ -231,12 +241,12 @@ static void stage_cost(const plan_model *m, const plan_cluster *c, const plan_ce
     }
     if (s->tp > 1) {
         /* two all-reduces of the activations per layer, and the sampler's MAXLOC on the last;
-         * with overlap each goes in pieces, one all-reduce of its rows per piece (forward.c) */
+         * with overlap each goes in pieces, one all-reduce of its rows per piece of each
+         * nano-batch (forward.c) */
         const double rows = (double)seqs * new_positions;
-        const int chunks = m->chunks < 1                   ? 1
-                           : m->chunks > ENGINE_MAX_CHUNKS ? ENGINE_MAX_CHUNKS
-                                                           : m->chunks;
-        const int pieces = s->overlap ? (int)fmin(chunks, rows) : 1;
+        int pieces = 0;
+        for (int i = 0; i < n_nano; i++)
+            pieces += s->overlap ? (int)fmin(chunks, nanos[i].rows) : 1;
         const double bytes = rows * m->cfg.embd * F32 / pieces;
         const plan_collective ar = pieces > 1
                                        ? plan_iallreduce(c, tp, bytes, m->collectives, k->busy)

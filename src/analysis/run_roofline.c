@@ -50,6 +50,7 @@ typedef struct {
     kv_dtype_kind kv_dtype;
     int kv_block, new_tokens, batch, prompt_len;
     int chunks;        /* parallel.chunks: the row pieces of an overlapped row-parallel product */
+    int stream_ordered; /* the TP axis on NCCL (backend cuda, comm auto or nccl): no nano-batches */
     int layer_timings; /* record.timings: layer */
     float *expert_share; /* a mixture of experts' recorded routing (phase_step.expert_share):
                           * the run's own /moe/expert_load; NULL when it has none */
@@ -132,6 +133,9 @@ static int run_shape_read(const run_data *run, run_shape *s) {
                        : -1;
     s->kv_dtype = kv >= 0 ? (kv_dtype_kind)kv : KV_DTYPE_FP32;
     s->chunks = job && run_job_scalar(job, "parallel.chunks", v, sizeof v) == 0 ? atoi(v) : 1;
+    s->stream_ordered =
+        !strcmp(run->backend, "cuda") &&
+        !(job && run_job_scalar(job, "backend.comm", v, sizeof v) == 0 && !strcmp(v, "mpi"));
     int have_new = job && run_job_scalar(job, "generate.new_tokens", v, sizeof v) == 0;
     s->new_tokens = have_new ? atoi(v) : -1;
     /* the job says which level was recorded; a file whose job omits it (an edited or a
@@ -251,9 +255,13 @@ static phase_step step_shape(const run_data *run, const run_shape *s, const run_
     st.seqs = n_micro > 0 && mb < n_micro ? split_count(local, n_micro, mb) : 0;
     st.new_positions = step == 0 ? s->prompt_len : 1;
     st.past_positions = step == 0 ? 0 : s->prompt_len + step - 1;
-    /* forward.c: with overlap at tp > 1 the rows are cut into chunks pieces, at most one per row */
-    const int rows = st.seqs * st.new_positions;
-    st.row_pieces = run->overlap && run->tp > 1 ? (s->chunks < rows ? s->chunks : rows) : 1;
+    /* forward.c: with overlap at tp > 1 the rows are cut into chunks pieces, at most one per
+     * row; a prefill of a dense model runs as nano-batches, each cut so, unless NCCL's
+     * stream-ordered all-reduces carry the TP axis */
+    const int rows = st.seqs * st.new_positions, overlapped = run->overlap && run->tp > 1;
+    st.row_pieces = overlapped ? (s->chunks < rows ? s->chunks : rows) : 1;
+    if (overlapped && !s->stream_ordered && s->cfg.experts == 0 && st.new_positions > 1)
+        st.nano_chunks = s->chunks;
     return st;
 }
 

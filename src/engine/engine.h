@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "engine/moe.h"
+#include "metrics/phase_cost.h"
 #include "metrics/timing.h"
 #include "model/model.h"
 #include "parallel/mesh.h"
@@ -42,7 +43,8 @@ typedef struct {
 
     /* the schedule */
     int microbatches;
-    int overlap, chunks;    /* TP all-reduces in `chunks` pieces overlapped with compute */
+    int overlap, chunks; /* TP all-reduces in `chunks` pieces overlapped with compute, and
+                            a prefill's in two nano-batches (forward.c) */
     kv_cache_kind kv_cache;
     int kv_block;           /* positions per KV block when paged */
     dtype kv_dtype;         /* of the cached keys and values (kv_view.type); 0 is DTYPE_F32 */
@@ -194,7 +196,13 @@ typedef struct {
     comm_req tok_send_req[ENGINE_MAX_MICRO], tok_recv_req[ENGINE_MAX_MICRO];
     float *deferred_recv[ENGINE_MAX_MICRO]; /* stream-ordered receives not yet enqueued */
     size_t deferred_count[ENGINE_MAX_MICRO];
-    comm_req chunk_req[ENGINE_MAX_CHUNKS];
+    /* the row-parallel all-reduce of each nano-batch (forward.c) in flight: its pieces, when
+     * each started and finished, and the step, micro-batch and layer they are timed at */
+    struct tp_inflight {
+        int pieces, step, mb, layer;
+        comm_req req[ENGINE_MAX_CHUNKS];
+        double started[ENGINE_MAX_CHUNKS], finished[ENGINE_MAX_CHUNKS];
+    } inflight[NANO_BATCHES_MAX];
 
     activation_point *points;
     int n_points;

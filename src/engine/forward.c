@@ -20,16 +20,23 @@ static weight_view layer_matrix(const model *m, const void *base, const float *s
     return v;
 }
 
-/* Records into a staging tensor the rows of micro-batch mb for an activation point. */
-static void capture_point(engine *e, int kind, int layer, const float *x, int mb, int width) {
+/* Records into a staging tensor rows [r0, r0 + rows) of micro-batch mb's prefill (x holds
+ * them) for an activation point. */
+static void capture_rows(engine *e, int kind, int layer, const float *x, int mb, int r0, int rows,
+                         int width) {
     if (!e->capture) return;
     for (int p = 0; p < e->n_points; p++) {
         activation_point *pt = &e->points[p];
         if (pt->kind != kind || pt->layer != layer || !pt->held) continue;
-        size_t offset = (size_t)e->split.begin[mb] * e->prompt_len * width;
-        size_t bytes = (size_t)e->split.size[mb] * e->prompt_len * width * sizeof(float);
+        size_t offset = ((size_t)e->split.begin[mb] * e->prompt_len + r0) * width;
+        size_t bytes = (size_t)rows * width * sizeof(float);
         e->be->ops->copy_to_host(e->be->ctx, pt->host + offset, x, bytes);
     }
+}
+
+/* The same for every row of micro-batch mb. */
+static void capture_point(engine *e, int kind, int layer, const float *x, int mb, int width) {
+    capture_rows(e, kind, layer, x, mb, 0, e->split.size[mb] * e->prompt_len, width);
 }
 
 /* The non-finite diagnosis only (schedule.c's diagnose_step): notes `site` when rows x of
@@ -61,48 +68,85 @@ static void tp_allreduce_blocking(engine *e, float *buf, size_t count, int step,
     timer_add_host(e->tm, PHASE_TP_WAIT, step, mb, layer, t0, t1);
 }
 
-/* A row-parallel product followed by its all-reduce. With overlap on, the rows are cut into
- * pieces and piece i's all-reduce is in flight while piece i+1 multiplies; testing the earlier
- * pieces between products drives their progress. The bias is added by TP rank 0 only, so it is
- * counted once. */
-static void row_parallel_allreduce(engine *e, float *out, const float *in, weight_view w,
-                                   const float *bias, int rows, int in_dim, int out_dim,
-                                   phase gemm_phase, int step, int mb, int layer) {
+/* Drives every row-parallel all-reduce in flight (Open MPI advances a non-blocking collective
+ * only inside MPI calls) and notes when each piece finished. Stream-ordered comms (NCCL)
+ * progress on their own; polling them is a host round trip and is not allowed inside a
+ * CUDA-graph capture. */
+static void tp_progress(engine *e) {
+    if (e->tp->stream_ordered) return;
+    for (int n = 0; n < NANO_BATCHES_MAX; n++) {
+        struct tp_inflight *f = &e->inflight[n];
+        for (int i = 0; i < f->pieces; i++)
+            if (f->req[i].active && comm_test(e->tp, &f->req[i]))
+                f->finished[i] = timer_host_seconds();
+    }
+}
+
+/* A row-parallel product followed by its all-reduce, started: rows of out as nano-batch `nano`
+ * (0 when there is one). With overlap on, the rows are cut into pieces and piece i's
+ * all-reduce is in flight while piece i+1 multiplies; between pieces every all-reduce in flight
+ * is driven, this one's earlier pieces and the other nano-batch's. The all-reduce ends in
+ * tp_finish, which the nano-batch calls before it reads out; without overlap it ends here, as
+ * one blocking call. The bias is added by TP rank 0 only, so it is counted once. */
+static void row_parallel_start(engine *e, int nano, int nanos, float *out, const float *in,
+                               weight_view w, const float *bias, int rows, int in_dim, int out_dim,
+                               phase gemm_phase, int step, int mb, int layer) {
     const backend_ops *ops = e->be->ops;
     const float *bias_once = e->tp->rank == 0 ? bias : NULL;
-    int pieces = (e->cfg.overlap && e->tp->size > 1) ? e->chunks : 1;
-    if (pieces > rows) pieces = rows;
-    if (pieces <= 1) {
+    const int pieces = e->chunks < rows ? e->chunks : rows;
+    /* one piece of the only nano-batch has nothing to overlap: the blocking call */
+    if (!e->cfg.overlap || e->tp->size == 1 || (pieces <= 1 && nanos == 1)) {
         TIMER_SCOPE(e->tm, gemm_phase, step, mb, layer)
             ops->matmul(e->be->ctx, out, in, w, bias_once, rows, in_dim, out_dim);
         tp_allreduce_blocking(e, out, (size_t)rows * out_dim, step, mb, layer);
         return;
     }
-    double started[ENGINE_MAX_CHUNKS], finished[ENGINE_MAX_CHUNKS];
+    struct tp_inflight *f = &e->inflight[nano];
+    CHECK(f->pieces == 0, "engine: nano-batch %d started an all-reduce with one in flight", nano);
     for (int i = 0; i < pieces; i++) {
         int r0 = split_begin(rows, pieces, i), rn = split_count(rows, pieces, i);
         TIMER_SCOPE(e->tm, gemm_phase, step, mb, layer)
             ops->matmul(e->be->ctx, out + (size_t)r0 * out_dim, in + (size_t)r0 * in_dim, w,
                         bias_once, rn, in_dim, out_dim);
-        if (!e->tp->stream_ordered) ops->synchronize(e->be->ctx);
-        started[i] = timer_host_seconds();
-        comm_iallreduce_sum(e->tp, out + (size_t)r0 * out_dim, (size_t)rn * out_dim,
-                            &e->chunk_req[i]);
-        /* stream-ordered comms (NCCL) progress on their own; polling them is a host round trip
-         * and is not allowed inside a CUDA-graph capture */
-        for (int k = 0; k < i && !e->tp->stream_ordered; k++)
-            if (e->chunk_req[k].active && comm_test(e->tp, &e->chunk_req[k]))
-                finished[k] = timer_host_seconds();
+        if (!e->tp->stream_ordered) ops->synchronize(e->be->ctx); /* MPI reads the rows now */
+        f->started[i] = timer_host_seconds();
+        comm_iallreduce_sum(e->tp, out + (size_t)r0 * out_dim, (size_t)rn * out_dim, &f->req[i]);
+        f->pieces = i + 1; /* tp_progress tests this piece from now on */
+        tp_progress(e);
     }
-    for (int i = 0; i < pieces; i++) {
-        if (e->chunk_req[i].active) {
+    f->step = step, f->mb = mb, f->layer = layer;
+}
+
+/* Ends nano-batch `nano`'s all-reduce in flight, if any: the time blocked here is the exposed
+ * part (tp_wait), and each piece's span from its start to its end is its all-reduce. */
+static void tp_finish(engine *e, int nano) {
+    struct tp_inflight *f = &e->inflight[nano];
+    for (int i = 0; i < f->pieces; i++) {
+        if (f->req[i].active) {
             double w0 = timer_host_seconds();
-            comm_wait(e->tp, &e->chunk_req[i]);
-            finished[i] = timer_host_seconds();
-            timer_add_host(e->tm, PHASE_TP_WAIT, step, mb, layer, w0, finished[i]);
+            comm_wait(e->tp, &f->req[i]);
+            f->finished[i] = timer_host_seconds();
+            timer_add_host(e->tm, PHASE_TP_WAIT, f->step, f->mb, f->layer, w0, f->finished[i]);
         }
-        timer_add_host(e->tm, PHASE_TP_ALLREDUCE, step, mb, layer, started[i], finished[i]);
+        timer_add_host(e->tm, PHASE_TP_ALLREDUCE, f->step, f->mb, f->layer, f->started[i],
+                       f->finished[i]);
     }
+    f->pieces = 0;
+}
+
+/* How a micro-batch's rows split into nano-batches (nano_batch_split), and how many. With
+ * overlap on a prefill runs as two: each block of a layer (attention, then MLP) runs for one
+ * and then the other, so one's all-reduce is in flight while the other computes, and every op
+ * that follows it (residual, norm, the next products) waits only for its own rows' (as
+ * NanoFlow's nano-batches do). One sequence splits by positions, its second half attending to
+ * the first's keys, which are in the cache by then. Decode keeps one: two would stream every
+ * weight twice for rows that are latency-bound anyway. A mixture of experts keeps one (its
+ * layer all-reduces once after the experts), and so do stream-ordered comms (NCCL), which
+ * overlap on their own stream. */
+static int nano_split(const engine *e, nano_batch *n, int nb, int n_new, int pos0) {
+    const int split =
+        e->cfg.overlap && e->tp->size > 1 && !e->tp->stream_ordered && e->m->cfg.experts == 0;
+    return nano_batch_split(n, split, nb, n_new, pos0);
 }
 
 /* The final norm: LayerNorm (GPT-2) or RMSNorm (Llama). */
@@ -317,20 +361,21 @@ void engine_ep_idle(engine *e, int mb, int step) {
 
 /* Llama's layers (pre-norm): RMSNorm -> grouped-query QKV -> attention with RoPE -> o,
  * all-reduced -> RMSNorm -> gate|up -> SwiGLU -> down, all-reduced. h holds the normed
- * input of the next block; each residual add is fused with the next norm. */
+ * input of the next block; each residual add is fused with the next norm, which runs when the
+ * nano-batch's all-reduce has ended, at the top of the next block (the last one's after the
+ * loop). Each nano-batch uses its own rows of every buffer. */
 static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int pos0) {
     const model *m = e->m;
     const shard_geom *g = &m->geom;
     const weights *w = &m->w;
     const backend_ops *ops = e->be->ops;
     void *ctx = e->be->ctx;
-    const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local, nb = e->split.size[mb];
-    const int QKV = A + 2 * g->n_kv_heads * g->head_dim, rows = nb * n_new;
+    const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local;
+    const int QKV = A + 2 * g->n_kv_heads * g->head_dim;
     const float eps = m->cfg.ln_eps;
+    nano_batch nanos[NANO_BATCHES_MAX];
+    const int n_nano = nano_split(e, nanos, e->split.size[mb], n_new, pos0);
 
-    if (g->n_layers > 0)
-        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, g->layer_begin)
-            ops->rmsnorm(ctx, e->h, x, w->ln1_g, rows, C, eps);
     for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
         const weight_view qkv_w =
@@ -341,60 +386,91 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         const weight_view down_w = layer_matrix(m, w->fc2_w, w->fc2_s, l, C, M, MATRIX_INPUT_MLP);
         /* Qwen2's q/k/v biases, when the checkpoint has them (qkv_b, this rank's rows) */
         const float *qkv_b = w->qkv_b ? w->qkv_b + (size_t)l * QKV : NULL;
-        const float *ln2_g = w->ln2_g + (size_t)l * C;
-        const float *next_ln1_g = l + 1 < g->n_layers ? w->ln1_g + (size_t)(l + 1) * C : NULL;
+        const float *ln1_g = w->ln1_g + (size_t)l * C, *ln2_g = w->ln2_g + (size_t)l * C;
         const kv_view cache = layer_kv_cache(e, l, g->n_kv_heads);
 
-        TIMER_SCOPE(e->tm, PHASE_QKV_GEMM, step, mb, layer)
-            ops->matmul(ctx, e->qkv, e->h, qkv_w, qkv_b, rows, C, QKV);
-
-        TIMER_SCOPE(e->tm, PHASE_ATTENTION, step, mb, layer) /* RoPE included */
-            ops->attention(ctx, e->att, e->qkv, cache, e->rope_inv_freq, e->split.begin[mb], nb,
-                           n_new, pos0);
-
-        row_parallel_allreduce(e, e->o, e->att, o_w, NULL, rows, A, C, PHASE_ATTN_OUT_GEMM, step,
-                               mb, layer);
-
-        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o; h = RMSNorm2(x) */
-            ops->residual_rmsnorm(ctx, x, e->h, e->o, ln2_g, rows, C, eps);
-        capture_point(e, ACT_ATTN, layer, x, mb, C);
-        check_finite(e, x, rows, engine_site_attn(layer));
-
-        if (m->cfg.experts > 0) { /* mixtral, qwen2_moe: one all-reduce over every expert */
-            moe_mlp(e, e->o, e->h, l, rows, step, mb, layer); /* timed inside */
-            tp_allreduce_blocking(e, e->o, (size_t)rows * C, step, mb, layer);
-        } else {
-            TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) { /* SwiGLU included */
-                ops->matmul(ctx, e->f, e->h, gate_up_w, NULL, rows, C, 2 * M);
-                ops->swiglu(ctx, e->act, e->f, rows, M);
+        for (int n = 0; n < n_nano; n++) { /* attention */
+            const nano_batch *nb = &nanos[n];
+            const int rows = nb->rows;
+            float *xn = x + (size_t)nb->r0 * C, *hn = e->h + (size_t)nb->r0 * C;
+            float *on = e->o + (size_t)nb->r0 * C, *qkv = e->qkv + (size_t)nb->r0 * QKV;
+            float *att = e->att + (size_t)nb->r0 * A;
+            tp_finish(e, n);
+            if (l == 0)
+                TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer)
+                    ops->rmsnorm(ctx, hn, xn, ln1_g, rows, C, eps);
+            else {
+                TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer - 1) /* x += o; h = RMSNorm1(x) */
+                    ops->residual_rmsnorm(ctx, xn, hn, on, ln1_g, rows, C, eps);
+                capture_rows(e, ACT_MLP, layer - 1, xn, mb, nb->r0, rows, C);
+                check_finite(e, xn, rows, engine_site_mlp(layer - 1));
             }
-            row_parallel_allreduce(e, e->o, e->act, down_w, NULL, rows, M, C, PHASE_MLP_GEMM, step,
-                                   mb, layer);
+
+            TIMER_SCOPE(e->tm, PHASE_QKV_GEMM, step, mb, layer)
+                ops->matmul(ctx, qkv, hn, qkv_w, qkv_b, rows, C, QKV);
+            tp_progress(e);
+
+            TIMER_SCOPE(e->tm, PHASE_ATTENTION, step, mb, layer) /* RoPE included */
+                ops->attention(ctx, att, qkv, cache, e->rope_inv_freq, e->split.begin[mb] + nb->b0,
+                               nb->nb, nb->n_new, nb->pos0);
+            tp_progress(e);
+
+            row_parallel_start(e, n, n_nano, on, att, o_w, NULL, rows, A, C, PHASE_ATTN_OUT_GEMM,
+                               step, mb, layer);
         }
 
-        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o; h = next RMSNorm1(x) */
-            ops->residual_rmsnorm(ctx, x, next_ln1_g ? e->h : NULL, e->o, next_ln1_g, rows, C, eps);
-        capture_point(e, ACT_MLP, layer, x, mb, C);
-        check_finite(e, x, rows, engine_site_mlp(layer));
+        for (int n = 0; n < n_nano; n++) { /* MLP */
+            const nano_batch *nb = &nanos[n];
+            const int rows = nb->rows;
+            float *xn = x + (size_t)nb->r0 * C, *hn = e->h + (size_t)nb->r0 * C;
+            float *on = e->o + (size_t)nb->r0 * C;
+            tp_finish(e, n);
+            TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o; h = RMSNorm2(x) */
+                ops->residual_rmsnorm(ctx, xn, hn, on, ln2_g, rows, C, eps);
+            capture_rows(e, ACT_ATTN, layer, xn, mb, nb->r0, rows, C);
+            check_finite(e, xn, rows, engine_site_attn(layer));
+
+            if (m->cfg.experts > 0) { /* mixtral, qwen2_moe: one all-reduce over every expert */
+                moe_mlp(e, on, hn, l, rows, step, mb, layer); /* timed inside */
+                tp_allreduce_blocking(e, on, (size_t)rows * C, step, mb, layer);
+                continue;
+            }
+            float *fn = e->f + (size_t)nb->r0 * 2 * M, *act = e->act + (size_t)nb->r0 * M;
+            TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) { /* SwiGLU included */
+                ops->matmul(ctx, fn, hn, gate_up_w, NULL, rows, C, 2 * M);
+                ops->swiglu(ctx, act, fn, rows, M);
+            }
+            tp_progress(e);
+            row_parallel_start(e, n, n_nano, on, act, down_w, NULL, rows, M, C, PHASE_MLP_GEMM,
+                               step, mb, layer);
+        }
+    }
+
+    for (int n = 0; n < n_nano && g->n_layers > 0; n++) { /* the last layer's residual */
+        const int layer = g->layer_begin + g->n_layers - 1, rows = nanos[n].rows;
+        float *xn = x + (size_t)nanos[n].r0 * C, *on = e->o + (size_t)nanos[n].r0 * C;
+        tp_finish(e, n);
+        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o */
+            ops->residual_rmsnorm(ctx, xn, NULL, on, NULL, rows, C, eps);
+        capture_rows(e, ACT_MLP, layer, xn, mb, nanos[n].r0, rows, C);
+        check_finite(e, xn, rows, engine_site_mlp(layer));
     }
 }
 
 /* GPT-2's layers of this stage: Pre-LN (LN1 of the first layer here, each later one fused
- * with the previous residual add) or Post-LN. */
+ * with the previous residual add) or Post-LN. As in llama_layers, a block's residual add and
+ * norm run at the top of the next block, once the nano-batch's all-reduce has ended. */
 static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int pos0) {
     const model *m = e->m;
     const shard_geom *g = &m->geom;
     const weights *w = &m->w;
     const backend_ops *ops = e->be->ops;
     void *ctx = e->be->ctx;
-    const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local, nb = e->split.size[mb];
-    const int rows = nb * n_new;
+    const int C = m->cfg.embd, A = g->attn_dim, M = g->mlp_local;
     const float eps = m->cfg.ln_eps;
     const int pre_norm = m->cfg.norm == NORM_PRE;
-
-    if (pre_norm && g->n_layers > 0)
-        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, g->layer_begin)
-            ops->layernorm(ctx, e->h, x, w->ln1_g, w->ln1_b, rows, C, eps);
+    nano_batch nanos[NANO_BATCHES_MAX];
+    const int n_nano = nano_split(e, nanos, e->split.size[mb], n_new, pos0);
 
     for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
@@ -409,45 +485,81 @@ static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int po
         const float *ln1_g = w->ln1_g + (size_t)l * C, *ln1_b = w->ln1_b + (size_t)l * C;
         const float *ln2_g = w->ln2_g + (size_t)l * C, *ln2_b = w->ln2_b + (size_t)l * C;
         const kv_view cache = layer_kv_cache(e, l, g->n_heads); /* one kv head per query head */
-        /* Pre-LN reads h = LN1(x) prepared by the previous step; Post-LN feeds x itself. */
-        const float *attn_in = pre_norm ? e->h : x;
-        const int next = l + 1 < g->n_layers; /* a layer after this one on this stage */
 
-        TIMER_SCOPE(e->tm, PHASE_QKV_GEMM, step, mb, layer)
-            ops->matmul(ctx, e->qkv, attn_in, qkv_w, qkv_b, rows, C, 3 * A);
+        for (int n = 0; n < n_nano; n++) { /* attention */
+            const nano_batch *nb = &nanos[n];
+            const int rows = nb->rows;
+            float *xn = x + (size_t)nb->r0 * C, *hn = e->h + (size_t)nb->r0 * C;
+            float *on = e->o + (size_t)nb->r0 * C, *qkv = e->qkv + (size_t)nb->r0 * 3 * A;
+            float *att = e->att + (size_t)nb->r0 * A;
+            tp_finish(e, n);
+            if (l > 0) {
+                TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer - 1) {
+                    if (pre_norm) /* x += o; h = LN1(x) */
+                        ops->residual_layernorm(ctx, xn, hn, on, ln1_g, ln1_b, rows, C, eps);
+                    else /* x = LN2(x + o), computed in o then normalised back into x */
+                        ops->residual_layernorm(ctx, on, xn, xn, w->ln2_g + (size_t)(l - 1) * C,
+                                                w->ln2_b + (size_t)(l - 1) * C, rows, C, eps);
+                }
+                capture_rows(e, ACT_MLP, layer - 1, xn, mb, nb->r0, rows, C);
+                check_finite(e, xn, rows, engine_site_mlp(layer - 1));
+            } else if (pre_norm)
+                TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer)
+                    ops->layernorm(ctx, hn, xn, ln1_g, ln1_b, rows, C, eps);
 
-        TIMER_SCOPE(e->tm, PHASE_ATTENTION, step, mb, layer)
-            ops->attention(ctx, e->att, e->qkv, cache, NULL, e->split.begin[mb], nb, n_new, pos0);
+            /* Pre-LN reads h = LN1(x); Post-LN feeds x itself. */
+            TIMER_SCOPE(e->tm, PHASE_QKV_GEMM, step, mb, layer)
+                ops->matmul(ctx, qkv, pre_norm ? hn : xn, qkv_w, qkv_b, rows, C, 3 * A);
+            tp_progress(e);
 
-        row_parallel_allreduce(e, e->o, e->att, proj_w, proj_b, rows, A, C, PHASE_ATTN_OUT_GEMM,
-                               step, mb, layer);
+            TIMER_SCOPE(e->tm, PHASE_ATTENTION, step, mb, layer)
+                ops->attention(ctx, att, qkv, cache, NULL, e->split.begin[mb] + nb->b0, nb->nb,
+                               nb->n_new, nb->pos0);
+            tp_progress(e);
 
-        TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) {
-            if (pre_norm) /* x += o; h = LN2(x) */
-                ops->residual_layernorm(ctx, x, e->h, e->o, ln2_g, ln2_b, rows, C, eps);
-            else /* x = LN1(x + o), computed in o then normalised back into x */
-                ops->residual_layernorm(ctx, e->o, x, x, ln1_g, ln1_b, rows, C, eps);
+            row_parallel_start(e, n, n_nano, on, att, proj_w, proj_b, rows, A, C,
+                               PHASE_ATTN_OUT_GEMM, step, mb, layer);
         }
-        capture_point(e, ACT_ATTN, layer, x, mb, C);
-        check_finite(e, x, rows, engine_site_attn(layer));
 
-        TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) {
-            ops->matmul(ctx, e->f, pre_norm ? e->h : x, fc1_w, NULL, rows, C, M);
-            ops->bias_gelu(ctx, e->f, fc1_b, rows, M);
+        for (int n = 0; n < n_nano; n++) { /* MLP */
+            const nano_batch *nb = &nanos[n];
+            const int rows = nb->rows;
+            float *xn = x + (size_t)nb->r0 * C, *hn = e->h + (size_t)nb->r0 * C;
+            float *on = e->o + (size_t)nb->r0 * C, *fn = e->f + (size_t)nb->r0 * M;
+            tp_finish(e, n);
+            TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) {
+                if (pre_norm) /* x += o; h = LN2(x) */
+                    ops->residual_layernorm(ctx, xn, hn, on, ln2_g, ln2_b, rows, C, eps);
+                else /* x = LN1(x + o), computed in o then normalised back into x */
+                    ops->residual_layernorm(ctx, on, xn, xn, ln1_g, ln1_b, rows, C, eps);
+            }
+            capture_rows(e, ACT_ATTN, layer, xn, mb, nb->r0, rows, C);
+            check_finite(e, xn, rows, engine_site_attn(layer));
+
+            TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) {
+                ops->matmul(ctx, fn, pre_norm ? hn : xn, fc1_w, NULL, rows, C, M);
+                ops->bias_gelu(ctx, fn, fc1_b, rows, M);
+            }
+            tp_progress(e);
+
+            row_parallel_start(e, n, n_nano, on, fn, fc2_w, fc2_b, rows, M, C, PHASE_MLP_GEMM, step,
+                               mb, layer);
         }
+    }
 
-        row_parallel_allreduce(e, e->o, e->f, fc2_w, fc2_b, rows, M, C, PHASE_MLP_GEMM, step, mb,
-                               layer);
-
+    for (int n = 0; n < n_nano && g->n_layers > 0; n++) { /* the last layer's residual */
+        const int l = g->n_layers - 1, layer = g->layer_begin + l, rows = nanos[n].rows;
+        float *xn = x + (size_t)nanos[n].r0 * C, *on = e->o + (size_t)nanos[n].r0 * C;
+        tp_finish(e, n);
         TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) {
-            if (pre_norm) /* x += o, fused with the next layer's LN1 when there is one */
-                ops->residual_layernorm(ctx, x, next ? e->h : NULL, e->o, next ? ln1_g + C : NULL,
-                                        next ? ln1_b + C : NULL, rows, C, eps);
+            if (pre_norm) /* x += o */
+                ops->residual_layernorm(ctx, xn, NULL, on, NULL, NULL, rows, C, eps);
             else
-                ops->residual_layernorm(ctx, e->o, x, x, ln2_g, ln2_b, rows, C, eps);
+                ops->residual_layernorm(ctx, on, xn, xn, w->ln2_g + (size_t)l * C,
+                                        w->ln2_b + (size_t)l * C, rows, C, eps);
         }
-        capture_point(e, ACT_MLP, layer, x, mb, C);
-        check_finite(e, x, rows, engine_site_mlp(layer));
+        capture_rows(e, ACT_MLP, layer, xn, mb, nanos[n].r0, rows, C);
+        check_finite(e, xn, rows, engine_site_mlp(layer));
     }
 }
 

@@ -302,7 +302,55 @@ static void attention_cost(phase_cost *c, const model_config *cfg, const shard_g
     cost_add(c, flops, 0, kv_read + kv_write + table, act);
 }
 
+static nano_batch nano_batch_of(int r0, int b0, int nb, int n_new, int pos0) {
+    return (nano_batch){
+        .r0 = r0, .rows = nb * n_new, .b0 = b0, .nb = nb, .n_new = n_new, .pos0 = pos0};
+}
+
+int nano_batch_split(nano_batch *out, int split, int seqs, int n_new, int pos0) {
+    out[0] = nano_batch_of(0, 0, seqs, n_new, pos0);
+    if (!split || n_new <= 1 || seqs < 1) return 1;
+    if (seqs >= 2) {
+        const int a = seqs / 2;
+        out[0] = nano_batch_of(0, 0, a, n_new, pos0);
+        out[1] = nano_batch_of(a * n_new, a, seqs - a, n_new, pos0);
+        return 2;
+    }
+    const int half = n_new / 2, aligned = half / NANO_ALIGN * NANO_ALIGN;
+    const int first = aligned > 0 ? aligned : half;
+    out[0] = nano_batch_of(0, 0, 1, first, pos0);
+    out[1] = nano_batch_of(first, 0, 1, n_new - first, pos0 + first);
+    return 2;
+}
+
+/* A step run as nano-batches costs what its nano-batches cost, each a step of its own rows:
+ * every product reads its weights once per nano-batch, and the second half of one sequence
+ * reads the first half's keys again. */
+static void nano_steps_cost(const model_config *cfg, const phase_step *s, phase p,
+                            phase_cost *out) {
+    nano_batch nanos[NANO_BATCHES_MAX];
+    const int n = nano_batch_split(nanos, 1, s->seqs, s->new_positions, s->past_positions);
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < n; i++) {
+        phase_step sub = *s;
+        sub.nano_chunks = 0;
+        sub.seqs = nanos[i].nb;
+        sub.new_positions = nanos[i].n_new;
+        sub.past_positions = nanos[i].pos0;
+        sub.row_pieces = s->nano_chunks < nanos[i].rows ? s->nano_chunks : nanos[i].rows;
+        phase_cost c;
+        phase_cost_compute(cfg, &sub, p, &c);
+        cost_add(out, c.flops, c.weight_bytes, c.kv_bytes, c.act_bytes);
+    }
+    out->bytes = out->weight_bytes + out->kv_bytes + out->act_bytes;
+}
+
 void phase_cost_compute(const model_config *cfg, const phase_step *s, phase p, phase_cost *out) {
+    /* only the per-layer phases run per nano-batch; the embedding and the head see them whole */
+    if (s->nano_chunks > 0 && p != PHASE_EMBED && p != PHASE_HEAD && p != PHASE_SAMPLE) {
+        nano_steps_cost(cfg, s, p, out);
+        return;
+    }
     memset(out, 0, sizeof *out);
     shard_geom g;
     phase_step_geom(cfg, s, &g);

@@ -193,16 +193,20 @@ def main():
     check_plot(a, os.path.join(work, "roof_tp2.png"))
     check_plot(os.path.join(work, "roof.json"), os.path.join(work, "roof_json.png"))
 
-    # TP overlap in 2 pieces: each piece of attention-out reads the whole (16, 8)-per-rank
-    # weight (and TP rank 0 its 16 biases), 2 layers, 1 measured prefill
+    # TP overlap in 2 pieces: the prefill runs as 2 nano-batches (a sequence each), each cut
+    # into 2 pieces, and each piece of attention-out reads the whole (16, 8)-per-rank weight
+    # (and TP rank 0 its 16 biases), 2 layers, 1 measured prefill
     o = tripar_run(work, "roof_overlap", 2, "bench.roofline=true", "parallel.tp=2",
                    "parallel.overlap=true", "parallel.chunks=2")
     done, table, rows = report(o, work)
     check_table(o, table, rows, done.stdout, ceilings=True)
     ao = row(table, "prefill", "attn_out_gemm")
-    assert ao["events"] == 2 * 2, ao  # P L
+    assert ao["events"] == 2 * 2 * 2, ao  # nano-batches x P x L
     bias = 16 * 4 if table["rank"] == 0 else 0
-    assert ao["weight_bytes"] == 2 * 2 * (16 * 8 * 4 + bias), ao
+    assert ao["weight_bytes"] == 2 * 2 * 2 * (16 * 8 * 4 + bias), ao
+    # the column-parallel qkv product reads its weights once per nano-batch
+    qkv = row(table, "prefill", "qkv_gemm")
+    assert qkv["events"] == 2 * 2 and qkv["weight_bytes"] == 2 * 2 * (24 * 16 * 4 + 24 * 4), qkv
 
     # pipeline, 2 micro-batches of 1 sequence, paged int8: no ceilings recorded
     b = tripar_run(work, "roof_pp2", 2, "parallel.pp=2", "parallel.microbatches=2",

@@ -227,12 +227,65 @@ static void test_pipeline_stages(void **state) {
     assert_true(cost(&cfg, &s, PHASE_SAMPLE).bytes > 0);
 }
 
+/* The nano-batch split (the engine's and the rooflines' one rule), and a step's cost as the sum
+ * of its nano-batches'. */
+static void test_nano_batches(void **state) {
+    (void)state;
+    nano_batch n[NANO_BATCHES_MAX];
+    assert_int_equal(nano_batch_split(n, 0, 2, 4, 0), 1); /* not asked: the whole micro-batch */
+    assert_true(n[0].r0 == 0 && n[0].rows == 8 && n[0].nb == 2 && n[0].n_new == 4);
+    assert_int_equal(nano_batch_split(n, 1, 5, 1, 9), 1); /* decode: one */
+    assert_true(n[0].rows == 5 && n[0].pos0 == 9);
+    /* 5 sequences of 3: 2 and 3 of them */
+    assert_int_equal(nano_batch_split(n, 1, 5, 3, 0), 2);
+    assert_true(n[0].r0 == 0 && n[0].rows == 6 && n[0].b0 == 0 && n[0].nb == 2);
+    assert_true(n[1].r0 == 6 && n[1].rows == 9 && n[1].b0 == 2 && n[1].nb == 3);
+    assert_true(n[1].n_new == 3 && n[1].pos0 == 0);
+    /* one sequence of 40: positions 0..19 and 20..39 */
+    assert_int_equal(nano_batch_split(n, 1, 1, 40, 0), 2);
+    assert_true(n[0].rows == 20 && n[0].pos0 == 0 && n[1].r0 == 20 && n[1].rows == 20);
+    assert_true(n[1].b0 == 0 && n[1].nb == 1 && n[1].n_new == 20 && n[1].pos0 == 20);
+    /* one of 300 after 7 cached: at 128 (a multiple of NANO_ALIGN), so 128 and 172 */
+    assert_int_equal(nano_batch_split(n, 1, 1, 300, 7), 2);
+    assert_true(n[0].rows == 128 && n[1].r0 == 128 && n[1].rows == 172 && n[1].pos0 == 135);
+
+    /* GPT-2 prefill of 2 sequences of 4 as 2 nano-batches of one sequence, each's row-parallel
+     * products in min(3, 4) = 3 pieces: the same FLOPs and activations, every product's
+     * weights once per nano-batch (the row-parallel ones once per piece of each) */
+    const model_config cfg = gpt2_shape();
+    const phase_step s = prefill();
+    phase_step nano = s;
+    nano.nano_chunks = 3;
+    const double L = 2;
+    phase_cost qkv = cost(&cfg, &s, PHASE_QKV_GEMM), qkv2 = cost(&cfg, &nano, PHASE_QKV_GEMM);
+    assert_true(qkv2.flops == qkv.flops && qkv2.act_bytes == qkv.act_bytes);
+    assert_true(qkv2.weight_bytes == 2 * qkv.weight_bytes);
+    phase_cost out2 = cost(&cfg, &nano, PHASE_ATTN_OUT_GEMM);
+    assert_true(out2.flops == cost(&cfg, &s, PHASE_ATTN_OUT_GEMM).flops);
+    assert_true(out2.weight_bytes == L * 2 * 3 * (16 * 16 * 4 + 16 * 4));
+    /* by sequences the attention is the same; the embedding and the head see the step whole */
+    phase_cost att = cost(&cfg, &s, PHASE_ATTENTION), att2 = cost(&cfg, &nano, PHASE_ATTENTION);
+    assert_true(att2.flops == att.flops && att2.kv_bytes == att.kv_bytes);
+    assert_true(cost(&cfg, &nano, PHASE_HEAD).bytes == cost(&cfg, &s, PHASE_HEAD).bytes);
+    assert_true(cost(&cfg, &nano, PHASE_EMBED).bytes == cost(&cfg, &s, PHASE_EMBED).bytes);
+
+    /* one sequence of 4 by positions (2 + 2): the same attended pairs, and the second half
+     * reads the first's 2 positions again (4 positions, against 2 + 4) */
+    phase_step one = s, one_nano = s;
+    one.seqs = one_nano.seqs = 1;
+    one_nano.nano_chunks = 1;
+    att = cost(&cfg, &one, PHASE_ATTENTION), att2 = cost(&cfg, &one_nano, PHASE_ATTENTION);
+    assert_true(att2.flops == att.flops);
+    const double kv_row = 8 * 4, write = L * 4 * 2 * 2 * kv_row; /* 4 rows, k and v, 2 heads */
+    assert_true(att.kv_bytes == L * 2 * 2 * 4 * kv_row + write);
+    assert_true(att2.kv_bytes == L * 2 * 2 * (2 + 4) * kv_row + write);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpt2_prefill),
-        cmocka_unit_test(test_gpt2_decode_paged),
-        cmocka_unit_test(test_llama_gqa_tp2),
-        cmocka_unit_test(test_pipeline_stages),
+        cmocka_unit_test(test_gpt2_prefill),  cmocka_unit_test(test_gpt2_decode_paged),
+        cmocka_unit_test(test_llama_gqa_tp2), cmocka_unit_test(test_pipeline_stages),
+        cmocka_unit_test(test_nano_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,25 @@ endforeach()
 tripar_parallel_test(parallel_overlap_chunks
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_overlap ${TRIPAR_FIXTURES}/factor.yaml 2 6
   -- parallel.overlap=true parallel.chunks=4)
+# Overlap runs a prefill as two nano-batches (forward.c nano_split), each one's all-reduces in
+# flight while the other computes: 4 prompts of 40 in 3 micro-batches (1, 1, 2 prompts) split
+# by positions (20 + 20) and by sequences; GPT-2 pre- and post-norm (paged), and Llama, also
+# with micro-batches of one prompt of 130, which split at a multiple of 64 positions (64 + 66).
+set(NANO parallel.overlap=true parallel.chunks=3 input.synthetic.batch=4
+    input.synthetic.length=40 parallel.microbatches=3)
+tripar_parallel_test(parallel_overlap_nano
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_nano ${TRIPAR_FIXTURES}/factor.yaml 2 4
+  -- ${NANO})
+tripar_parallel_test(parallel_overlap_nano_post_paged
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_nano_post ${TRIPAR_FIXTURES}/factor.yaml 2 4
+  -- ${NANO} model.norm=post model.kv_cache=paged model.kv_block=4)
+tripar_parallel_test(parallel_llama_overlap_nano
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_nano ${TRIPAR_FIXTURES}/factor_llama.yaml 2 4
+  -- ${NANO})
+tripar_parallel_test(parallel_llama_overlap_nano_aligned
+  ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_nano_aligned ${TRIPAR_FIXTURES}/factor_llama.yaml 2
+  -- parallel.overlap=true input.synthetic.batch=2 parallel.microbatches=2 input.synthetic.length=130
+  model.synthetic.ctx=160)
 # 5 layers on 2 stages (3 + 2) and 5 prompts over 2 or 3 replicas (uneven splits).
 tripar_parallel_test(parallel_uneven_splits
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_uneven ${TRIPAR_FIXTURES}/factor.yaml 2 3 4

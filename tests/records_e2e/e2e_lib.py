@@ -20,6 +20,7 @@ PHASES = ["embed", "norm", "qkv_gemm", "attention", "attn_out_gemm", "mlp_gemm",
           "stop_wait", "ep_dispatch", "ep_expert", "ep_combine", "ep_wait"]
 # Phases tagged with a step but no micro-batch (-1): they lie between step events.
 BETWEEN_STEPS = {"stop_wait"}
+NANO_ALIGN = 64  # metrics/phase_cost.h NANO_ALIGN: where a one-sequence prefill splits
 
 failures = []
 
@@ -126,9 +127,20 @@ class Run:
         return b, b + split_count(self.layers, self.pp, pp_rank)
 
     def pieces(self, rows):
-        """Row pieces of a row-parallel product (forward.c row_parallel_allreduce)."""
+        """Row pieces of a row-parallel product (forward.c row_parallel_start)."""
         p = self.chunks if (self.overlap and self.tp > 1) else 1
         return max(1, min(p, rows))
+
+    def nano_rows(self, nb, n_new):
+        """Rows of each nano-batch of a micro-batch (forward.c nano_split): two in a prefill
+        with overlap and TP, by sequences or, for one sequence, by positions."""
+        if not (self.overlap and self.tp > 1) or n_new == 1:
+            return [nb * n_new]
+        if nb >= 2:
+            return [nb // 2 * n_new, (nb - nb // 2) * n_new]
+        half = n_new // 2
+        first = half // NANO_ALIGN * NANO_ALIGN or half
+        return [first, n_new - first]
 
 
 def predict_counts(run, r):
@@ -171,22 +183,24 @@ def predict_counts(run, r):
                         add("tp_wait", 1)
                 else:
                     add("pp_recv_wait", 1)              # activations from the previous stage
-                # engine_stage_forward
-                if run.pre_norm and n_layers > 0:
-                    add("norm", 1, layer_event=True)    # LN1 of the stage's first layer
-                P = run.pieces(nb * n_new)
-                for _layer in range(n_layers):
-                    add("qkv_gemm", 1, layer_event=True)
-                    add("attention", 1, layer_event=True)
-                    add("attn_out_gemm", P, layer_event=True)
-                    add("norm", 2, layer_event=True)
-                    add("mlp_gemm", 1 + P, layer_event=True)  # fc1+gelu, then fc2 pieces
-                    if run.tp > 1:
-                        add("tp_allreduce", 2 * P, layer_event=True)
-                        if P == 1:
-                            add("tp_wait", 2, layer_event=True)
-                        else:
-                            add("tp_wait", 0, 2 * P, layer_event=True)
+                # engine_stage_forward, per nano-batch
+                nanos = run.nano_rows(nb, n_new)
+                for rows in nanos:
+                    if run.pre_norm and n_layers > 0:
+                        add("norm", 1, layer_event=True)  # LN1 of the stage's first layer
+                    P = run.pieces(rows)
+                    for _layer in range(n_layers):
+                        add("qkv_gemm", 1, layer_event=True)
+                        add("attention", 1, layer_event=True)
+                        add("attn_out_gemm", P, layer_event=True)
+                        add("norm", 2, layer_event=True)
+                        add("mlp_gemm", 1 + P, layer_event=True)  # fc1+gelu, then fc2 pieces
+                        if run.tp > 1:
+                            add("tp_allreduce", 2 * P, layer_event=True)
+                            if P == 1 and len(nanos) == 1:  # blocking
+                                add("tp_wait", 2, layer_event=True)
+                            else:
+                                add("tp_wait", 0, 2 * P, layer_event=True)
                 if not last:
                     add("pp_send", 1)                   # the isend itself
                 if not first and not last and s >= 1 and s + 1 < steps:
