@@ -13,10 +13,12 @@
 #           the stage boundary across; `pp-tp-dp` puts each TP pair across and keeps the stages
 #           inside. 4 ranks on 2 cores: a waiting stage's polling takes cycles from the
 #           computing one, more when it polls TCP than shared memory.
-# MPI settings: Open MPI's defaults, and "tuned" for TP over TCP: messages up to 4 MiB sent
-# eagerly (no rendezvous handshake waiting for the receiver's next MPI call) and libnbc's
-# recursive-doubling iallreduce (one round for a pair, not the ring's two), so a piece's
-# all-reduce needs fewer of the MPI_Test calls made between pieces to finish.
+# MPI settings: Open MPI's defaults (parallel.mpi_tuning: off), and "tuned", what tripar sets
+# itself for overlap (parallel.mpi_tuning: auto, the default; parallel/mpi_tuning.h): messages
+# up to 4 MiB sent eagerly (no rendezvous handshake waiting for the receiver's next MPI call)
+# and libnbc's recursive-doubling iallreduce (one round for a pair, not the ring's two), so a
+# piece's all-reduce needs fewer of the MPI_Test calls made between pieces to finish. Runs
+# with overlap off get the same settings, so that on and off differ in overlap alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -81,7 +83,13 @@ links=("off 0" "10gbit 50" "1gbit 1000")
 meshes=("tp2:in 2 1 tp-pp-dp slot" "tp2:across 2 1 tp-pp-dp node"
         "tp2pp2:in 4 2 tp-pp-dp slot" "tp2pp2:across 4 2 pp-tp-dp slot")
 mpi_settings=(default tuned)
-mpi_args() { # setting -> mpirun arguments
+mpi_args() { # setting -> tripar arguments: its own tuning needs none
+    [ "$1" = tuned ] && return 0
+    echo --set parallel.mpi_tuning=off
+}
+# With overlap off tripar tunes nothing, so the tuned runs without overlap are given the same
+# variables it sets (parallel/mpi_tuning.c) by mpirun.
+tuned_off_args() {
     [ "$1" = tuned ] || return 0
     echo --mca btl_tcp_eager_limit 4194304 --mca btl_tcp_rndv_eager_limit 4194304 \
         --mca btl_tcp_max_send_size 4194304 --mca coll_libnbc_iallreduce_algorithm 4
@@ -99,9 +107,11 @@ for round in $(seq 1 "$rounds"); do
                     name="r$round-${rate}-${delay}us-${label/:/-}-$mpi-overlap-$ov"
                     echo "== $name" >&2
                     before=$(crossed_bytes)
+                    mca=()
+                    [ "$ov" = true ] || read -ra mca <<<"$(tuned_off_args "$mpi")"
                     # shellcheck disable=SC2046 # mpi_args prints separate words
-                    "$state/mpirun" -n "$np" --map-by "$map" $(mpi_args "$mpi") "$pin" "$order" \
-                        "$TRIPAR" run "$job" --out "$out/$name.h5" \
+                    "$state/mpirun" -n "$np" --map-by "$map" "${mca[@]}" "$pin" "$order" \
+                        "$TRIPAR" run "$job" --out "$out/$name.h5" $(mpi_args "$mpi") \
                         --set parallel.tp=2 --set parallel.pp="$pp" --set parallel.dp=1 \
                         --set parallel.order="$order" --set parallel.overlap="$ov" \
                         --set parallel.chunks="$chunks" --set parallel.microbatches=1 \

@@ -14,10 +14,16 @@ extern "C" {
 
 /* Under mpirun/srun: main.c has initialised MPI. */
 int run_main(int argc, char **argv, double process_start);
-/* record.stall_seconds of the job that `tripar run ARGS` names (--set applied), read before
- * MPI_Init without a word, for the watchdog's guard of MPI_Init; the job's default when the job
- * cannot be read (the real load, after MPI_Init, then reports why). */
-int run_stall_seconds_early(int argc, char **argv);
+/* What `tripar run ARGS` needs before MPI_Init, read from its job (--set and each --sweep point
+ * applied) without a word; the defaults when the job cannot be read (the real load, after
+ * MPI_Init, then reports why). */
+typedef struct {
+    int stall_seconds; /* record.stall_seconds (the first point's), for the watchdog's guard of
+                          MPI_Init */
+    int tune_mpi;      /* some point overlaps TP all-reduces on MPI with parallel.mpi_tuning:
+                          auto (parallel/mpi_tuning.h) */
+} run_early;
+run_early run_read_early(int argc, char **argv);
 int commbench_main(int argc, char **argv);
 
 /* Serial file tools: no mpirun needed. */

@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "cli/cli.h"
 #include "metrics/timing.h"
+#include "parallel/mpi_tuning.h"
 #include "parallel/watchdog.h"
 
 static void usage(FILE *f) {
@@ -50,11 +51,14 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "run") || !strcmp(argv[1], "commbench")) {
         const int is_run = !strcmp(argv[1], "run");
         prefer_mpiio_without_side_files();
+        const run_early early = is_run ? run_read_early(argc - 1, argv + 1) : (run_early){0};
+        mpi_tuning_before_init(early.tune_mpi);
         /* a peer that never reaches MPI_Init (frozen, or its node lost while the job starts)
          * would hold every other rank in it for good: the watchdog guards it from here */
-        if (is_run) watch_init_begin(run_stall_seconds_early(argc - 1, argv + 1));
+        if (is_run) watch_init_begin(early.stall_seconds);
         MPI_CHECK(MPI_Init(&argc, &argv));
         if (is_run) watch_init_end();
+        mpi_tuning_after_init();
         int rc = is_run ? run_main(argc - 1, argv + 1, process_start)
                         : commbench_main(argc - 1, argv + 1);
         watch_finalize(); /* MPI_Finalize, guarded the same way */

@@ -82,7 +82,7 @@ static void usage(FILE *f) {
 }
 
 /* help_out: where --help prints the usage; NULL for the early read before MPI_Init
- * (run_stall_seconds_early), so the usage is printed once, by run_main. */
+ * (run_read_early), so the usage is printed once, by run_main. */
 static int parse_args(run_args *a, int argc, char **argv, FILE *help_out) {
     memset(a, 0, sizeof *a);
     sweep_init(&a->sweep);
@@ -236,17 +236,34 @@ static int sweep_check_paths(const sweep *spec, const run_point *results, long p
     return run_user_error();
 }
 
-int run_stall_seconds_early(int argc, char **argv) {
+/* Whether a job's TP all-reduces are MPI's and overlapped, with tripar asked to tune MPI for
+ * it: the CPU backend's, or CUDA's with backend.comm: mpi (NCCL's are not MPI's). */
+static int wants_mpi_tuning(const job *j) {
+    const int tp_on_mpi = j->backend == BACKEND_CPU || j->comm == COMM_MPI;
+    return j->mpi_tuning && j->overlap && j->tp > 1 && tp_on_mpi;
+}
+
+run_early run_read_early(int argc, char **argv) {
+    run_early early = {.stall_seconds = JOB_STALL_SECONDS_DEFAULT, .tune_mpi = 0};
     run_args args;
-    job j;
-    memset(&j, 0, sizeof j);
-    int seconds = -1;
-    if (parse_args(&args, argc, argv, NULL) == 0 &&
-        job_load(&j, args.job_path, args.overrides, args.n_overrides) == STATUS_OK)
-        seconds = j.stall_seconds;
-    job_free(&j);
+    if (parse_args(&args, argc, argv, NULL) != 0) {
+        sweep_free(&args.sweep);
+        return early;
+    }
+    /* the first point's watchdog; the MPI tuning for any point that wants it, since MPI is
+     * set up once for every point of a sweep */
+    const long points = sweep_points(&args.sweep);
+    for (long p = 0; p < points; p++) {
+        job j;
+        memset(&j, 0, sizeof j);
+        if (run_job_load_point(&args, p, &j) == STATUS_OK) {
+            if (p == 0 && j.stall_seconds >= 0) early.stall_seconds = j.stall_seconds;
+            early.tune_mpi |= wants_mpi_tuning(&j);
+        }
+        job_free(&j);
+    }
     sweep_free(&args.sweep);
-    return seconds < 0 ? JOB_STALL_SECONDS_DEFAULT : seconds;
+    return early;
 }
 
 int run_main(int argc, char **argv, double process_start) {

@@ -108,7 +108,7 @@ static int adopt_checkpoint_shape(job *j) {
     return STATUS_OK;
 }
 
-int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
+int run_job_load_point(const run_args *a, long point, job *out) {
     const char *overrides[RUN_MAX_OVERRIDES + SWEEP_MAX_KEYS];
     char point_sets[SWEEP_MAX_KEYS][SWEEP_TEXT_MAX + 8];
     int n_overrides = 0;
@@ -121,9 +121,13 @@ int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
         snprintf(point_sets[k], sizeof point_sets[k], "--sweep %s", set);
         overrides[n_overrides++] = point_sets[k];
     }
+    return job_load(out, a->job_path, overrides, n_overrides);
+}
+
+int run_job_resolve(const run_args *a, long point, job *out, tokenizer **tok) {
     *tok = NULL;
     job *j = out;
-    if (job_load(j, a->job_path, overrides, n_overrides) != STATUS_OK) return STATUS_BAD_INPUT;
+    if (run_job_load_point(a, point, j) != STATUS_OK) return STATUS_BAD_INPUT;
     int ok =
         !j->checkpoint[0] || (checkpoint_is_regular(j) && adopt_checkpoint_shape(j) == STATUS_OK);
     if (ok && j->synthetic_input) job_fill_synthetic_tokens(j, j->vocab);

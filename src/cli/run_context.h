@@ -38,6 +38,10 @@ typedef struct {
  * returns TRIPAR_EXIT_USAGE. */
 int run_user_error(void);
 
+/* Loads the job of one sweep point as the YAML and the overrides alone give it (the --set
+ * overrides, then the point's): no checkpoint, prompt or mesh check. */
+int run_job_load_point(const run_args *a, long point, job *out);
+
 /* Loads the job of one sweep point (the --set overrides, then the point's) and checks
  * everything that needs no compute: keys, the checkpoint's shape, the prompt (tokenized when
  * given as text) and the mesh against the model. Returns STATUS_OK, or STATUS_BAD_INPUT with

@@ -21,6 +21,7 @@
 #include "io/runfile_pad.h"
 #include "base/stats.h"
 #include "parallel/agree.h"
+#include "parallel/mpi_tuning.h"
 #include "parallel/watchdog.h"
 
 enum { RUNFILE_FORMAT_VERSION = 1, EVENT_CHUNK_ROWS = 1024 };
@@ -185,6 +186,11 @@ static void root_attrs_write(runfile *rf, const job *j, const mesh *m) {
     h5_attr_write_int(root, "microbatches", j->microbatches);
     h5_attr_write_string(root, "order", m->order_text[0] ? m->order_text : j->order);
     h5_attr_write_int(root, "overlap", j->overlap);
+    /* what MPI ran with for overlap, as rank 0 found it (parallel/mpi_tuning.h) */
+    char mpi_settings[1024] = "";
+    if (rf->rank == 0) snprintf(mpi_settings, sizeof mpi_settings, "%s", mpi_tuning_summary());
+    agree_root_text(rf->comm, mpi_settings, (int)sizeof mpi_settings);
+    h5_attr_write_string(root, "mpi_settings", mpi_settings);
     h5_attr_write_string(root, "backend", backend_kind_name(j->backend));
     h5_attr_write_string(root, "precision", precision_kind_name(j->precision));
 

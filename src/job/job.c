@@ -286,6 +286,7 @@ static int job_order_check(const char *order) {
 static int job_walk_parallel(job_loader *L, const jnode *m, const jnode *m_key) {
     job *j = L->j;
     j->dp = j->tp = j->pp = j->ep = 1, j->microbatches = 1, j->overlap = 0, j->chunks = 2;
+    j->mpi_tuning = 1;
     snprintf(j->order, sizeof j->order, "tp-pp-dp");
     TRY(job_section_check(m, m_key, "parallel", JOB_PARALLEL_KEYS));
     TRY(job_get_int(L, m, "parallel", "dp", 1, CAP_DIM, &j->dp));
@@ -306,6 +307,7 @@ static int job_walk_parallel(job_loader *L, const jnode *m, const jnode *m_key) 
     if (order) snprintf(j->order, sizeof j->order, "%s", order->value);
     TRY(job_get_bool(L, m, "parallel", "overlap", &j->overlap));
     TRY(job_get_int(L, m, "parallel", "chunks", 1, 1 << 16, &j->chunks));
+    TRY(job_get_enum(L, m, "parallel", "mpi_tuning", JOB_MPI_TUNING_NAMES, &j->mpi_tuning));
     return STATUS_OK;
 }
 

@@ -111,6 +111,8 @@ typedef struct {
     char order[16];                /* e.g. "tp-pp-dp" */
     int overlap;
     int chunks;
+    int mpi_tuning; /* 1 (auto): set the MPI variables overlap needs
+                       (parallel/mpi_tuning.h); 0 (off): leave MPI's own */
 
     /* input: resolved to batch prompts of prompt_len tokens each */
     int32_t *tokens;               /* (batch, prompt_len), owned */

@@ -158,9 +158,9 @@ void job_dump(const job *j, FILE *out) {
             j->allow_tf32 ? "true" : "false", j->memory_check ? "true" : "false");
     fprintf(out,
             "parallel:\n  dp: %d\n  tp: %d\n  pp: %d\n  ep: %d\n  microbatches: %d\n  order: %s\n"
-            "  overlap: %s\n  chunks: %d\n",
+            "  overlap: %s\n  chunks: %d\n  mpi_tuning: %s\n",
             j->dp, j->tp, j->pp, j->ep, j->microbatches, j->order, j->overlap ? "true" : "false",
-            j->chunks);
+            j->chunks, j->mpi_tuning ? "auto" : "off");
     job_dump_input(j, out);
     fprintf(out,
             "generate:\n  new_tokens: %d\n  sampling: %s\n  temperature: %s\n  top_k: %d\n"

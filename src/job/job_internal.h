@@ -28,14 +28,16 @@
 /* ---- the vocabulary (job_keys.c); every list is NULL-terminated ------------------------ */
 
 /* Enum values' names, in enum order. */
-extern const char *const JOB_NORM_NAMES[], *const JOB_ARCH_NAMES[],
-                                               *const JOB_PRECISION_NAMES[],
-                                                   *const JOB_KV_CACHE_NAMES[], *const JOB_KV_DTYPE_NAMES[],
-                                                       *const JOB_BACKEND_NAMES[],
-                                                           *const JOB_COMM_NAMES[],
-                                                               *const JOB_SAMPLING_NAMES[],
-                                                                   *const JOB_TIMINGS_NAMES[],
-                                                                       *const JOB_CPU_ISA_NAMES[];
+extern const char *const JOB_NORM_NAMES[],
+    *const JOB_ARCH_NAMES[], *const JOB_PRECISION_NAMES[],
+                                 *const JOB_KV_CACHE_NAMES[],
+                                     *const JOB_KV_DTYPE_NAMES[],
+                                         *const JOB_BACKEND_NAMES[],
+                                             *const JOB_COMM_NAMES[],
+                                                 *const JOB_SAMPLING_NAMES[],
+                                                     *const JOB_MPI_TUNING_NAMES[],
+                                                         *const JOB_TIMINGS_NAMES[],
+                                                             *const JOB_CPU_ISA_NAMES[];
 /* The sections, and the keys each allows. */
 extern const char *const JOB_SECTION_KEYS[],
     *const JOB_MODEL_KEYS[], *const JOB_SYNTHETIC_KEYS[],

@@ -20,6 +20,7 @@ const char *const JOB_KV_DTYPE_NAMES[] = {"auto", "fp32", "bf16", "fp16", "int8"
 const char *const JOB_BACKEND_NAMES[] = {"cpu", "cuda", NULL};
 const char *const JOB_COMM_NAMES[] = {"auto", "mpi", "nccl", NULL};
 const char *const JOB_SAMPLING_NAMES[] = {"greedy", "sample", NULL};
+const char *const JOB_MPI_TUNING_NAMES[] = {"off", "auto", NULL};
 const char *const JOB_TIMINGS_NAMES[] = {"off", "step", "layer", NULL};
 const char *const JOB_CPU_ISA_NAMES[] = {"auto",        "scalar",      "avx2",     "avx512",
                                          "avx512_vnni", "avx512_bf16", "amx_bf16", NULL};
@@ -44,8 +45,8 @@ const char *const JOB_ROPE_SCALING_KEYS[] = {"factor", "low_freq_factor", "high_
                                              "original_max_position_embeddings", NULL};
 const char *const JOB_BACKEND_KEYS[] = {"kind",        "threads", "cpu_isa",      "device", "comm",
                                         "cuda_graphs", "tf32",    "memory_check", NULL};
-const char *const JOB_PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "ep", "microbatches",
-                                         "order", "overlap", "chunks", NULL};
+const char *const JOB_PARALLEL_KEYS[] = {"dp",    "tp",      "pp",     "ep",         "microbatches",
+                                         "order", "overlap", "chunks", "mpi_tuning", NULL};
 const char *const JOB_INPUT_KEYS[] = {"tokens",    "tokens_file", "text",
                                       "text_file", "synthetic",   NULL};
 /* Every key of the input section: one source of JOB_INPUT_KEYS, and how text is read. */

@@ -136,6 +136,7 @@ static void test_tiny_fields(void **state) {
     assert_string_equal(j.order, "tp-pp-dp");
     assert_int_equal(j.overlap, 0);
     assert_int_equal(j.chunks, 2);
+    assert_int_equal(j.mpi_tuning, 1); /* auto */
     assert_int_equal(j.sampling, SAMPLING_GREEDY);
     assert_true(j.temperature == 1.0f);
     assert_int_equal(j.top_k, 0);
@@ -226,7 +227,7 @@ static void test_all_keys(void **state) {
         "backend:\n  kind: cuda\n  threads: 3\n  device: 1\n  comm: nccl\n"
         "  cuda_graphs: true\n  tf32: yes\n  memory_check: false\n"
         "parallel: {dp: 2, tp: 3, pp: 3, microbatches: 4, order: dp-tp-pp, overlap: true, "
-        "chunks: 5}\n"
+        "chunks: 5, mpi_tuning: off}\n"
         "input:\n  tokens: [7, 8, 9]\n"
         "generate: {new_tokens: 0, sampling: sample, temperature: 0.5, top_k: 40, seed: 77}\n"
         "bench: {warmup: 10, iterations: 100}\n"
@@ -257,6 +258,7 @@ static void test_all_keys(void **state) {
     assert_string_equal(j.order, "dp-tp-pp");
     assert_int_equal(j.overlap, 1);
     assert_int_equal(j.chunks, 5);
+    assert_int_equal(j.mpi_tuning, 0);
     assert_int_equal(j.batch, 1);
     assert_int_equal(j.prompt_len, 3);
     assert_int_equal(j.tokens[2], 9);
@@ -577,7 +579,7 @@ static void round_trip(const char *path, const char *const *sets, int n_sets) {
                 a.device == b.device && a.cuda_graphs == b.cuda_graphs &&
                 a.allow_tf32 == b.allow_tf32 && a.memory_check == b.memory_check);
     assert_true(a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.microbatches == b.microbatches &&
-                a.overlap == b.overlap && a.chunks == b.chunks);
+                a.overlap == b.overlap && a.chunks == b.chunks && a.mpi_tuning == b.mpi_tuning);
     assert_true(a.norm == b.norm && a.precision == b.precision && a.kv_cache == b.kv_cache &&
                 a.kv_block == b.kv_block);
     assert_true(a.new_tokens == b.new_tokens && a.sampling == b.sampling && a.top_k == b.top_k);

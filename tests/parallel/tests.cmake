@@ -43,6 +43,10 @@ tripar_parallel_test(parallel_llama_overlap_nano_aligned
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/llama_nano_aligned ${TRIPAR_FIXTURES}/factor_llama.yaml 2
   -- parallel.overlap=true input.synthetic.batch=2 parallel.microbatches=2 input.synthetic.length=130
   model.synthetic.ctx=160)
+# parallel.mpi_tuning: the MPI variables overlap needs, set by tripar unless the user set them
+# or turned it off, and recorded in the run file (parallel/mpi_tuning.h).
+tripar_parallel_test(parallel_mpi_tuning /usr/bin/python3 ${PAR}/check_mpi_tuning.py
+  ${CMAKE_CURRENT_BINARY_DIR}/mpi_tuning ${TRIPAR_FIXTURES}/factor.yaml)
 # 5 layers on 2 stages (3 + 2) and 5 prompts over 2 or 3 replicas (uneven splits).
 tripar_parallel_test(parallel_uneven_splits
   ${PAR}/check_factorizations.sh ${CMAKE_CURRENT_BINARY_DIR}/factor_uneven ${TRIPAR_FIXTURES}/factor.yaml 2 3 4

@@ -21,7 +21,8 @@ from e2e_lib import expect, h5py, np  # noqa: E402
 ROOT_ATTRS = {
     "format": "str", "format_version": "int", "tripar_version": "str", "job": "str",
     "created": "str", "world_size": "int", "dp": "int", "tp": "int", "pp": "int", "ep": "int",
-    "microbatches": "int", "order": "str", "overlap": "int", "backend": "str",
+    "microbatches": "int", "order": "str", "overlap": "int", "mpi_settings": "str",
+    "backend": "str",
     "precision": "str", "hosts": "str[]", "complete": "int",
 }
 MESH_FIELDS = {
@@ -180,6 +181,10 @@ def check_file(path, partial):
         expect(L.text(a["order"]) == "auto" or
                sorted(L.text(a["order"]).split("-")) == ["dp", "pp", "tp"], "order %r" % a["order"])
         expect(a["overlap"] in (0, 1), "overlap %r" % a["overlap"])
+        # every setting names who set it (tests/parallel/check_mpi_tuning.py checks the values)
+        expect(re.search(r"coll_libnbc_iallreduce_algorithm(=-?\d+)? \((tripar, MPI_T|user|"
+                         r"default|not exposed)\)", L.text(a["mpi_settings"])) is not None,
+               "mpi_settings %r" % a["mpi_settings"])
         job = L.yaml.safe_load(L.text(a["job"]))
         expect(job["parallel"]["tp"] == a["tp"] and job["parallel"]["pp"] == a["pp"] and
                job["parallel"]["microbatches"] == a["microbatches"] and
