@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/quant.h"
+#include "kernels/cpu/matmul_blocks_half.h"
 #include "kernels/quant_blocks.h"
 
 /* Quant dwords of one weight row of k weights. */
@@ -36,14 +36,6 @@ static inline long qb_pack_bytes(dtype type, int k, int tile) {
     return ((long)sizeof(uint32_t) * qb_pack_dwords(type, k) +
             planes * (long)sizeof(float) * (k / QBLOCK)) *
            tile;
-}
-
-static inline float qb_half(const uint8_t *p) {
-    uint16_t h;
-    float f;
-    memcpy(&h, p, sizeof h);
-    convert_f16_to_f32(&f, &h, 1);
-    return f;
 }
 
 /* Where group g (weights 4g .. 4g + 3) of block b lies in the pack: dword *j of each row,

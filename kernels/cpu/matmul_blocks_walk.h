@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/matmul_blocks_half.h"
 #include "kernels/quant_blocks.h"
 
 static inline void qb_tile(float *y, long ldy, const int8_t *q, const float *d, const uint8_t *w,
@@ -29,13 +30,6 @@ static inline __attribute__((always_inline)) float qb_lanes_sum(__m256 a, __m256
     const __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
     const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
     return _mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2)));
-}
-
-/* The fp16 at p, widened (exact). */
-static inline __attribute__((always_inline)) float qb_half(const uint8_t *p) {
-    uint16_t h;
-    __builtin_memcpy(&h, p, sizeof h);
-    return _cvtsh_ss(h);
 }
 
 /* A q4_k super-block's eight sub-block scales d * sc (*s) and mins -(dmin * mn) (*m) from its
