@@ -72,6 +72,10 @@ void residual_layernorm_forward(float *residual, float *norm_out, const float *d
                                 float eps, cudaStream_t stream);
 void matmul_forward(cuda_ctx *ctx, float *out, const float *in, weight_view w, const float *bias,
                     int rows, int in_dim, int out_dim);
+/* The epilogue of a cuBLAS matmul (matmul.cu, matmul_blocks.cu): out[r][o] = out[r][o] *
+ * scale[o] + bias[o] in place, a NULL scale or bias leaving its step out (both NULL: no launch). */
+void scale_bias_forward(float *out, const float *scale, const float *bias, int rows, int out_dim,
+                        cudaStream_t stream);
 /* matmul_forward of ggml's block formats (matmul_blocks.cu). */
 void matmul_blocks_forward(cuda_ctx *ctx, float *out, const float *in, weight_view w,
                            const float *bias, int rows, int in_dim, int out_dim);

@@ -176,8 +176,8 @@ static void gemv_forward(float *out, const float *in, const T *w, const float *s
     CUDA_LAUNCH_CHECK();
 }
 
-static void scale_bias_forward(float *out, const float *scale, const float *bias, int rows,
-                               int out_dim, cudaStream_t stream) {
+void scale_bias_forward(float *out, const float *scale, const float *bias, int rows, int out_dim,
+                        cudaStream_t stream) {
     if (!scale && !bias) return;
     const int block = 256;
     long n = (long)rows * out_dim;

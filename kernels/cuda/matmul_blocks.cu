@@ -137,11 +137,6 @@ __global__ void blocks_dequantize_kernel(float *out, const uint8_t *w, size_t ro
         dst[k] = (float)quant_at(br, TYPE, k) * br.d + br.m;
 }
 
-__global__ void blocks_bias_kernel(float *out, const float *bias, int rows, int out_dim) {
-    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (long)rows * out_dim) out[i] += bias[i % out_dim];
-}
-
 template <dtype TYPE>
 static void blocks_forward(cuda_ctx *ctx, float *out, const float *in, const uint8_t *w,
                            const float *bias, int rows, int in_dim, int out_dim) {
@@ -172,12 +167,7 @@ static void blocks_forward(cuda_ctx *ctx, float *out, const float *in, const uin
                                   CUDA_R_32F, in_dim, in, CUDA_R_32F, in_dim, &zero, out + o0,
                                   CUDA_R_32F, out_dim, compute, CUBLAS_GEMM_DEFAULT));
     }
-    if (bias) {
-        const long n = (long)rows * out_dim;
-        blocks_bias_kernel<<<(unsigned)CEIL_DIV(n, 256), 256, 0, ctx->stream>>>(out, bias, rows,
-                                                                                out_dim);
-        CUDA_LAUNCH_CHECK();
-    }
+    scale_bias_forward(out, NULL, bias, rows, out_dim, ctx->stream);
 }
 
 void matmul_blocks_forward(cuda_ctx *ctx, float *out, const float *in, weight_view w,
