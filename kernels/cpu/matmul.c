@@ -92,17 +92,12 @@ static void tile_expand(float *tile, weight_view w, long r0, int n, int k) {
         }
         break;
     }
-    case DTYPE_Q8_0:
-    case DTYPE_Q4_0:
-    case DTYPE_Q4_1:
-    case DTYPE_Q4_K: // the block formats run their own GEMM (matmul_blocks_gemm)
-        CHECK(0, "matmul: %s weights have no fp32 tiles", dtype_name(w.type));
-        break;
     case DTYPE_BF16: convert_bf16_to_f32(tile, (const uint16_t *)w.data + r0 * k, count); break;
     case DTYPE_F16: convert_f16_to_f32(tile, (const uint16_t *)w.data + r0 * k, count); break;
     case DTYPE_F32:
         memcpy(tile, (const float *)w.data + r0 * k, sizeof(float) * (size_t)count);
         break;
+    default: break; // unreachable: the block formats take gemv_blocks or gemm_blocks (matmul_q8)
     }
 }
 
