@@ -62,6 +62,44 @@ static void expect_near_reference(const float *got, long ldy, const int8_t *q, c
     free(ref), free(mag);
 }
 
+/* The product under test for activation row r alone and weight rows [c0, c0 + nc), added into
+ * y (ld ldy); args holds the product's operands. */
+typedef void (*row_product)(const void *args, float *y, long ldy, int r, int c0, int nc);
+
+/* Each output a function of its own row and weight row: every row alone from y0, its columns
+ * split at an odd point, gives the bits got holds (the product of all rows from y0). y: room for
+ * rows * ldy floats. */
+static void expect_rows_alone(row_product run, const void *args, float *y, const float *y0,
+                              const float *got, long ldy, int rows, int n, const char *what) {
+    const int n1 = n / 2 + 1 < n ? n / 2 + 1 : n;
+    for (int r = 0; r < rows; r++) {
+        float *one = y + (long)r * ldy;
+        memcpy(one, y0 + (long)r * ldy, sizeof(float) * ldy);
+        run(args, one, ldy, r, 0, n1);
+        if (n > n1) run(args, one + n1, ldy, r, n1, n - n1);
+        if (memcmp(one, got + (long)r * ldy, sizeof(float) * n))
+            fail_msg("%s: row %d alone or split at column %d differs", what, r, n1);
+    }
+}
+
+/* gemv_blocks' operands, for expect_rows_alone. */
+typedef struct {
+    const cpu_matmul_kernels *mk;
+    const int8_t *q;
+    const float *d;
+    const void *blocks;
+    dtype type;
+    int k;
+} gemv_args;
+
+static void gemv_row(const void *args, float *y, long ldy, int r, int c0, int nc) {
+    const gemv_args *a = args;
+    const int k = a->k;
+    a->mk->gemv_blocks(y, ldy, a->q + (long)r * k, a->d + (long)r * (k / QBLOCK),
+                       (const char *)a->blocks + dtype_bytes(a->type, (size_t)k) * c0, a->type, 1,
+                       k, nc);
+}
+
 /* One format, one shape, at one level against the scalar twin and the reference. extreme:
  * activation quants of +-127 everywhere, where a 4-product sum is largest. */
 static void check_shape(const cpu_matmul_kernels *mk, const char *level, dtype type, int rows,
@@ -100,21 +138,8 @@ static void check_shape(const cpu_matmul_kernels *mk, const char *level, dtype t
     mk->gemv_blocks(want, ldy, q, d, blocks, type, rows, k, n);
     expect_near_reference(want, ldy, q, d, wv, rows, k, n, what);
 
-    // Each output a function of its own row and weight row: one row alone, its columns split
-    // at an odd point, gives the same bits.
-    const int n1 = n / 2 + 1 < n ? n / 2 + 1 : n;
-    const size_t row_bytes = dtype_bytes(type, (size_t)k);
-    for (int r = 0; r < rows; r++) {
-        float *one = want + (long)r * ldy;
-        memcpy(one, y0 + (long)r * ldy, sizeof(float) * ldy);
-        mk->gemv_blocks(one, ldy, q + (long)r * k, d + (long)r * (k / QBLOCK), blocks, type, 1, k,
-                        n1);
-        if (n > n1)
-            mk->gemv_blocks(one + n1, ldy, q + (long)r * k, d + (long)r * (k / QBLOCK),
-                            (const char *)blocks + row_bytes * n1, type, 1, k, n - n1);
-        if (memcmp(one, got + (long)r * ldy, sizeof(float) * n))
-            fail_msg("%s: row %d alone or split at column %d differs", what, r, n1);
-    }
+    const gemv_args args = {.mk = mk, .q = q, .d = d, .blocks = blocks, .type = type, .k = k};
+    expect_rows_alone(gemv_row, &args, want, y0, got, ldy, rows, n, what);
     free(wf), free(x), free(blocks), free(q), free(d), free(wv), free(y0), free(got), free(want);
 }
 
@@ -141,6 +166,29 @@ static void test_gemv_blocks_levels(void **state) {
             }
     }
     printf("gemv_blocks: %d level(s) checked, best %s\n", levels, cpu_isa_name(cpu_isa_detect()));
+}
+
+/* gemm_blocks' operands, for expect_rows_alone. groups: int8w's scales per weight row. */
+typedef struct {
+    const cpu_matmul_kernels *mk;
+    const int8_t *q;
+    const float *d;
+    const int32_t *xs;
+    weight_view w;
+    int k, groups;
+    void *pack;
+} gemm_args;
+
+static void gemm_row(const void *args, float *y, long ldy, int r, int c0, int nc) {
+    const gemm_args *a = args;
+    const int k = a->k, nb = k / QBLOCK;
+    // Weight rows from c0 as their own slice: data (and int8 scales) at its first row.
+    weight_view w = a->w;
+    const size_t row_bytes = w.type == DTYPE_INT8 ? (size_t)k : dtype_bytes(w.type, (size_t)k);
+    w.data = (const char *)w.data + row_bytes * c0;
+    if (w.type == DTYPE_INT8) w.scale += (long)c0 * a->groups;
+    a->mk->gemm_blocks(y, ldy, a->q + (long)r * k, a->d + (long)r * nb, a->xs + (long)r * nb, w, 1,
+                       k, nc, a->pack);
 }
 
 /* The block GEMM (gemm_blocks) of one format and shape at one level: the scalar twin's bits,
@@ -201,23 +249,9 @@ static void check_gemm_shape(const cpu_matmul_kernels *mk, const char *level, dt
     mk->gemm_blocks(want, ldy, q, d, xs, w, rows, k, n, pack);
     expect_near_reference(want, ldy, q, d, wv, rows, k, n, what);
 
-    // The second part of the columns as its own slice: data (and int8 scales) at its first row.
-    const int n1 = n / 2 + 1 < n ? n / 2 + 1 : n;
-    weight_view rest = w;
-    rest.data = (const char *)blocks +
-                (type == DTYPE_INT8 ? (size_t)k * n1 : dtype_bytes(type, (size_t)k) * n1);
-    if (type == DTYPE_INT8) rest.scale = ws + (long)n1 * groups;
-    for (int r = 0; r < rows; r++) {
-        float *one = want + (long)r * ldy;
-        memcpy(one, y0 + (long)r * ldy, sizeof(float) * ldy);
-        mk->gemm_blocks(one, ldy, q + (long)r * k, d + (long)r * nb, xs + (long)r * nb, w, 1, k, n1,
-                        pack);
-        if (n > n1)
-            mk->gemm_blocks(one + n1, ldy, q + (long)r * k, d + (long)r * nb, xs + (long)r * nb,
-                            rest, 1, k, n - n1, pack);
-        if (memcmp(one, got + (long)r * ldy, sizeof(float) * n))
-            fail_msg("%s: row %d alone or split at column %d differs", what, r, n1);
-    }
+    const gemm_args args = {
+        .mk = mk, .q = q, .d = d, .xs = xs, .w = w, .k = k, .groups = groups, .pack = pack};
+    expect_rows_alone(gemm_row, &args, want, y0, got, ldy, rows, n, what);
     free(wf), free(x), free(blocks), free(ws), free(q), free(xs), free(d), free(wv), free(y0),
         free(got), free(want), free(pack);
 }
