@@ -97,7 +97,8 @@ static void tile_expand(float *tile, weight_view w, long r0, int n, int k) {
     case DTYPE_F32:
         memcpy(tile, (const float *)w.data + r0 * k, sizeof(float) * (size_t)count);
         break;
-    default: break; // unreachable: the block formats take gemv_blocks or gemm_blocks (matmul_q8)
+    default: /* the block formats take gemv_blocks or gemm_blocks (matmul_q8), never a tile */
+        CHECK(0, "matmul: %s weights have no fp32 tiles", dtype_name(w.type));
     }
 }
 
