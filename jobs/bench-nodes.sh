@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 TRIPAR=$(cd "$(dirname "${TRIPAR_BIN:-build/tripar}")" && pwd)/$(basename "${TRIPAR_BIN:-build/tripar}")
-out=out/bench-nodes quick="" job=jobs/bench-gpt2-124m.yaml chunks=8
+out=out/bench-nodes quick="" job=jobs/bench-gpt2-124m.yaml chunks=2
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1; shift ;;
