@@ -351,6 +351,11 @@ static void print_single(FILE *out, const run_summary *s) {
                 "%d/%d\n",
                 s->nodes, per_node, s->tp_crossing, s->tp_groups, s->pp_crossing, s->pp_groups);
     }
+    if (run->overlap && run->tp > 1) { /* what MPI ran the overlapped all-reduces with */
+        char *mpi = h5_attr_read_string_alloc(run->file, "mpi_settings");
+        if (mpi) fprintf(out, "  MPI for TP overlap: %s\n", mpi);
+        free(mpi);
+    }
     if (m->present)
         print_headline(out, m);
     else

@@ -12,7 +12,8 @@ Runs JOB on 2 ranks at tp=2 (parallel/mpi_tuning.h):
     two are the user's values, marked "(user)", and the rest still tripar's;
   - overlap on with parallel.mpi_tuning: off, and overlap off: nothing set, Open MPI's defaults;
   - a sweep whose first point has overlap off and second on: MPI is set up once for both, so
-    both points' files record the tuning.
+    both points' files record the tuning;
+  - tripar report prints the overlapped run's settings.
 Environment: TRIPAR_BIN, MPIEXEC (default mpiexec)."""
 import os
 import re
@@ -87,7 +88,13 @@ def check_untouched(path):
 def main():
     work = sys.argv[1]
     os.makedirs(work, exist_ok=True)
-    check_tuned(run(work, "tuned", ["parallel.overlap=true"]))
+    tuned = run(work, "tuned", ["parallel.overlap=true"])
+    check_tuned(tuned)
+    # tripar report shows the settings of an overlapped run, as the file has them
+    text = subprocess.run([os.environ["TRIPAR_BIN"], "report", tuned], capture_output=True,
+                          text=True, timeout=60).stdout
+    expect("  MPI for TP overlap: " + settings(tuned)[1] + "\n" in text,
+           "tripar report prints no MPI line for %s:\n%s" % (tuned, text))
     check_tuned(run(work, "user", ["parallel.overlap=true"],
                     env={"OMPI_MCA_btl_tcp_eager_limit": "1000000"},
                     mca=("--mca", "coll_libnbc_iallreduce_algorithm", "1")),
