@@ -149,6 +149,26 @@ static int nano_split(const engine *e, nano_batch *n, int nb, int n_new, int pos
     return nano_batch_split(n, split, nb, n_new, pos0);
 }
 
+/* A nano-batch's rows of the activation buffers: each nano-batch works in its own rows, so the
+ * other's work never touches rows whose all-reduce is in flight. qkv_width and f_width are the
+ * widths of the qkv and f rows (the architecture's); act is NULL where the model has none. */
+typedef struct {
+    float *x, *h, *o, *qkv, *att, *f, *act;
+} nano_rows;
+
+static nano_rows nano_rows_of(const engine *e, float *x, const nano_batch *nb, int qkv_width,
+                              int f_width) {
+    const size_t r0 = (size_t)nb->r0, C = (size_t)e->m->cfg.embd;
+    const size_t A = (size_t)e->m->geom.attn_dim, M = (size_t)e->m->geom.mlp_local;
+    return (nano_rows){.x = x + r0 * C,
+                       .h = e->h + r0 * C,
+                       .o = e->o + r0 * C,
+                       .qkv = e->qkv + r0 * (size_t)qkv_width,
+                       .att = e->att + r0 * A,
+                       .f = e->f + r0 * (size_t)f_width,
+                       .act = e->act ? e->act + r0 * M : NULL};
+}
+
 /* The final norm: LayerNorm (GPT-2) or RMSNorm (Llama). */
 static void final_norm(engine *e, float *out, const float *x, int rows) {
     const model *m = e->m;
@@ -374,7 +394,10 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
     const int QKV = A + 2 * g->n_kv_heads * g->head_dim;
     const float eps = m->cfg.ln_eps;
     nano_batch nanos[NANO_BATCHES_MAX];
+    nano_rows rows_of[NANO_BATCHES_MAX];
     const int n_nano = nano_split(e, nanos, e->split.size[mb], n_new, pos0);
+    for (int n = 0; n < n_nano; n++)
+        rows_of[n] = nano_rows_of(e, x, &nanos[n], QKV, 2 * M);
 
     for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
@@ -392,9 +415,8 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         for (int n = 0; n < n_nano; n++) { /* attention */
             const nano_batch *nb = &nanos[n];
             const int rows = nb->rows;
-            float *xn = x + (size_t)nb->r0 * C, *hn = e->h + (size_t)nb->r0 * C;
-            float *on = e->o + (size_t)nb->r0 * C, *qkv = e->qkv + (size_t)nb->r0 * QKV;
-            float *att = e->att + (size_t)nb->r0 * A;
+            float *xn = rows_of[n].x, *hn = rows_of[n].h, *on = rows_of[n].o;
+            float *qkv = rows_of[n].qkv, *att = rows_of[n].att;
             tp_finish(e, n);
             if (l == 0)
                 TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer)
@@ -422,8 +444,7 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
         for (int n = 0; n < n_nano; n++) { /* MLP */
             const nano_batch *nb = &nanos[n];
             const int rows = nb->rows;
-            float *xn = x + (size_t)nb->r0 * C, *hn = e->h + (size_t)nb->r0 * C;
-            float *on = e->o + (size_t)nb->r0 * C;
+            float *xn = rows_of[n].x, *hn = rows_of[n].h, *on = rows_of[n].o;
             tp_finish(e, n);
             TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o; h = RMSNorm2(x) */
                 ops->residual_rmsnorm(ctx, xn, hn, on, ln2_g, rows, C, eps);
@@ -435,7 +456,7 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
                 tp_allreduce_blocking(e, on, (size_t)rows * C, step, mb, layer);
                 continue;
             }
-            float *fn = e->f + (size_t)nb->r0 * 2 * M, *act = e->act + (size_t)nb->r0 * M;
+            float *fn = rows_of[n].f, *act = rows_of[n].act;
             TIMER_SCOPE(e->tm, PHASE_MLP_GEMM, step, mb, layer) { /* SwiGLU included */
                 ops->matmul(ctx, fn, hn, gate_up_w, NULL, rows, C, 2 * M);
                 ops->swiglu(ctx, act, fn, rows, M);
@@ -448,7 +469,7 @@ static void llama_layers(engine *e, float *x, int mb, int step, int n_new, int p
 
     for (int n = 0; n < n_nano && g->n_layers > 0; n++) { /* the last layer's residual */
         const int layer = g->layer_begin + g->n_layers - 1, rows = nanos[n].rows;
-        float *xn = x + (size_t)nanos[n].r0 * C, *on = e->o + (size_t)nanos[n].r0 * C;
+        float *xn = rows_of[n].x, *on = rows_of[n].o;
         tp_finish(e, n);
         TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) /* x += o */
             ops->residual_rmsnorm(ctx, xn, NULL, on, NULL, rows, C, eps);
@@ -470,7 +491,10 @@ static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int po
     const float eps = m->cfg.ln_eps;
     const int pre_norm = m->cfg.norm == NORM_PRE;
     nano_batch nanos[NANO_BATCHES_MAX];
+    nano_rows rows_of[NANO_BATCHES_MAX];
     const int n_nano = nano_split(e, nanos, e->split.size[mb], n_new, pos0);
+    for (int n = 0; n < n_nano; n++)
+        rows_of[n] = nano_rows_of(e, x, &nanos[n], 3 * A, M);
 
     for (int l = 0; l < g->n_layers; l++) {
         const int layer = g->layer_begin + l;
@@ -489,9 +513,8 @@ static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int po
         for (int n = 0; n < n_nano; n++) { /* attention */
             const nano_batch *nb = &nanos[n];
             const int rows = nb->rows;
-            float *xn = x + (size_t)nb->r0 * C, *hn = e->h + (size_t)nb->r0 * C;
-            float *on = e->o + (size_t)nb->r0 * C, *qkv = e->qkv + (size_t)nb->r0 * 3 * A;
-            float *att = e->att + (size_t)nb->r0 * A;
+            float *xn = rows_of[n].x, *hn = rows_of[n].h, *on = rows_of[n].o;
+            float *qkv = rows_of[n].qkv, *att = rows_of[n].att;
             tp_finish(e, n);
             if (l > 0) {
                 TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer - 1) {
@@ -524,8 +547,8 @@ static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int po
         for (int n = 0; n < n_nano; n++) { /* MLP */
             const nano_batch *nb = &nanos[n];
             const int rows = nb->rows;
-            float *xn = x + (size_t)nb->r0 * C, *hn = e->h + (size_t)nb->r0 * C;
-            float *on = e->o + (size_t)nb->r0 * C, *fn = e->f + (size_t)nb->r0 * M;
+            float *xn = rows_of[n].x, *hn = rows_of[n].h, *on = rows_of[n].o;
+            float *fn = rows_of[n].f;
             tp_finish(e, n);
             TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) {
                 if (pre_norm) /* x += o; h = LN2(x) */
@@ -549,7 +572,7 @@ static void gpt2_layers(engine *e, float *x, int mb, int step, int n_new, int po
 
     for (int n = 0; n < n_nano && g->n_layers > 0; n++) { /* the last layer's residual */
         const int l = g->n_layers - 1, layer = g->layer_begin + l, rows = nanos[n].rows;
-        float *xn = x + (size_t)nanos[n].r0 * C, *on = e->o + (size_t)nanos[n].r0 * C;
+        float *xn = rows_of[n].x, *on = rows_of[n].o;
         tp_finish(e, n);
         TIMER_SCOPE(e->tm, PHASE_NORM, step, mb, layer) {
             if (pre_norm) /* x += o */
