@@ -48,8 +48,8 @@ void mpi_tuning_before_init(int tune) {
     }
 }
 
-/* The cvar's index, or -1 when this MPI has none of that name. */
-static int cvar_index(const char *name) {
+/* The cvar's index and its integer type, or -1 when this MPI has none of that name. */
+static int cvar_index(const char *name, MPI_Datatype *type_out) {
     int n = 0;
     if (MPI_T_cvar_get_num(&n) != MPI_SUCCESS) return -1;
     for (int i = 0; i < n; i++) {
@@ -63,25 +63,21 @@ static int cvar_index(const char *name) {
         /* only process-wide integer variables: a handle for them needs no MPI object */
         if (!strcmp(found, name) && bind == MPI_T_BIND_NO_OBJECT &&
             (type == MPI_INT || type == MPI_UNSIGNED || type == MPI_UNSIGNED_LONG ||
-             type == MPI_UNSIGNED_LONG_LONG || type == MPI_LONG_LONG))
+             type == MPI_UNSIGNED_LONG_LONG || type == MPI_LONG_LONG)) {
+            *type_out = type;
             return i;
+        }
     }
     return -1;
 }
 
-/* Reads (and, when `write` is given, first writes) an integer cvar through MPI_T, whatever its
- * integer type. Returns 0, or -1 when it cannot be read. */
-static int cvar_access(int index, const long long *write, long long *value) {
-    char name[256], desc[8];
-    int name_len = sizeof name, desc_len = sizeof desc, verbosity, bind, scope, count = 0;
-    MPI_Datatype type;
-    MPI_T_enum enumtype;
+/* Reads (and, when `write` is given, first writes) an integer cvar of the given type through
+ * MPI_T. Returns 0; 1 when it was read but the write was refused; -1 when it cannot be read. */
+static int cvar_access(int index, MPI_Datatype type, const long long *write, long long *value) {
+    int count = 0;
     MPI_T_cvar_handle handle;
-    if (MPI_T_cvar_get_info(index, name, &name_len, &verbosity, &type, &enumtype, desc, &desc_len,
-                            &bind, &scope) != MPI_SUCCESS ||
-        MPI_T_cvar_handle_alloc(index, NULL, &handle, &count) != MPI_SUCCESS)
-        return -1;
-    int rc = count == 1 ? 0 : -1;
+    if (MPI_T_cvar_handle_alloc(index, NULL, &handle, &count) != MPI_SUCCESS) return -1;
+    int rc = count == 1 ? 0 : -1, refused = 0;
     union {
         int i;
         unsigned u;
@@ -100,7 +96,7 @@ static int cvar_access(int index, const long long *write, long long *value) {
             buf.ull = (unsigned long long)*write;
         else
             buf.ll = *write;
-        rc = MPI_T_cvar_write(handle, &buf) == MPI_SUCCESS ? 0 : -1;
+        refused = MPI_T_cvar_write(handle, &buf) != MPI_SUCCESS;
     }
     if (rc == 0 && MPI_T_cvar_read(handle, &buf) != MPI_SUCCESS) rc = -1;
     if (rc == 0)
@@ -110,7 +106,7 @@ static int cvar_access(int index, const long long *write, long long *value) {
                  : type == MPI_UNSIGNED_LONG_LONG ? (long long)buf.ull
                                                   : buf.ll;
     MPI_T_cvar_handle_free(&handle);
-    return rc;
+    return rc < 0 ? rc : refused;
 }
 
 void mpi_tuning_after_init(void) {
@@ -124,13 +120,15 @@ void mpi_tuning_after_init(void) {
                          "parallel.mpi_tuning: auto): ");
     for (int i = 0; i < N_SETTINGS; i++) {
         setting *s = &settings[i];
-        const int index = have_mpi_t ? cvar_index(s->name) : -1;
-        s->exposed = index >= 0;
-        if (s->exposed && tuning_on && !s->by_user && s->how == SET_MPI_T) {
-            const long long want = atoll(s->value);
-            s->by_us = cvar_access(index, &want, &s->in_force) == 0 && s->in_force == want;
-        }
-        if (s->exposed && cvar_access(index, NULL, &s->in_force) != 0) s->exposed = 0;
+        MPI_Datatype type = MPI_INT;
+        const int index = have_mpi_t ? cvar_index(s->name, &type) : -1;
+        const long long want = atoll(s->value);
+        const int write = tuning_on && !s->by_user && s->how == SET_MPI_T;
+        /* written and read back, or only read: the value in force either way */
+        const int rc =
+            index >= 0 ? cvar_access(index, type, write ? &want : NULL, &s->in_force) : -1;
+        s->exposed = rc >= 0;
+        if (write) s->by_us = rc == 0 && s->in_force == want;
         const char *who = !s->exposed  ? "not exposed"
                           : s->by_user ? "user"
                           : s->by_us ? (s->how == SET_ENV ? "tripar, environment" : "tripar, MPI_T")

@@ -393,6 +393,9 @@ static void test_error_details(void **state) {
     snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nparallel:\n  overlap: maybe\n", m);
     expect_error(write_tmp("e2.yaml", text), NULL, 0,
                  "e2\\.yaml:4: parallel\\.overlap: expected true or false, got 'maybe'");
+    snprintf(text, sizeof text, "%sinput: {tokens: [1]}\nparallel:\n  mpi_tuning: on\n", m);
+    expect_error(write_tmp("e2t.yaml", text), NULL, 0,
+                 "e2t\\.yaml:4: parallel\\.mpi_tuning: .*on.*off, auto");
     snprintf(text, sizeof text, "%sinput: {tokens: [1, -2]}\n", m);
     expect_error(write_tmp("e3.yaml", text), NULL, 0,
                  "e3\\.yaml:2: input\\.tokens: prompt 0 position 1 = -2 is out of range");
