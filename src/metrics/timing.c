@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/check.h"
+#include "metrics/phase_cost.h"
 
 static const char *const phase_names[PHASE_COUNT] = {
     "embed",   "norm",         "qkv_gemm", "attention",    "attn_out_gemm", "mlp_gemm",
@@ -87,21 +88,62 @@ void clock_align(MPI_Comm world, double inject_offset, double *offset, double *u
 /* Upper bounds per step of one micro-batch: outside layers a first stage has step, the token
  * pp_recv_wait, two pp_send, embed and its TP all-reduce (2): 7; a last stage step,
  * pp_recv_wait, head, sample (2, around sample_wait), sample_wait, pp_send and the step's
- * stop_wait: 8; so 16 leaves room; inside a layer at most 16 phases (norms, GEMMs, attention,
- * the all-reduces of the overlap pieces). Perplexity adds a head and an nll_wait per sequence
- * at prefill (NLL_EVENTS_PER_SEQUENCE). Expert parallelism across replicas (ep > tp) turns a
- * mixture of experts' one mlp_gemm into two, with ep_dispatch, ep_expert, ep_combine and two
- * ep_wait between them, and with overlap a third mlp_gemm (the shared expert) and a third
- * ep_wait: at most 8 more (EP_EVENTS_PER_LAYER). */
-enum { EVENTS_PER_STEP = 16, EVENTS_PER_LAYER = 16, EVENTS_OUTSIDE_STEPS = 64,
-       NLL_EVENTS_PER_SEQUENCE = 2, EP_EVENTS_PER_LAYER = 8 };
+ * stop_wait: 8; so 16 leaves room; inside a layer at most 16 phases with one piece of each
+ * row-parallel product (norms, GEMMs, attention, the all-reduces and their waits); TP overlap
+ * adds its further pieces and nano-batches (overlap_layer_events). Perplexity adds a head and an
+ * nll_wait per sequence at prefill (NLL_EVENTS_PER_SEQUENCE). Expert parallelism across replicas
+ * (ep > tp) turns a mixture of experts' one mlp_gemm into two, with ep_dispatch, ep_expert,
+ * ep_combine and two ep_wait between them, and with overlap a third mlp_gemm (the shared expert)
+ * and a third ep_wait: at most 8 more (EP_EVENTS_PER_LAYER). */
+enum {
+    EVENTS_PER_STEP = 16,
+    EVENTS_PER_LAYER = 16,
+    EVENTS_OUTSIDE_STEPS = 64,
+    NLL_EVENTS_PER_SEQUENCE = 2,
+    EP_EVENTS_PER_LAYER = 8,
+    EVENTS_PER_EXTRA_PIECE = 6
+};
+
+/* Every generation the run may make: warm-up, measured, and an arrival stream's, which may
+ * run up to one generation per request. */
+static long generations(const job *j) {
+    long stream = j->arrival_rate > 0 ? (long)(2.0 * j->arrival_rate * j->duration) + 64 : 0;
+    return (long)(j->warmup + j->iterations) + stream;
+}
 
 /* Step events of every generation the run may make: steps x micro-batches x generations. */
 static long step_events(const job *j) {
     long steps = j->new_tokens > 0 ? j->new_tokens : 1;
-    /* an arrival stream may run up to one generation per request */
-    long stream = j->arrival_rate > 0 ? (long)(2.0 * j->arrival_rate * j->duration) + 64 : 0;
-    return (long)(j->warmup + j->iterations + stream) * steps * (long)j->microbatches;
+    return generations(j) * steps * (long)j->microbatches;
+}
+
+/* What TP overlap adds to one layer's events of a micro-batch of `seqs` sequences adding n_new
+ * positions each, beyond EVENTS_PER_LAYER (which holds one piece): each further piece of a
+ * row-parallel product adds its GEMM to attn_out_gemm and mlp_gemm and its all-reduce and wait
+ * to both products' (EVENTS_PER_EXTRA_PIECE), and a prefill in nano-batches (forward.c) runs
+ * every layer's phases once per nano-batch. */
+static long overlap_layer_events(const job *j, int seqs, int n_new) {
+    if (!j->overlap || j->tp <= 1) return 0;
+    nano_batch nanos[NANO_BATCHES_MAX];
+    const int n = nano_batch_split(nanos, j->experts == 0, seqs, n_new, 0);
+    long events = -EVENTS_PER_LAYER;
+    for (int i = 0; i < n; i++) {
+        const int pieces = j->chunks < nanos[i].rows ? j->chunks : nanos[i].rows;
+        events += EVENTS_PER_LAYER + (long)EVENTS_PER_EXTRA_PIECE * (pieces > 1 ? pieces - 1 : 0);
+    }
+    return events;
+}
+
+/* overlap_layer_events over the whole run: every layer of a prefill and of each decode step
+ * of the largest micro-batch, in every micro-batch and generation. */
+static long overlap_events(const job *j) {
+    const int dp = j->dp > 0 ? j->dp : 1, local = (j->batch + dp - 1) / dp;
+    const int mbs = j->microbatches < local ? j->microbatches : local;
+    const int seqs = mbs > 0 ? (local + mbs - 1) / mbs : 0;
+    const long steps = j->new_tokens > 0 ? j->new_tokens : 1;
+    const long per_generation = overlap_layer_events(j, seqs, j->prompt_len) +
+                                (steps - 1) * overlap_layer_events(j, seqs, 1);
+    return generations(j) * (long)j->microbatches * j->layers * per_generation;
 }
 
 long timer_event_capacity(const job *j) {
@@ -115,6 +157,7 @@ long timer_event_capacity(const job *j) {
     default: return 0;
     }
     long capacity = EVENTS_OUTSIDE_STEPS + step_events(j) * per_mb;
+    if (j->timings == TIMINGS_LAYER) capacity += overlap_events(j);
     if (j->perplexity_window > 0) /* perplexity: one generation per run, a prefill only */
         capacity += (long)(j->warmup + j->iterations) * j->batch * NLL_EVENTS_PER_SEQUENCE;
     return capacity > TIMER_MAX_EVENTS ? TIMER_MAX_EVENTS : capacity;

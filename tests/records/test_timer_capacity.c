@@ -46,6 +46,29 @@ static void test_layer_counts_every_layer(void **state) {
     assert_int_equal(timer_event_capacity(j), 64 + (4L + 40 + 64) * 32 * 2 * (12 * 16 + 16));
 }
 
+/* TP overlap at `layer`: 6 events more per further piece of a row-parallel product (its 2
+ * GEMMs, 2 all-reduces and 2 waits), and a prefill's layers once per nano-batch. */
+static void test_layer_counts_overlap(void **state) {
+    (void)state;
+    job *j = small_job(TIMINGS_LAYER);
+    const long base = 64 + 4L * 32 * 2 * (12 * 16 + 16);
+    j->overlap = 1, j->tp = 2, j->dp = 1, j->chunks = 3, j->prompt_len = 40;
+    /* 2 prompts in 2 micro-batches of one: the prefill in 2 nano-batches of 20 positions, each
+     * product in 3 pieces (16 + 2 x 6 = 28 a nano-batch, 40 more than 16); decode rows of one
+     * sequence have one piece */
+    j->batch = 2;
+    assert_int_equal(timer_event_capacity(j), base + 4L * 2 * 12 * 40);
+    /* 8 prompts, micro-batches of 4: the prefill as above in 2 nano-batches of 2 sequences, and
+     * each of the 31 decode steps in 3 pieces (2 x 6 more) */
+    j->batch = 8;
+    assert_int_equal(timer_event_capacity(j), base + 4L * 2 * 12 * (40 + 31 * 12));
+    /* overlap off, or one TP rank: the formula of every other run */
+    j->overlap = 0;
+    assert_int_equal(timer_event_capacity(j), base);
+    j->overlap = 1, j->tp = 1;
+    assert_int_equal(timer_event_capacity(j), base);
+}
+
 static void test_step_counts_steps_only(void **state) {
     (void)state;
     job *j = small_job(TIMINGS_STEP);
@@ -70,6 +93,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_off_preallocates_nothing),
         cmocka_unit_test(test_layer_counts_every_layer),
+        cmocka_unit_test(test_layer_counts_overlap),
         cmocka_unit_test(test_step_counts_steps_only),
         cmocka_unit_test(test_capped),
     };
