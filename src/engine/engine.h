@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "engine/moe.h"
-#include "metrics/phase_cost.h"
+#include "metrics/nano_batch.h"
 #include "metrics/timing.h"
 #include "model/model.h"
 #include "parallel/mesh.h"

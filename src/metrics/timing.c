@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "base/check.h"
-#include "metrics/phase_cost.h"
+#include "metrics/nano_batch.h"
 
 static const char *const phase_names[PHASE_COUNT] = {
     "embed",   "norm",         "qkv_gemm", "attention",    "attn_out_gemm", "mlp_gemm",

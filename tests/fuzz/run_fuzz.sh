@@ -84,7 +84,8 @@ cluster)
     sources="$(echo "$src"/src/analysis/plan_cluster.c "$src"/src/analysis/plan_collectives.c \
         "$src"/src/analysis/plan_nccl.c \
         "$src"/src/io/runread.c "$src"/src/io/h5util.c \
-        "$src"/src/metrics/timing.c "$src"/src/metrics/sched.c "$src"/src/job/*.c \
+        "$src"/src/metrics/timing.c "$src"/src/metrics/nano_batch.c "$src"/src/metrics/sched.c \
+        "$src"/src/job/*.c \
         "$src"/src/base/*.c)"
     libs="$(pkg-config --cflags --libs yaml-0.1 hdf5-openmpi 2>/dev/null || echo -lyaml -lhdf5) $mpi -lm"
     corpus=$src/tests/fuzz/corpus_cluster
